@@ -1,0 +1,281 @@
+"""The run context: every non-deterministic thing a workflow does goes through it and is journaled.
+
+On resume the workflow function is called again from the top; each context call first
+looks at the journal position it has reached and, if an entry is there, answers from it
+instead of acting. The first position with no entry is where live execution resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid as uuid_module
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from agent_runtime.clock import Clock
+from agent_runtime.exceptions import (
+    LeaseLost,
+    NonDeterminismError,
+    SignoffError,
+    StepFailed,
+    StepTimeout,
+    WaitTimedOut,
+)
+from agent_runtime.records import (
+    AttemptRecord,
+    ErrorInfo,
+    Lease,
+    Run,
+    StepKind,
+    StepRecord,
+    Wait,
+)
+from agent_runtime.retry import RetryPolicy
+from agent_runtime.serialization import input_hash, round_trip
+from agent_runtime.store import Store
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_RETRY = RetryPolicy()
+NO_INPUT = input_hash(None)
+
+
+class Suspend(BaseException):  # noqa: N818 - control flow, not an error
+    """Raised by the context to park the run until ``wait`` is satisfied.
+
+    A BaseException so that a workflow's ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, wait: Wait) -> None:
+        super().__init__(wait)
+        self.wait = wait
+
+
+class Abandon(BaseException):  # noqa: N818 - control flow, not an error
+    """Raised by the context when the worker stops: the run is released for another worker."""
+
+
+class RunContext:
+    """What a workflow uses to take steps, read the time, make ids, sleep and wait."""
+
+    def __init__(
+        self,
+        *,
+        run: Run,
+        lease: Lease,
+        journal: Sequence[StepRecord],
+        store: Store,
+        clock: Clock,
+        stopping: threading.Event,
+    ) -> None:
+        self.run_id = run.id
+        self.workflow = run.workflow
+        self._lease = lease
+        self._journal = journal
+        self._store = store
+        self._clock = clock
+        self._stopping = stopping
+        self._position = 0
+        self.fatal: SignoffError | None = None
+
+    @property
+    def position(self) -> int:
+        """Return the journal position the next context call will use."""
+        return self._position
+
+    @property
+    def replaying(self) -> bool:
+        """Tell whether the next context call is answered from the journal."""
+        return self._position < len(self._journal)
+
+    def step(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+    ) -> T:
+        """Run ``fn(*args)`` once as a journaled step and return its JSON result.
+
+        ``args`` and the result must be JSON values. On replay the journaled result (or
+        failure, re-raised as ``StepFailed``) is returned without calling ``fn``.
+        """
+        step_name = name or getattr(fn, "__qualname__", repr(fn))
+        digest = input_hash(list(args))
+        position, record = self._next(StepKind.STEP, step_name, digest)
+        if record is None:
+            record = self._run_live(position, fn, args, step_name, digest, retry or DEFAULT_RETRY, timeout)
+        if record.error is not None:
+            raise _step_failed(record)
+        result: T = record.output
+        return result
+
+    def now(self) -> datetime:
+        """Return the current time, fixed in the journal on first call."""
+        position, record = self._next(StepKind.NOW, "now", NO_INPUT)
+        if record is None:
+            record = self._append_value(position, StepKind.NOW, "now", NO_INPUT, self._clock.now().isoformat())
+        return datetime.fromisoformat(record.output)
+
+    def uuid(self) -> str:
+        """Return a random id (32 hex digits), fixed in the journal on first call."""
+        position, record = self._next(StepKind.UUID, "uuid", NO_INPUT)
+        if record is None:
+            value = uuid_module.uuid4().hex
+            record = self._append_value(position, StepKind.UUID, "uuid", NO_INPUT, value)
+        output: str = record.output
+        return output
+
+    def sleep(self, duration: timedelta) -> None:
+        """Pause the run durably: it is parked in the database and resumed by any worker."""
+        digest = input_hash(duration.total_seconds())
+        position, record = self._next(StepKind.SLEEP, "sleep", digest)
+        if record is None:
+            until = self._clock.now() + duration
+            record = self._append_value(position, StepKind.SLEEP, "sleep", digest, until.isoformat())
+        wake_at = datetime.fromisoformat(record.output)
+        if not self.replaying and self._clock.now() < wake_at:
+            raise Suspend(Wait(wake_at=wake_at))
+
+    def wait_for(self, key: str, *, timeout: timedelta | None = None) -> Any:
+        """Wait durably for the event ``key`` delivered by any process; return its data.
+
+        Raises ``WaitTimedOut`` when ``timeout`` passes first.
+        """
+        digest = input_hash(None if timeout is None else timeout.total_seconds())
+        position, record = self._next(StepKind.WAIT_DEADLINE, key, digest)
+        if record is None:
+            deadline = None if timeout is None else (self._clock.now() + timeout).isoformat()
+            record = self._append_value(position, StepKind.WAIT_DEADLINE, key, digest, deadline)
+        deadline_at = None if record.output is None else datetime.fromisoformat(record.output)
+        position, record = self._next(StepKind.WAIT, key, NO_INPUT)
+        if record is None:
+            record = self._receive(position, key, deadline_at)
+        if record.output.get("timed_out"):
+            raise WaitTimedOut(key)
+        return record.output.get("data")
+
+    def _receive(self, position: int, key: str, deadline: datetime | None) -> StepRecord:
+        event = self._store.get_event(self.run_id, key)
+        if event is not None:
+            return self._append_value(position, StepKind.WAIT, key, NO_INPUT, {"data": event.data})
+        if deadline is not None and self._clock.now() >= deadline:
+            return self._append_value(position, StepKind.WAIT, key, NO_INPUT, {"timed_out": True})
+        raise Suspend(Wait(wake_at=deadline, key=key))
+
+    def check_complete(self) -> None:
+        """Raise ``NonDeterminismError`` if the workflow ended before replaying its whole journal."""
+        self._raise_fatal()
+        if self.replaying:
+            expected = self._journal[self._position].identity()
+            self._fail(NonDeterminismError(self._position, expected, {}))
+
+    def _next(self, kind: StepKind, name: str, digest: str) -> tuple[int, StepRecord | None]:
+        self._raise_fatal()
+        position = self._position
+        self._position += 1
+        if position >= len(self._journal):
+            if self._stopping.is_set():
+                raise Abandon()
+            return position, None
+        record = self._journal[position]
+        found = {"kind": str(kind), "name": name, "input_hash": digest}
+        if record.identity() != found:
+            self._fail(NonDeterminismError(position, record.identity(), found))
+        return position, record
+
+    def _run_live(
+        self,
+        position: int,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        name: str,
+        digest: str,
+        retry: RetryPolicy,
+        timeout: timedelta | None,
+    ) -> StepRecord:
+        started = self._clock.now()
+        attempt = 1
+        while True:
+            try:
+                output = round_trip(_call(fn, args, name, timeout), what=f"the output of step {name!r}")
+            except Exception as exc:  # noqa: BLE001 - a step's failure is data for the journal
+                error = ErrorInfo.of(exc)
+                self._write(self._store.record_attempt, AttemptRecord(
+                    position=position, attempt=attempt, error=error, at=self._clock.now()))
+                if not retry.should_retry(attempt, exc):
+                    return self._append(StepRecord(
+                        position=position, kind=StepKind.STEP, name=name, input_hash=digest,
+                        error=error, attempts=attempt, started_at=started,
+                        finished_at=self._clock.now()))
+                self._pause(retry.delay_after(attempt))
+                attempt += 1
+                continue
+            return self._append(StepRecord(
+                position=position, kind=StepKind.STEP, name=name, input_hash=digest,
+                output=output, attempts=attempt, started_at=started, finished_at=self._clock.now()))
+
+    def _pause(self, delay: timedelta) -> None:
+        if self._stopping.wait(delay.total_seconds()):
+            raise Abandon()
+
+    def _append_value(
+        self, position: int, kind: StepKind, name: str, digest: str, output: Any
+    ) -> StepRecord:
+        now = self._clock.now()
+        return self._append(StepRecord(
+            position=position, kind=kind, name=name, input_hash=digest, output=output,
+            started_at=now, finished_at=now))
+
+    def _append(self, record: StepRecord) -> StepRecord:
+        self._write(self._store.append_step, record)
+        logger.debug(
+            "step committed",
+            extra={"action": "step", "run_id": self.run_id, "step": record.position},
+        )
+        return record
+
+    def _write(self, write: Callable[[Lease, Any], None], record: Any) -> None:
+        try:
+            write(self._lease, record)
+        except LeaseLost as exc:
+            self._fail(exc)
+
+    def _fail(self, error: SignoffError) -> None:
+        self.fatal = error
+        raise error
+
+    def _raise_fatal(self) -> None:
+        if self.fatal is not None:
+            raise self.fatal
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...], name: str, timeout: timedelta | None) -> Any:
+    if timeout is None:
+        return fn(*args)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the calling thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name=f"step:{name}", daemon=True)
+    thread.start()
+    thread.join(timeout.total_seconds())
+    if thread.is_alive():
+        raise StepTimeout(name, timeout.total_seconds())
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
+def _step_failed(record: StepRecord) -> StepFailed:
+    assert record.error is not None
+    return StepFailed(record.name, record.error.type, record.error.message, record.attempts)

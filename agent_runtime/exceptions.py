@@ -1,0 +1,141 @@
+"""Errors raised by the runtime. Every error says whether retrying the same call may succeed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SignoffError(Exception):
+    """Root of every error the runtime raises."""
+
+    retryable: bool = False
+
+
+class StoreUnavailable(SignoffError):
+    """The database could not be reached or answered with a transient failure."""
+
+    retryable = True
+
+
+class RunNotFound(SignoffError):
+    """No run has the given id."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run with id {run_id}")
+        self.run_id = run_id
+
+
+class WorkflowNotFound(SignoffError):
+    """No workflow is registered under the given name."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        listed = ", ".join(known) or "none"
+        super().__init__(f"unknown workflow {name!r} (registered: {listed})")
+        self.name = name
+        self.known = known
+
+
+class InvalidInput(SignoffError):
+    """A run's input was rejected by its workflow before the run was created."""
+
+    def __init__(self, workflow: str, detail: str) -> None:
+        super().__init__(f"invalid input for {workflow}: {detail}")
+        self.workflow = workflow
+        self.detail = detail
+
+
+class InvalidRunState(SignoffError):
+    """The run is not in a state that allows the requested operation."""
+
+    def __init__(self, run_id: str, status: str, operation: str) -> None:
+        super().__init__(f"cannot {operation} run {run_id}: it is {status}")
+        self.run_id = run_id
+        self.status = status
+        self.operation = operation
+
+
+class NotSerializable(SignoffError):
+    """A step input or output cannot be stored as JSON."""
+
+    def __init__(self, what: str, detail: str) -> None:
+        super().__init__(f"{what} cannot be stored as JSON: {detail}")
+        self.what = what
+        self.detail = detail
+
+
+class LeaseLost(SignoffError):
+    """This worker no longer holds the run's lease, so it may not write to the run."""
+
+    retryable = True
+
+    def __init__(self, run_id: str, fence: int) -> None:
+        super().__init__(f"lease on run {run_id} (fence {fence}) was lost")
+        self.run_id = run_id
+        self.fence = fence
+
+
+class JournalConflict(SignoffError):
+    """The journal already holds a step at this position."""
+
+    def __init__(self, run_id: str, position: int) -> None:
+        super().__init__(f"run {run_id} already has a step at position {position}")
+        self.run_id = run_id
+        self.position = position
+
+
+class EventAlreadyDelivered(SignoffError):
+    """An event with this key was already delivered to the run."""
+
+    def __init__(self, run_id: str, key: str) -> None:
+        super().__init__(f"event {key!r} was already delivered to run {run_id}")
+        self.run_id = run_id
+        self.key = key
+
+
+class NonDeterminismError(SignoffError):
+    """Replaying the workflow reached a step that differs from the journal at that position."""
+
+    def __init__(self, position: int, expected: dict[str, Any], found: dict[str, Any]) -> None:
+        super().__init__(
+            f"non-deterministic workflow at step {position}: the journal has "
+            f"{_describe(expected)} but the code now asks for {_describe(found)}"
+        )
+        self.position = position
+        self.expected = expected
+        self.found = found
+
+
+class StepFailed(SignoffError):
+    """A step failed on its last allowed attempt; the failure is journaled like a result."""
+
+    def __init__(self, name: str, error_type: str, message: str, attempts: int) -> None:
+        super().__init__(f"step {name!r} failed after {attempts} attempt(s): {error_type}: {message}")
+        self.name = name
+        self.error_type = error_type
+        self.message = message
+        self.attempts = attempts
+
+
+class StepTimeout(SignoffError):
+    """A step attempt ran longer than its timeout."""
+
+    retryable = True
+
+    def __init__(self, name: str, seconds: float) -> None:
+        super().__init__(f"step {name!r} timed out after {seconds:g}s")
+        self.name = name
+        self.seconds = seconds
+
+
+class WaitTimedOut(SignoffError):
+    """A durable wait for an event ended at its timeout with no event delivered."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"no event {key!r} arrived before the timeout")
+        self.key = key
+
+
+def _describe(step: dict[str, Any]) -> str:
+    if not step:
+        return "nothing (the workflow ended)"
+    return f"{step.get('kind')} {step.get('name')!r} (input {step.get('input_hash')})"

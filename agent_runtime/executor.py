@@ -1,0 +1,91 @@
+"""Drive one leased run: replay its journal, continue live, and record how it ended."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from agent_runtime.clock import Clock
+from agent_runtime.context import Abandon, RunContext, Suspend
+from agent_runtime.exceptions import (
+    LeaseLost,
+    NonDeterminismError,
+    SignoffError,
+    StoreUnavailable,
+    WorkflowNotFound,
+)
+from agent_runtime.records import ErrorInfo, Lease, Run, RunStatus
+from agent_runtime.serialization import round_trip
+from agent_runtime.store import Store
+from agent_runtime.workflows import Workflows
+
+logger = logging.getLogger(__name__)
+
+
+class RunExecutor:
+    """Executes leased runs against one store and one set of workflows."""
+
+    def __init__(
+        self, store: Store, workflows: Workflows, clock: Clock, stopping: threading.Event
+    ) -> None:
+        self._store = store
+        self._workflows = workflows
+        self._clock = clock
+        self._stopping = stopping
+
+    def execute(self, run: Run, lease: Lease) -> RunStatus | None:
+        """Advance ``run`` as far as it goes; return its new status, or None if the lease was lost."""
+        try:
+            return self._advance(run, lease)
+        except LeaseLost:
+            logger.info("lease lost", extra={"action": "abandon", "run_id": run.id})
+        except StoreUnavailable:
+            logger.warning("store unavailable", extra={"action": "abandon", "run_id": run.id})
+        return None
+
+    def _advance(self, run: Run, lease: Lease) -> RunStatus:
+        try:
+            workflow = self._workflows.get(run.workflow)
+        except WorkflowNotFound as exc:
+            return self._fail(lease, ErrorInfo.of(exc))
+        context = RunContext(
+            run=run,
+            lease=lease,
+            journal=self._store.load_journal(run.id),
+            store=self._store,
+            clock=self._clock,
+            stopping=self._stopping,
+        )
+        try:
+            output = workflow(context, run.input)
+            context.check_complete()
+            output = round_trip(output, what="the workflow's output")
+        except Suspend as suspend:
+            return self._store.suspend(lease, suspend.wait, self._clock.now())
+        except Abandon:
+            self._store.release(lease, self._clock.now())
+            return RunStatus.PENDING
+        except Exception as exc:  # noqa: BLE001 - a workflow's failure ends its run
+            return self._handle_error(context, lease, exc)
+        self._store.complete(lease, output, self._clock.now())
+        return RunStatus.COMPLETED
+
+    def _handle_error(self, context: RunContext, lease: Lease, exc: Exception) -> RunStatus:
+        error = context.fatal or exc
+        if isinstance(error, LeaseLost | StoreUnavailable):
+            raise error
+        return self._fail(lease, _describe(error))
+
+    def _fail(self, lease: Lease, error: ErrorInfo) -> RunStatus:
+        self._store.fail(lease, error, self._clock.now())
+        logger.info("run failed", extra={"action": "fail", "run_id": lease.run_id})
+        return RunStatus.FAILED
+
+
+def _describe(error: BaseException) -> ErrorInfo:
+    if isinstance(error, NonDeterminismError):
+        details = {"position": error.position, "expected": error.expected, "found": error.found}
+        return ErrorInfo(type=type(error).__name__, message=str(error), details=details)
+    if isinstance(error, SignoffError):
+        return ErrorInfo(type=type(error).__name__, message=str(error))
+    return ErrorInfo.of(error)

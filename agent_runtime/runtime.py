@@ -1,0 +1,62 @@
+"""The runtime's front: start, inspect, cancel, signal and resume runs from any process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_runtime.clock import Clock, SystemClock
+from agent_runtime.ids import RunId, new_run_id
+from agent_runtime.records import AttemptRecord, Run, RunStatus, StepRecord
+from agent_runtime.serialization import round_trip
+from agent_runtime.store import Store
+from agent_runtime.worker import Worker, WorkerOptions
+from agent_runtime.workflows import Workflows
+
+
+class Runtime:
+    """Operations on runs that any process may perform; workers do the executing."""
+
+    def __init__(self, store: Store, workflows: Workflows, *, clock: Clock | None = None) -> None:
+        self.store = store
+        self.workflows = workflows
+        self.clock = clock or SystemClock()
+
+    def start(self, workflow: str, input: Any = None) -> Run:
+        """Create a pending run of ``workflow``; ``WorkflowNotFound`` if it is not registered."""
+        value = round_trip(input, what="the run's input")
+        self.workflows.validate_input(workflow, value)
+        return self.store.create_run(new_run_id(), workflow, value, self.clock.now())
+
+    def get(self, run_id: RunId) -> Run:
+        """Return the run or raise ``RunNotFound``."""
+        return self.store.get_run(run_id)
+
+    def runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[Run]:
+        """Return the newest runs first."""
+        return self.store.list_runs(status=status, limit=limit)
+
+    def journal(self, run_id: RunId) -> list[StepRecord]:
+        """Return the run's journal; ``RunNotFound`` for an unknown run."""
+        self.store.get_run(run_id)
+        return self.store.load_journal(run_id)
+
+    def attempts(self, run_id: RunId) -> list[AttemptRecord]:
+        """Return the run's failed attempts, oldest first."""
+        return self.store.list_attempts(run_id)
+
+    def cancel(self, run_id: RunId) -> Run:
+        """Cancel a pending, running or waiting run; its worker can write nothing more."""
+        return self.store.cancel(run_id, self.clock.now())
+
+    def signal(self, run_id: RunId, key: str, data: Any = None) -> Run:
+        """Deliver the event ``key`` to the run, waking it if it waits for it."""
+        value = round_trip(data, what="the event's data")
+        return self.store.deliver_event(run_id, key, value, self.clock.now())
+
+    def resume(self, run_id: RunId) -> Run:
+        """Make a failed run pending again: it replays its journal with the current code."""
+        return self.store.resume(run_id, self.clock.now())
+
+    def worker(self, options: WorkerOptions | None = None) -> Worker:
+        """Build a worker over this runtime's store and workflows."""
+        return Worker(self.store, self.workflows, options=options, clock=self.clock)

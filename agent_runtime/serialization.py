@@ -1,0 +1,33 @@
+"""JSON encoding of step inputs and outputs: canonical, hashable, never pickle."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from agent_runtime.exceptions import NotSerializable
+
+JSONValue = Any
+"""A value made of dict (str keys), list, str, int, float, bool and None."""
+
+
+def canonical_json(value: JSONValue, *, what: str = "value") -> str:
+    """Return the canonical JSON text of ``value`` or raise NotSerializable naming ``what``."""
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise NotSerializable(what, str(exc)) from exc
+
+
+def round_trip(value: JSONValue, *, what: str = "value") -> JSONValue:
+    """Return ``value`` as it reads back from the journal (tuples become lists, and so on)."""
+    return json.loads(canonical_json(value, what=what))
+
+
+def input_hash(value: JSONValue) -> str:
+    """Return a short, stable SHA-256 digest of a step's input."""
+    text = canonical_json(value, what="step input")
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,113 @@
+"""The storage contract the runtime depends on: domain operations, not SQL."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+from agent_runtime.ids import RunId
+from agent_runtime.records import (
+    AttemptRecord,
+    ErrorInfo,
+    Event,
+    Lease,
+    Run,
+    RunStatus,
+    StepRecord,
+    Wait,
+)
+
+
+class Store(Protocol):
+    """Durable state of runs. Every method is one transaction; writes under a lease are fenced.
+
+    A method that takes a ``Lease`` raises ``LeaseLost`` when the run's fence no longer
+    equals the lease's, and changes nothing.
+    """
+
+    def create_run(self, run_id: RunId, workflow: str, input: Any, now: datetime) -> Run:
+        """Store a new pending run."""
+        ...
+
+    def get_run(self, run_id: RunId) -> Run:
+        """Return the run or raise ``RunNotFound``."""
+        ...
+
+    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[Run]:
+        """Return the newest runs first, optionally only those with ``status``."""
+        ...
+
+    def claim_runs(self, owner: str, *, limit: int, now: datetime, expires_at: datetime) -> list[
+        tuple[Run, Lease]
+    ]:
+        """Lease up to ``limit`` runnable runs to ``owner`` until ``expires_at``.
+
+        Runnable: pending; waiting with a due time at or before ``now``; running with an
+        expired lease. Each claim increases the run's fence.
+        """
+        ...
+
+    def renew_lease(self, lease: Lease, expires_at: datetime) -> bool:
+        """Extend a held lease; return False when it was lost."""
+        ...
+
+    def load_journal(self, run_id: RunId) -> list[StepRecord]:
+        """Return the run's journal in position order."""
+        ...
+
+    def append_step(self, lease: Lease, step: StepRecord) -> None:
+        """Append one journal entry; ``JournalConflict`` if the position is taken."""
+        ...
+
+    def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
+        """Record a failed attempt of the step in flight."""
+        ...
+
+    def list_attempts(self, run_id: RunId) -> list[AttemptRecord]:
+        """Return every failed attempt of the run, oldest first."""
+        ...
+
+    def suspend(self, lease: Lease, wait: Wait, now: datetime) -> RunStatus:
+        """Give up the lease and wait; return PENDING instead if the awaited event is here."""
+        ...
+
+    def release(self, lease: Lease, now: datetime) -> None:
+        """Give up the lease so that any worker may resume the run at once."""
+        ...
+
+    def complete(self, lease: Lease, output: Any, now: datetime) -> None:
+        """End the run successfully with ``output``."""
+        ...
+
+    def fail(self, lease: Lease, error: ErrorInfo, now: datetime) -> None:
+        """End the run as failed with ``error``."""
+        ...
+
+    def cancel(self, run_id: RunId, now: datetime) -> Run:
+        """Cancel an unfinished run and revoke any lease on it; ``InvalidRunState`` if finished."""
+        ...
+
+    def resume(self, run_id: RunId, now: datetime) -> Run:
+        """Make a failed run pending again, keeping its journal; ``InvalidRunState`` otherwise."""
+        ...
+
+    def deliver_event(self, run_id: RunId, key: str, data: Any, now: datetime) -> Run:
+        """Store an event for the run and wake it if it waits for ``key``.
+
+        Raises ``EventAlreadyDelivered`` for a second event with the same key and
+        ``InvalidRunState`` for a finished run.
+        """
+        ...
+
+    def get_event(self, run_id: RunId, key: str) -> Event | None:
+        """Return the event delivered under ``key``, if any."""
+        ...
+
+    def runnable_count(self, now: datetime) -> int:
+        """Count the runs a worker could claim at ``now``."""
+        ...
+
+    def next_due(self) -> datetime | None:
+        """Return the earliest time at which some unfinished run becomes runnable."""
+        ...
+

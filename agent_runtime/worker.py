@@ -1,0 +1,137 @@
+"""A worker: claims runnable runs, executes them on threads, keeps their leases alive."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from agent_runtime.clock import Clock, SystemClock
+from agent_runtime.exceptions import StoreUnavailable
+from agent_runtime.executor import RunExecutor
+from agent_runtime.ids import RunId
+from agent_runtime.records import Lease, Run, RunStatus
+from agent_runtime.store import Store
+from agent_runtime.workflows import Workflows
+
+logger = logging.getLogger(__name__)
+
+
+def default_owner() -> str:
+    """Return a worker name unique to this process: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerOptions:
+    """How a worker claims and holds runs."""
+
+    concurrency: int = 4
+    lease_ttl: timedelta = timedelta(seconds=30)
+    poll_interval: timedelta = timedelta(seconds=1)
+    owner: str = field(default_factory=default_owner)
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if self.lease_ttl <= timedelta(0) or self.poll_interval <= timedelta(0):
+            raise ValueError("lease_ttl and poll_interval must be positive")
+
+
+class Worker:
+    """Runs workflows until stopped (or, with ``until_idle``, until nothing is left to do)."""
+
+    def __init__(
+        self,
+        store: Store,
+        workflows: Workflows,
+        *,
+        options: WorkerOptions | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.options = options or WorkerOptions()
+        self._store = store
+        self._clock = clock or SystemClock()
+        self._stopping = threading.Event()
+        self._executor = RunExecutor(store, workflows, self._clock, self._stopping)
+        self._held: dict[RunId, Lease] = {}
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        """Ask the worker to stop: runs in flight finish their step and are released."""
+        self._stopping.set()
+
+    def run(self, *, until_idle: bool = False) -> None:
+        """Claim and execute runs until ``stop()`` or, with ``until_idle``, until idle."""
+        heartbeat = threading.Thread(target=self._heartbeat, name="signoff-heartbeat", daemon=True)
+        heartbeat.start()
+        with ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="signoff-run") as pool:
+            active: set[Future[RunStatus | None]] = set()
+            while not self._stopping.is_set():
+                claimed = self._claim(self.options.concurrency - len(active))
+                active |= {pool.submit(self._execute, run, lease) for run, lease in claimed}
+                if until_idle and not active and not claimed:
+                    break
+                if not claimed:
+                    self._pause(active)
+                active = {f for f in active if not f.done()}
+            wait(active)
+        self._stopping.set()
+        heartbeat.join()
+
+    def run_once(self) -> int:
+        """Claim what is runnable now and execute it in this thread; return how many ran."""
+        claimed = self._claim(self.options.concurrency)
+        for run, lease in claimed:
+            self._execute(run, lease)
+        return len(claimed)
+
+    def _claim(self, free: int) -> list[tuple[Run, Lease]]:
+        if free <= 0:
+            return []
+        now = self._clock.now()
+        try:
+            claimed = self._store.claim_runs(
+                self.options.owner, limit=free, now=now, expires_at=now + self.options.lease_ttl
+            )
+        except StoreUnavailable:
+            logger.warning("claim failed", extra={"action": "claim"})
+            return []
+        with self._lock:
+            self._held.update({lease.run_id: lease for _, lease in claimed})
+        return claimed
+
+    def _execute(self, run: Run, lease: Lease) -> RunStatus | None:
+        try:
+            return self._executor.execute(run, lease)
+        finally:
+            with self._lock:
+                self._held.pop(run.id, None)
+
+    def _pause(self, active: set[Future[RunStatus | None]]) -> None:
+        seconds = self.options.poll_interval.total_seconds()
+        if active:
+            wait(active, timeout=seconds, return_when=FIRST_COMPLETED)
+        else:
+            self._stopping.wait(seconds)
+
+    def _heartbeat(self) -> None:
+        interval = self.options.lease_ttl.total_seconds() / 3
+        while not self._stopping.wait(interval):
+            self._renew_all()
+
+    def _renew_all(self) -> None:
+        with self._lock:
+            leases = list(self._held.values())
+        expires_at = self._clock.now() + self.options.lease_ttl
+        for lease in leases:
+            try:
+                if not self._store.renew_lease(lease, expires_at):
+                    logger.info("lease lost", extra={"action": "heartbeat", "run_id": lease.run_id})
+            except StoreUnavailable:
+                logger.warning("heartbeat failed", extra={"action": "heartbeat"})

@@ -1,0 +1,277 @@
+"""The physical limit of checkpointing: one INSERT + COMMIT per step, sequential.
+
+Each step writes the minimal row a durable checkpoint needs -- run key, position and
+the step's output as JSON text (``'null'`` for the trivial steps measured here) --
+into a table of shape::
+
+    raw_steps(run_id TEXT, position INTEGER, output TEXT, PRIMARY KEY (run_id, position))
+
+and commits it durably before the next step starts.  Nothing an engine could do per
+step on the same database can be faster than this, so an engine's seconds per step
+divided by these numbers is its overhead factor.
+
+All functions clean up after themselves: PostgreSQL work happens in a fresh schema
+that is dropped afterwards; SQLite files created by the function are removed.
+Timings exclude connection set-up, DDL and a few untimed warm-up inserts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from typing import Literal
+
+import psycopg
+from psycopg import sql
+
+from bench._common import create_schema, default_dsn, drop_schema, fresh_name
+
+TABLE = "raw_steps"
+OUTPUT = "null"  # JSON text of a trivial step's output
+WARMUP_STEPS = 5
+
+_SQLITE_DDL = (
+    "CREATE TABLE IF NOT EXISTS raw_steps ("
+    "run_id TEXT NOT NULL, position INTEGER NOT NULL, output TEXT NOT NULL, "
+    "PRIMARY KEY (run_id, position))"
+)
+_SQLITE_INSERT = "INSERT INTO raw_steps (run_id, position, output) VALUES (?, ?, ?)"
+
+
+def _pg_ddl(schema: str) -> sql.Composed:
+    return sql.SQL(
+        "CREATE TABLE {}.{} ("
+        "run_id TEXT NOT NULL, position INTEGER NOT NULL, output TEXT NOT NULL, "
+        "PRIMARY KEY (run_id, position))"
+    ).format(sql.Identifier(schema), sql.Identifier(TABLE))
+
+
+def _pg_insert(schema: str) -> sql.Composed:
+    return sql.SQL("INSERT INTO {}.{} (run_id, position, output) VALUES (%s, %s, %s)").format(
+        sql.Identifier(schema), sql.Identifier(TABLE)
+    )
+
+
+def _check_steps(steps: int) -> None:
+    if steps < 1:
+        raise ValueError("steps must be >= 1")
+
+
+# --------------------------------------------------------------------------- SQLite
+
+
+def raw_sqlite_step_seconds(path: str, steps: int) -> float:
+    """Seconds per step for ``steps`` sequential INSERT + COMMIT into SQLite at ``path``.
+
+    WAL journal, ``synchronous=FULL`` (every commit fsyncs the WAL), explicit
+    ``BEGIN`` / ``INSERT`` / ``COMMIT`` per step.  If ``path`` did not exist it is
+    removed afterwards (with its ``-wal``/``-shm`` files); otherwise only the
+    ``raw_steps`` table is dropped, and only if this call created it.
+    """
+    _check_steps(steps)
+    created_file = not os.path.exists(path)
+    conn = sqlite3.connect(path, isolation_level=None)  # we issue BEGIN/COMMIT ourselves
+    created_table = False
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        created_table = (
+            conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'raw_steps'"
+            ).fetchone()
+            is None
+        )
+        conn.execute(_SQLITE_DDL)
+
+        def one_run(run_id: str, n: int) -> float:
+            start = time.perf_counter()
+            for position in range(n):
+                conn.execute("BEGIN")
+                conn.execute(_SQLITE_INSERT, (run_id, position, OUTPUT))
+                conn.execute("COMMIT")
+            return time.perf_counter() - start
+
+        one_run(f"warmup-{uuid.uuid4()}", WARMUP_STEPS)
+        return one_run(str(uuid.uuid4()), steps) / steps
+    finally:
+        if created_table and not created_file:
+            conn.execute("DROP TABLE IF EXISTS raw_steps")
+        conn.close()
+        if created_file:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path + suffix)
+
+
+# ----------------------------------------------------------------------- PostgreSQL
+
+
+def raw_pg_step_seconds(dsn: str, steps: int) -> float:
+    """Seconds per step for ``steps`` sequential INSERT + COMMIT into PostgreSQL.
+
+    One psycopg 3 connection, autocommit off (each INSERT opens a transaction that
+    ``commit()`` ends), server defaults for durability (``synchronous_commit``).
+    The table lives in a fresh schema that is dropped afterwards.
+    """
+    _check_steps(steps)
+    schema = fresh_name("bench_raw")
+    create_schema(dsn, schema)
+    try:
+        with psycopg.connect(dsn, autocommit=False) as conn:
+            conn.execute(_pg_ddl(schema))
+            conn.commit()
+            insert = _pg_insert(schema)
+
+            def one_run(run_id: str, n: int) -> float:
+                start = time.perf_counter()
+                with conn.cursor() as cur:
+                    for position in range(n):
+                        cur.execute(insert, (run_id, position, OUTPUT))
+                        conn.commit()
+                return time.perf_counter() - start
+
+            one_run(f"warmup-{uuid.uuid4()}", WARMUP_STEPS)
+            return one_run(str(uuid.uuid4()), steps) / steps
+    finally:
+        drop_schema(dsn, schema)
+
+
+def raw_pg_concurrent_steps_per_second(
+    dsn: str, connections: int = 8, steps_each: int = 50
+) -> float:
+    """Total steps per second when ``connections`` threads, each with its own
+    connection and its own run key, do ``steps_each`` INSERT + COMMIT each into the
+    same table at once.  Wall time runs from a common start barrier to the last
+    thread's last commit; connection set-up and warm-up are excluded.
+    """
+    if connections < 1:
+        raise ValueError("connections must be >= 1")
+    _check_steps(steps_each)
+    schema = fresh_name("bench_raw")
+    create_schema(dsn, schema)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(_pg_ddl(schema))
+        insert = _pg_insert(schema)
+        barrier = threading.Barrier(connections + 1)
+        errors: list[BaseException] = []
+        finished: list[float] = []
+        lock = threading.Lock()
+
+        def worker() -> None:
+            try:
+                with psycopg.connect(dsn, autocommit=False) as wconn, wconn.cursor() as cur:
+                    for position in range(WARMUP_STEPS):
+                        cur.execute(insert, (f"warmup-{uuid.uuid4()}", position, OUTPUT))
+                        wconn.commit()
+                    run_id = str(uuid.uuid4())
+                    barrier.wait()
+                    for position in range(steps_each):
+                        cur.execute(insert, (run_id, position, OUTPUT))
+                        wconn.commit()
+                    done = time.perf_counter()
+                with lock:
+                    finished.append(done)
+            except BaseException as exc:
+                with lock:
+                    errors.append(exc)
+                barrier.abort()
+
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(connections)]
+        for t in threads:
+            t.start()
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait()  # a broken barrier means a worker failed: reported below
+        start = time.perf_counter()
+        for t in threads:
+            t.join()
+        if errors:
+            raise RuntimeError(f"{len(errors)} worker(s) failed") from errors[0]
+        return connections * steps_each / (max(finished) - start)
+    finally:
+        drop_schema(dsn, schema)
+
+
+RowBytesMethod = Literal["total_relation_size", "column_size"]
+
+
+def raw_row_bytes_pg(
+    dsn: str,
+    rows: int = 10_000,
+    method: RowBytesMethod = "total_relation_size",
+    steps_per_run: int = 20,
+) -> float:
+    """Average bytes per row of the raw checkpoint table holding ``rows`` rows
+    (``steps_per_run`` positions per run key, run keys are UUID text, output ``'null'``).
+
+    ``method="total_relation_size"`` (default): ``pg_total_relation_size(table) / rows``
+    -- everything the table costs on disk: heap pages (tuple headers, line pointers,
+    page headers, free space), the primary-key B-tree, TOAST and other forks.  This
+    is the number to compare with an engine's journal bytes per step measured the
+    same way.  Page granularity is 8 kB, so keep ``rows`` large.
+
+    ``method="column_size"``: ``avg(pg_column_size(t.*))`` -- the row value alone
+    (data plus its ~24-byte tuple header), without line pointer, page or index
+    overhead.
+
+    The table lives in a fresh schema that is dropped afterwards.
+    """
+    if rows < 1 or steps_per_run < 1:
+        raise ValueError("rows and steps_per_run must be >= 1")
+    schema = fresh_name("bench_raw")
+    create_schema(dsn, schema)
+    try:
+        with psycopg.connect(dsn, autocommit=False) as conn:
+            conn.execute(_pg_ddl(schema))
+            runs = (rows + steps_per_run - 1) // steps_per_run
+            run_ids = [str(uuid.uuid4()) for _ in range(runs)]
+            with conn.cursor() as cur:
+                cur.executemany(
+                    _pg_insert(schema),
+                    [(run_ids[i // steps_per_run], i % steps_per_run, OUTPUT) for i in range(rows)],
+                )
+            conn.commit()
+            table = sql.Identifier(schema, TABLE)
+            if method == "total_relation_size":
+                query = sql.SQL("SELECT pg_total_relation_size({}::regclass)::float8 / %s").format(
+                    sql.Literal(f"{schema}.{TABLE}")
+                )
+                row = conn.execute(query, (rows,)).fetchone()
+            elif method == "column_size":
+                query = sql.SQL("SELECT avg(pg_column_size(t.*))::float8 FROM {} AS t").format(
+                    table
+                )
+                row = conn.execute(query).fetchone()
+            else:
+                raise ValueError(f"unknown method {method!r}")
+            assert row is not None
+            return float(row[0])
+    finally:
+        drop_schema(dsn, schema)
+
+
+def main() -> None:
+    import tempfile
+
+    dsn = default_dsn()
+    with tempfile.TemporaryDirectory(prefix="signoff-bench-") as tmp:
+        for n in (20, 200):
+            s = raw_sqlite_step_seconds(os.path.join(tmp, f"raw-{n}.sqlite"), n)
+            print(f"raw sqlite      N={n:<4} {s * 1e3:8.3f} ms/step")
+    for n in (20, 200):
+        s = raw_pg_step_seconds(dsn, n)
+        print(f"raw postgres    N={n:<4} {s * 1e3:8.3f} ms/step")
+    print(f"raw postgres 8 conns x 50: {raw_pg_concurrent_steps_per_second(dsn):8.0f} steps/s")
+    print(f"raw row bytes (pg_total_relation_size / rows): {raw_row_bytes_pg(dsn):8.1f}")
+    print(
+        f"raw row bytes (avg pg_column_size(row)):       "
+        f"{raw_row_bytes_pg(dsn, method='column_size'):8.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""Build SQLAlchemy engines with the settings Signoff relies on for each database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import ConnectionPoolEntry
+
+DEFAULT_URL = "sqlite:///signoff.db"
+SQLITE_BUSY_TIMEOUT_S = 30
+
+
+def build_engine(url: str) -> Engine:
+    """Return an engine for ``url``: SQLite (WAL, full sync, immediate transactions) or PostgreSQL."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(url)
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        return create_engine(parsed, pool_size=10, max_overflow=20, pool_pre_ping=False)
+    raise ValueError(f"unsupported database {parsed.get_backend_name()!r}: use sqlite or postgresql")
+
+
+def _sqlite_engine(url: str) -> Engine:
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+
+    @event.listens_for(engine, "connect")
+    def configure(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def begin_immediate(connection: Any) -> None:
+        # Take the write lock up front: a deferred transaction that reads and then writes
+        # fails with SQLITE_BUSY under concurrency instead of waiting its turn.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine

@@ -1,0 +1,16 @@
+"""Alembic environment: runs on the connection handed over by ``store.migrate``."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from store.models import Base
+
+connection = context.config.attributes["connection"]
+context.configure(
+    connection=connection,
+    target_metadata=Base.metadata,
+    render_as_batch=connection.dialect.name == "sqlite",
+    compare_type=True,
+)
+context.run_migrations()

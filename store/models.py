@@ -1,0 +1,103 @@
+"""The database schema: runs, their journal, failed attempts and delivered events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, Integer, MetaData, SmallInteger, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from store.types import HexUuid, JSONValue, UTCDateTime
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    """Declarative base with the constraint naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class RunRow(Base):
+    """A run. ``due_at`` is when it next needs a worker: now if pending, its wake-up time if
+    waiting, its lease expiry if running, NULL once finished."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(HexUuid, primary_key=True)
+    workflow: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))
+    input: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    output: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    error: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    due_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    wait_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    fence: Mapped[int] = mapped_column(Integer, default=0)
+
+    __table_args__ = (
+        Index(None, "due_at"),
+        Index(None, "status", "created_at"),
+        Index(None, "created_at"),
+    )
+
+
+class StepRow(Base):
+    """One journal entry: the committed result of the step at ``position``."""
+
+    __tablename__ = "steps"
+
+    run_id: Mapped[str] = mapped_column(
+        HexUuid, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(Text)
+    input_hash: Mapped[str] = mapped_column(String(16))
+    output: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    error: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    attempts: Mapped[int] = mapped_column(SmallInteger)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class AttemptRow(Base):
+    """A failed attempt of a step."""
+
+    __tablename__ = "attempts"
+
+    run_id: Mapped[str] = mapped_column(
+        HexUuid, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    error: Mapped[Any] = mapped_column(JSONValue)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class EventRow(Base):
+    """An event delivered to a run; one per key."""
+
+    __tablename__ = "events"
+
+    run_id: Mapped[str] = mapped_column(
+        HexUuid, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    data: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    delivered_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+runs = RunRow.__table__
+steps = StepRow.__table__
+attempts = AttemptRow.__table__
+events = EventRow.__table__
