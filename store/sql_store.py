@@ -285,7 +285,8 @@ def _fenced_insert(postgres: bool) -> Any:
     )
     if postgres:
         guard = guard.with_for_update(read=True)
-    return insert(steps).from_select(STEP_COLUMNS, guard)
+    # rowcount of an INSERT is only kept on request; it tells whether the fence matched
+    return insert(steps).from_select(STEP_COLUMNS, guard).execution_options(preserve_rowcount=True)
 
 
 def _claimable_ids(postgres: bool) -> Any:

@@ -1,0 +1,1 @@
+"""Signoff's application layer: settings, the composition root and the command line."""

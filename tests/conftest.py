@@ -1,0 +1,95 @@
+"""Shared fixtures: a throw-away PostgreSQL database per session, SQLite files, stores."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from agent_runtime import Store
+from agent_runtime.testing import InMemoryStore
+from store import SqlStore, build_engine, open_store
+
+DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the developer's own SIGNOFF_* and SLACK_* variables out of every test."""
+    for name in list(os.environ):
+        if name.startswith(("SIGNOFF_", "SLACK_")) and name != "SIGNOFF_TEST_PG_URL":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> str:
+    """The PostgreSQL server the tests use (never skipped: a missing server fails the run)."""
+    return os.environ.get("SIGNOFF_TEST_PG_URL", DEFAULT_PG)
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_server_url: str) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for this test session, dropped at the end."""
+    name = f"signoff_test_{uuid.uuid4().hex[:10]}"
+    admin = _libpq(pg_server_url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = make_url(pg_server_url).set(database=name).render_as_string(hide_password=False)
+    engine = build_engine(url)
+    try:
+        from store import upgrade
+
+        upgrade(engine)
+        yield url
+    finally:
+        engine.dispose()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
+
+
+@pytest.fixture
+def pg_store(pg_url: str) -> Iterator[SqlStore]:
+    """A PostgreSQL store emptied before the test."""
+    store = open_store(pg_url, migrate=False)
+    with store.engine.begin() as conn:
+        conn.execute(text("TRUNCATE runs, steps, attempts, events"))
+    yield store
+    store.engine.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """The URL of a new SQLite file in the test's temporary directory."""
+    return f"sqlite:///{tmp_path / 'signoff.db'}"
+
+
+@pytest.fixture
+def sqlite_store(sqlite_url: str) -> Iterator[SqlStore]:
+    """A migrated SQLite store in a fresh file."""
+    store = open_store(sqlite_url)
+    yield store
+    store.engine.dispose()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest) -> Store:
+    """Each Store implementation in turn: the contract suite runs against all of them."""
+    if request.param == "memory":
+        return InMemoryStore()
+    fixture = "sqlite_store" if request.param == "sqlite" else "pg_store"
+    store: Store = request.getfixturevalue(fixture)
+    return store
+
+
+def _libpq(url: str) -> str:
+    parsed = make_url(url)
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)

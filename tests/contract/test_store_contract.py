@@ -1,0 +1,276 @@
+"""The Store contract: every implementation (in-memory, SQLite, PostgreSQL) behaves the same."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from agent_runtime import (
+    AttemptRecord,
+    ErrorInfo,
+    EventAlreadyDelivered,
+    InvalidRunState,
+    JournalConflict,
+    Lease,
+    LeaseLost,
+    RunId,
+    RunNotFound,
+    RunStatus,
+    StepKind,
+    StepRecord,
+    Store,
+    Wait,
+    new_run_id,
+)
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+TTL = timedelta(seconds=30)
+
+
+def _new(store: Store, input: Any = None, at: datetime = T0) -> RunId:
+    return store.create_run(new_run_id(), "wf", input, at).id
+
+
+def _claim_one(store: Store, owner: str = "w1", now: datetime = T0) -> Lease:
+    claimed = store.claim_runs(owner, limit=1, now=now, expires_at=now + TTL)
+    assert len(claimed) == 1
+    return claimed[0][1]
+
+
+def _step(position: int, output: Any = None, error: ErrorInfo | None = None) -> StepRecord:
+    return StepRecord(position=position, kind=StepKind.STEP, name=f"s{position}",
+                      input_hash="0123456789abcdef", output=output, error=error, attempts=1,
+                      started_at=T0, finished_at=T0 + timedelta(milliseconds=5))
+
+
+def test_created_run_reads_back(any_store: Store) -> None:
+    """A new run is pending, due now, and its JSON input reads back unchanged."""
+    data = {"text": "héllo \"quoted\" 🎉", "n": [1, 2.5, None, True]}
+    run_id = _new(any_store, data)
+    run = any_store.get_run(run_id)
+    assert (run.status, run.input, run.workflow, run.due_at) == (RunStatus.PENDING, data, "wf", T0)
+    assert run.created_at == T0 and run.created_at.tzinfo is not None
+
+
+def test_unknown_run_is_not_found(any_store: Store) -> None:
+    """Reading, cancelling or signalling an unknown run raises RunNotFound."""
+    missing = new_run_id()
+    for call in (lambda: any_store.get_run(missing), lambda: any_store.cancel(missing, T0),
+                 lambda: any_store.deliver_event(missing, "k", None, T0)):
+        with pytest.raises(RunNotFound):
+            call()
+
+
+def test_list_runs_newest_first_and_by_status(any_store: Store) -> None:
+    """Listing returns the newest runs first and filters by status."""
+    first = _new(any_store, at=T0)
+    second = _new(any_store, at=T0 + timedelta(seconds=1))
+    any_store.cancel(first, T0)
+    assert [r.id for r in any_store.list_runs()] == [second, first]
+    assert [r.id for r in any_store.list_runs(status=RunStatus.CANCELLED)] == [first]
+    assert [r.id for r in any_store.list_runs(limit=1)] == [second]
+
+
+def test_claim_leases_a_run_once(any_store: Store) -> None:
+    """A claimed run is running under a new fence and no other worker can claim it."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store)
+    run = any_store.get_run(run_id)
+    assert (run.status, run.lease_owner, run.fence, lease.fence) == (RunStatus.RUNNING, "w1", 1, 1)
+    assert any_store.claim_runs("w2", limit=5, now=T0, expires_at=T0 + TTL) == []
+
+
+def test_claim_respects_limit_and_due_time(any_store: Store) -> None:
+    """A claim takes at most ``limit`` runs and none created after ``now``."""
+    for _ in range(3):
+        _new(any_store)
+    _new(any_store, at=T0 + timedelta(hours=1))
+    assert len(any_store.claim_runs("w1", limit=2, now=T0, expires_at=T0 + TTL)) == 2
+    assert len(any_store.claim_runs("w1", limit=5, now=T0, expires_at=T0 + TTL)) == 1
+
+
+def test_expired_lease_is_taken_over_and_old_holder_is_fenced(any_store: Store) -> None:
+    """After expiry another worker claims the run; the old holder can neither write nor renew."""
+    run_id = _new(any_store)
+    old = _claim_one(any_store, "w1")
+    any_store.append_step(old, _step(0))
+    later = T0 + TTL + timedelta(seconds=1)
+    new = _claim_one(any_store, "w2", now=later)
+    assert new.fence > old.fence
+    with pytest.raises(LeaseLost):
+        any_store.append_step(old, _step(1))
+    with pytest.raises(LeaseLost):
+        any_store.complete(old, "late", later)
+    assert any_store.renew_lease(old, later + TTL) is False
+    assert any_store.renew_lease(new, later + TTL) is True
+    any_store.append_step(new, _step(1))
+    assert [s.position for s in any_store.load_journal(run_id)] == [0, 1]
+
+
+def test_renewed_lease_is_not_claimable(any_store: Store) -> None:
+    """Renewing moves the lease's expiry, so the run is not claimable before it."""
+    _new(any_store)
+    lease = _claim_one(any_store)
+    assert any_store.renew_lease(lease, T0 + TTL * 3)
+    later = T0 + TTL * 2
+    assert any_store.claim_runs("w2", limit=1, now=later, expires_at=later + TTL) == []
+
+
+def test_journal_round_trips_in_order(any_store: Store) -> None:
+    """Journal entries read back in position order with their outputs, errors and times."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store)
+    error = ErrorInfo(type="ValueError", message="bad")
+    entries = [_step(0, {"a": [1, "ü"]}), _step(1, None), _step(2, error=error), _step(3, "x")]
+    for entry in entries:
+        any_store.append_step(lease, entry)
+    assert any_store.load_journal(run_id) == entries
+
+
+def test_duplicate_position_is_a_journal_conflict(any_store: Store) -> None:
+    """A second entry at a taken position raises JournalConflict and keeps the first."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store)
+    any_store.append_step(lease, _step(0, "first"))
+    with pytest.raises(JournalConflict):
+        any_store.append_step(lease, _step(0, "second"))
+    assert [s.output for s in any_store.load_journal(run_id)] == ["first"]
+
+
+def test_attempts_are_recorded_under_the_lease(any_store: Store) -> None:
+    """Failed attempts are kept in order, and only the lease holder can add them."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store)
+    attempts = [AttemptRecord(position=0, attempt=n, error=ErrorInfo(type="E", message=str(n)),
+                              at=T0) for n in (1, 2)]
+    for attempt in attempts:
+        any_store.record_attempt(lease, attempt)
+    assert any_store.list_attempts(run_id) == attempts
+    with pytest.raises(LeaseLost):
+        any_store.record_attempt(Lease(run_id, "w1", lease.fence + 7), attempts[0])
+
+
+def test_timer_wait_becomes_due_at_its_time(any_store: Store) -> None:
+    """A run suspended until a time is waiting, unclaimable before it and claimable after."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store)
+    wake = T0 + timedelta(minutes=5)
+    assert any_store.suspend(lease, Wait(wake_at=wake), T0) == RunStatus.WAITING
+    run = any_store.get_run(run_id)
+    assert (run.status, run.due_at, run.lease_owner) == (RunStatus.WAITING, wake, None)
+    assert any_store.claim_runs("w", limit=1, now=wake - timedelta(seconds=1),
+                                expires_at=wake + TTL) == []
+    assert any_store.next_due() == wake
+    assert any_store.runnable_count(wake) == 1
+    assert len(any_store.claim_runs("w", limit=1, now=wake, expires_at=wake + TTL)) == 1
+
+
+def test_event_wakes_a_waiting_run_once(any_store: Store) -> None:
+    """Delivering the awaited event makes the run pending; the same key twice is refused."""
+    run_id = _new(any_store)
+    any_store.suspend(_claim_one(any_store), Wait(wake_at=None, key="go"), T0)
+    assert any_store.claim_runs("w", limit=1, now=T0 + TTL * 10, expires_at=T0 + TTL * 11) == []
+    run = any_store.deliver_event(run_id, "go", {"ok": True}, T0)
+    assert (run.status, run.wait_key) == (RunStatus.PENDING, None)
+    event = any_store.get_event(run_id, "go")
+    assert event is not None and event.data == {"ok": True}
+    with pytest.raises(EventAlreadyDelivered):
+        any_store.deliver_event(run_id, "go", {"ok": False}, T0)
+    assert any_store.get_event(run_id, "go").data == {"ok": True}  # type: ignore[union-attr]
+
+
+def test_event_for_another_key_does_not_wake(any_store: Store) -> None:
+    """An event under a different key is stored but leaves the run waiting."""
+    run_id = _new(any_store)
+    any_store.suspend(_claim_one(any_store), Wait(wake_at=None, key="go"), T0)
+    assert any_store.deliver_event(run_id, "other", 1, T0).status == RunStatus.WAITING
+
+
+def test_suspend_for_an_event_already_delivered_stays_runnable(any_store: Store) -> None:
+    """Suspending for an event that arrived meanwhile leaves the run pending, not stranded."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store)
+    any_store.deliver_event(run_id, "go", 1, T0)
+    assert any_store.suspend(lease, Wait(wake_at=None, key="go"), T0) == RunStatus.PENDING
+    assert any_store.get_run(run_id).status == RunStatus.PENDING
+
+
+def test_finished_runs_accept_no_writes_or_events(any_store: Store) -> None:
+    """Completed and failed runs are final: not due, no lease writes, no events."""
+    done, failed = _new(any_store), _new(any_store)
+    leases = {lease.run_id: lease for _, lease in
+              any_store.claim_runs("w", limit=2, now=T0, expires_at=T0 + TTL)}
+    any_store.complete(leases[done], {"result": 1}, T0)
+    any_store.fail(leases[failed], ErrorInfo(type="E", message="boom"), T0)
+    assert any_store.get_run(done).output == {"result": 1}
+    assert any_store.get_run(failed).error == ErrorInfo(type="E", message="boom")
+    for run_id in (done, failed):
+        assert any_store.get_run(run_id).due_at is None
+        with pytest.raises(LeaseLost):
+            any_store.append_step(leases[run_id], _step(0))
+        with pytest.raises(InvalidRunState):
+            any_store.deliver_event(run_id, "k", None, T0)
+
+
+def test_cancel_revokes_the_running_lease(any_store: Store) -> None:
+    """Cancelling a running run ends it and locks its worker out of the journal."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store)
+    assert any_store.cancel(run_id, T0).status == RunStatus.CANCELLED
+    with pytest.raises(LeaseLost):
+        any_store.append_step(lease, _step(0))
+    with pytest.raises(InvalidRunState):
+        any_store.cancel(run_id, T0)
+    assert any_store.claim_runs("w", limit=1, now=T0 + TTL * 9, expires_at=T0 + TTL * 10) == []
+
+
+def test_cancel_a_waiting_run(any_store: Store) -> None:
+    """A waiting run can be cancelled and then never becomes due."""
+    run_id = _new(any_store)
+    any_store.suspend(_claim_one(any_store), Wait(wake_at=T0 + TTL), T0)
+    assert any_store.cancel(run_id, T0).status == RunStatus.CANCELLED
+    assert any_store.runnable_count(T0 + TTL * 2) == 0
+
+
+def test_resume_makes_a_failed_run_pending_with_its_journal(any_store: Store) -> None:
+    """Resuming a failed run keeps its journal and clears its error; other states refuse."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store)
+    any_store.append_step(lease, _step(0, "kept"))
+    any_store.fail(lease, ErrorInfo(type="E", message="m"), T0)
+    run = any_store.resume(run_id, T0)
+    assert (run.status, run.error) == (RunStatus.PENDING, None)
+    assert [s.output for s in any_store.load_journal(run_id)] == ["kept"]
+    with pytest.raises(InvalidRunState):
+        any_store.resume(run_id, T0)
+
+
+def test_release_makes_the_run_claimable_at_once(any_store: Store) -> None:
+    """A released run is pending and the next claim gets it without waiting for expiry."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store, "w1")
+    any_store.release(lease, T0)
+    assert any_store.get_run(run_id).status == RunStatus.PENDING
+    assert _claim_one(any_store, "w2").fence == lease.fence + 1
+
+
+def test_concurrent_claimers_never_share_a_run(any_store: Store) -> None:
+    """Eight threads claiming at once get every run exactly once."""
+    ids = {_new(any_store) for _ in range(40)}
+    got: list[RunId] = []
+    lock = threading.Lock()
+
+    def claim(owner: str) -> None:
+        while claimed := any_store.claim_runs(owner, limit=3, now=T0, expires_at=T0 + TTL):
+            with lock:
+                got.extend(run.id for run, _ in claimed)
+
+    threads = [threading.Thread(target=claim, args=(f"w{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(got) == sorted(ids)
