@@ -75,7 +75,7 @@ class Worker:
             while not self._stopping.is_set():
                 claimed = self._claim(self.options.concurrency - len(active))
                 active |= {pool.submit(self._execute, run, lease) for run, lease in claimed}
-                if until_idle and not active and not claimed:
+                if until_idle and not active and not claimed and self._idle():
                     break
                 if not claimed:
                     self._pause(active)
@@ -90,6 +90,11 @@ class Worker:
         for run, lease in claimed:
             self._execute(run, lease)
         return len(claimed)
+
+    def _idle(self) -> bool:
+        """Nothing becomes due within one lease TTL (so a dead worker's run is taken over)."""
+        next_due = self._store.next_due()
+        return next_due is None or next_due > self._clock.now() + self.options.lease_ttl
 
     def _claim(self, free: int) -> list[tuple[Run, Lease]]:
         if free <= 0:

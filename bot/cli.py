@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="execute runs until stopped")
     worker.add_argument("--concurrency", type=_positive_int, default=4)
     worker.add_argument("--until-idle", action="store_true",
-                        help="exit once no run is runnable or in progress")
+                        help="exit once nothing is in progress here and no run falls due "
+                             "within a lease TTL (a dead worker's runs are taken over first)")
     worker.set_defaults(handler=cmd_worker)
 
     runs = commands.add_parser("runs", help="list recent runs")

@@ -1,0 +1,23 @@
+# Sourced by the scripts: make ./.venv exist with the project and the given extras installed.
+# Re-installs only when pyproject.toml changed since the last install.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+extras="${1:-}"
+venv="$root/.venv"
+python="${PYTHON:-python3}"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+stamp="$venv/.signoff-installed${extras:+-$extras}"
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+  log="$venv/install.log"
+  if ! { "$venv/bin/python" -m pip install --quiet --upgrade pip &&
+         "$venv/bin/python" -m pip install --quiet -e "$root${extras:+[$extras]}"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "installing the project into $venv failed (log above)" >&2
+    exit 1
+  fi
+  touch "$stamp"
+fi
+export PATH="$venv/bin:$PATH"
+cd "$root"
