@@ -109,7 +109,9 @@ class StepFailed(SignoffError):
     """A step failed on its last allowed attempt; the failure is journaled like a result."""
 
     def __init__(self, name: str, error_type: str, message: str, attempts: int) -> None:
-        super().__init__(f"step {name!r} failed after {attempts} attempt(s): {error_type}: {message}")
+        super().__init__(
+            f"step {name!r} failed after {attempts} attempt(s): {error_type}: {message}"
+        )
         self.name = name
         self.error_type = error_type
         self.message = message

@@ -34,7 +34,7 @@ class RunExecutor:
         self._stopping = stopping
 
     def execute(self, run: Run, lease: Lease) -> RunStatus | None:
-        """Advance ``run`` as far as it goes; return its new status, or None if the lease was lost."""
+        """Advance ``run`` as far as it goes; return its new status, None if the lease was lost."""
         try:
             return self._advance(run, lease)
         except LeaseLost:
@@ -65,7 +65,7 @@ class RunExecutor:
         except Abandon:
             self._store.release(lease, self._clock.now())
             return RunStatus.PENDING
-        except Exception as exc:  # noqa: BLE001 - a workflow's failure ends its run
+        except Exception as exc:
             return self._handle_error(context, lease, exc)
         self._store.complete(lease, output, self._clock.now())
         return RunStatus.COMPLETED

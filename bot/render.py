@@ -70,7 +70,8 @@ def run_detail(run: Run, steps: list[StepRecord], attempts: list[AttemptRecord])
 
 
 def _step_line(step: StepRecord, attempts: list[AttemptRecord]) -> str:
-    result = f"error {step.error.type}: {step.error.message}" if step.error else _compact(step.output)
+    error = step.error
+    result = f"error {error.type}: {error.message}" if error else _compact(step.output)
     retries = "".join(
         f"\n        attempt {a.attempt} failed at {_short(a.at)}: {a.error.type}: {a.error.message}"
         for a in attempts if step.error is None or a.attempt != step.attempts

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, MetaData, SmallInteger, String, Text
+from sqlalchemy import ForeignKey, Index, Integer, MetaData, SmallInteger, String, Table, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from store.types import HexUuid, JSONValue, UTCDateTime
@@ -97,7 +97,7 @@ class EventRow(Base):
     delivered_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
-runs = RunRow.__table__
-steps = StepRow.__table__
-attempts = AttemptRow.__table__
-events = EventRow.__table__
+runs: Table = Base.metadata.tables["runs"]
+steps: Table = Base.metadata.tables["steps"]
+attempts: Table = Base.metadata.tables["attempts"]
+events: Table = Base.metadata.tables["events"]

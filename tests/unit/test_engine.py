@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -100,7 +101,8 @@ def test_replayed_values_match_live_ones(h: Harness) -> None:
     h.runtime.signal(run.id, "go")
     h.work()
     assert h.status(run.id) == RunStatus.COMPLETED
-    assert seen[0] == seen[1] and seen[0][2] == [1, "a"]
+    assert seen[0] == seen[1]
+    assert seen[0][2] == [1, "a"]
 
 
 def test_retries_are_journaled_and_succeed(h: Harness) -> None:
@@ -164,7 +166,8 @@ def test_non_retryable_error_fails_at_once(h: Harness) -> None:
     run = h.runtime.start("wf")
     h.work()
     failed = h.runtime.get(run.id)
-    assert failed.status == RunStatus.FAILED and failed.error is not None
+    assert failed.status == RunStatus.FAILED
+    assert failed.error is not None
     assert (failed.error.type, h.calls["k"]) == ("StepFailed", 1)
 
 
@@ -179,7 +182,8 @@ def test_step_timeout_counts_as_a_failed_attempt(h: Harness) -> None:
     h.work()
     release.set()
     (step,) = h.runtime.journal(run.id)
-    assert step.error is not None and step.error.type == "StepTimeout"
+    assert step.error is not None
+    assert step.error.type == "StepTimeout"
 
 
 def test_unstorable_output_is_a_clear_step_failure(h: Harness) -> None:
@@ -188,7 +192,8 @@ def test_unstorable_output_is_a_clear_step_failure(h: Harness) -> None:
     run = h.runtime.start("wf")
     h.work()
     (step,) = h.runtime.journal(run.id)
-    assert step.error is not None and step.attempts == 1
+    assert step.error is not None
+    assert step.attempts == 1
     assert (step.error.type, "cannot be stored as JSON" in step.error.message) == (
         "NotSerializable", True)
 
@@ -199,7 +204,8 @@ def test_unstorable_input_fails_the_run_clearly(h: Harness) -> None:
     run = h.runtime.start("wf")
     h.work()
     failed = h.runtime.get(run.id)
-    assert failed.error is not None and failed.error.type == "NotSerializable"
+    assert failed.error is not None
+    assert failed.error.type == "NotSerializable"
     assert h.calls == Counter()
 
 
@@ -236,7 +242,12 @@ def test_wait_for_returns_the_delivered_data(h: Harness) -> None:
 
 def test_event_delivered_before_the_wait_is_not_lost(h: Harness) -> None:
     """An event that arrives before the workflow waits for it is returned at once."""
-    h.workflows.add("wf", lambda ctx, _: [ctx.sleep(timedelta(seconds=5)), ctx.wait_for("k")][1])
+
+    @h.workflows.register("wf")
+    def wf(ctx: RunContext, _: Any) -> Any:
+        ctx.sleep(timedelta(seconds=5))
+        return ctx.wait_for("k")
+
     run = h.runtime.start("wf")
     h.work()
     h.runtime.signal(run.id, "k", 7)
@@ -291,12 +302,14 @@ def test_changed_code_parks_the_run_as_failed_naming_both_steps(h: Harness) -> N
     h.runtime.signal(run_id, "go")
     h.work()
     run = h.runtime.get(run_id)
-    assert run.status == RunStatus.FAILED and run.error is not None
+    assert run.status == RunStatus.FAILED
+    assert run.error is not None
     assert run.error.type == "NonDeterminismError"
     assert run.error.details is not None
     assert run.error.details["position"] == 1
     assert (run.error.details["expected"]["name"], run.error.details["found"]["name"]) == ("b", "c")
-    assert "'b'" in run.error.message and "'c'" in run.error.message
+    assert "'b'" in run.error.message
+    assert "'c'" in run.error.message
     assert h.calls["c"] == 0
 
 
@@ -322,7 +335,8 @@ def test_code_that_ends_early_is_non_deterministic(h: Harness) -> None:
     h.runtime.signal(run_id, "go")
     h.work()
     run = h.runtime.get(run_id)
-    assert run.error is not None and run.error.type == "NonDeterminismError"
+    assert run.error is not None
+    assert run.error.type == "NonDeterminismError"
 
 
 def test_swallowing_a_non_determinism_error_does_not_hide_it(h: Harness) -> None:
@@ -331,10 +345,8 @@ def test_swallowing_a_non_determinism_error_does_not_hide_it(h: Harness) -> None
 
     @h.workflows.register("wf")
     def careless(ctx: RunContext, _: Any) -> str:
-        try:
+        with contextlib.suppress(Exception):
             ctx.step(h.effect, "other", name="other")
-        except Exception:  # noqa: BLE001 - the point of the test
-            pass
         return "done"
 
     h.runtime.signal(run_id, "go")
@@ -348,7 +360,8 @@ def test_unknown_workflow_on_a_worker_fails_clearly_and_can_resume(h: Harness) -
     h.runtime.signal(run_id, "go")
     h.work()
     run = h.runtime.get(run_id)
-    assert run.error is not None and "unknown workflow 'gone'" in run.error.message
+    assert run.error is not None
+    assert "unknown workflow 'gone'" in run.error.message
     h.workflows.add("gone", lambda ctx, _: ctx.wait_for("go"))
     h.runtime.resume(run_id)
     h.work()
