@@ -137,6 +137,23 @@ class WaitTimedOut(SignoffError):
         self.key = key
 
 
+class ApprovalNotFound(SignoffError):
+    """No approval has the given id."""
+
+    def __init__(self, approval_id: str) -> None:
+        super().__init__(f"no approval with id {approval_id}")
+        self.approval_id = approval_id
+
+
+class ModelError(SignoffError):
+    """A model provider refused or failed a request."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+
+
 def _describe(step: dict[str, Any]) -> str:
     if not step:
         return "nothing (the workflow ended)"
