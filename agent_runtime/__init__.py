@@ -1,13 +1,19 @@
 """Signoff's durable agent runtime: journaled workflows resumed on any worker."""
 
+from agent_runtime.agent import Agent, AgentInput, AgentNotFound, Agents
+from agent_runtime.approval_service import Approvals, DecisionResult, ToolLookup
+from agent_runtime.approvals import Actor, Approval, ApprovalId, ApprovalStatus, Decision
+from agent_runtime.budget import Budget, Price, PriceTable
 from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.context import RunContext
 from agent_runtime.exceptions import (
+    ApprovalNotFound,
     EventAlreadyDelivered,
     InvalidInput,
     InvalidRunState,
     JournalConflict,
     LeaseLost,
+    ModelError,
     NonDeterminismError,
     NotSerializable,
     RunNotFound,
@@ -19,6 +25,7 @@ from agent_runtime.exceptions import (
     WorkflowNotFound,
 )
 from agent_runtime.ids import RunId, new_run_id, parse_run_id
+from agent_runtime.policy import ApprovalPolicy, OnExpiry
 from agent_runtime.records import (
     AttemptRecord,
     ErrorInfo,
@@ -32,14 +39,30 @@ from agent_runtime.records import (
 )
 from agent_runtime.retry import NO_RETRY, RetryPolicy
 from agent_runtime.runtime import Runtime
-from agent_runtime.store import Store
+from agent_runtime.store import ApprovalStore, Store
+from agent_runtime.tools import Tool, Tools, UnknownOutcome, tool
 from agent_runtime.worker import Worker, WorkerOptions
 from agent_runtime.workflows import Workflows
 
 __all__ = [
     "NO_RETRY",
+    "Actor",
+    "Agent",
+    "AgentInput",
+    "AgentNotFound",
+    "Agents",
+    "Approval",
+    "ApprovalId",
+    "ApprovalNotFound",
+    "ApprovalPolicy",
+    "ApprovalStatus",
+    "ApprovalStore",
+    "Approvals",
     "AttemptRecord",
+    "Budget",
     "Clock",
+    "Decision",
+    "DecisionResult",
     "ErrorInfo",
     "Event",
     "EventAlreadyDelivered",
@@ -48,8 +71,12 @@ __all__ = [
     "JournalConflict",
     "Lease",
     "LeaseLost",
+    "ModelError",
     "NonDeterminismError",
     "NotSerializable",
+    "OnExpiry",
+    "Price",
+    "PriceTable",
     "RetryPolicy",
     "Run",
     "RunContext",
@@ -65,6 +92,10 @@ __all__ = [
     "Store",
     "StoreUnavailable",
     "SystemClock",
+    "Tool",
+    "ToolLookup",
+    "Tools",
+    "UnknownOutcome",
     "Wait",
     "WaitTimedOut",
     "Worker",
@@ -73,4 +104,5 @@ __all__ = [
     "Workflows",
     "new_run_id",
     "parse_run_id",
+    "tool",
 ]

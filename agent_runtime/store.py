@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
+from agent_runtime.approvals import Approval, ApprovalStatus
+from agent_runtime.audit import AuditDraft, AuditEntry
 from agent_runtime.ids import RunId
 from agent_runtime.records import (
     AttemptRecord,
@@ -111,3 +113,51 @@ class Store(Protocol):
         """Return the earliest time at which some unfinished run becomes runnable."""
         ...
 
+
+
+class ApprovalStore(Protocol):
+    """Durable approvals and their audit log. Decisions are compare-and-set on ``version``."""
+
+    def create_approval(self, approval: Approval, audit: AuditDraft) -> Approval:
+        """Store a pending approval and its audit entry; if its id exists, return that one."""
+        ...
+
+    def get_approval(self, approval_id: str) -> Approval:
+        """Return the approval or raise ``ApprovalNotFound``."""
+        ...
+
+    def list_approvals(
+        self, *, run_id: str | None = None, status: ApprovalStatus | None = None,
+        limit: int = 100,
+    ) -> list[Approval]:
+        """Return approvals, newest first."""
+        ...
+
+    def save_approval(
+        self, approval: Approval, *, audit: AuditDraft, decided_before: datetime | None,
+        wake: Event | None,
+    ) -> bool:
+        """Write ``approval`` if the stored one still has version ``approval.version``.
+
+        The stored version becomes ``approval.version + 1``. With ``decided_before`` the write
+        also requires the stored deadline to be later than it. With ``wake`` the event is
+        delivered to the approval's run in the same transaction. Returns False, changing
+        nothing, when the compare-and-set fails.
+        """
+        ...
+
+    def consume_approval(self, approval_id: str, position: int) -> bool:
+        """Mark the approval used by the tool execution at ``position``; False if used by another."""
+        ...
+
+    def append_audit(self, audit: AuditDraft) -> AuditEntry:
+        """Append an entry that records an attempt which changed nothing."""
+        ...
+
+    def audit_log(self) -> tuple[list[AuditEntry], tuple[int, str] | None]:
+        """Return every audit entry in order and the recorded head (seq, hash)."""
+        ...
+
+    def due_approvals(self, now: datetime) -> list[Approval]:
+        """Return pending approvals whose deadline or reminder time is at or before ``now``."""
+        ...

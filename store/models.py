@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, MetaData, SmallInteger, String, Table, Text
+from sqlalchemy import (
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from store.types import HexUuid, JSONValue, UTCDateTime
@@ -97,7 +107,74 @@ class EventRow(Base):
     delivered_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class ApprovalRow(Base):
+    """An approval: what was asked, under which policy, and who decided what."""
+
+    __tablename__ = "approvals"
+
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    run_id: Mapped[str] = mapped_column(HexUuid, ForeignKey("runs.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    tool: Mapped[str] = mapped_column(String(200))
+    args: Mapped[Any] = mapped_column(JSONValue)
+    args_hash: Mapped[str] = mapped_column(String(64))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    policy: Mapped[Any] = mapped_column(JSONValue)
+    requester: Mapped[Any] = mapped_column(JSONValue)
+    requested_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    deadline: Mapped[datetime] = mapped_column(UTCDateTime)
+    reason_asked: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    votes: Mapped[Any] = mapped_column(JSONValue)
+    decided_by: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    decided_args: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    decided_args_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    diff: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    escalated: Mapped[bool] = mapped_column(Boolean)
+    remind_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    consumed_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    version: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (
+        Index(None, "run_id"),
+        Index(None, "status", "deadline"),
+        Index(None, "requested_at"),
+    )
+
+
+class AuditRow(Base):
+    """One entry of the approvals audit log, chained to the previous one by its hash."""
+
+    __tablename__ = "audit_log"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    approval_id: Mapped[str] = mapped_column(String(24))
+    run_id: Mapped[str] = mapped_column(String(32))
+    action: Mapped[str] = mapped_column(String(32))
+    actor: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    detail: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+
+
+class AuditHeadRow(Base):
+    """The last audit entry's number and hash, so that removing entries from the end shows."""
+
+    __tablename__ = "audit_head"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(Integer)
+    hash: Mapped[str] = mapped_column(String(64))
+
+
 runs: Table = Base.metadata.tables["runs"]
 steps: Table = Base.metadata.tables["steps"]
 attempts: Table = Base.metadata.tables["attempts"]
 events: Table = Base.metadata.tables["events"]
+approvals: Table = Base.metadata.tables["approvals"]
+audit_log: Table = Base.metadata.tables["audit_log"]
+audit_head: Table = Base.metadata.tables["audit_head"]

@@ -14,6 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from agent_runtime import Store
+from agent_runtime.audit import GENESIS
 from agent_runtime.testing import InMemoryStore
 from store import SqlStore, build_engine, open_store
 
@@ -61,7 +62,8 @@ def pg_store(pg_url: str) -> Iterator[SqlStore]:
     """A PostgreSQL store emptied before the test."""
     store = open_store(pg_url, migrate=False)
     with store.engine.begin() as conn:
-        conn.execute(text("TRUNCATE runs, steps, attempts, events"))
+        conn.execute(text("TRUNCATE runs, steps, attempts, events, approvals, audit_log"))
+        conn.execute(text("UPDATE audit_head SET seq = 0, hash = :genesis"), {"genesis": GENESIS})
     yield store
     store.engine.dispose()
 

@@ -1,0 +1,126 @@
+"""Agents: a model, a system prompt, tools, a budget and approval policies, under a name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from agent_runtime.approvals import Actor
+from agent_runtime.budget import DEFAULT_PRICES, Budget, PriceTable
+from agent_runtime.exceptions import SignoffError
+from agent_runtime.models.base import Model
+from agent_runtime.retry import RetryPolicy
+from agent_runtime.tools import Tools
+
+MAX_TASK_CHARS = 20_000
+
+
+class AgentNotFound(SignoffError):
+    """No agent is registered under the given name."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        super().__init__(f"unknown agent {name!r} (registered: {', '.join(known) or 'none'})")
+        self.name = name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Agent:
+    """An agent definition. Its runs are the workflow ``agent:<name>``."""
+
+    name: str
+    model: Model
+    system_prompt: str
+    tools: Tools
+    budget: Budget = field(default_factory=Budget)
+    prices: PriceTable = DEFAULT_PRICES
+    approver_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    budget_approvers: tuple[str, ...] = ()
+    max_output_tokens: int = 1024
+    max_turns: int = 25
+    model_retry: RetryPolicy = field(
+        default_factory=lambda: RetryPolicy(max_attempts=4, initial_interval=timedelta(seconds=1)))
+
+    def __post_init__(self) -> None:
+        if self.budget.cost_usd is not None and self.model.name not in self.prices:
+            raise ValueError(f"agent {self.name}: a cost budget needs a price for model "
+                             f"{self.model.name!r} (add it to the agent's price table)")
+
+    @property
+    def workflow(self) -> str:
+        """The name of the workflow that runs this agent."""
+        return f"agent:{self.name}"
+
+    def may_raise_budget(self, user_id: str) -> bool:
+        """Tell whether ``user_id`` may raise or end an exhausted budget of this agent's runs."""
+        allowed = set(self.budget_approvers)
+        for tool in self.tools:
+            if tool.approval is not None:
+                allowed.update(tool.approval.snapshot(self.approver_groups)["approvers"])
+        return user_id in allowed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentInput:
+    """What an agent run is started with."""
+
+    task: str
+    requester: Actor
+    budget: Budget | None = None
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the run input."""
+        return {"task": self.task, "requester": self.requester.to_json(),
+                "budget": None if self.budget is None else self.budget.to_json(),
+                "context": dict(self.context)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> AgentInput:
+        """Read and check a run input; ``ValueError`` says what is wrong."""
+        if not isinstance(data, dict) or not isinstance(data.get("task"), str):
+            raise ValueError('an agent run needs input like {"task": "...", "requester": {...}}')
+        task = data["task"].strip()
+        if not task:
+            raise ValueError("the task is empty")
+        if len(task) > MAX_TASK_CHARS:
+            raise ValueError(f"the task is longer than {MAX_TASK_CHARS} characters")
+        requester = data.get("requester") or {"user_id": "cli"}
+        budget = data.get("budget")
+        return cls(task=task, requester=Actor.from_json(requester),
+                   budget=None if budget is None else Budget.from_json(budget),
+                   context=data.get("context") or {})
+
+
+class Agents:
+    """Agents by name; the first added is the default unless another is named."""
+
+    def __init__(self, *agents: Agent, default: str | None = None) -> None:
+        self._by_name: dict[str, Agent] = {}
+        for agent in agents:
+            self.add(agent)
+        self._default = default
+
+    def add(self, agent: Agent) -> None:
+        """Register an agent; names are unique."""
+        if agent.name in self._by_name:
+            raise ValueError(f"agent {agent.name!r} is already registered")
+        self._by_name[agent.name] = agent
+
+    def get(self, name: str | None = None) -> Agent:
+        """Return the agent ``name`` (or the default) or raise ``AgentNotFound``."""
+        key = name or self._default or next(iter(self._by_name), "")
+        try:
+            return self._by_name[key]
+        except KeyError:
+            raise AgentNotFound(key, sorted(self._by_name)) from None
+
+    def for_workflow(self, workflow: str) -> Agent | None:
+        """Return the agent whose runs are ``workflow``, if any."""
+        name = workflow.removeprefix("agent:")
+        return self._by_name.get(name) if workflow.startswith("agent:") else None
+
+    def __iter__(self) -> Iterator[Agent]:
+        return iter(self._by_name.values())
+

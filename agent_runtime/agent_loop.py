@@ -1,0 +1,180 @@
+"""The built-in agent loop as a durable workflow: model → tool calls → approvals → tools → model.
+
+Every model call, approval request, wait and tool call is a journaled step, so the loop
+replays to where it stopped with no model call paid twice and no side effect repeated.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from agent_runtime.agent import Agent, AgentInput
+from agent_runtime.approval_service import Approvals, wake_key
+from agent_runtime.budget import Budget, Consumption
+from agent_runtime.context import RunContext
+from agent_runtime.exceptions import SignoffError, StepFailed
+from agent_runtime.models.base import Message, ModelRequest, ModelResponse, ToolCall
+from agent_runtime.side_effects import SideEffects, ToolResult
+from agent_runtime.tools import Tool
+from agent_runtime.workflows import WorkflowFn
+
+
+class TurnLimitReached(SignoffError):
+    """The agent used all its turns without giving a final answer."""
+
+
+def agent_workflow(agent: Agent, approvals: Approvals) -> WorkflowFn:
+    """Return the workflow that runs ``agent`` durably."""
+
+    def workflow(ctx: RunContext, data: Any) -> dict[str, Any]:
+        return AgentLoop(agent, approvals, ctx, AgentInput.from_json(data)).run()
+
+    return workflow
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """Estimate a request's input tokens (about four characters a token)."""
+    size = len(request.system) + sum(len(json.dumps(m.to_json())) for m in request.messages)
+    size += sum(len(json.dumps(t.to_json())) for t in request.tools)
+    return size // 4 + 1
+
+
+def request_json(request: ModelRequest) -> dict[str, Any]:
+    """Return the JSON form of a model request (the model step's input)."""
+    return {"system": request.system, "messages": [m.to_json() for m in request.messages],
+            "tools": [t.to_json() for t in request.tools],
+            "max_output_tokens": request.max_output_tokens}
+
+
+class AgentLoop:
+    """One run of an agent; rebuilt from scratch (and from the journal) on every resume."""
+
+    def __init__(self, agent: Agent, approvals: Approvals, ctx: RunContext, data: AgentInput):
+        self.agent = agent
+        self.ctx = ctx
+        self.input = data
+        self.budget: Budget = data.budget or agent.budget
+        self.used = Consumption()
+        self.messages: list[Message] = [Message(role="user", content=data.task)]
+        self.effects = SideEffects(ctx, approvals, agent, data.requester, self.used)
+        self._budget_waits = 0
+
+    def run(self) -> dict[str, Any]:
+        """Run turns until the model answers without tool calls, or the budget is ended."""
+        started = self.ctx.now()
+        for _ in range(self.agent.max_turns):
+            response = self._model_turn(started)
+            if response is None:
+                return self._result(None, ended="budget")
+            self.messages.append(response.message)
+            if not response.message.tool_calls:
+                return self._result(response.message.content)
+            self.messages.extend(self._tool_turn(response.message.tool_calls))
+        raise TurnLimitReached(f"no final answer after {self.agent.max_turns} turns")
+
+    def _model_turn(self, started: datetime) -> ModelResponse | None:
+        draft = ModelRequest(system=self.agent.system_prompt, messages=tuple(self.messages),
+                             tools=tuple(self.agent.tools.specs()))
+        cap = self._budget_gate(started, estimate_tokens(draft))
+        if cap is None:
+            return None
+        request = ModelRequest(system=draft.system, messages=draft.messages, tools=draft.tools,
+                               max_output_tokens=cap)
+        output = self.ctx.step(self._call_model, request_json(request), name="model",
+                               retry=self.agent.model_retry)
+        response = ModelResponse.from_json(output)
+        self.used.add_model_call(response.usage, self.agent.prices.get(response.model or
+                                                                       self.agent.model.name))
+        return response
+
+    def _call_model(self, payload: dict[str, Any]) -> dict[str, Any]:
+        request = ModelRequest(
+            system=payload["system"],
+            messages=tuple(Message.from_json(m) for m in payload["messages"]),
+            tools=tuple(self.agent.tools.specs()),
+            max_output_tokens=payload["max_output_tokens"],
+        )
+        return self.agent.model.complete(request).to_json()
+
+    def _budget_gate(self, started: datetime, input_tokens: int) -> int | None:
+        """Return the output-token cap for the next call, waiting for a person if exhausted."""
+        while True:
+            elapsed = timedelta(0) if self.budget.wall_time is None else self.ctx.now() - started
+            plan = self.used.plan_model_call(
+                self.budget, elapsed=elapsed, input_tokens=input_tokens,
+                max_output=self.agent.max_output_tokens,
+                price=self.agent.prices.get(self.agent.model.name))
+            if isinstance(plan, int):
+                return plan
+            decision = self._wait_for_budget(plan)
+            if decision.get("action") != "raise":
+                return None
+            self.budget = self.budget.raised(decision.get("limits") or {})
+
+    def _wait_for_budget(self, limit: str) -> dict[str, Any]:
+        self._budget_waits += 1
+        key = f"budget:{self._budget_waits}"
+        self.ctx.step(_record, {"limit": limit, "used": self.used.to_json(),
+                                "budget": self.budget.to_json(), "wait_key": key},
+                      name="budget.exhausted")
+        decision: dict[str, Any] = self.ctx.wait_for(key)
+        return decision
+
+    def _tool_turn(self, calls: tuple[ToolCall, ...]) -> list[Message]:
+        plans = [self._plan(call) for call in calls]
+        decisions = {plan.approval_id: self.ctx.wait_for(wake_key(plan.approval_id))
+                     for plan in plans if plan.approval_id}
+        return [self._answer(plan, decisions) for plan in plans]
+
+    def _plan(self, call: ToolCall) -> _Plan:
+        tool = self.agent.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(t.name for t in self.agent.tools)
+            return _Plan(call, None, ToolResult.error(f"unknown tool {call.name!r}; use: {known}"))
+        errors = tool.validation_errors(call.arguments)
+        if errors:
+            return _Plan(call, tool, ToolResult.error("invalid arguments: " + "; ".join(errors)))
+        if tool.approval is None:
+            return _Plan(call, tool, None)
+        return _Plan(call, tool, None, self.effects.request_approval(tool, call.arguments))
+
+    def _answer(self, plan: _Plan, decisions: dict[str, Any]) -> Message:
+        result = plan.result
+        if result is None and plan.tool is not None:
+            decision = decisions.get(plan.approval_id or "")
+            result = self._run_tool(plan.tool, plan.call.arguments, decision)
+        assert result is not None
+        return Message(role="tool", tool_call_id=plan.call.id, content=result.content,
+                       is_error=result.is_error)
+
+    def _run_tool(self, tool: Tool, args: dict[str, Any], decision: Any) -> ToolResult:
+        if decision is not None and decision["status"] != "approved":
+            return ToolResult.declined(decision)
+        if not self.used.tool_call_allowed(self.budget):
+            return ToolResult.error("the run's tool-call budget is used up; not executed")
+        call_args = args if decision is None else decision["args"]
+        try:
+            return self.effects.execute(tool, call_args, decision)
+        except StepFailed as failure:
+            return ToolResult.error(f"{failure.error_type}: {failure.message}")
+
+    def _result(self, answer: str | None, *, ended: str | None = None) -> dict[str, Any]:
+        return {"answer": answer, "ended": ended, "usage": self.used.to_json(),
+                "budget": self.budget.to_json()}
+
+
+class _Plan:
+    """What to do with one proposed tool call."""
+
+    def __init__(self, call: ToolCall, tool: Tool | None, result: ToolResult | None,
+                 approval_id: str | None = None) -> None:
+        self.call = call
+        self.tool = tool
+        self.result = result
+        self.approval_id = approval_id
+
+
+def _record(data: dict[str, Any]) -> dict[str, Any]:
+    return data

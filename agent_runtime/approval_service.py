@@ -1,0 +1,255 @@
+"""Request, decide and sweep approvals from any process."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from agent_runtime.approvals import (
+    Actor,
+    Approval,
+    ApprovalId,
+    ApprovalKind,
+    ApprovalStatus,
+    Decision,
+    Refusal,
+    approval_id,
+    args_hash,
+    expire,
+    judge,
+)
+from agent_runtime.audit import AuditDraft
+from agent_runtime.clock import Clock
+from agent_runtime.exceptions import InvalidInput, StoreUnavailable
+from agent_runtime.records import Event
+from agent_runtime.serialization import canonical_json
+from agent_runtime.store import ApprovalStore
+from agent_runtime.tools import Tool
+
+logger = logging.getLogger(__name__)
+
+CAS_ATTEMPTS = 8
+
+
+def wake_key(approval: str) -> str:
+    """Return the event key under which the waiting run receives the approval's decision."""
+    return f"approval:{approval}"
+
+
+def fingerprint(tool: Tool, groups: Mapping[str, tuple[str, ...]]) -> str:
+    """Return a digest of what an approval is asked under: the tool's schema and its policy."""
+    policy = None if tool.approval is None else tool.approval.snapshot(groups)
+    return args_hash({"tool": tool.name, "parameters": tool.parameters, "policy": policy})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecisionResult:
+    """The answer to a decision: taken or not, a message for the person, the approval now."""
+
+    accepted: bool
+    message: str
+    approval: Approval
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepResult:
+    """What one sweep did: approvals expired, escalated, and due a reminder."""
+
+    expired: list[Approval]
+    escalated: list[Approval]
+    reminded: list[Approval]
+
+
+class ToolLookup:
+    """The current tools by name and the approver groups (for edits and staleness)."""
+
+    def __init__(self, groups: Mapping[str, tuple[str, ...]] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.groups: Mapping[str, tuple[str, ...]] = dict(groups or {})
+
+    def add(self, tool: Tool) -> None:
+        """Make ``tool`` known."""
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        """Return the tool called ``name``, if known."""
+        return self._tools.get(name)
+
+    def fingerprint(self, tool: Tool) -> str:
+        """Return the tool's current fingerprint."""
+        return fingerprint(tool, self.groups)
+
+
+class Approvals:
+    """The approvals service: every method works from any process sharing the store."""
+
+    def __init__(self, store: ApprovalStore, clock: Clock, tools: ToolLookup | None = None) -> None:
+        self.store = store
+        self._clock = clock
+        self._tools = tools or ToolLookup()
+
+    def request(
+        self,
+        *,
+        run_id: str,
+        position: int,
+        tool: Tool,
+        args: dict[str, Any],
+        policy: dict[str, Any],
+        requester: Actor,
+        now: datetime,
+        kind: ApprovalKind = ApprovalKind.TOOL_CALL,
+        question: str = "",
+    ) -> Approval:
+        """Record a pending approval (idempotent: the id comes from run and position)."""
+        interval = policy.get("remind_every_seconds")
+        approval = Approval(
+            id=approval_id(run_id, position), run_id=run_id, position=position, kind=kind,
+            tool=tool.name, args=args, args_hash=args_hash(args),
+            fingerprint=self._tools.fingerprint(tool), policy=policy, requester=requester,
+            requested_at=now, deadline=now + timedelta(seconds=policy["deadline_seconds"]),
+            reason_asked=question,
+            remind_at=None if interval is None else now + timedelta(seconds=interval),
+        )
+        audit = self._draft(approval, "requested", requester, {
+            "kind": kind.value, "tool": tool.name, "args": args, "args_hash": approval.args_hash,
+            "policy": policy, "deadline": approval.deadline.isoformat()})
+        return self.store.create_approval(approval, audit)
+
+    def get(self, approval: str) -> Approval:
+        """Return the approval or raise ``ApprovalNotFound``."""
+        return self.store.get_approval(approval)
+
+    def is_stale(self, approval: Approval) -> bool:
+        """Tell whether the tool or its policy changed since the approval was asked."""
+        tool = self._tools.get(approval.tool)
+        return tool is None or self._tools.fingerprint(tool) != approval.fingerprint
+
+    def decide(
+        self,
+        approval: str,
+        actor: Actor,
+        decision: Decision,
+        *,
+        reason: str | None = None,
+        edited_args: dict[str, Any] | None = None,
+    ) -> DecisionResult:
+        """Decide an approval: a compare-and-set, so the first valid decision wins anywhere.
+
+        A refused decision (not allowed, too late, already decided) changes nothing and is
+        recorded in the audit log as an attempt. Invalid edited arguments raise InvalidInput.
+        """
+        for _ in range(CAS_ATTEMPTS):
+            current = self.store.get_approval(approval)
+            now = self._clock.now()
+            if decision == Decision.EDIT:
+                self._check_edit(current, edited_args)
+            verdict = self._judge(current, actor, decision, now, reason, edited_args)
+            if isinstance(verdict, Refusal):
+                return self._refuse(current, actor, decision, verdict, now)
+            if self._save(current, verdict, actor, decision, now):
+                return DecisionResult(accepted=True, message=_accepted(verdict), approval=verdict)
+        raise StoreUnavailable(f"approval {approval} kept changing; try again")
+
+    def sweep(self, now: datetime | None = None) -> SweepResult:
+        """Expire (fail-closed) or escalate overdue approvals and move reminders along."""
+        now = now or self._clock.now()
+        result = SweepResult(expired=[], escalated=[], reminded=[])
+        for approval in self.store.due_approvals(now):
+            if approval.deadline <= now:
+                self._expire_or_escalate(approval, now, result)
+            elif approval.remind_at is not None and approval.remind_at <= now:
+                self._remind(approval, now, result)
+        return result
+
+    def _judge(
+        self, current: Approval, actor: Actor, decision: Decision, now: datetime,
+        reason: str | None, edited_args: dict[str, Any] | None,
+    ) -> Approval | Refusal:
+        if current.status == ApprovalStatus.PENDING and self.is_stale(current):
+            return Refusal(message="this approval is stale: the tool or its policy changed "
+                           "since it was asked; it cannot be approved", audit="stale")
+        return judge(current, actor, decision, now, reason=reason, edited_args=edited_args)
+
+    def _check_edit(self, current: Approval, edited: dict[str, Any] | None) -> None:
+        tool = self._tools.get(current.tool)
+        if edited is None or tool is None:
+            return
+        errors = tool.validation_errors(edited)
+        if errors:
+            raise InvalidInput(current.tool, "; ".join(errors))
+        canonical_json(edited, what="edited arguments")
+
+    def _refuse(
+        self, current: Approval, actor: Actor, decision: Decision, refusal: Refusal,
+        now: datetime,
+    ) -> DecisionResult:
+        if refusal.audit is not None:
+            self.store.append_audit(self._draft(current, refusal.audit, actor, {
+                "decision": decision.value, "message": refusal.message}, at=now))
+        logger.info("decision refused", extra={"action": refusal.audit or "refused",
+                                               "run_id": current.run_id})
+        return DecisionResult(accepted=False, message=refusal.message, approval=current)
+
+    def _save(
+        self, current: Approval, new: Approval, actor: Actor, decision: Decision, now: datetime
+    ) -> bool:
+        final = new.status != ApprovalStatus.PENDING
+        detail = {"decision": decision.value, "status": new.status.value,
+                  "args": new.decided_args, "args_hash": new.decided_args_hash,
+                  "reason": new.reason, "diff": new.diff}
+        audit = self._draft(current, decision.value, actor, detail, at=now)
+        wake = self._wake(new, now) if final else None
+        return self.store.save_approval(new, audit=audit, decided_before=now, wake=wake)
+
+    def _expire_or_escalate(self, approval: Approval, now: datetime, result: SweepResult) -> None:
+        policy = approval.policy
+        if policy.get("on_expiry") == "escalate" and not approval.escalated:
+            new = dataclasses.replace(
+                approval, escalated=True,
+                deadline=now + timedelta(seconds=policy["deadline_seconds"]))
+            audit = self._draft(approval, "escalated", None,
+                                {"to": policy.get("escalate_to", []),
+                                 "deadline": new.deadline.isoformat()}, at=now)
+            if self.store.save_approval(new, audit=audit, decided_before=None, wake=None):
+                result.escalated.append(new)
+            return
+        new = expire(approval, now)
+        audit = self._draft(approval, "expired", None, {"deadline": approval.deadline.isoformat()},
+                            at=now)
+        if self.store.save_approval(new, audit=audit, decided_before=None,
+                                    wake=self._wake(new, now)):
+            result.expired.append(new)
+
+    def _remind(self, approval: Approval, now: datetime, result: SweepResult) -> None:
+        interval = timedelta(seconds=approval.policy["remind_every_seconds"])
+        new = dataclasses.replace(approval, remind_at=now + interval)
+        audit = self._draft(approval, "reminded", None, None, at=now)
+        if self.store.save_approval(new, audit=audit, decided_before=None, wake=None):
+            result.reminded.append(new)
+
+    def _wake(self, approval: Approval, now: datetime) -> Event:
+        return Event(key=wake_key(approval.id), data=approval.summary(), delivered_at=now)
+
+    def _draft(
+        self, approval: Approval, action: str, actor: Actor | None,
+        detail: dict[str, Any] | None, *, at: datetime | None = None,
+    ) -> AuditDraft:
+        return AuditDraft(at=at or approval.requested_at, approval_id=approval.id,
+                          run_id=approval.run_id, action=action,
+                          actor=None if actor is None else actor.to_json(), detail=detail)
+
+
+def _accepted(approval: Approval) -> str:
+    if approval.status == ApprovalStatus.PENDING:
+        needed = int(approval.policy.get("required", 1)) - len(approval.approvals)
+        return f"approval recorded; {needed} more needed"
+    who = approval.decided_by.label if approval.decided_by else "deadline"
+    return f"{approval.status.value} by {who}"
+
+
+__all__ = ["ApprovalId", "Approvals", "DecisionResult", "SweepResult", "ToolLookup", "wake_key"]

@@ -1,0 +1,225 @@
+"""Approvals as saved state: the record, and the rules that judge a decision on it."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, NewType
+
+from agent_runtime.serialization import canonical_json
+
+ApprovalId = NewType("ApprovalId", str)
+"""An approval's opaque id: derived from its run and journal position, so it is stable."""
+
+
+def approval_id(run_id: str, position: int) -> ApprovalId:
+    """Return the stable id of the approval requested at ``position`` of run ``run_id``."""
+    return ApprovalId(hashlib.sha256(f"{run_id}:{position}".encode()).hexdigest()[:24])
+
+
+def args_hash(args: Any) -> str:
+    """Return the SHA-256 of the canonical JSON of a tool call's arguments."""
+    return hashlib.sha256(canonical_json(args, what="tool arguments").encode()).hexdigest()
+
+
+class ApprovalStatus(enum.StrEnum):
+    """Where an approval is in its life."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
+class ApprovalKind(enum.StrEnum):
+    """What is being asked."""
+
+    TOOL_CALL = "tool_call"
+    """May this tool run with these arguments?"""
+    OUTCOME = "outcome"
+    """Did this side effect, interrupted by a crash, happen? (approve = yes, it happened)"""
+
+
+class Decision(enum.StrEnum):
+    """What a person can decide."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    EDIT = "edit"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Actor:
+    """A person, as Slack knows them."""
+
+    user_id: str
+    team_id: str = ""
+    name: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        """Return the JSON form."""
+        return {"user_id": self.user_id, "team_id": self.team_id, "name": self.name}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Actor:
+        """Read the JSON form."""
+        return cls(user_id=data["user_id"], team_id=data.get("team_id", ""),
+                   name=data.get("name", ""))
+
+    @property
+    def label(self) -> str:
+        """The name if known, else the user id."""
+        return self.name or self.user_id
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Approval:
+    """A request for sign-off and, once decided, who decided what, when, on which arguments."""
+
+    id: ApprovalId
+    run_id: str
+    position: int
+    kind: ApprovalKind
+    tool: str
+    args: dict[str, Any]
+    args_hash: str
+    fingerprint: str
+    policy: dict[str, Any]
+    requester: Actor
+    requested_at: datetime
+    deadline: datetime
+    reason_asked: str = ""
+    status: ApprovalStatus = ApprovalStatus.PENDING
+    approvals: tuple[dict[str, Any], ...] = ()
+    decided_by: Actor | None = None
+    decided_at: datetime | None = None
+    decided_args: dict[str, Any] | None = None
+    decided_args_hash: str | None = None
+    reason: str | None = None
+    diff: list[dict[str, Any]] | None = None
+    escalated: bool = False
+    remind_at: datetime | None = None
+    consumed_by: int | None = None
+    """The journal position of the one tool execution this approval allowed."""
+    version: int = 0
+
+    @property
+    def eligible(self) -> tuple[str, ...]:
+        """User ids allowed to decide now (the escalation list once escalated)."""
+        key = "escalate_to" if self.escalated else "approvers"
+        return tuple(self.policy.get(key, ()))
+
+    def summary(self) -> dict[str, Any]:
+        """Return the decision as the waiting run receives it."""
+        return {
+            "approval_id": self.id,
+            "status": self.status.value,
+            "decided_by": None if self.decided_by is None else self.decided_by.to_json(),
+            "decided_at": None if self.decided_at is None else self.decided_at.isoformat(),
+            "args": self.decided_args,
+            "args_hash": self.decided_args_hash,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """Why a decision was not taken; ``audit`` names the attempt as the log records it."""
+
+    message: str
+    audit: str | None
+
+
+def judge(
+    approval: Approval,
+    actor: Actor,
+    decision: Decision,
+    now: datetime,
+    *,
+    reason: str | None = None,
+    edited_args: dict[str, Any] | None = None,
+) -> Approval | Refusal:
+    """Return the approval as ``decision`` leaves it, or why it cannot be taken."""
+    refusal = _refusal(approval, actor, now)
+    if refusal is not None:
+        return refusal
+    if decision == Decision.REJECT:
+        if not (reason or "").strip():
+            return Refusal(message="a rejection needs a reason", audit=None)
+        return _decided(approval, ApprovalStatus.REJECTED, actor, now, reason=reason)
+    if decision == Decision.EDIT:
+        if edited_args is None:
+            return Refusal(message="an edit needs the edited arguments", audit=None)
+        return _vote(approval, actor, now, edited_args, reason)
+    return _vote(approval, actor, now, approval.decided_args or approval.args, reason)
+
+
+def _refusal(approval: Approval, actor: Actor, now: datetime) -> Refusal | None:
+    if approval.status != ApprovalStatus.PENDING:
+        return Refusal(message=_already(approval), audit="late")
+    if now >= approval.deadline:
+        return Refusal(message=f"this approval expired at {_hhmm(approval.deadline)}",
+                       audit="late")
+    if actor.user_id not in approval.eligible:
+        return Refusal(message="you are not allowed to decide this approval",
+                       audit="unauthorized")
+    if actor.user_id == approval.requester.user_id and not approval.policy.get("allow_requester"):
+        return Refusal(message="you asked for this action, so someone else must decide",
+                       audit="unauthorized")
+    if any(v["user_id"] == actor.user_id for v in approval.approvals):
+        return Refusal(message="you have already approved; waiting for another approver",
+                       audit=None)
+    return None
+
+
+def _vote(
+    approval: Approval, actor: Actor, now: datetime, args: dict[str, Any], reason: str | None
+) -> Approval:
+    digest = args_hash(args)
+    votes = approval.approvals if digest == approval.decided_args_hash else ()
+    votes = (*votes, {**actor.to_json(), "at": now.isoformat()})
+    diff = arguments_diff(approval.args, args)
+    changed = replace(approval, approvals=votes, decided_args=args, decided_args_hash=digest,
+                      diff=diff or None)
+    if len(votes) < int(approval.policy.get("required", 1)):
+        return changed
+    return _decided(changed, ApprovalStatus.APPROVED, actor, now, reason=reason)
+
+
+def _decided(
+    approval: Approval, status: ApprovalStatus, actor: Actor | None, now: datetime, *,
+    reason: str | None,
+) -> Approval:
+    return replace(approval, status=status, decided_by=actor, decided_at=now, reason=reason,
+                   remind_at=None)
+
+
+def expire(approval: Approval, now: datetime) -> Approval:
+    """Return the approval rejected by its deadline (fail-closed)."""
+    return _decided(approval, ApprovalStatus.EXPIRED, None, now,
+                    reason="no decision before the deadline")
+
+
+def arguments_diff(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return the top-level changes from ``before`` to ``after``."""
+    changes = []
+    for key in sorted(set(before) | set(after)):
+        if before.get(key, _MISSING) != after.get(key, _MISSING):
+            changes.append({"field": key, "from": before.get(key), "to": after.get(key)})
+    return changes
+
+
+def _already(approval: Approval) -> str:
+    if approval.status == ApprovalStatus.EXPIRED or approval.decided_by is None:
+        return f"this approval already {approval.status.value}"
+    at = _hhmm(approval.decided_at) if approval.decided_at else "?"
+    return f"already {approval.status.value} by {approval.decided_by.label} at {at}"
+
+
+def _hhmm(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+_MISSING = object()

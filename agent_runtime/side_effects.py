@@ -1,0 +1,172 @@
+"""Tool execution: approvals first, an idempotency key always, and care after a crash.
+
+A side-effecting call journals "started" (with its idempotency key) before the tool runs
+and its result after. Found started but not finished on resume, the outcome is unknown:
+the tool's policy decides whether to retry with the same key, ask ``verify(key)``, or ask a
+person whether it happened.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agent_runtime.agent import Agent
+from agent_runtime.approval_service import Approvals, wake_key
+from agent_runtime.approvals import Actor, ApprovalKind, ApprovalStatus, args_hash
+from agent_runtime.budget import Consumption
+from agent_runtime.context import RunContext
+from agent_runtime.policy import ApprovalPolicy
+from agent_runtime.tools import Tool, UnknownOutcome
+
+
+def idempotency_key(run_id: str, position: int) -> str:
+    """Return the key of the side effect started at ``position``: stable everywhere."""
+    return f"signoff-{run_id}-{position}"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What goes back to the model for one tool call."""
+
+    content: str
+    is_error: bool = False
+
+    @classmethod
+    def of(cls, value: Any) -> ToolResult:
+        """Wrap a tool's JSON result."""
+        return cls(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+
+    @classmethod
+    def error(cls, message: str) -> ToolResult:
+        """An error the model should see and adapt to."""
+        return cls(message, is_error=True)
+
+    @classmethod
+    def declined(cls, decision: dict[str, Any]) -> ToolResult:
+        """The call was not approved: say by whom and why, so the agent can adapt."""
+        who = (decision.get("decided_by") or {}).get("name") or (
+            decision.get("decided_by") or {}).get("user_id") or "the deadline"
+        reason = decision.get("reason") or "no reason given"
+        return cls(f"not executed: {decision['status']} by {who}: {reason}", is_error=True)
+
+
+class SideEffects:
+    """Runs one agent run's tool calls under approvals and idempotency keys."""
+
+    def __init__(self, ctx: RunContext, approvals: Approvals, agent: Agent, requester: Actor,
+                 used: Consumption) -> None:
+        self.ctx = ctx
+        self.approvals = approvals
+        self.agent = agent
+        self.requester = requester
+        self.used = used
+
+    def request_approval(self, tool: Tool, args: dict[str, Any], *,
+                         kind: ApprovalKind = ApprovalKind.TOOL_CALL, question: str = "") -> str:
+        """Journal a pending approval for ``tool(args)`` and return its id (no waiting)."""
+        now = self.ctx.now().isoformat()
+        output = self.ctx.step(self._request_step, tool.name, args, kind.value, question, now,
+                               self.ctx.position, name=f"approval.request:{tool.name}")
+        approval: str = output["approval_id"]
+        return approval
+
+    def _request_step(self, name: str, args: dict[str, Any], kind: str, question: str,
+                      now: str, position: int) -> dict[str, Any]:
+        from datetime import datetime
+
+        tool = self._tool(name)
+        approval = self.approvals.request(
+            run_id=self.ctx.run_id, position=position, tool=tool, args=args,
+            policy=self._policy(tool).snapshot(self.agent.approver_groups),
+            requester=self.requester, now=datetime.fromisoformat(now),
+            kind=ApprovalKind(kind), question=question)
+        return {"approval_id": approval.id, "deadline": approval.deadline.isoformat()}
+
+    def execute(self, tool: Tool, args: dict[str, Any], decision: dict[str, Any] | None) -> ToolResult:
+        """Run the tool once; side-effecting tools get started/finished records and a key."""
+        self.used.tool_calls += 1
+        if not tool.side_effect:
+            return ToolResult.of(self._run(tool, args, idempotency_key(self.ctx.run_id,
+                                                                       self.ctx.position)))
+        from_journal = self.ctx.replaying
+        position = self.ctx.position
+        key = idempotency_key(self.ctx.run_id, position)
+        approval = None if decision is None else decision["approval_id"]
+        started = self.ctx.step(self._start, tool.name, args, approval, position,
+                                name=f"tool.started:{tool.name}")
+        if started.get("refused"):
+            return ToolResult.error(f"not executed: {started['refused']}")
+        if from_journal and not self.ctx.replaying:
+            return self._unknown_outcome(tool, args, key)
+        return ToolResult.of(self._run(tool, args, key))
+
+    def _start(self, name: str, args: dict[str, Any], approval: str | None,
+               position: int) -> dict[str, Any]:
+        """Check the committed approval against these exact arguments and consume it."""
+        digest = args_hash(args)
+        key = idempotency_key(self.ctx.run_id, position)
+        if self._tool(name).approval is not None:
+            refused = self._check_approval(approval, digest, position)
+            if refused:
+                return {"refused": refused, "key": key}
+        return {"key": key, "args_hash": digest, "approval_id": approval}
+
+    def _check_approval(self, approval: str | None, digest: str, position: int) -> str | None:
+        if approval is None:
+            return "this tool needs an approval and none was given"
+        record = self.approvals.get(approval)
+        if record.status != ApprovalStatus.APPROVED:
+            return f"the approval is {record.status.value}"
+        if record.decided_args_hash != digest:
+            return "the arguments differ from the approved ones"
+        if self.approvals.is_stale(record):
+            return "the approval is stale: the tool or its policy changed since it was given"
+        if not self.approvals.store.consume_approval(approval, position):
+            return "the approval was already used by another call"
+        return None
+
+    def _run(self, tool: Tool, args: dict[str, Any], key: str) -> Any:
+        return self.ctx.step(tool.call, args, key, name=f"tool:{tool.name}", retry=tool.retry,
+                             timeout=tool.timeout)
+
+    def _unknown_outcome(self, tool: Tool, args: dict[str, Any], key: str) -> ToolResult:
+        strategy = tool.on_unknown_outcome
+        self.ctx.step(_record, {"key": key, "strategy": strategy.value},
+                      name=f"tool.unknown_outcome:{tool.name}")
+        if strategy == UnknownOutcome.VERIFY and tool.verify is not None:
+            found = self.ctx.step(tool.verify, key, name=f"tool.verify:{tool.name}")
+            if found is not None:
+                return ToolResult.of(found)
+        elif strategy == UnknownOutcome.ASK:
+            answer = self._ask_person(tool, args, key)
+            if answer is not None:
+                return answer
+        return ToolResult.of(self._run(tool, args, key))
+
+    def _ask_person(self, tool: Tool, args: dict[str, Any], key: str) -> ToolResult | None:
+        question = (f"A crash interrupted {tool.name} (idempotency key {key}). Did it happen? "
+                    "Approve = yes, it happened; Reject = no, run it again.")
+        asked = self.request_approval(tool, args, kind=ApprovalKind.OUTCOME, question=question)
+        decision: dict[str, Any] = self.ctx.wait_for(wake_key(asked))
+        if decision["status"] == "approved":
+            return ToolResult.of({"status": "confirmed by a person", "idempotency_key": key})
+        if decision["status"] == "rejected":
+            return None
+        return ToolResult.error(f"outcome of {tool.name} unknown and unconfirmed; not retried")
+
+    def _policy(self, tool: Tool) -> ApprovalPolicy:
+        if tool.approval is not None:
+            return tool.approval
+        return ApprovalPolicy(approvers=(self.requester.user_id,), allow_requester=True)
+
+    def _tool(self, name: str) -> Tool:
+        tool = self.agent.tools.get(name)
+        if tool is None:
+            raise LookupError(f"tool {name!r} is no longer defined")
+        return tool
+
+
+def _record(data: dict[str, Any]) -> dict[str, Any]:
+    return data

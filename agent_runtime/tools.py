@@ -1,0 +1,156 @@
+"""Tools: typed Python functions the model may call, with their schema and safety options."""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, overload
+
+import jsonschema
+
+from agent_runtime.models.base import ToolSpec
+from agent_runtime.policy import ApprovalPolicy
+from agent_runtime.retry import NO_RETRY, RetryPolicy
+from agent_runtime.schema import RUNTIME_PARAMETERS, describe
+
+Verifier = Callable[[str], Any]
+"""Given an idempotency key, return the effect's result if it happened, or None if not."""
+
+
+class UnknownOutcome(enum.StrEnum):
+    """What to do with a side effect that started but was never recorded as finished."""
+
+    RETRY = "retry"
+    """Run it again with the same idempotency key: the provider de-duplicates."""
+    VERIFY = "verify"
+    """Ask the tool's ``verify(key)`` whether it happened."""
+    ASK = "ask"
+    """Ask a person whether it happened (the default: safe for any provider)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A callable the model may use. Side-effecting tools are the ones that need care."""
+
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    parameters: dict[str, Any]
+    side_effect: bool = False
+    approval: ApprovalPolicy | None = None
+    retry: RetryPolicy = NO_RETRY
+    timeout: timedelta | None = None
+    on_unknown_outcome: UnknownOutcome = UnknownOutcome.ASK
+    verify: Verifier | None = None
+    takes_key: bool = field(default=False)
+
+    def __post_init__(self) -> None:
+        if self.approval is not None and not self.side_effect:
+            raise ValueError(f"tool {self.name}: only side-effecting tools take an approval")
+        if self.on_unknown_outcome == UnknownOutcome.VERIFY and self.verify is None:
+            raise ValueError(f"tool {self.name}: on_unknown_outcome=VERIFY needs verify=")
+        jsonschema.Draft202012Validator.check_schema(self.parameters)
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The tool as the model sees it."""
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+    def validation_errors(self, arguments: Any) -> list[str]:
+        """Return what is wrong with model-proposed ``arguments`` (empty when they are valid)."""
+        validator = jsonschema.Draft202012Validator(self.parameters)
+        return [_explain(e) for e in sorted(validator.iter_errors(arguments), key=str)]
+
+    def call(self, arguments: dict[str, Any], idempotency_key: str) -> Any:
+        """Run the tool with validated ``arguments``, handing it the key if it takes one."""
+        extra = {"idempotency_key": idempotency_key} if self.takes_key else {}
+        return self.fn(**arguments, **extra)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    side_effect: bool = False,
+    approval: ApprovalPolicy | None = None,
+    retry: RetryPolicy = NO_RETRY,
+    timeout: timedelta | None = None,
+    on_unknown_outcome: UnknownOutcome | None = None,
+    verify: Verifier | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    side_effect: bool = False,
+    approval: ApprovalPolicy | None = None,
+    retry: RetryPolicy = NO_RETRY,
+    timeout: timedelta | None = None,
+    on_unknown_outcome: UnknownOutcome | None = None,
+    verify: Verifier | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a tool of a typed function; its schema comes from the hints and the docstring.
+
+    A parameter named ``idempotency_key`` is not shown to the model: the runtime passes the
+    call's key, stable across retries, resumes and instances.
+    """
+
+    def make(function: Callable[..., Any]) -> Tool:
+        description, parameters = describe(function)
+        outcome = on_unknown_outcome or (UnknownOutcome.VERIFY if verify else UnknownOutcome.ASK)
+        return Tool(
+            name=name or function.__name__, description=description, fn=function,
+            parameters=parameters, side_effect=side_effect, approval=approval, retry=retry,
+            timeout=timeout, on_unknown_outcome=outcome, verify=verify,
+            takes_key=_takes_key(function),
+        )
+
+    return make if fn is None else make(fn)
+
+
+class Tools:
+    """The tools an agent may use, by name."""
+
+    def __init__(self, *tools: Tool) -> None:
+        self._by_name: dict[str, Tool] = {}
+        for item in tools:
+            self.add(item)
+
+    def add(self, item: Tool) -> None:
+        """Add a tool; names are unique."""
+        if item.name in self._by_name:
+            raise ValueError(f"tool {item.name!r} is already registered")
+        self._by_name[item.name] = item
+
+    def get(self, name: str) -> Tool | None:
+        """Return the tool called ``name``, if any."""
+        return self._by_name.get(name)
+
+    def specs(self) -> list[ToolSpec]:
+        """Return every tool as the model sees it, in name order."""
+        return [self._by_name[n].spec for n in sorted(self._by_name)]
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._by_name[n] for n in sorted(self._by_name))
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+
+def _takes_key(function: Callable[..., Any]) -> bool:
+    return any(p in RUNTIME_PARAMETERS for p in inspect.signature(function).parameters)
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+    return f"{where}: {error.message}"

@@ -1,0 +1,169 @@
+"""The runtime's ApprovalStore on SQLAlchemy Core: approvals and the chained audit log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Row, and_, insert, or_, select, update
+
+from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus
+from agent_runtime.audit import AuditDraft, AuditEntry, chain
+from agent_runtime.exceptions import ApprovalNotFound
+from agent_runtime.records import Event
+from store.errors import translated
+from store.models import approvals, audit_head, audit_log
+from store.wake import deliver
+
+
+class SqlApprovalStore:
+    """Implements ``agent_runtime.store.ApprovalStore`` over one SQLAlchemy engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        with translated(), self.engine.begin() as conn:
+            yield conn
+
+    def create_approval(self, approval: Approval, audit: AuditDraft) -> Approval:
+        """Store a pending approval and its audit entry unless the id exists."""
+        with self._tx() as conn:
+            head = _lock_head(conn)
+            existing = conn.execute(select(approvals).where(approvals.c.id == approval.id)).first()
+            if existing is not None:
+                return _approval(existing)
+            conn.execute(insert(approvals).values(_row(approval)))
+            _append(conn, head, audit)
+        return approval
+
+    def get_approval(self, approval_id: str) -> Approval:
+        """Return the approval or raise ApprovalNotFound."""
+        with self._tx() as conn:
+            row = conn.execute(select(approvals).where(approvals.c.id == approval_id)).first()
+        if row is None:
+            raise ApprovalNotFound(approval_id)
+        return _approval(row)
+
+    def list_approvals(
+        self, *, run_id: str | None = None, status: ApprovalStatus | None = None,
+        limit: int = 100,
+    ) -> list[Approval]:
+        """Return approvals, newest first."""
+        query = (select(approvals)
+                 .order_by(approvals.c.requested_at.desc(), approvals.c.position.desc())
+                 .limit(limit))
+        if run_id is not None:
+            query = query.where(approvals.c.run_id == run_id)
+        if status is not None:
+            query = query.where(approvals.c.status == status.value)
+        with self._tx() as conn:
+            return [_approval(row) for row in conn.execute(query)]
+
+    def save_approval(
+        self, approval: Approval, *, audit: AuditDraft, decided_before: datetime | None,
+        wake: Event | None,
+    ) -> bool:
+        """Compare-and-set on the version (and on the deadline when deciding)."""
+        guard = and_(approvals.c.id == approval.id, approvals.c.version == approval.version)
+        if decided_before is not None:
+            guard = and_(guard, approvals.c.deadline > decided_before)
+        values = _row(approval) | {"version": approval.version + 1}
+        with self._tx() as conn:
+            head = _lock_head(conn)
+            if not conn.execute(update(approvals).where(guard).values(values)).rowcount:
+                return False
+            _append(conn, head, audit)
+            if wake is not None:
+                deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at,
+                        strict=False)
+        return True
+
+    def consume_approval(self, approval_id: str, position: int) -> bool:
+        """Mark the approval used by the execution at ``position``."""
+        with self._tx() as conn:
+            result = conn.execute(
+                update(approvals)
+                .where(approvals.c.id == approval_id,
+                       or_(approvals.c.consumed_by.is_(None),
+                           approvals.c.consumed_by == position))
+                .values(consumed_by=position))
+        return bool(result.rowcount)
+
+    def append_audit(self, audit: AuditDraft) -> AuditEntry:
+        """Append an attempt to the audit log."""
+        with self._tx() as conn:
+            return _append(conn, _lock_head(conn), audit)
+
+    def audit_log(self) -> tuple[list[AuditEntry], tuple[int, str] | None]:
+        """Return the log in order and its recorded head."""
+        with self._tx() as conn:
+            rows = conn.execute(select(audit_log).order_by(audit_log.c.seq)).all()
+            head = conn.execute(select(audit_head.c.seq, audit_head.c.hash)).first()
+        entries = [AuditEntry(seq=r.seq, at=r.at, approval_id=r.approval_id, run_id=r.run_id,
+                              action=r.action, actor=r.actor, detail=r.detail,
+                              prev_hash=r.prev_hash, hash=r.hash) for r in rows]
+        return entries, None if head is None or head.seq == 0 else (head.seq, head.hash)
+
+    def due_approvals(self, now: datetime) -> list[Approval]:
+        """Return pending approvals past their deadline or reminder time."""
+        query = select(approvals).where(
+            approvals.c.status == ApprovalStatus.PENDING.value,
+            or_(approvals.c.deadline <= now, approvals.c.remind_at <= now))
+        with self._tx() as conn:
+            return [_approval(row) for row in conn.execute(query)]
+
+
+def _lock_head(conn: Connection) -> tuple[int, str]:
+    """Lock the audit head row: appends are serialised, so the chain never forks."""
+    query = select(audit_head.c.seq, audit_head.c.hash).where(audit_head.c.id == 1)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = conn.execute(query).one()
+    return row.seq, row.hash
+
+
+def _append(conn: Connection, head: tuple[int, str], audit: AuditDraft) -> AuditEntry:
+    entry = chain(audit, head[0] + 1, head[1])
+    conn.execute(insert(audit_log).values(
+        seq=entry.seq, at=entry.at, approval_id=entry.approval_id, run_id=entry.run_id,
+        action=entry.action, actor=entry.actor, detail=entry.detail,
+        prev_hash=entry.prev_hash, hash=entry.hash))
+    conn.execute(update(audit_head).where(audit_head.c.id == 1)
+                 .values(seq=entry.seq, hash=entry.hash))
+    return entry
+
+
+def _row(approval: Approval) -> dict[str, Any]:
+    return {
+        "id": approval.id, "run_id": approval.run_id, "position": approval.position,
+        "kind": approval.kind.value, "tool": approval.tool, "args": approval.args,
+        "args_hash": approval.args_hash, "fingerprint": approval.fingerprint,
+        "policy": approval.policy, "requester": approval.requester.to_json(),
+        "requested_at": approval.requested_at, "deadline": approval.deadline,
+        "reason_asked": approval.reason_asked, "status": approval.status.value,
+        "votes": list(approval.approvals),
+        "decided_by": None if approval.decided_by is None else approval.decided_by.to_json(),
+        "decided_at": approval.decided_at, "decided_args": approval.decided_args,
+        "decided_args_hash": approval.decided_args_hash, "reason": approval.reason,
+        "diff": approval.diff, "escalated": approval.escalated, "remind_at": approval.remind_at,
+        "consumed_by": approval.consumed_by, "version": approval.version,
+    }
+
+
+def _approval(row: Row[Any]) -> Approval:
+    return Approval(
+        id=row.id, run_id=row.run_id, position=row.position, kind=ApprovalKind(row.kind),
+        tool=row.tool, args=row.args, args_hash=row.args_hash, fingerprint=row.fingerprint,
+        policy=row.policy, requester=Actor.from_json(row.requester),
+        requested_at=row.requested_at, deadline=row.deadline, reason_asked=row.reason_asked,
+        status=ApprovalStatus(row.status), approvals=tuple(row.votes),
+        decided_by=None if row.decided_by is None else Actor.from_json(row.decided_by),
+        decided_at=row.decided_at, decided_args=row.decided_args,
+        decided_args_hash=row.decided_args_hash, reason=row.reason, diff=row.diff,
+        escalated=row.escalated, remind_at=row.remind_at, consumed_by=row.consumed_by,
+        version=row.version,
+    )

@@ -1,0 +1,44 @@
+"""Delivering an event to a run inside a caller's transaction."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import exc as sa_exc
+
+from agent_runtime.exceptions import EventAlreadyDelivered, InvalidRunState, RunNotFound
+from agent_runtime.records import RunStatus
+from store.errors import is_unique_violation
+from store.models import events, runs
+
+
+def deliver(
+    conn: Connection, run_id: str, key: str, data: Any, now: datetime, *, strict: bool = True
+) -> None:
+    """Store the event and make the run pending if it waits for ``key``.
+
+    Raises ``RunNotFound``, ``InvalidRunState`` for a finished run (unless not ``strict``:
+    then nothing is delivered to it) and ``EventAlreadyDelivered`` for a key already used.
+    """
+    status = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).scalar()
+    if status is None:
+        raise RunNotFound(run_id)
+    if RunStatus(status).finished:
+        if not strict:
+            return
+        raise InvalidRunState(run_id, status, "signal")
+    try:
+        with conn.begin_nested():
+            conn.execute(insert(events).values(run_id=run_id, key=key, data=data,
+                                               delivered_at=now))
+    except sa_exc.IntegrityError as exc:
+        if is_unique_violation(exc):
+            raise EventAlreadyDelivered(run_id, key) from exc
+        raise
+    conn.execute(
+        update(runs)
+        .where(runs.c.id == run_id, runs.c.status == RunStatus.WAITING.value,
+               runs.c.wait_key == key)
+        .values(status=RunStatus.PENDING.value, due_at=now, wait_key=None, updated_at=now))

@@ -1,0 +1,167 @@
+"""The ApprovalStore contract: in-memory, SQLite and PostgreSQL behave the same."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent_runtime import ApprovalNotFound, RunStatus, Store, Wait, new_run_id
+from agent_runtime.approvals import (
+    Actor,
+    Approval,
+    ApprovalKind,
+    ApprovalStatus,
+    approval_id,
+    args_hash,
+)
+from agent_runtime.audit import AuditDraft, verify
+from agent_runtime.records import Event
+from agent_runtime.store import ApprovalStore
+from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
+from store import SqlStore
+from store.approval_store import SqlApprovalStore
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+DANA = Actor(user_id="U_DANA", team_id="T1", name="dana")
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def stores(request: pytest.FixtureRequest) -> tuple[Store, ApprovalStore]:
+    """A run store and the approval store beside it, for each implementation."""
+    if request.param == "memory":
+        runs = InMemoryStore()
+        return runs, InMemoryApprovalStore(runs)
+    sql: SqlStore = request.getfixturevalue("sqlite_store" if request.param == "sqlite"
+                                            else "pg_store")
+    return sql, SqlApprovalStore(sql.engine)
+
+
+def _waiting_run(runs: Store, key: str = "approval:x") -> str:
+    run_id = runs.create_run(new_run_id(), "wf", None, T0).id
+    ((_, lease),) = runs.claim_runs("w", limit=1, now=T0, expires_at=T0 + timedelta(seconds=30))
+    runs.suspend(lease, Wait(wake_at=None, key=key), T0)
+    return run_id
+
+
+def _approval(run_id: str, position: int = 3, deadline: timedelta = timedelta(hours=1)) -> Approval:
+    args = {"order_id": "1042", "amount_cents": 4999}
+    return Approval(
+        id=approval_id(run_id, position), run_id=run_id, position=position,
+        kind=ApprovalKind.TOOL_CALL, tool="issue_refund", args=args, args_hash=args_hash(args),
+        fingerprint="f" * 64, policy={"approvers": ["U_DANA"], "required": 1},
+        requester=Actor(user_id="U_REQ"), requested_at=T0, deadline=T0 + deadline,
+        remind_at=T0 + timedelta(minutes=10))
+
+
+def _draft(approval: Approval, action: str) -> AuditDraft:
+    return AuditDraft(at=T0, approval_id=approval.id, run_id=approval.run_id, action=action,
+                      actor=DANA.to_json(), detail={"n": 1})
+
+
+def _approved(approval: Approval) -> Approval:
+    return dataclasses.replace(approval, status=ApprovalStatus.APPROVED, decided_by=DANA,
+                               decided_at=T0, decided_args=approval.args,
+                               decided_args_hash=approval.args_hash)
+
+
+def test_approval_round_trips_and_create_is_idempotent(
+        stores: tuple[Store, ApprovalStore]) -> None:
+    """A created approval reads back equal; creating the same id again keeps the first."""
+    runs, approvals = stores
+    approval = _approval(_waiting_run(runs))
+    assert approvals.create_approval(approval, _draft(approval, "requested")) == approval
+    again = dataclasses.replace(approval, tool="other")
+    assert approvals.create_approval(again, _draft(again, "requested")) == approval
+    assert approvals.get_approval(approval.id) == approval
+    assert [e.action for e in approvals.audit_log()[0]] == ["requested"]
+
+
+def test_unknown_approval_is_not_found(stores: tuple[Store, ApprovalStore]) -> None:
+    """Reading an unknown approval raises ApprovalNotFound."""
+    with pytest.raises(ApprovalNotFound):
+        stores[1].get_approval("nope")
+
+
+def test_save_is_a_compare_and_set_on_version(stores: tuple[Store, ApprovalStore]) -> None:
+    """Only a save based on the stored version wins; the loser changes nothing."""
+    runs, approvals = stores
+    approval = _approval(_waiting_run(runs))
+    approvals.create_approval(approval, _draft(approval, "requested"))
+    first = _approved(approval)
+    second = dataclasses.replace(first, status=ApprovalStatus.REJECTED, reason="no")
+    assert approvals.save_approval(first, audit=_draft(first, "approve"), decided_before=T0,
+                                   wake=None)
+    assert not approvals.save_approval(second, audit=_draft(second, "reject"),
+                                       decided_before=T0, wake=None)
+    stored = approvals.get_approval(approval.id)
+    assert (stored.status, stored.version) == (ApprovalStatus.APPROVED, 1)
+    assert [e.action for e in approvals.audit_log()[0]] == ["requested", "approve"]
+
+
+def test_decision_after_the_deadline_cannot_win(stores: tuple[Store, ApprovalStore]) -> None:
+    """The deadline is part of the compare-and-set: a decision at or after it is not saved."""
+    runs, approvals = stores
+    approval = _approval(_waiting_run(runs), deadline=timedelta(minutes=5))
+    approvals.create_approval(approval, _draft(approval, "requested"))
+    late = T0 + timedelta(minutes=5)
+    assert not approvals.save_approval(_approved(approval), audit=_draft(approval, "approve"),
+                                       decided_before=late, wake=None)
+    assert approvals.get_approval(approval.id).status == ApprovalStatus.PENDING
+
+
+def test_final_decision_wakes_the_waiting_run(stores: tuple[Store, ApprovalStore]) -> None:
+    """Saving with a wake event delivers it in the same transaction and makes the run due."""
+    runs, approvals = stores
+    run_id = _waiting_run(runs)
+    approval = _approval(run_id)
+    approvals.create_approval(approval, _draft(approval, "requested"))
+    assert runs.get_run(run_id).status == RunStatus.WAITING
+    event = Event(key="approval:x", data={"status": "approved"}, delivered_at=T0)
+    assert approvals.save_approval(_approved(approval), audit=_draft(approval, "approve"),
+                                   decided_before=T0, wake=event)
+    assert runs.get_run(run_id).status == RunStatus.PENDING
+    assert runs.get_event(run_id, "approval:x") is not None
+
+
+def test_consume_allows_one_execution(stores: tuple[Store, ApprovalStore]) -> None:
+    """An approval is consumed by one journal position; the same position may repeat."""
+    runs, approvals = stores
+    approval = _approval(_waiting_run(runs))
+    approvals.create_approval(approval, _draft(approval, "requested"))
+    assert approvals.consume_approval(approval.id, 8)
+    assert approvals.consume_approval(approval.id, 8)
+    assert not approvals.consume_approval(approval.id, 12)
+
+
+def test_due_approvals_by_deadline_or_reminder(stores: tuple[Store, ApprovalStore]) -> None:
+    """Pending approvals are due at their reminder time or deadline; decided ones never."""
+    runs, approvals = stores
+    run_id = _waiting_run(runs)
+    first, second = _approval(run_id, 3), _approval(run_id, 7)
+    for approval in (first, second):
+        approvals.create_approval(approval, _draft(approval, "requested"))
+    approvals.save_approval(_approved(second), audit=_draft(second, "approve"),
+                            decided_before=T0, wake=None)
+    assert approvals.due_approvals(T0) == []
+    assert [a.id for a in approvals.due_approvals(T0 + timedelta(minutes=10))] == [first.id]
+    assert [a.status for a in approvals.list_approvals(run_id=run_id)] == [
+        ApprovalStatus.APPROVED, ApprovalStatus.PENDING]
+
+
+def test_audit_chain_verifies(stores: tuple[Store, ApprovalStore]) -> None:
+    """Entries from concurrent appends form one unbroken chain that matches its head."""
+    runs, approvals = stores
+    approval = _approval(_waiting_run(runs))
+    approvals.create_approval(approval, _draft(approval, "requested"))
+    threads = [threading.Thread(target=lambda: [approvals.append_audit(
+        _draft(approval, "unauthorized")) for _ in range(5)]) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    entries, head = approvals.audit_log()
+    assert len(entries) == 21
+    assert verify(entries, head) == []
