@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_runtime.clock import Clock, SystemClock
@@ -16,10 +17,18 @@ from agent_runtime.workflows import Workflows
 class Runtime:
     """Operations on runs that any process may perform; workers do the executing."""
 
-    def __init__(self, store: Store, workflows: Workflows, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        workflows: Workflows,
+        *,
+        clock: Clock | None = None,
+        sweeps: Sequence[Callable[[], object]] = (),
+    ) -> None:
         self.store = store
         self.workflows = workflows
         self.clock = clock or SystemClock()
+        self.sweeps = tuple(sweeps)
 
     def start(self, workflow: str, input: Any = None) -> Run:
         """Create a pending run of ``workflow``; ``WorkflowNotFound`` if it is not registered."""
@@ -59,4 +68,5 @@ class Runtime:
 
     def worker(self, options: WorkerOptions | None = None) -> Worker:
         """Build a worker over this runtime's store and workflows."""
-        return Worker(self.store, self.workflows, options=options, clock=self.clock)
+        return Worker(self.store, self.workflows, options=options, clock=self.clock,
+                      sweeps=self.sweeps)

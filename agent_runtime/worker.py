@@ -7,9 +7,10 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.exceptions import StoreUnavailable
@@ -53,13 +54,17 @@ class Worker:
         *,
         options: WorkerOptions | None = None,
         clock: Clock | None = None,
+        sweeps: Sequence[Callable[[], object]] = (),
     ) -> None:
+        """``sweeps`` run once per poll interval (e.g. expiring overdue approvals)."""
         self.options = options or WorkerOptions()
+        self._sweeps = tuple(sweeps)
         self._store = store
         self._clock = clock or SystemClock()
         self._stopping = threading.Event()
         self._executor = RunExecutor(store, workflows, self._clock, self._stopping)
         self._held: dict[RunId, Lease] = {}
+        self._last_sweep: datetime | None = None
         self._lock = threading.Lock()
 
     def stop(self) -> None:
@@ -73,6 +78,7 @@ class Worker:
         with ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="signoff-run") as pool:
             active: set[Future[RunStatus | None]] = set()
             while not self._stopping.is_set():
+                self._sweep()
                 claimed = self._claim(self.options.concurrency - len(active))
                 active |= {pool.submit(self._execute, run, lease) for run, lease in claimed}
                 if until_idle and not active and not claimed and self._idle():
@@ -85,11 +91,24 @@ class Worker:
         heartbeat.join()
 
     def run_once(self) -> int:
-        """Claim what is runnable now and execute it in this thread; return how many ran."""
+        """Sweep, claim what is runnable now and execute it in this thread; return how many ran."""
+        self._sweep(force=True)
         claimed = self._claim(self.options.concurrency)
         for run, lease in claimed:
             self._execute(run, lease)
         return len(claimed)
+
+    def _sweep(self, *, force: bool = False) -> None:
+        now = self._clock.now()
+        if not force and self._last_sweep is not None and (
+                now - self._last_sweep < self.options.poll_interval):
+            return
+        self._last_sweep = now
+        for sweep in self._sweeps:
+            try:
+                sweep()
+            except StoreUnavailable:
+                logger.warning("sweep failed", extra={"action": "sweep"})
 
     def _idle(self) -> bool:
         """Nothing becomes due within one lease TTL (so a dead worker's run is taken over)."""

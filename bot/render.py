@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from agent_runtime import AttemptRecord, ErrorInfo, Run, StepRecord
+from agent_runtime import Approval, AttemptRecord, ErrorInfo, Run, StepRecord
 
 
 def run_json(run: Run) -> dict[str, Any]:
@@ -44,13 +44,51 @@ def step_json(step: StepRecord, attempts: list[AttemptRecord]) -> dict[str, Any]
     }
 
 
+def approval_json(approval: Approval) -> dict[str, Any]:
+    """Return the stable JSON form of an approval."""
+    return {
+        "id": approval.id,
+        "run_id": approval.run_id,
+        "kind": approval.kind.value,
+        "tool": approval.tool,
+        "args": approval.args,
+        "args_hash": approval.args_hash,
+        "status": approval.status.value,
+        "requester": approval.requester.to_json(),
+        "requested_at": _time(approval.requested_at),
+        "deadline": _time(approval.deadline),
+        "approvers": list(approval.eligible),
+        "approvals": list(approval.approvals),
+        "decided_by": None if approval.decided_by is None else approval.decided_by.to_json(),
+        "decided_at": _time(approval.decided_at),
+        "decided_args": approval.decided_args,
+        "decided_args_hash": approval.decided_args_hash,
+        "reason": approval.reason,
+        "diff": approval.diff,
+        "question": approval.reason_asked or None,
+    }
+
+
+def approval_line(approval: Approval) -> str:
+    """Return one line describing an approval, for listings."""
+    who = f" by {approval.decided_by.label}" if approval.decided_by else ""
+    return (f"{approval.id}  {approval.status.value:<8}{who:<14}  {approval.tool:<14} "
+            f"{_compact(approval.decided_args or approval.args, 60)}  run {approval.run_id}")
+
+
 def run_line(run: Run) -> str:
     """Return one line describing a run, for listings."""
     return f"{run.id}  {run.status.value:<9}  {run.workflow:<24}  {_short(run.created_at)}"
 
 
-def run_detail(run: Run, steps: list[StepRecord], attempts: list[AttemptRecord]) -> str:
-    """Return a run and its journal as readable text."""
+def run_detail(
+    run: Run,
+    steps: list[StepRecord],
+    attempts: list[AttemptRecord],
+    approvals: list[Approval] | None = None,
+    usage: dict[str, Any] | None = None,
+) -> str:
+    """Return a run, its journal, approvals and usage as readable text."""
     lines = [
         f"run       {run.id}",
         f"workflow  {run.workflow}",
@@ -66,7 +104,22 @@ def run_detail(run: Run, steps: list[StepRecord], attempts: list[AttemptRecord])
     for attempt in attempts:
         by_position.setdefault(attempt.position, []).append(attempt)
     lines += [_step_line(s, by_position.get(s.position, [])) for s in steps]
+    if approvals:
+        lines.append(f"approvals {len(approvals)}")
+        lines += [f"  {_approval_detail(a)}" for a in approvals]
+    if usage is not None:
+        lines.append(f"usage     {usage['tokens']} tokens, ${usage['cost_usd']:.4f}, "
+                     f"{usage['model_calls']} model calls, {usage['tool_calls']} tool calls")
     return "\n".join(lines)
+
+
+def _approval_detail(approval: Approval) -> str:
+    text = f"{approval.id} {approval.tool} {approval.status.value}"
+    if approval.decided_by is not None and approval.decided_at is not None:
+        text += f" by {approval.decided_by.label} at {_short(approval.decided_at)}"
+    digest = approval.decided_args_hash or approval.args_hash
+    text += f" (args sha256 {digest[:12]}…)"
+    return text + (f": {approval.reason}" if approval.reason else "")
 
 
 def _step_line(step: StepRecord, attempts: list[AttemptRecord]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from store.engine import DEFAULT_URL
@@ -22,6 +22,16 @@ class Settings:
     workflow_modules: tuple[str, ...] = ()
     lease_ttl: timedelta = timedelta(seconds=30)
     poll_interval: timedelta = timedelta(seconds=1)
+    agent: str | None = None
+    approvers: tuple[str, ...] = ("U_APPROVER",)
+    approver_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    demo_provider_url: str = "http://127.0.0.1:8765"
+    demo_provider_port: int = 8765
+    demo_ledger_path: str = "signoff-demo-ledger.db"
+    model_provider: str = "scripted"
+    model_name: str = ""
+    model_base_url: str = ""
+    model_api_key: str = field(default="", repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -32,11 +42,54 @@ class Settings:
             workflow_modules=_split(env.get("SIGNOFF_WORKFLOWS", "")),
             lease_ttl=_seconds(env, "SIGNOFF_LEASE_TTL_SECONDS", 30.0),
             poll_interval=_seconds(env, "SIGNOFF_POLL_INTERVAL_SECONDS", 1.0),
+            agent=env.get("SIGNOFF_AGENT") or None,
+            approvers=_split(env.get("SIGNOFF_APPROVERS", "")) or ("U_APPROVER",),
+            approver_groups=_groups(env.get("SIGNOFF_APPROVER_GROUPS", "")),
+            demo_provider_url=env.get("SIGNOFF_DEMO_PROVIDER_URL") or "http://127.0.0.1:8765",
+            demo_provider_port=_port(env, "SIGNOFF_DEMO_PROVIDER_PORT", 8765),
+            demo_ledger_path=env.get("SIGNOFF_DEMO_LEDGER_PATH") or "signoff-demo-ledger.db",
+            **_model(env),
         )
 
 
 def _split(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _groups(value: str) -> dict[str, tuple[str, ...]]:
+    """Parse ``finance:U1,U2;legal:U3`` into group members."""
+    groups: dict[str, tuple[str, ...]] = {}
+    for part in value.split(";"):
+        if not part.strip():
+            continue
+        name, sep, members = part.partition(":")
+        if not sep or not name.strip():
+            raise SettingsError(
+                f"SIGNOFF_APPROVER_GROUPS: expected 'group:U1,U2;other:U3', not {part!r}")
+        groups[name.strip()] = _split(members)
+    return groups
+
+
+def _model(env: Mapping[str, str]) -> dict[str, str]:
+    provider = (env.get("SIGNOFF_MODEL_PROVIDER") or "scripted").lower()
+    if provider not in ("scripted", "openai", "anthropic"):
+        raise SettingsError("SIGNOFF_MODEL_PROVIDER must be scripted, openai or anthropic")
+    fallback_key = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider, "")
+    return {
+        "model_provider": provider,
+        "model_name": env.get("SIGNOFF_MODEL", ""),
+        "model_base_url": env.get("SIGNOFF_MODEL_BASE_URL", ""),
+        "model_api_key": env.get("SIGNOFF_MODEL_API_KEY") or env.get(fallback_key, ""),
+    }
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise SettingsError(f"{name} must be a TCP port number, not {raw!r}")
+    return int(raw)
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:

@@ -1,27 +1,87 @@
-"""The composition root: builds the store, the workflow registry and the runtime."""
+"""The composition root: builds the store, the agents, the approvals service and the runtime."""
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
+from typing import Any
 
-from agent_runtime import Runtime, WorkerOptions, Workflows
+from agent_runtime import (
+    Agent,
+    AgentInput,
+    Agents,
+    Approvals,
+    Runtime,
+    SystemClock,
+    ToolLookup,
+    WorkerOptions,
+    Workflows,
+)
+from agent_runtime.agent_loop import agent_workflow
 from agent_runtime.demo import demo_workflows
+from bot.demo.agent import demo_agent
+from bot.models import configured_model
 from bot.settings import Settings, SettingsError
-from store import open_store
+from store import SqlStore, open_store
+from store.approval_store import SqlApprovalStore
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Everything a command or a server needs, built once per process."""
+
+    settings: Settings
+    store: SqlStore
+    runtime: Runtime
+    approvals: Approvals
+    agents: Agents
+
+
+def build_services(settings: Settings, *, migrate: bool = True) -> Services:
+    """Open the configured database and wire the runtime, the agents and the approvals."""
+    store = open_store(settings.database_url, migrate=migrate)
+    clock = SystemClock()
+    agents = load_agents(settings)
+    lookup = ToolLookup(settings.approver_groups)
+    for agent in agents:
+        for item in agent.tools:
+            _add_tool(lookup, item)
+    approvals = Approvals(SqlApprovalStore(store.engine), clock, lookup)
+    workflows = load_workflows(settings.workflow_modules)
+    for agent in agents:
+        workflows.add(agent.workflow, agent_workflow(agent, approvals),
+                      validate=AgentInput.from_json)
+    runtime = Runtime(store, workflows, clock=clock, sweeps=(approvals.sweep,))
+    return Services(settings=settings, store=store, runtime=runtime, approvals=approvals,
+                    agents=agents)
+
+
+def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
+    """Return just the runtime (see ``build_services``)."""
+    return build_services(settings, migrate=migrate).runtime
+
+
+def load_agents(settings: Settings) -> Agents:
+    """Return the demo agent plus the one ``SIGNOFF_AGENT`` names (which becomes the default)."""
+    demo = demo_agent(provider_url=settings.demo_provider_url, approvers=settings.approvers,
+                      model=configured_model(settings), groups=settings.approver_groups)
+    if settings.agent is None:
+        return Agents(demo)
+    chosen = _import("SIGNOFF_AGENT", settings.agent, (Agent,))
+    assert isinstance(chosen, Agent)
+    if chosen.name == demo.name:
+        return Agents(chosen)
+    return Agents(chosen, demo, default=chosen.name)
 
 
 def load_workflows(modules: tuple[str, ...]) -> Workflows:
     """Return the built-in workflows plus each ``module:attribute`` registry named."""
     registry = demo_workflows()
     for spec in modules:
-        registry.include(_import_registry(spec))
+        found = _import("SIGNOFF_WORKFLOWS", spec, (Workflows,))
+        assert isinstance(found, Workflows)
+        registry.include(found)
     return registry
-
-
-def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
-    """Open the configured database and return a runtime over it."""
-    return Runtime(open_store(settings.database_url, migrate=migrate),
-                   load_workflows(settings.workflow_modules))
 
 
 def worker_options(settings: Settings, *, concurrency: int) -> WorkerOptions:
@@ -30,15 +90,23 @@ def worker_options(settings: Settings, *, concurrency: int) -> WorkerOptions:
                          poll_interval=settings.poll_interval)
 
 
-def _import_registry(spec: str) -> Workflows:
+def _add_tool(lookup: ToolLookup, item: Any) -> None:
+    existing = lookup.get(item.name)
+    if existing is not None and existing is not item:
+        raise SettingsError(f"two agents define different tools named {item.name!r}")
+    lookup.add(item)
+
+
+def _import(variable: str, spec: str, kinds: tuple[type, ...]) -> object:
     module_name, _, attribute = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise SettingsError(f"SIGNOFF_WORKFLOWS: cannot import {module_name!r}: {exc}") from exc
-    registry = getattr(module, attribute or "workflows", None)
-    if not isinstance(registry, Workflows):
-        raise SettingsError(
-            f"SIGNOFF_WORKFLOWS: {spec!r} must name a Workflows registry (module:attribute)"
-        )
-    return registry
+        raise SettingsError(f"{variable}: cannot import {module_name!r}: {exc}") from exc
+    found = getattr(module, attribute or "workflows", None)
+    if callable(found) and not isinstance(found, kinds):
+        found = found()
+    if not isinstance(found, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise SettingsError(f"{variable}: {spec!r} must name a {names} (module:attribute)")
+    return found

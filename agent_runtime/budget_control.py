@@ -1,0 +1,52 @@
+"""What a person can do about a run whose budget ran out: raise it, or end the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_runtime.agent import Agent
+from agent_runtime.approvals import Actor
+from agent_runtime.budget import Budget, Consumption
+from agent_runtime.exceptions import InvalidRunState, SignoffError
+from agent_runtime.ids import RunId
+from agent_runtime.models.base import Usage
+from agent_runtime.records import Run, StepKind, StepRecord
+from agent_runtime.runtime import Runtime
+
+
+class NotAllowed(SignoffError):
+    """The person may not do this."""
+
+
+def decide_budget(
+    runtime: Runtime, agent: Agent, run_id: RunId, actor: Actor, *,
+    limits: Budget | None = None, end: bool = False,
+) -> Run:
+    """Raise the exhausted budget of a waiting run to ``limits`` (or end the run)."""
+    run = runtime.get(run_id)
+    if not (run.wait_key or "").startswith("budget:"):
+        raise InvalidRunState(run_id, run.status.value + " (its budget is not exhausted)",
+                              "raise the budget of")
+    if not agent.may_raise_budget(actor.user_id):
+        raise NotAllowed(f"{actor.label} may not change the budget of agent {agent.name!r}")
+    data: dict[str, Any] = {"action": "end" if end else "raise", "by": actor.to_json()}
+    if limits is not None:
+        data["limits"] = {k: v for k, v in limits.to_json().items() if v is not None}
+    return runtime.signal(run_id, run.wait_key or "", data)
+
+
+def usage_of(journal: list[StepRecord], agent: Agent) -> Consumption:
+    """Rebuild a run's consumption from its journal."""
+    used = Consumption()
+    for step in journal:
+        if step.kind != StepKind.STEP or step.error is not None:
+            continue
+        if step.name == "model":
+            usage = step.output.get("usage", {})
+            model = step.output.get("model") or agent.model.name
+            used.add_model_call(Usage(input_tokens=usage.get("input_tokens", 0),
+                                      output_tokens=usage.get("output_tokens", 0)),
+                                agent.prices.get(model))
+        elif step.name.startswith("tool:"):
+            used.tool_calls += 1
+    return used

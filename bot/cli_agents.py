@@ -1,0 +1,133 @@
+"""Commands for agents: run one, list approvals, decide them, raise budgets, verify the audit."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+from typing import Any
+
+from agent_runtime import Actor, AgentInput, ApprovalStatus, Budget, Decision
+from agent_runtime.audit import verify
+from agent_runtime.budget_control import decide_budget
+from bot.cli_common import (
+    Parser,
+    UsageError,
+    actor,
+    as_flag,
+    emit,
+    json_argument,
+    json_flag,
+    positive_float,
+    positive_int,
+    run_id,
+)
+from bot.render import approval_json, approval_line, run_json
+from bot.settings import Settings
+from bot.wiring import build_services
+
+
+def add_commands(commands: Any) -> None:
+    """Add the agent commands to the ``signoff`` parser."""
+    run = commands.add_parser("run", help="start an agent run on a task; prints its id")
+    run.add_argument("task")
+    run.add_argument("--agent", help="the agent's name (default: the configured one)")
+    run.add_argument("--budget-usd", type=positive_float)
+    run.add_argument("--budget-tokens", type=positive_int)
+    as_flag(run, required=False)
+    json_flag(run).set_defaults(handler=cmd_run)
+
+    listing = commands.add_parser("approvals", help="list approvals, newest first")
+    listing.add_argument("--pending", action="store_true", help="only those still waiting")
+    listing.add_argument("--run", type=run_id, help="only those of this run")
+    json_flag(listing).set_defaults(handler=cmd_approvals)
+
+    for name, help_text in (("approve", "approve a tool call"),
+                            ("reject", "reject a tool call, with a reason for the agent"),
+                            ("edit", "approve a tool call with edited arguments")):
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("approval")
+        as_flag(sub)
+        sub.add_argument("--reason", required=name == "reject")
+        if name == "edit":
+            sub.add_argument("--args", required=True, help="the edited arguments as JSON")
+        json_flag(sub).set_defaults(handler=cmd_decide, decision=Decision(name))
+
+    budget = commands.add_parser("raise-budget", help="raise (or --end) an exhausted budget")
+    budget.add_argument("run", type=run_id)
+    budget.add_argument("--usd", type=positive_float)
+    budget.add_argument("--tokens", type=positive_int)
+    budget.add_argument("--model-calls", type=positive_int)
+    budget.add_argument("--tool-calls", type=positive_int)
+    budget.add_argument("--end", action="store_true", help="end the run instead")
+    as_flag(budget)
+    json_flag(budget).set_defaults(handler=cmd_raise_budget)
+
+    audit = commands.add_parser("audit", help="the approvals audit log")
+    audit_commands = audit.add_subparsers(dest="audit_command", required=True, parser_class=Parser)
+    json_flag(audit_commands.add_parser("verify", help="check the hash chain")).set_defaults(
+        handler=cmd_audit_verify)
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    """Start an agent run."""
+    services = build_services(settings)
+    agent = services.agents.get(args.agent)
+    budget = None
+    if args.budget_usd is not None or args.budget_tokens is not None:
+        budget = Budget(cost_usd=args.budget_usd or agent.budget.cost_usd,
+                        tokens=args.budget_tokens or agent.budget.tokens,
+                        model_calls=agent.budget.model_calls, tool_calls=agent.budget.tool_calls,
+                        wall_time=agent.budget.wall_time)
+    requester = actor(args) if args.actor else _cli_user()
+    data = AgentInput(task=args.task, requester=requester, budget=budget).to_json()
+    run = services.runtime.start(agent.workflow, data)
+    emit(args, run_json(run), run.id)
+    return 0
+
+
+def cmd_approvals(args: argparse.Namespace, settings: Settings) -> int:
+    """List approvals."""
+    status = ApprovalStatus.PENDING if args.pending else None
+    found = build_services(settings).approvals.store.list_approvals(run_id=args.run,
+                                                                   status=status)
+    emit(args, [approval_json(a) for a in found],
+         "\n".join(approval_line(a) for a in found) or "no approvals")
+    return 0
+
+
+def cmd_decide(args: argparse.Namespace, settings: Settings) -> int:
+    """Approve, reject or edit an approval; exit 1 if the decision was refused."""
+    edited = json_argument("--args", args.args) if args.decision == Decision.EDIT else None
+    result = build_services(settings).approvals.decide(
+        args.approval, actor(args), args.decision, reason=args.reason, edited_args=edited)
+    emit(args, {"accepted": result.accepted, "message": result.message,
+                "approval": approval_json(result.approval)}, result.message)
+    return 0 if result.accepted else 1
+
+
+def cmd_raise_budget(args: argparse.Namespace, settings: Settings) -> int:
+    """Raise an exhausted budget or end the run."""
+    services = build_services(settings)
+    run = services.runtime.get(args.run)
+    agent = services.agents.for_workflow(run.workflow)
+    if agent is None:
+        raise UsageError(f"run {run.id} is not an agent run")
+    limits = Budget(cost_usd=args.usd, tokens=args.tokens, model_calls=args.model_calls,
+                    tool_calls=args.tool_calls)
+    run = decide_budget(services.runtime, agent, run.id, actor(args), limits=limits,
+                        end=args.end)
+    emit(args, run_json(run), f"{'ended' if args.end else 'raised the budget of'} {run.id}")
+    return 0
+
+
+def cmd_audit_verify(args: argparse.Namespace, settings: Settings) -> int:
+    """Verify the audit log's hash chain; exit 1 if broken."""
+    entries, head = build_services(settings).approvals.store.audit_log()
+    problems = verify(entries, head)
+    emit(args, {"entries": len(entries), "ok": not problems, "problems": problems},
+         "\n".join(problems) if problems else f"audit log intact: {len(entries)} entries")
+    return 1 if problems else 0
+
+
+def _cli_user() -> Actor:
+    return Actor(user_id=f"cli:{getpass.getuser()}", name=getpass.getuser())

@@ -1,0 +1,134 @@
+"""Commands on runs of any workflow: start, worker, runs, show, cancel, resume, signal, db."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from typing import Any
+
+from agent_runtime import RunStatus
+from bot import logs
+from agent_runtime.budget_control import usage_of
+from bot.cli_common import Parser, emit, json_argument, json_flag, positive_int, run_id
+from bot.render import approval_json, run_detail, run_json, run_line, step_json
+from bot.settings import Settings
+from bot.wiring import build_services, worker_options
+from store import upgrade
+
+
+def add_commands(commands: Any) -> None:
+    """Add the run commands to the ``signoff`` parser."""
+    start = commands.add_parser("start", help="start a run of a workflow; prints its id")
+    start.add_argument("workflow")
+    start.add_argument("--input", default="null", help="the run's input as JSON")
+    json_flag(start).set_defaults(handler=cmd_start)
+
+    worker = commands.add_parser("worker", help="execute runs until stopped")
+    worker.add_argument("--concurrency", type=positive_int, default=4)
+    worker.add_argument("--until-idle", action="store_true",
+                        help="exit once nothing is in progress here and no run falls due "
+                             "within a lease TTL (a dead worker's runs are taken over first)")
+    worker.set_defaults(handler=cmd_worker)
+
+    runs = commands.add_parser("runs", help="list recent runs")
+    runs.add_argument("--status", choices=[s.value for s in RunStatus])
+    runs.add_argument("--limit", type=positive_int, default=50)
+    json_flag(runs).set_defaults(handler=cmd_runs)
+
+    show = commands.add_parser("show", help="show a run, its journal, approvals and usage")
+    show.add_argument("run", type=run_id)
+    json_flag(show).set_defaults(handler=cmd_show)
+
+    for name, help_text, handler in (
+        ("cancel", "cancel a pending, running or waiting run", cmd_cancel),
+        ("resume", "resume a failed run with the current code, keeping its journal", cmd_resume),
+    ):
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("run", type=run_id)
+        json_flag(sub).set_defaults(handler=handler)
+
+    sig = commands.add_parser("signal", help="deliver an event to a run")
+    sig.add_argument("run", type=run_id)
+    sig.add_argument("key")
+    sig.add_argument("--data", default="null", help="the event's data as JSON")
+    json_flag(sig).set_defaults(handler=cmd_signal)
+
+    db = commands.add_parser("db", help="database maintenance")
+    db_commands = db.add_subparsers(dest="db_command", required=True, parser_class=Parser)
+    db_commands.add_parser("upgrade", help="apply schema migrations").set_defaults(
+        handler=cmd_db_upgrade)
+
+
+def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
+    """Start a run and print its id."""
+    data = json_argument("--input", args.input)
+    run = build_services(settings).runtime.start(args.workflow, data)
+    emit(args, run_json(run), run.id)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    """Execute runs; SIGTERM or Ctrl-C releases the leases and exits."""
+    logs.configure()
+    runtime = build_services(settings).runtime
+    worker = runtime.worker(worker_options(settings, concurrency=args.concurrency))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: worker.stop())
+    worker.run(until_idle=args.until_idle)
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
+    """List runs, newest first."""
+    status = RunStatus(args.status) if args.status else None
+    found = build_services(settings).runtime.runs(status=status, limit=args.limit)
+    emit(args, [run_json(r) for r in found], "\n".join(run_line(r) for r in found) or "no runs")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    """Show a run with every journal entry, its approvals and (for agents) its usage."""
+    services = build_services(settings)
+    runtime = services.runtime
+    run = runtime.get(args.run)
+    steps = runtime.journal(args.run)
+    attempts = runtime.attempts(args.run)
+    approvals = services.approvals.store.list_approvals(run_id=run.id)
+    agent = services.agents.for_workflow(run.workflow)
+    usage = None if agent is None else usage_of(steps, agent).to_json()
+    data = run_json(run) | {
+        "steps": [step_json(s, [a for a in attempts if a.position == s.position]) for s in steps],
+        "approvals": [approval_json(a) for a in reversed(approvals)],
+        "usage": usage,
+    }
+    emit(args, data, run_detail(run, steps, attempts, list(reversed(approvals)), usage))
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
+    """Cancel a run."""
+    run = build_services(settings).runtime.cancel(args.run)
+    emit(args, run_json(run), f"cancelled {run.id}")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
+    """Resume a failed run."""
+    run = build_services(settings).runtime.resume(args.run)
+    emit(args, run_json(run), f"resumed {run.id}: pending")
+    return 0
+
+
+def cmd_signal(args: argparse.Namespace, settings: Settings) -> int:
+    """Deliver an event."""
+    data = json_argument("--data", args.data)
+    run = build_services(settings).runtime.signal(args.run, args.key, data)
+    emit(args, run_json(run), f"delivered {args.key!r} to {run.id} ({run.status.value})")
+    return 0
+
+
+def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    """Apply migrations."""
+    upgrade(build_services(settings, migrate=False).store.engine)
+    print("database is up to date")
+    return 0
