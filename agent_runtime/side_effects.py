@@ -98,7 +98,8 @@ class SideEffects:
                                 name=f"tool.started:{tool.name}")
         if started.get("refused"):
             return ToolResult.error(f"not executed: {started['refused']}")
-        if from_journal and not self.ctx.replaying:
+        marker = f"tool.unknown_outcome:{tool.name}"
+        if from_journal and self.ctx.next_step_name() in (None, marker):
             return self._unknown_outcome(tool, args, key)
         return ToolResult.of(self._run(tool, args, key))
 
@@ -134,7 +135,7 @@ class SideEffects:
     def _unknown_outcome(self, tool: Tool, args: dict[str, Any], key: str) -> ToolResult:
         strategy = tool.on_unknown_outcome
         self.ctx.step(_record, {"key": key, "strategy": strategy.value},
-                      name=f"tool.unknown_outcome:{tool.name}")
+                      name=f"tool.unknown_outcome:{tool.name}")  # marker: see execute()
         if strategy == UnknownOutcome.VERIFY and tool.verify is not None:
             found = self.ctx.step(tool.verify, key, name=f"tool.verify:{tool.name}")
             if found is not None:

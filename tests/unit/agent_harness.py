@@ -1,0 +1,120 @@
+"""An in-memory agent set-up for unit tests: stores, clock, scripted model, counted tools."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from agent_runtime import (
+    Actor,
+    Agent,
+    AgentInput,
+    ApprovalPolicy,
+    Approvals,
+    Budget,
+    Run,
+    RunId,
+    Runtime,
+    ToolLookup,
+    Tools,
+    UnknownOutcome,
+    WorkerOptions,
+    Workflows,
+    tool,
+)
+from agent_runtime.agent_loop import agent_workflow
+from agent_runtime.models import ModelResponse, ScriptedModel
+from agent_runtime.testing import FrozenClock, InMemoryApprovalStore, InMemoryStore
+
+REQUESTER = Actor(user_id="U_REQ", name="rita")
+DANA = Actor(user_id="U_DANA", name="dana")
+OMAR = Actor(user_id="U_OMAR", name="omar")
+EVE = Actor(user_id="U_EVE", name="eve")
+
+
+class Crash(BaseException):
+    """Stands for the worker process dying; nothing in the engine may catch it."""
+
+
+class AgentHarness:
+    """A demo-like agent over the in-memory stores; tool executions are counted."""
+
+    def __init__(self, script: Sequence[ModelResponse], *, policy: ApprovalPolicy | None = None,
+                 budget: Budget | None = None,
+                 outcome: UnknownOutcome = UnknownOutcome.RETRY) -> None:
+        self.clock = FrozenClock()
+        self.store = InMemoryStore()
+        self.approval_store = InMemoryApprovalStore(self.store)
+        self.calls: Counter[str] = Counter()
+        self.keys: list[str] = []
+        self.crash_after_refund = False
+        self.model = ScriptedModel(list(script), name="scripted")
+        self.policy = policy or ApprovalPolicy(approvers=("U_DANA", "U_OMAR"))
+        self.tools = self._tools(outcome)
+        self.agent = Agent(name="t", model=self.model, system_prompt="be careful",
+                           tools=self.tools, budget=budget or Budget())
+        lookup = ToolLookup()
+        for item in self.tools:
+            lookup.add(item)
+        self.approvals = Approvals(self.approval_store, self.clock, lookup)
+        workflows = Workflows()
+        workflows.add(self.agent.workflow, agent_workflow(self.agent, self.approvals))
+        self.runtime = Runtime(self.store, workflows, clock=self.clock,
+                               sweeps=(self.approvals.sweep,))
+
+    def _tools(self, outcome: UnknownOutcome) -> Tools:
+        calls, keys = self.calls, self.keys
+
+        def lookup_order(order_id: str) -> dict[str, Any]:
+            """Look an order up."""
+            calls["lookup_order"] += 1
+            return {"id": order_id, "amount_cents": 4999}
+
+        def issue_refund(order_id: str, amount_cents: int, idempotency_key: str) -> dict[str, Any]:
+            """Refund an order."""
+            calls["issue_refund"] += 1
+            keys.append(idempotency_key)
+            if self.crash_after_refund:
+                self.crash_after_refund = False
+                raise Crash()
+            return {"refunded": amount_cents, "order_id": order_id}
+
+        def send_email(to: str, body: str, idempotency_key: str) -> str:
+            """Email a customer."""
+            calls["send_email"] += 1
+            return "sent"
+
+        return Tools(
+            tool(lookup_order),
+            tool(side_effect=True, approval=self.policy, on_unknown_outcome=outcome,
+                 verify=lambda key: {"refunded": "verified"} if key in keys else None)(
+                issue_refund),
+            tool(side_effect=True, approval=self.policy)(send_email),
+        )
+
+    def start(self, task: str = "refund order 1042") -> RunId:
+        """Start a run as the requester."""
+        data = AgentInput(task=task, requester=REQUESTER).to_json()
+        return self.runtime.start(self.agent.workflow, data).id
+
+    def work(self) -> None:
+        """Run whatever is due now."""
+        self.runtime.worker(WorkerOptions(owner="w", lease_ttl=timedelta(seconds=30))).run_once()
+
+    def run(self, run_id: RunId) -> Run:
+        """Return the run."""
+        return self.runtime.get(run_id)
+
+    def pending(self, run_id: RunId) -> list[str]:
+        """Return the ids of the run's pending approvals, oldest first."""
+        from agent_runtime import ApprovalStatus
+
+        found = self.approval_store.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING)
+        return [a.id for a in reversed(found)]
+
+    def tool_results(self, run_id: RunId) -> list[str]:
+        """Return what the model was told about each tool call, in order."""
+        last = self.model.requests[-1]
+        return [m.content for m in last.messages if m.role == "tool"]
