@@ -1,4 +1,4 @@
-"""Budgets: limits on what a run may consume, and what it has consumed (rebuilt from the journal)."""
+"""Budgets: limits on what a run may consume, and what it consumed (rebuilt from the journal)."""
 
 from __future__ import annotations
 
@@ -127,7 +127,8 @@ class Consumption:
         if budget.tokens is not None:
             cap = min(cap, budget.tokens - self.tokens - input_tokens)
         if budget.cost_usd is not None and price is not None:
-            left = (budget.cost_usd - self.cost_usd) * 1_000_000 - input_tokens * price.input_per_mtok
+            left = ((budget.cost_usd - self.cost_usd) * 1_000_000
+                    - input_tokens * price.input_per_mtok)
             cap = min(cap, int(left / price.output_per_mtok) if price.output_per_mtok else cap)
         if cap >= MIN_OUTPUT_TOKENS:
             return cap

@@ -84,7 +84,9 @@ class SideEffects:
             kind=ApprovalKind(kind), question=question)
         return {"approval_id": approval.id, "deadline": approval.deadline.isoformat()}
 
-    def execute(self, tool: Tool, args: dict[str, Any], decision: dict[str, Any] | None) -> ToolResult:
+    def execute(
+        self, tool: Tool, args: dict[str, Any], decision: dict[str, Any] | None
+    ) -> ToolResult:
         """Run the tool once; side-effecting tools get started/finished records and a key."""
         self.used.tool_calls += 1
         if not tool.side_effect:

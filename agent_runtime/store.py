@@ -147,7 +147,7 @@ class ApprovalStore(Protocol):
         ...
 
     def consume_approval(self, approval_id: str, position: int) -> bool:
-        """Mark the approval used by the tool execution at ``position``; False if used by another."""
+        """Mark the approval used by the execution at ``position``; False if another used it."""
         ...
 
     def append_audit(self, audit: AuditDraft) -> AuditEntry:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from agent_runtime import (
     AgentNotFound,
@@ -51,7 +52,7 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     """Return the argument parser with every subcommand."""
     settings = settings or Settings()
     parser = Parser(prog="signoff", description="Durable agents with human sign-off.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    commands: Any = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     cli_runs.add_commands(commands)
     cli_agents.add_commands(commands)
     add_demo_commands(commands, port=settings.demo_provider_port,

@@ -7,8 +7,8 @@ import signal
 from typing import Any
 
 from agent_runtime import RunStatus
-from bot import logs
 from agent_runtime.budget_control import usage_of
+from bot import logs
 from bot.cli_common import Parser, emit, json_argument, json_flag, positive_int, run_id
 from bot.render import approval_json, run_detail, run_json, run_line, step_json
 from bot.settings import Settings

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent_runtime import ApprovalNotFound, RunStatus, Store, Wait, new_run_id
+from agent_runtime import ApprovalNotFound, RunId, RunStatus, Store, Wait, new_run_id
 from agent_runtime.approvals import (
     Actor,
     Approval,
@@ -39,7 +39,7 @@ def stores(request: pytest.FixtureRequest) -> tuple[Store, ApprovalStore]:
     return sql, SqlApprovalStore(sql.engine)
 
 
-def _waiting_run(runs: Store, key: str = "approval:x") -> str:
+def _waiting_run(runs: Store, key: str = "approval:x") -> RunId:
     run_id = runs.create_run(new_run_id(), "wf", None, T0).id
     ((_, lease),) = runs.claim_runs("w", limit=1, now=T0, expires_at=T0 + timedelta(seconds=30))
     runs.suspend(lease, Wait(wake_at=None, key=key), T0)

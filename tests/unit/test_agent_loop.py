@@ -14,6 +14,7 @@ from agent_runtime import (
     Decision,
     InvalidInput,
     OnExpiry,
+    RunId,
     RunStatus,
     UnknownOutcome,
 )
@@ -30,7 +31,7 @@ BOTH = tool_reply(
 DONE = text_reply("done")
 
 
-def _until_waiting(h: AgentHarness) -> str:
+def _until_waiting(h: AgentHarness) -> RunId:
     run_id = h.start()
     h.work()
     assert h.run(run_id).status == RunStatus.WAITING
