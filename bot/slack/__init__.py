@@ -1,0 +1,1 @@
+"""The Slack side of Signoff: Block Kit rendering, the Bolt app, the outbox dispatcher."""

@@ -1,0 +1,174 @@
+"""Block Kit for runs and approvals: pure functions from committed state to Slack messages."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from agent_runtime import Approval, ApprovalStatus
+from agent_runtime.approvals import ApprovalKind
+from bot.slack.text import SECTION_LIMIT, chunks, escape, truncate, user
+
+Block = dict[str, Any]
+
+APPROVE, REJECT, EDIT, VIEW_ARGS, HISTORY = (
+    "approval.approve", "approval.reject", "approval.edit", "approval.view_args", "run.history")
+ARGS_PREVIEW = 1500
+MODAL_BLOCKS = 100
+PLAIN_TEXT_INPUT_LIMIT = 3000
+
+
+def plain(text: str, limit: int = 150) -> dict[str, Any]:
+    """A plain_text object (shown literally by Slack)."""
+    return {"type": "plain_text", "text": truncate(text, limit), "emoji": True}
+
+
+def mrkdwn(text: str) -> dict[str, Any]:
+    """A mrkdwn text object; callers escape what is untrusted."""
+    return {"type": "mrkdwn", "text": truncate(text, SECTION_LIMIT)}
+
+
+def section(text: str) -> Block:
+    """A section block of mrkdwn."""
+    return {"type": "section", "text": mrkdwn(text)}
+
+
+def context(text: str) -> Block:
+    """A context block of mrkdwn."""
+    return {"type": "context", "elements": [mrkdwn(text)]}
+
+
+def preformatted(text: str) -> Block:
+    """A rich_text_preformatted block: text shown exactly, never parsed as markup."""
+    return {"type": "rich_text", "elements": [{"type": "rich_text_preformatted",
+                                               "elements": [{"type": "text", "text": text}]}]}
+
+
+def canonical(args: Any) -> str:
+    """Arguments as the canonical JSON that was hashed, indented for reading."""
+    return json.dumps(args, sort_keys=True, indent=2, ensure_ascii=False)
+
+
+def run_root(run_id: str, task: str, requester: str, agent: str) -> tuple[str, list[Block]]:
+    """The run's root message: the task, who asked, and the run id."""
+    text = f"{user(requester)} started a run of {escape(agent)}: {escape(truncate(task, 500))}"
+    blocks = [section(f"*Task* from {user(requester)}\n{escape(truncate(task, 2800))}"),
+              context(f"run `{run_id}` · agent {escape(agent)} · history in this thread"),
+              {"type": "actions", "block_id": f"run:{run_id}", "elements": [
+                  _button("History", HISTORY, run_id)]}]
+    return text, blocks
+
+
+def approval_card(approval: Approval) -> tuple[str, list[Block]]:
+    """The card asking for a decision, or showing the decision once taken."""
+    if approval.status != ApprovalStatus.PENDING:
+        return decided_card(approval)
+    preview = canonical(approval.args)
+    too_long = len(preview) > ARGS_PREVIEW
+    title = ("Did this happen?" if approval.kind == ApprovalKind.OUTCOME
+             else f"Approval needed: {approval.tool}")
+    blocks: list[Block] = [
+        {"type": "header", "text": plain(title)},
+        section(_facts(approval)),
+        preformatted(truncate(preview, ARGS_PREVIEW)),
+    ]
+    if approval.reason_asked:
+        blocks.insert(2, section(escape(approval.reason_asked)))
+    buttons = [_button("Approve" if approval.kind == ApprovalKind.TOOL_CALL else "Yes, it did",
+                       APPROVE, approval.id, style="primary"),
+               _button("Reject" if approval.kind == ApprovalKind.TOOL_CALL else "No, run it",
+                       REJECT, approval.id, style="danger")]
+    if approval.kind == ApprovalKind.TOOL_CALL:
+        buttons.append(_button("Edit", EDIT, approval.id))
+    if too_long:
+        buttons.append(_button("View full arguments", VIEW_ARGS, approval.id))
+    blocks.append({"type": "actions", "block_id": f"approval:{approval.id}",
+                   "elements": buttons})
+    asker = user(approval.requester.user_id)
+    return f"Approval needed: {escape(approval.tool)} (requested by {asker})", blocks
+
+
+def decided_card(approval: Approval) -> tuple[str, list[Block]]:
+    """The card after the decision: who, when, which arguments (by hash), why; no buttons."""
+    line = decision_line(approval)
+    blocks: list[Block] = [
+        section(f"*{escape(approval.tool)}* · {line}"),
+        preformatted(truncate(canonical(approval.decided_args or approval.args), ARGS_PREVIEW)),
+        context(f"requested by {user(approval.requester.user_id)} · approval `{approval.id}`"),
+    ]
+    return f"{approval.tool}: {line}", blocks
+
+
+def decision_line(approval: Approval) -> str:
+    """One line: the decision, who made it, when, the args hash, and the reason."""
+    icon = {ApprovalStatus.APPROVED: "✅", ApprovalStatus.REJECTED: "❌",
+            ApprovalStatus.EXPIRED: "⌛"}.get(approval.status, "⏳")
+    verb = approval.status.value.capitalize()
+    who = f" by {user(approval.decided_by.user_id)}" if approval.decided_by else ""
+    when = f" at {_hhmm(approval.decided_at)}" if approval.decided_at else ""
+    digest = approval.decided_args_hash or approval.args_hash
+    text = f"{icon} {verb}{who}{when} (args sha256 {digest[:4]}…)"
+    if approval.diff:
+        text += " · edited: " + ", ".join(escape(d["field"]) for d in approval.diff)
+    if approval.reason:
+        text += f" · “{escape(truncate(approval.reason, 500))}”"
+    return text
+
+
+def reject_modal(approval_id: str) -> dict[str, Any]:
+    """The modal asking for a rejection reason."""
+    return {
+        "type": "modal", "callback_id": "approval.reject_submit", "private_metadata": approval_id,
+        "title": plain("Reject", 24), "submit": plain("Reject", 24), "close": plain("Cancel", 24),
+        "blocks": [{"type": "input", "block_id": "reason",
+                    "label": plain("Why? The agent reads this."),
+                    "element": {"type": "plain_text_input", "action_id": "value",
+                                "multiline": True, "max_length": PLAIN_TEXT_INPUT_LIMIT}}],
+    }
+
+
+def edit_modal(approval: Approval) -> dict[str, Any]:
+    """The modal for editing arguments before approving."""
+    current = canonical(approval.decided_args or approval.args)
+    element: dict[str, Any] = {"type": "plain_text_input", "action_id": "value",
+                               "multiline": True, "max_length": PLAIN_TEXT_INPUT_LIMIT}
+    if len(current) <= PLAIN_TEXT_INPUT_LIMIT:
+        element["initial_value"] = current
+    return {
+        "type": "modal", "callback_id": "approval.edit_submit", "private_metadata": approval.id,
+        "title": plain("Edit and approve", 24), "submit": plain("Approve", 24),
+        "close": plain("Cancel", 24),
+        "blocks": [section(f"Edit the arguments of *{escape(approval.tool)}* (JSON)."),
+                   {"type": "input", "block_id": "args", "label": plain("Arguments"),
+                    "element": element}],
+    }
+
+
+def args_modal(approval: Approval) -> dict[str, Any]:
+    """A read-only modal with the full arguments, split to fit Block Kit's limits."""
+    pieces = chunks(canonical(approval.args), SECTION_LIMIT - 100)
+    blocks = [preformatted(piece) for piece in pieces[: MODAL_BLOCKS - 1]]
+    if len(pieces) >= MODAL_BLOCKS:
+        blocks.append(context("(truncated: the arguments are longer than a modal can show)"))
+    return {"type": "modal", "title": plain("Arguments", 24), "close": plain("Close", 24),
+            "blocks": blocks}
+
+
+def _facts(approval: Approval) -> str:
+    approvers = ", ".join(user(u) for u in approval.eligible) or "nobody"
+    return (f"*Requested by* {user(approval.requester.user_id)} · *Approvers* {approvers}\n"
+            f"*Deadline* {_hhmm(approval.deadline)} · "
+            f"*Arguments* sha256 `{approval.args_hash[:12]}`")
+
+
+def _button(text: str, action_id: str, value: str, *, style: str | None = None) -> Block:
+    button: Block = {"type": "button", "text": plain(text, 75), "action_id": action_id,
+                     "value": value}
+    if style:
+        button["style"] = style
+    return button
+
+
+def _hhmm(moment: datetime) -> str:
+    return moment.strftime("%H:%M UTC %b %d")
