@@ -25,6 +25,7 @@ from agent_runtime.approvals import (
 from agent_runtime.audit import AuditDraft
 from agent_runtime.clock import Clock
 from agent_runtime.exceptions import InvalidInput, StoreUnavailable
+from agent_runtime.notices import Notifier, Silent
 from agent_runtime.records import Event
 from agent_runtime.serialization import canonical_json
 from agent_runtime.store import ApprovalStore
@@ -87,10 +88,14 @@ class ToolLookup:
 class Approvals:
     """The approvals service: every method works from any process sharing the store."""
 
-    def __init__(self, store: ApprovalStore, clock: Clock, tools: ToolLookup | None = None) -> None:
+    def __init__(
+        self, store: ApprovalStore, clock: Clock, tools: ToolLookup | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
         self.store = store
         self._clock = clock
         self._tools = tools or ToolLookup()
+        self.notifier: Notifier = notifier or Silent()
 
     def request(
         self,
@@ -118,7 +123,8 @@ class Approvals:
         audit = self._draft(approval, "requested", requester, {
             "kind": kind.value, "tool": tool.name, "args": args, "args_hash": approval.args_hash,
             "policy": policy, "deadline": approval.deadline.isoformat()})
-        return self.store.create_approval(approval, audit)
+        return self.store.create_approval(
+            approval, audit, self.notifier.approval_changed(approval, "requested"))
 
     def get(self, approval: str) -> Approval:
         """Return the approval or raise ``ApprovalNotFound``."""
@@ -154,6 +160,12 @@ class Approvals:
             if self._save(current, verdict, actor, decision, now):
                 return DecisionResult(accepted=True, message=_accepted(verdict), approval=verdict)
         raise StoreUnavailable(f"approval {approval} kept changing; try again")
+
+    def refusal_for(self, approval: str, actor: Actor) -> str | None:
+        """Tell why ``actor`` could not decide the approval now (None if they could)."""
+        verdict = self._judge(self.store.get_approval(approval), actor, Decision.APPROVE,
+                              self._clock.now(), None, None)
+        return verdict.message if isinstance(verdict, Refusal) else None
 
     def sweep(self, now: datetime | None = None) -> SweepResult:
         """Expire (fail-closed) or escalate overdue approvals and move reminders along."""
@@ -204,7 +216,8 @@ class Approvals:
                   "reason": new.reason, "diff": new.diff}
         audit = self._draft(current, decision.value, actor, detail, at=now)
         wake = self._wake(new, now) if final else None
-        return self.store.save_approval(new, audit=audit, decided_before=now, wake=wake)
+        return self.store.save_approval(new, audit=audit, decided_before=now, wake=wake,
+                                        notices=self.notifier.approval_changed(new, audit.action))
 
     def _expire_or_escalate(self, approval: Approval, now: datetime, result: SweepResult) -> None:
         policy = approval.policy
@@ -215,21 +228,24 @@ class Approvals:
             audit = self._draft(approval, "escalated", None,
                                 {"to": policy.get("escalate_to", []),
                                  "deadline": new.deadline.isoformat()}, at=now)
-            if self.store.save_approval(new, audit=audit, decided_before=None, wake=None):
+            if self.store.save_approval(new, audit=audit, decided_before=None, wake=None,
+                                        notices=self.notifier.approval_changed(new, "escalated")):
                 result.escalated.append(new)
             return
         new = expire(approval, now)
         audit = self._draft(approval, "expired", None, {"deadline": approval.deadline.isoformat()},
                             at=now)
         if self.store.save_approval(new, audit=audit, decided_before=None,
-                                    wake=self._wake(new, now)):
+                                    wake=self._wake(new, now),
+                                    notices=self.notifier.approval_changed(new, "expired")):
             result.expired.append(new)
 
     def _remind(self, approval: Approval, now: datetime, result: SweepResult) -> None:
         interval = timedelta(seconds=approval.policy["remind_every_seconds"])
         new = dataclasses.replace(approval, remind_at=now + interval)
         audit = self._draft(approval, "reminded", None, None, at=now)
-        if self.store.save_approval(new, audit=audit, decided_before=None, wake=None):
+        if self.store.save_approval(new, audit=audit, decided_before=None, wake=None,
+                                    notices=self.notifier.approval_changed(new, "reminded")):
             result.reminded.append(new)
 
     def _wake(self, approval: Approval, now: datetime) -> Event:

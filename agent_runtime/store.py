@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from agent_runtime.approvals import Approval, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry
 from agent_runtime.ids import RunId
+from agent_runtime.notices import Notice
 from agent_runtime.records import (
     AttemptRecord,
     ErrorInfo,
@@ -27,8 +29,11 @@ class Store(Protocol):
     equals the lease's, and changes nothing.
     """
 
-    def create_run(self, run_id: RunId, workflow: str, input: Any, now: datetime) -> Run:
-        """Store a new pending run."""
+    def create_run(
+        self, run_id: RunId, workflow: str, input: Any, now: datetime,
+        notices: Sequence[Notice] = (),
+    ) -> Run:
+        """Store a new pending run (and queue ``notices`` with it)."""
         ...
 
     def get_run(self, run_id: RunId) -> Run:
@@ -57,8 +62,11 @@ class Store(Protocol):
         """Return the run's journal in position order."""
         ...
 
-    def append_step(self, lease: Lease, step: StepRecord) -> None:
-        """Append one journal entry; ``JournalConflict`` if the position is taken."""
+    def append_step(self, lease: Lease, step: StepRecord, notices: Sequence[Notice] = ()) -> None:
+        """Append one journal entry (and queue ``notices`` with it).
+
+        ``JournalConflict`` if the position is taken.
+        """
         ...
 
     def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
@@ -77,12 +85,16 @@ class Store(Protocol):
         """Give up the lease so that any worker may resume the run at once."""
         ...
 
-    def complete(self, lease: Lease, output: Any, now: datetime) -> None:
-        """End the run successfully with ``output``."""
+    def complete(
+        self, lease: Lease, output: Any, now: datetime, notices: Sequence[Notice] = ()
+    ) -> None:
+        """End the run successfully with ``output`` (and queue ``notices``)."""
         ...
 
-    def fail(self, lease: Lease, error: ErrorInfo, now: datetime) -> None:
-        """End the run as failed with ``error``."""
+    def fail(
+        self, lease: Lease, error: ErrorInfo, now: datetime, notices: Sequence[Notice] = ()
+    ) -> None:
+        """End the run as failed with ``error`` (and queue ``notices``)."""
         ...
 
     def cancel(self, run_id: RunId, now: datetime) -> Run:
@@ -118,8 +130,11 @@ class Store(Protocol):
 class ApprovalStore(Protocol):
     """Durable approvals and their audit log. Decisions are compare-and-set on ``version``."""
 
-    def create_approval(self, approval: Approval, audit: AuditDraft) -> Approval:
-        """Store a pending approval and its audit entry; if its id exists, return that one."""
+    def create_approval(
+        self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice] = ()
+    ) -> Approval:
+        """Store a pending approval, its audit entry and ``notices``; if its id exists, return
+        the stored one and change nothing."""
         ...
 
     def get_approval(self, approval_id: str) -> Approval:
@@ -135,9 +150,9 @@ class ApprovalStore(Protocol):
 
     def save_approval(
         self, approval: Approval, *, audit: AuditDraft, decided_before: datetime | None,
-        wake: Event | None,
+        wake: Event | None, notices: Sequence[Notice] = (),
     ) -> bool:
-        """Write ``approval`` if the stored one still has version ``approval.version``.
+        """Write ``approval`` (and queue ``notices``) if the stored one has its version.
 
         The stored version becomes ``approval.version + 1``. With ``decided_before`` the write
         also requires the stored deadline to be later than it. With ``wake`` the event is

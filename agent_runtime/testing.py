@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,6 +19,7 @@ from agent_runtime.exceptions import (
     RunNotFound,
 )
 from agent_runtime.ids import RunId
+from agent_runtime.notices import Delivery, Notice, QueuedNotice
 from agent_runtime.records import (
     AttemptRecord,
     ErrorInfo,
@@ -61,8 +63,12 @@ class InMemoryStore:
         self._journals: dict[RunId, list[StepRecord]] = {}
         self._attempts: dict[RunId, list[AttemptRecord]] = {}
         self._events: dict[tuple[RunId, str], Event] = {}
+        self.outbox = InMemoryOutbox()
 
-    def create_run(self, run_id: RunId, workflow: str, input: Any, now: datetime) -> Run:
+    def create_run(
+        self, run_id: RunId, workflow: str, input: Any, now: datetime,
+        notices: Sequence[Notice] = (),
+    ) -> Run:
         """Store a new pending run."""
         run = Run(id=run_id, workflow=workflow, status=RunStatus.PENDING, input=input,
                   created_at=now, updated_at=now, due_at=now)
@@ -70,6 +76,7 @@ class InMemoryStore:
             self._runs[run_id] = run
             self._journals[run_id] = []
             self._attempts[run_id] = []
+            self.outbox.enqueue(notices, now)
         return run
 
     def get_run(self, run_id: RunId) -> Run:
@@ -116,7 +123,7 @@ class InMemoryStore:
         with self._lock:
             return list(self._journals.get(run_id, []))
 
-    def append_step(self, lease: Lease, step: StepRecord) -> None:
+    def append_step(self, lease: Lease, step: StepRecord, notices: Sequence[Notice] = ()) -> None:
         """Append one journal entry under the lease."""
         with self._lock:
             self._check(lease)
@@ -124,6 +131,7 @@ class InMemoryStore:
             if any(s.position == step.position for s in journal):
                 raise JournalConflict(lease.run_id, step.position)
             journal.append(step)
+            self.outbox.enqueue(notices, step.finished_at)
 
     def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
         """Record a failed attempt."""
@@ -154,17 +162,23 @@ class InMemoryStore:
             run = self._check(lease)
             self._put(run, status=RunStatus.PENDING, lease_owner=None, due_at=now, updated_at=now)
 
-    def complete(self, lease: Lease, output: Any, now: datetime) -> None:
+    def complete(
+        self, lease: Lease, output: Any, now: datetime, notices: Sequence[Notice] = ()
+    ) -> None:
         """End the run successfully."""
         with self._lock:
             run = self._check(lease)
             self._put(run, status=RunStatus.COMPLETED, output=output, **_ended(now))
+            self.outbox.enqueue(notices, now)
 
-    def fail(self, lease: Lease, error: ErrorInfo, now: datetime) -> None:
+    def fail(
+        self, lease: Lease, error: ErrorInfo, now: datetime, notices: Sequence[Notice] = ()
+    ) -> None:
         """End the run as failed."""
         with self._lock:
             run = self._check(lease)
             self._put(run, status=RunStatus.FAILED, error=error, **_ended(now))
+            self.outbox.enqueue(notices, now)
 
     def cancel(self, run_id: RunId, now: datetime) -> Run:
         """Cancel an unfinished run and revoke its lease."""
@@ -238,13 +252,16 @@ class InMemoryApprovalStore:
         self._audit: list[AuditEntry] = []
         self._head: tuple[int, str] | None = None
 
-    def create_approval(self, approval: Approval, audit: AuditDraft) -> Approval:
+    def create_approval(
+        self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice] = ()
+    ) -> Approval:
         """Store a pending approval unless its id exists."""
         with self._runs._lock:
             if approval.id in self._approvals:
                 return self._approvals[approval.id]
             self._approvals[approval.id] = approval
             self._append(audit)
+            self._runs.outbox.enqueue(notices, audit.at)
             return approval
 
     def get_approval(self, approval_id: str) -> Approval:
@@ -268,7 +285,7 @@ class InMemoryApprovalStore:
 
     def save_approval(
         self, approval: Approval, *, audit: AuditDraft, decided_before: datetime | None,
-        wake: Event | None,
+        wake: Event | None, notices: Sequence[Notice] = (),
     ) -> bool:
         """Compare-and-set on the version (and the deadline when deciding)."""
         with self._runs._lock:
@@ -280,6 +297,7 @@ class InMemoryApprovalStore:
             self._approvals[approval.id] = dataclasses.replace(
                 approval, version=approval.version + 1)
             self._append(audit)
+            self._runs.outbox.enqueue(notices, audit.at)
             if wake is not None and not self._runs.get_run(RunId(approval.run_id)).status.finished:
                 self._runs.deliver_event(RunId(approval.run_id), wake.key, wake.data,
                                          wake.delivered_at)
@@ -324,3 +342,71 @@ class InMemoryApprovalStore:
         self._audit.append(entry)
         self._head = (entry.seq, entry.hash)
         return entry
+
+
+class InMemoryOutbox:
+    """An Outbox in process memory, with the same ordering rules as the SQL one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._items: dict[int, dict[str, Any]] = {}
+        self._keys: set[str] = set()
+
+    def enqueue(self, notices: Sequence[Notice], now: datetime) -> None:
+        """Queue notices; keys already queued are ignored."""
+        with self._lock:
+            for notice in notices:
+                if notice.key in self._keys:
+                    continue
+                self._keys.add(notice.key)
+                item_id = len(self._items) + 1
+                self._items[item_id] = {"notice": notice, "status": "pending", "attempts": 0,
+                                        "next_at": now, "created_at": now, "delivery": None,
+                                        "claimed_until": None}
+
+    def claim_due(self, owner: str, *, now: datetime, until: datetime, limit: int) -> list[
+        QueuedNotice
+    ]:
+        """Claim due notices, oldest first, one run's notices strictly in order."""
+        with self._lock:
+            claimed: list[QueuedNotice] = []
+            blocked: set[str] = set()
+            for item_id, item in sorted(self._items.items()):
+                run_id = item["notice"].run_id
+                if item["status"] != "pending":
+                    continue
+                free = item["claimed_until"] is None or item["claimed_until"] <= now
+                if run_id is None or run_id not in blocked:
+                    if item["next_at"] <= now and free and len(claimed) < limit:
+                        item["claimed_until"] = until
+                        item["attempts"] += 1
+                        claimed.append(QueuedNotice(id=item_id, notice=item["notice"],
+                                                    attempts=item["attempts"],
+                                                    created_at=item["created_at"]))
+                if run_id is not None:
+                    blocked.add(run_id)
+            return claimed
+
+    def delivered(self, item_id: int, delivery: Delivery | None, now: datetime) -> None:
+        """Record a delivery."""
+        with self._lock:
+            self._items[item_id].update(status="sent", delivery=delivery, claimed_until=None)
+
+    def retry_later(self, item_id: int, at: datetime, error: str) -> None:
+        """Release for another attempt."""
+        with self._lock:
+            self._items[item_id].update(next_at=at, claimed_until=None, error=error)
+
+    def delivery_of(self, key: str) -> Delivery | None:
+        """Return where ``key`` was delivered."""
+        with self._lock:
+            for item in self._items.values():
+                if item["notice"].key == key and item["status"] == "sent":
+                    delivery: Delivery | None = item["delivery"]
+                    return delivery
+            return None
+
+    def notices(self) -> list[Notice]:
+        """Return every queued notice, oldest first (for tests)."""
+        with self._lock:
+            return [item["notice"] for _, item in sorted(self._items.items())]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -12,9 +12,11 @@ from sqlalchemy import Connection, Engine, Row, and_, insert, or_, select, updat
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry, chain
 from agent_runtime.exceptions import ApprovalNotFound
+from agent_runtime.notices import Notice
 from agent_runtime.records import Event
 from store.errors import translated
 from store.models import approvals, audit_head, audit_log
+from store.outbox import write_notices
 from store.wake import deliver
 
 
@@ -29,8 +31,10 @@ class SqlApprovalStore:
         with translated(), self.engine.begin() as conn:
             yield conn
 
-    def create_approval(self, approval: Approval, audit: AuditDraft) -> Approval:
-        """Store a pending approval and its audit entry unless the id exists."""
+    def create_approval(
+        self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice] = ()
+    ) -> Approval:
+        """Store a pending approval, its audit entry and notices unless the id exists."""
         with self._tx() as conn:
             head = _lock_head(conn)
             existing = conn.execute(select(approvals).where(approvals.c.id == approval.id)).first()
@@ -38,6 +42,7 @@ class SqlApprovalStore:
                 return _approval(existing)
             conn.execute(insert(approvals).values(_row(approval)))
             _append(conn, head, audit)
+            write_notices(conn, notices, audit.at)
         return approval
 
     def get_approval(self, approval_id: str) -> Approval:
@@ -65,7 +70,7 @@ class SqlApprovalStore:
 
     def save_approval(
         self, approval: Approval, *, audit: AuditDraft, decided_before: datetime | None,
-        wake: Event | None,
+        wake: Event | None, notices: Sequence[Notice] = (),
     ) -> bool:
         """Compare-and-set on the version (and on the deadline when deciding)."""
         guard = and_(approvals.c.id == approval.id, approvals.c.version == approval.version)
@@ -77,6 +82,7 @@ class SqlApprovalStore:
             if not conn.execute(update(approvals).where(guard).values(values)).rowcount:
                 return False
             _append(conn, head, audit)
+            write_notices(conn, notices, audit.at)
             if wake is not None:
                 deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at,
                         strict=False)

@@ -171,6 +171,33 @@ class AuditHeadRow(Base):
     hash: Mapped[str] = mapped_column(String(64))
 
 
+class OutboxRow(Base):
+    """A notice waiting for delivery (to Slack), written with the change that caused it."""
+
+    __tablename__ = "outbox"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(200), unique=True)
+    run_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    data: Mapped[Any] = mapped_column(JSONValue)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer)
+    next_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    claimed_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    channel: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    ts: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    __table_args__ = (
+        Index(None, "status", "next_at"),
+        Index(None, "run_id", "status"),
+    )
+
+
 runs: Table = Base.metadata.tables["runs"]
 steps: Table = Base.metadata.tables["steps"]
 attempts: Table = Base.metadata.tables["attempts"]
@@ -178,3 +205,4 @@ events: Table = Base.metadata.tables["events"]
 approvals: Table = Base.metadata.tables["approvals"]
 audit_log: Table = Base.metadata.tables["audit_log"]
 audit_head: Table = Base.metadata.tables["audit_head"]
+outbox: Table = Base.metadata.tables["outbox"]

@@ -1,0 +1,241 @@
+"""The Bolt app: thin listeners that ack, validate, record and enqueue.
+
+Each listener acknowledges at once, parses the request into a typed command, calls one
+function, and answers. Nothing here runs agent work: decisions are a compare-and-set in
+the database and every message to Slack goes through the outbox.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt import Ack, App, BoltResponse
+from slack_sdk import WebClient
+
+from agent_runtime import (
+    Actor,
+    AgentInput,
+    Agents,
+    Approvals,
+    Clock,
+    Decision,
+    InvalidInput,
+    RunId,
+    Runtime,
+    SignoffError,
+    parse_run_id,
+)
+from agent_runtime.budget_control import NotAllowed
+from agent_runtime.notices import Notice, Outbox
+from bot.slack import blocks
+from bot.slack.commands import HELP, BadCommand, Command, parse
+from bot.slack.notifier import EPHEMERAL
+from bot.slack.text import escape
+from bot.slack.views import history_text, list_text, pending_text, status_text
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SlackDeps:
+    """What the listeners use."""
+
+    runtime: Runtime
+    approvals: Approvals
+    agents: Agents
+    outbox: Outbox
+    clock: Clock
+
+
+def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
+    """Return the Bolt app with every listener registered."""
+    app = App(client=client, signing_secret=signing_secret, token_verification_enabled=False,
+              ignoring_self_events_enabled=True, request_verification_enabled=True)
+    app.middleware(_drop_retries)
+    listeners = Listeners(deps)
+    app.command("/agent")(listeners.command)
+    app.action(blocks.APPROVE)(listeners.approve)
+    app.action(blocks.REJECT)(listeners.open_reject)
+    app.action(blocks.EDIT)(listeners.open_edit)
+    app.action(blocks.VIEW_ARGS)(listeners.view_args)
+    app.action(blocks.HISTORY)(listeners.history)
+    app.view("approval.reject_submit")(listeners.submit_reject)
+    app.view("approval.edit_submit")(listeners.submit_edit)
+    return app
+
+
+def _drop_retries(request: Any, next: Callable[[], BoltResponse]) -> BoltResponse:
+    """Acknowledge Slack's retries of events without handling them twice."""
+    if request.headers.get("x-slack-retry-num"):
+        return BoltResponse(status=200, body="")
+    return next()
+
+
+class Listeners:
+    """The handlers for ``/agent``, the card buttons and the modals."""
+
+    def __init__(self, deps: SlackDeps) -> None:
+        self.deps = deps
+
+    def command(self, ack: Ack, command: dict[str, Any]) -> None:
+        """``/agent …``: start a run or answer a question, always within Slack's 3 s."""
+        try:
+            parsed = parse(command.get("text", ""))
+        except BadCommand as exc:
+            ack(response_type="ephemeral", text=str(exc))
+            return
+        try:
+            ack(response_type="ephemeral", text=self._answer(parsed, command))
+        except SignoffError as exc:
+            ack(response_type="ephemeral", text=f"Sorry: {escape(str(exc))}")
+
+    def _answer(self, parsed: Command, command: dict[str, Any]) -> str:
+        actor = _actor_of_command(command)
+        runtime = self.deps.runtime
+        if parsed.name == "run":
+            return self._start(parsed.task, actor, command)
+        if parsed.name == "help":
+            return HELP
+        if parsed.name == "status":
+            return status_text(runtime, parsed.run_id, actor)
+        if parsed.name == "history":
+            assert parsed.run_id is not None
+            return history_text(runtime, parsed.run_id)
+        if parsed.name == "list":
+            return list_text(runtime, command.get("channel_id", ""))
+        if parsed.name == "pending":
+            return pending_text(self.deps.approvals, actor)
+        assert parsed.run_id is not None
+        return self._cancel(parsed.run_id, actor)
+
+    def _cancel(self, run_id: RunId, actor: Actor) -> str:
+        run = self.deps.runtime.get(run_id)
+        requester = (run.input.get("requester") or {}) if isinstance(run.input, dict) else {}
+        agent = self.deps.agents.for_workflow(run.workflow)
+        allowed = requester.get("user_id") == actor.user_id or (
+            agent is not None and agent.may_raise_budget(actor.user_id))
+        if not allowed:
+            raise NotAllowed("only the person who started a run or its approvers may cancel it")
+        self.deps.runtime.cancel(run_id)
+        return f"Cancelled run `{run_id}`."
+
+    def _start(self, task: str, actor: Actor, command: dict[str, Any]) -> str:
+        agent = self.deps.agents.get()
+        context = {"slack": {"channel": command.get("channel_id", ""),
+                             "team": command.get("team_id", "")}}
+        data = AgentInput(task=task, requester=actor, context=context).to_json()
+        run = self.deps.runtime.start(agent.workflow, data)
+        return f"Started run `{run.id}`; follow it in the thread below."
+
+    def approve(self, ack: Ack, body: dict[str, Any]) -> None:
+        """Approve: a compare-and-set; a refusal is told to the clicker only."""
+        ack()
+        approval_id, actor = _click(body)
+        result = self.deps.approvals.decide(approval_id, actor, Decision.APPROVE)
+        if not result.accepted:
+            self._tell(body, actor, result.message)
+
+    def open_reject(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        """Reject: ask for the reason in a modal (if the clicker may decide at all)."""
+        ack()
+        self._open_if_allowed(body, client, lambda approval_id: blocks.reject_modal(approval_id))
+
+    def open_edit(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        """Edit: show the arguments in a modal (if the clicker may decide at all)."""
+        ack()
+        self._open_if_allowed(body, client, lambda approval_id: blocks.edit_modal(
+            self.deps.approvals.get(approval_id)))
+
+    def view_args(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        """Show the full arguments of a card."""
+        ack()
+        approval_id, _ = _click(body)
+        client.views_open(trigger_id=body["trigger_id"],
+                          view=blocks.args_modal(self.deps.approvals.get(approval_id)))
+
+    def history(self, ack: Ack, body: dict[str, Any]) -> None:
+        """Post the run's compact timeline to the clicker."""
+        ack()
+        run_id, actor = _click(body)
+        self._tell(body, actor, history_text(self.deps.runtime, parse_run_id(run_id)))
+
+    def submit_reject(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """The reject modal's submit: a reason is required; refusals show in the modal."""
+        reason = _value(view, "reason")
+        if not reason.strip():
+            ack(response_action="errors", errors={"reason": "Give the agent a reason."})
+            return
+        self._submit(ack, body, view, "reason", Decision.REJECT, reason=reason)
+
+    def submit_edit(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """The edit modal's submit: JSON and schema errors show in the modal."""
+        try:
+            edited = json.loads(_value(view, "args"))
+        except json.JSONDecodeError as exc:
+            ack(response_action="errors", errors={"args": f"Not valid JSON: {exc.msg}"})
+            return
+        if not isinstance(edited, dict):
+            ack(response_action="errors", errors={"args": "The arguments must be a JSON object."})
+            return
+        self._submit(ack, body, view, "args", Decision.EDIT, edited_args=edited)
+
+    def _submit(self, ack: Ack, body: dict[str, Any], view: dict[str, Any], block: str,
+                decision: Decision, **kwargs: Any) -> None:
+        actor = _actor(body["user"])
+        try:
+            result = self.deps.approvals.decide(view["private_metadata"], actor, decision,
+                                                **kwargs)
+        except InvalidInput as exc:
+            ack(response_action="errors", errors={block: exc.detail[:300]})
+            return
+        if result.accepted:
+            ack()
+        else:
+            ack(response_action="errors", errors={block: result.message})
+
+    def _open_if_allowed(self, body: dict[str, Any], client: WebClient,
+                         modal: Callable[[str], dict[str, Any]]) -> None:
+        approval_id, actor = _click(body)
+        refusal = self.deps.approvals.refusal_for(approval_id, actor)
+        if refusal is not None:
+            self._tell(body, actor, refusal)
+            return
+        client.views_open(trigger_id=body["trigger_id"], view=modal(approval_id))
+
+    def _tell(self, body: dict[str, Any], actor: Actor, text: str) -> None:
+        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
+            "channel_id")
+        if not channel:
+            return
+        container = body.get("container") or {}
+        notice = Notice(key=f"ephemeral:{body.get('trigger_id') or self.deps.clock.now()}",
+                        run_id=None, kind=EPHEMERAL,
+                        data={"channel": channel, "user": actor.user_id, "text": text,
+                              "thread_ts": container.get("thread_ts")})
+        self.deps.outbox.enqueue([notice], self.deps.clock.now())
+
+
+def _click(body: dict[str, Any]) -> tuple[str, Actor]:
+    return str(body["actions"][0]["value"]), _actor(body["user"])
+
+
+def _actor(user: dict[str, Any]) -> Actor:
+    return Actor(user_id=user["id"], team_id=user.get("team_id", ""),
+                 name=user.get("username") or user.get("name") or "")
+
+
+def _actor_of_command(command: dict[str, Any]) -> Actor:
+    return Actor(user_id=command.get("user_id", ""), team_id=command.get("team_id", ""),
+                 name=command.get("user_name", ""))
+
+
+def _value(view: dict[str, Any], block: str) -> str:
+    value = view["state"]["values"][block]["value"].get("value")
+    return str(value or "")
+
+
+__all__ = ["SlackDeps", "build_app"]

@@ -1,0 +1,72 @@
+"""The ``/agent`` slash command: parsing its text into a typed command."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agent_runtime import RunId, parse_run_id
+
+HELP = """*Signoff* runs an agent on your task; anything irreversible waits for an approver.
+• `/agent <task>` or `/agent run <task>` — start a run (its history goes in a thread)
+• `/agent status [RUN]` — a run's status (or your latest run's)
+• `/agent history RUN` — a compact timeline of the run
+• `/agent list` — recent runs in this channel
+• `/agent cancel RUN` — cancel a run
+• `/agent pending` — approvals waiting on you
+• `/agent help` — this message"""
+
+MAX_TASK_CHARS = 3000
+SUBCOMMANDS = ("run", "status", "history", "list", "cancel", "pending", "help")
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A parsed ``/agent`` command: the subcommand and its argument (a task or a run id)."""
+
+    name: str
+    task: str = ""
+    run_id: RunId | None = None
+
+
+class BadCommand(ValueError):
+    """The command text cannot be understood; the message says how to fix it."""
+
+
+def parse(text: str) -> Command:
+    """Parse the text after ``/agent``."""
+    text = text.strip()
+    if not text:
+        raise BadCommand("Tell me what to do, e.g. `/agent refund order 1042`. "
+                         "`/agent help` lists the commands.")
+    word, _, rest = text.partition(" ")
+    name = word.lower()
+    if name not in SUBCOMMANDS:
+        return _run(text)
+    if name == "run":
+        return _run(rest)
+    if name in ("list", "pending", "help"):
+        return Command(name)
+    if name == "status" and not rest.strip():
+        return Command(name)
+    return Command(name, run_id=_run_id(rest, name))
+
+
+def _run(task: str) -> Command:
+    task = task.strip()
+    if not task:
+        raise BadCommand("The task is empty: `/agent run <task>`.")
+    if len(task) > MAX_TASK_CHARS:
+        raise BadCommand(f"The task is longer than {MAX_TASK_CHARS} characters.")
+    return Command("run", task=task)
+
+
+def _run_id(text: str, name: str) -> RunId:
+    token = text.strip().strip("`")
+    if not re.fullmatch(r"[0-9a-fA-F-]{32,36}", token):
+        raise BadCommand(f"`/agent {name}` needs a run id, e.g. `/agent {name} 3f9a…`. "
+                         f"To start a run with this text, use `/agent run {name} …`.")
+    try:
+        return parse_run_id(token)
+    except ValueError:
+        raise BadCommand(f"{token!r} is not a run id.") from None

@@ -1,0 +1,151 @@
+"""Which Slack notices each change causes, for runs started from Slack."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agent_runtime import (
+    Approval,
+    ApprovalStatus,
+    Run,
+    RunId,
+    RunNotFound,
+    RunStatus,
+    StepRecord,
+    Store,
+)
+from agent_runtime.notices import Notice
+from agent_runtime.records import StepKind
+from bot.slack.blocks import decision_line
+from bot.slack.text import escape, truncate
+
+ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL = (
+    "run.root", "run.reply", "approval.card", "approval.dm", "approval.update", "ephemeral")
+REPLY_LIMIT = 600
+
+
+def slack_context(run: Run) -> dict[str, Any] | None:
+    """Return the Slack channel and team a run was started from, if it was."""
+    data = run.input if isinstance(run.input, dict) else {}
+    found = (data.get("context") or {}).get("slack")
+    return found if isinstance(found, dict) and found.get("channel") else None
+
+
+def root_key(run_id: str) -> str:
+    """The key of a run's root message."""
+    return f"run:{run_id}:root"
+
+
+def card_key(approval_id: str, user: str | None = None) -> str:
+    """The key of an approval's card in the thread, or in ``user``'s DM."""
+    return f"approval:{approval_id}:card" + (f":dm:{user}" if user else "")
+
+
+class SlackNotifier:
+    """Implements ``agent_runtime.notices.Notifier`` for runs started from Slack."""
+
+    def __init__(self, runs: Store) -> None:
+        self._runs = runs
+
+    def run_started(self, run: Run) -> Sequence[Notice]:
+        """Post the run's root message."""
+        where = slack_context(run)
+        if where is None:
+            return ()
+        return [Notice(key=root_key(run.id), run_id=run.id, kind=ROOT, data={
+            "channel": where["channel"], "task": run.input.get("task", ""),
+            "requester": (run.input.get("requester") or {}).get("user_id", ""),
+            "agent": run.workflow.removeprefix("agent:")})]
+
+    def step_committed(self, run: Run, step: StepRecord) -> Sequence[Notice]:
+        """A concise thread reply for the steps a person cares about."""
+        if slack_context(run) is None or step.kind != StepKind.STEP:
+            return ()
+        text = describe_step(step)
+        if text is None:
+            return ()
+        return [_reply(run.id, f"step:{step.position}", text)]
+
+    def run_ended(self, run: Run) -> Sequence[Notice]:
+        """The final answer or the error, in the thread."""
+        if slack_context(run) is None:
+            return ()
+        if run.status == RunStatus.COMPLETED:
+            answer = (run.output or {}).get("answer") if isinstance(run.output, dict) else None
+            ended = (run.output or {}).get("ended") if isinstance(run.output, dict) else None
+            text = (f"🛑 Ended by a person ({escape(str(ended))} budget)." if ended
+                    else f"✅ *Done:* {escape(truncate(str(answer or run.output), 2500))}")
+        else:
+            error = run.error
+            text = f"❌ *{run.status.value.capitalize()}*" + (
+                f": {escape(truncate(error.message, 2500))}" if error else "")
+        return [_reply(run.id, "end", text)]
+
+    def approval_changed(self, approval: Approval, action: str) -> Sequence[Notice]:
+        """Post the card (and DMs) when asked; update them and tell the thread after."""
+        try:
+            run = self._runs.get_run(RunId(approval.run_id))
+        except RunNotFound:
+            return ()
+        if slack_context(run) is None:
+            return ()
+        if action == "requested":
+            return [_card(approval, None), *(_card(approval, u) for u in approval.eligible)]
+        dms = list(approval.policy.get("approvers", []))
+        if approval.escalated and action != "escalated":
+            dms += approval.policy.get("escalate_to", [])
+        notices = [_update(approval, None), *(_update(approval, u) for u in dms)]
+        if action == "escalated":
+            notices += [_card(approval, u) for u in approval.policy.get("escalate_to", [])]
+        if action == "reminded":
+            notices.append(_reply(run.id, f"remind:{approval.id}:{approval.version}",
+                                  f"⏰ Still waiting for a decision on *{escape(approval.tool)}*."))
+        if approval.status != ApprovalStatus.PENDING:
+            notices.append(_reply(run.id, f"decided:{approval.id}",
+                                  f"*{escape(approval.tool)}*: {decision_line(approval)}"))
+        return notices
+
+
+def describe_step(step: StepRecord) -> str | None:
+    """One line for a journal entry, or None for entries not worth a message."""
+    if step.name == "model":
+        calls = (step.output or {}).get("message", {}).get("tool_calls") or []
+        if not calls:
+            return None
+        plans = ", ".join(f"`{escape(c['name'])}`({escape(truncate(_args(c['arguments']), 120))})"
+                          for c in calls)
+        return f"🤖 Plans: {plans}"
+    if step.name.startswith("tool:"):
+        tool = escape(step.name.removeprefix("tool:"))
+        if step.error is not None:
+            return f"⚠️ `{tool}` failed: {escape(truncate(step.error.message, REPLY_LIMIT))}"
+        return f"🔧 `{tool}` → {escape(truncate(_args(step.output), REPLY_LIMIT))}"
+    if step.name == "budget.exhausted":
+        limit = escape(str((step.output or {}).get("limit")))
+        return f"💸 Budget exhausted ({limit}). An approver can raise it or end the run."
+    if step.name.startswith("tool.unknown_outcome:"):
+        tool = escape(step.name.removeprefix("tool.unknown_outcome:"))
+        strategy = escape(str((step.output or {}).get("strategy")))
+        return f"⚠️ A crash interrupted `{tool}`; its outcome is unknown ({strategy})."
+    return None
+
+
+def _args(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _reply(run_id: str, suffix: str, text: str) -> Notice:
+    return Notice(key=f"run:{run_id}:{suffix}", run_id=run_id, kind=REPLY, data={"text": text})
+
+
+def _card(approval: Approval, user: str | None) -> Notice:
+    return Notice(key=card_key(approval.id, user), run_id=approval.run_id,
+                  kind=DM if user else CARD, data={"approval_id": approval.id, "user": user})
+
+
+def _update(approval: Approval, user: str | None) -> Notice:
+    return Notice(key=f"{card_key(approval.id, user)}:v{approval.version}", run_id=approval.run_id,
+                  kind=CARD_UPDATE, data={"approval_id": approval.id,
+                                          "target": card_key(approval.id, user)})
