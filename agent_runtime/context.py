@@ -32,6 +32,7 @@ from agent_runtime.records import (
     StepRecord,
     Wait,
 )
+from agent_runtime.notices import Notifier, Silent
 from agent_runtime.retry import RetryPolicy
 from agent_runtime.serialization import input_hash, round_trip
 from agent_runtime.store import Store
@@ -42,9 +43,10 @@ T = TypeVar("T")
 
 DEFAULT_RETRY = RetryPolicy()
 NO_INPUT = input_hash(None)
+NO_ARGS = input_hash([])  # the input hash of a step called without arguments
 
 
-class Suspend(BaseException):  # noqa: N818 - control flow, not an error
+class Suspend(BaseException):
     """Raised by the context to park the run until ``wait`` is satisfied.
 
     A BaseException so that a workflow's ``except Exception`` cannot swallow it.
@@ -55,7 +57,7 @@ class Suspend(BaseException):  # noqa: N818 - control flow, not an error
         self.wait = wait
 
 
-class Abandon(BaseException):  # noqa: N818 - control flow, not an error
+class Abandon(BaseException):
     """Raised by the context when the worker stops: the run is released for another worker."""
 
 
@@ -71,9 +73,12 @@ class RunContext:
         store: Store,
         clock: Clock,
         stopping: threading.Event,
+        notifier: Notifier | None = None,
     ) -> None:
         self.run_id = run.id
         self.workflow = run.workflow
+        self._run = run
+        self._notifier: Notifier = notifier or Silent()
         self._lease = lease
         self._journal = journal
         self._store = store
@@ -81,6 +86,11 @@ class RunContext:
         self._stopping = stopping
         self._position = 0
         self.fatal: SignoffError | None = None
+
+    @property
+    def run(self) -> Run:
+        """The run as it was when this execution claimed it."""
+        return self._run
 
     @property
     def position(self) -> int:
@@ -91,6 +101,10 @@ class RunContext:
     def replaying(self) -> bool:
         """Tell whether the next context call is answered from the journal."""
         return self._position < len(self._journal)
+
+    def next_step_name(self) -> str | None:
+        """Return the name of the journal entry the next context call replays, if any."""
+        return self._journal[self._position].name if self.replaying else None
 
     def step(
         self,
@@ -105,11 +119,12 @@ class RunContext:
         ``args`` and the result must be JSON values. On replay the journaled result (or
         failure, re-raised as ``StepFailed``) is returned without calling ``fn``.
         """
-        step_name = name or getattr(fn, "__qualname__", repr(fn))
-        digest = input_hash(list(args))
+        step_name = name or str(getattr(fn, "__qualname__", repr(fn)))
+        digest = input_hash(list(args)) if args else NO_ARGS
         position, record = self._next(StepKind.STEP, step_name, digest)
         if record is None:
-            record = self._run_live(position, fn, args, step_name, digest, retry or DEFAULT_RETRY, timeout)
+            record = self._run_live(
+                position, fn, args, step_name, digest, retry or DEFAULT_RETRY, timeout)
         if record.error is not None:
             raise _step_failed(record)
         result: T = record.output
@@ -119,7 +134,8 @@ class RunContext:
         """Return the current time, fixed in the journal on first call."""
         position, record = self._next(StepKind.NOW, "now", NO_INPUT)
         if record is None:
-            record = self._append_value(position, StepKind.NOW, "now", NO_INPUT, self._clock.now().isoformat())
+            now = self._clock.now().isoformat()
+            record = self._append_value(position, StepKind.NOW, "now", NO_INPUT, now)
         return datetime.fromisoformat(record.output)
 
     def uuid(self) -> str:
@@ -137,7 +153,8 @@ class RunContext:
         position, record = self._next(StepKind.SLEEP, "sleep", digest)
         if record is None:
             until = self._clock.now() + duration
-            record = self._append_value(position, StepKind.SLEEP, "sleep", digest, until.isoformat())
+            record = self._append_value(
+                position, StepKind.SLEEP, "sleep", digest, until.isoformat())
         wake_at = datetime.fromisoformat(record.output)
         if not self.replaying and self._clock.now() < wake_at:
             raise Suspend(Wait(wake_at=wake_at))
@@ -169,7 +186,7 @@ class RunContext:
         raise Suspend(Wait(wake_at=deadline, key=key))
 
     def check_complete(self) -> None:
-        """Raise ``NonDeterminismError`` if the workflow ended before replaying its whole journal."""
+        """Raise ``NonDeterminismError`` if the workflow ended before replaying all its journal."""
         self._raise_fatal()
         if self.replaying:
             expected = self._journal[self._position].identity()
@@ -203,8 +220,9 @@ class RunContext:
         attempt = 1
         while True:
             try:
-                output = round_trip(_call(fn, args, name, timeout), what=f"the output of step {name!r}")
-            except Exception as exc:  # noqa: BLE001 - a step's failure is data for the journal
+                result = _call(fn, args, name, timeout)
+                output = round_trip(result, what=f"the output of step {name!r}")
+            except Exception as exc:
                 error = ErrorInfo.of(exc)
                 self._write(self._store.record_attempt, AttemptRecord(
                     position=position, attempt=attempt, error=error, at=self._clock.now()))
@@ -233,7 +251,11 @@ class RunContext:
             started_at=now, finished_at=now))
 
     def _append(self, record: StepRecord) -> StepRecord:
-        self._write(self._store.append_step, record)
+        notices = self._notifier.step_committed(self._run, record)
+        try:
+            self._store.append_step(self._lease, record, notices)
+        except LeaseLost as exc:
+            self._fail(exc)
         logger.debug(
             "step committed",
             extra={"action": "step", "run_id": self.run_id, "step": record.position},
@@ -255,7 +277,9 @@ class RunContext:
             raise self.fatal
 
 
-def _call(fn: Callable[..., Any], args: tuple[Any, ...], name: str, timeout: timedelta | None) -> Any:
+def _call(
+    fn: Callable[..., Any], args: tuple[Any, ...], name: str, timeout: timedelta | None
+) -> Any:
     if timeout is None:
         return fn(*args)
     box: dict[str, Any] = {}
@@ -263,7 +287,7 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...], name: str, timeout: tim
     def target() -> None:
         try:
             box["result"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed back to the calling thread
+        except BaseException as exc:
             box["error"] = exc
 
     thread = threading.Thread(target=target, name=f"step:{name}", daemon=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 
 from agent_runtime.clock import Clock
 from agent_runtime.context import Abandon, RunContext, Suspend
@@ -14,6 +15,7 @@ from agent_runtime.exceptions import (
     StoreUnavailable,
     WorkflowNotFound,
 )
+from agent_runtime.notices import Notifier, Silent
 from agent_runtime.records import ErrorInfo, Lease, Run, RunStatus
 from agent_runtime.serialization import round_trip
 from agent_runtime.store import Store
@@ -26,12 +28,14 @@ class RunExecutor:
     """Executes leased runs against one store and one set of workflows."""
 
     def __init__(
-        self, store: Store, workflows: Workflows, clock: Clock, stopping: threading.Event
+        self, store: Store, workflows: Workflows, clock: Clock, stopping: threading.Event,
+        notifier: Notifier | None = None,
     ) -> None:
         self._store = store
         self._workflows = workflows
         self._clock = clock
         self._stopping = stopping
+        self._notifier: Notifier = notifier or Silent()
 
     def execute(self, run: Run, lease: Lease) -> RunStatus | None:
         """Advance ``run`` as far as it goes; return its new status, None if the lease was lost."""
@@ -47,7 +51,7 @@ class RunExecutor:
         try:
             workflow = self._workflows.get(run.workflow)
         except WorkflowNotFound as exc:
-            return self._fail(lease, ErrorInfo.of(exc))
+            return self._fail(run, lease, ErrorInfo.of(exc))
         context = RunContext(
             run=run,
             lease=lease,
@@ -55,6 +59,7 @@ class RunExecutor:
             store=self._store,
             clock=self._clock,
             stopping=self._stopping,
+            notifier=self._notifier,
         )
         try:
             output = workflow(context, run.input)
@@ -74,10 +79,12 @@ class RunExecutor:
         error = context.fatal or exc
         if isinstance(error, LeaseLost | StoreUnavailable):
             raise error
-        return self._fail(lease, _describe(error))
+        return self._fail(context.run, lease, _describe(error))
 
-    def _fail(self, lease: Lease, error: ErrorInfo) -> RunStatus:
-        self._store.fail(lease, error, self._clock.now())
+    def _fail(self, run: Run, lease: Lease, error: ErrorInfo) -> RunStatus:
+        now = self._clock.now()
+        ended = replace(run, status=RunStatus.FAILED, error=error, updated_at=now)
+        self._store.fail(lease, error, now, self._notifier.run_ended(ended))
         logger.info("run failed", extra={"action": "fail", "run_id": lease.run_id})
         return RunStatus.FAILED
 

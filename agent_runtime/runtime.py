@@ -9,6 +9,7 @@ from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.ids import RunId, new_run_id
 from agent_runtime.records import AttemptRecord, Run, RunStatus, StepRecord
 from agent_runtime.serialization import round_trip
+from agent_runtime.notices import Notifier, Silent
 from agent_runtime.store import Store
 from agent_runtime.worker import Worker, WorkerOptions
 from agent_runtime.workflows import Workflows
@@ -24,17 +25,23 @@ class Runtime:
         *,
         clock: Clock | None = None,
         sweeps: Sequence[Callable[[], object]] = (),
+        notifier: Notifier | None = None,
     ) -> None:
         self.store = store
         self.workflows = workflows
         self.clock = clock or SystemClock()
         self.sweeps = tuple(sweeps)
+        self.notifier: Notifier = notifier or Silent()
 
     def start(self, workflow: str, input: Any = None) -> Run:
         """Create a pending run of ``workflow``; ``WorkflowNotFound`` if it is not registered."""
         value = round_trip(input, what="the run's input")
         self.workflows.validate_input(workflow, value)
-        return self.store.create_run(new_run_id(), workflow, value, self.clock.now())
+        now = self.clock.now()
+        draft = Run(id=new_run_id(), workflow=workflow, status=RunStatus.PENDING, input=value,
+                    created_at=now, updated_at=now, due_at=now)
+        return self.store.create_run(draft.id, workflow, value, now,
+                                     self.notifier.run_started(draft))
 
     def get(self, run_id: RunId) -> Run:
         """Return the run or raise ``RunNotFound``."""
@@ -69,4 +76,4 @@ class Runtime:
     def worker(self, options: WorkerOptions | None = None) -> Worker:
         """Build a worker over this runtime's store and workflows."""
         return Worker(self.store, self.workflows, options=options, clock=self.clock,
-                      sweeps=self.sweeps)
+                      sweeps=self.sweeps, notifier=self.notifier)

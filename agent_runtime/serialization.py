@@ -11,6 +11,9 @@ from agent_runtime.exceptions import NotSerializable
 JSONValue = Any
 """A value made of dict (str keys), list, str, int, float, bool and None."""
 
+_READ_BACK_UNCHANGED = frozenset({type(None), bool, int, str})
+"""Exact types that JSON gives back equal and of the same type (not float: NaN is refused)."""
+
 
 def canonical_json(value: JSONValue, *, what: str = "value") -> str:
     """Return the canonical JSON text of ``value`` or raise NotSerializable naming ``what``."""
@@ -24,6 +27,8 @@ def canonical_json(value: JSONValue, *, what: str = "value") -> str:
 
 def round_trip(value: JSONValue, *, what: str = "value") -> JSONValue:
     """Return ``value`` as it reads back from the journal (tuples become lists, and so on)."""
+    if type(value) in _READ_BACK_UNCHANGED:
+        return value
     return json.loads(canonical_json(value, what=what))
 
 

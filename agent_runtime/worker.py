@@ -16,6 +16,7 @@ from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.executor import RunExecutor
 from agent_runtime.ids import RunId
+from agent_runtime.notices import Notifier
 from agent_runtime.records import Lease, Run, RunStatus
 from agent_runtime.store import Store
 from agent_runtime.workflows import Workflows
@@ -55,6 +56,7 @@ class Worker:
         options: WorkerOptions | None = None,
         clock: Clock | None = None,
         sweeps: Sequence[Callable[[], object]] = (),
+        notifier: Notifier | None = None,
     ) -> None:
         """``sweeps`` run once per poll interval (e.g. expiring overdue approvals)."""
         self.options = options or WorkerOptions()
@@ -62,7 +64,8 @@ class Worker:
         self._store = store
         self._clock = clock or SystemClock()
         self._stopping = threading.Event()
-        self._executor = RunExecutor(store, workflows, self._clock, self._stopping)
+        self._wake = threading.Event()
+        self._executor = RunExecutor(store, workflows, self._clock, self._stopping, notifier)
         self._held: dict[RunId, Lease] = {}
         self._last_sweep: datetime | None = None
         self._lock = threading.Lock()
@@ -70,6 +73,11 @@ class Worker:
     def stop(self) -> None:
         """Ask the worker to stop: runs in flight finish their step and are released."""
         self._stopping.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Look for due runs now instead of at the next poll (say, after a decision)."""
+        self._wake.set()
 
     def run(self, *, until_idle: bool = False) -> None:
         """Claim and execute runs until ``stop()`` or, with ``until_idle``, until idle."""
@@ -142,7 +150,8 @@ class Worker:
         if active:
             wait(active, timeout=seconds, return_when=FIRST_COMPLETED)
         else:
-            self._stopping.wait(seconds)
+            self._wake.wait(seconds)
+        self._wake.clear()
 
     def _heartbeat(self) -> None:
         interval = self.options.lease_ttl.total_seconds() / 3

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from store.engine import DEFAULT_URL
 
@@ -32,6 +33,11 @@ class Settings:
     model_name: str = ""
     model_base_url: str = ""
     model_api_key: str = field(default="", repr=False)
+    slack_bot_token: str = field(default="", repr=False)
+    slack_signing_secret: str = field(default="", repr=False)
+    slack_app_token: str = field(default="", repr=False)
+    slack_api_url: str = "https://slack.com/api/"
+    port: int = 8080
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -49,6 +55,7 @@ class Settings:
             demo_provider_port=_port(env, "SIGNOFF_DEMO_PROVIDER_PORT", 8765),
             demo_ledger_path=env.get("SIGNOFF_DEMO_LEDGER_PATH") or "signoff-demo-ledger.db",
             **_model(env),
+            **_slack(env),
         )
 
 
@@ -70,7 +77,7 @@ def _groups(value: str) -> dict[str, tuple[str, ...]]:
     return groups
 
 
-def _model(env: Mapping[str, str]) -> dict[str, str]:
+def _model(env: Mapping[str, str]) -> dict[str, Any]:
     provider = (env.get("SIGNOFF_MODEL_PROVIDER") or "scripted").lower()
     if provider not in ("scripted", "openai", "anthropic"):
         raise SettingsError("SIGNOFF_MODEL_PROVIDER must be scripted, openai or anthropic")
@@ -80,6 +87,21 @@ def _model(env: Mapping[str, str]) -> dict[str, str]:
         "model_name": env.get("SIGNOFF_MODEL", ""),
         "model_base_url": env.get("SIGNOFF_MODEL_BASE_URL", ""),
         "model_api_key": env.get("SIGNOFF_MODEL_API_KEY") or env.get(fallback_key, ""),
+    }
+
+
+def _slack(env: Mapping[str, str]) -> dict[str, Any]:
+    if env.get("SLACK_CLIENT_ID") and env.get("SLACK_CLIENT_SECRET"):
+        raise SettingsError(
+            "SLACK_CLIENT_ID and SLACK_CLIENT_SECRET are set: Bolt would silently switch to "
+            "multi-workspace OAuth mode. Signoff runs in one workspace; unset them.")
+    api_url = env.get("SIGNOFF_SLACK_API_URL") or "https://slack.com/api/"
+    return {
+        "slack_bot_token": env.get("SLACK_BOT_TOKEN", ""),
+        "slack_signing_secret": env.get("SLACK_SIGNING_SECRET", ""),
+        "slack_app_token": env.get("SLACK_APP_TOKEN", ""),
+        "slack_api_url": api_url if api_url.endswith("/") else api_url + "/",
+        "port": _port(env, "SIGNOFF_PORT", 8080),
     }
 
 

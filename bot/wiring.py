@@ -22,8 +22,10 @@ from agent_runtime.demo import demo_workflows
 from bot.demo.agent import demo_agent
 from bot.models import configured_model
 from bot.settings import Settings, SettingsError
+from bot.slack.notifier import SlackNotifier
 from store import SqlStore, open_store
 from store.approval_store import SqlApprovalStore
+from store.outbox import SqlOutbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +37,7 @@ class Services:
     runtime: Runtime
     approvals: Approvals
     agents: Agents
+    outbox: SqlOutbox
 
 
 def build_services(settings: Settings, *, migrate: bool = True) -> Services:
@@ -46,14 +49,16 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
     for agent in agents:
         for item in agent.tools:
             _add_tool(lookup, item)
-    approvals = Approvals(SqlApprovalStore(store.engine), clock, lookup)
+    notifier = SlackNotifier(store)
+    approvals = Approvals(SqlApprovalStore(store.engine), clock, lookup, notifier)
     workflows = load_workflows(settings.workflow_modules)
     for agent in agents:
         workflows.add(agent.workflow, agent_workflow(agent, approvals),
                       validate=AgentInput.from_json)
-    runtime = Runtime(store, workflows, clock=clock, sweeps=(approvals.sweep,))
+    runtime = Runtime(store, workflows, clock=clock, sweeps=(approvals.sweep,),
+                      notifier=notifier)
     return Services(settings=settings, store=store, runtime=runtime, approvals=approvals,
-                    agents=agents)
+                    agents=agents, outbox=SqlOutbox(store.engine))
 
 
 def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:

@@ -13,7 +13,7 @@ SQLITE_BUSY_TIMEOUT_S = 30
 
 
 def build_engine(url: str) -> Engine:
-    """Return an engine for ``url``: SQLite (WAL, full sync, immediate transactions) or PostgreSQL."""
+    """Return an SQLite (WAL, full sync, immediate transactions) or PostgreSQL engine."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url)
@@ -21,7 +21,8 @@ def build_engine(url: str) -> Engine:
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
         return create_engine(parsed, pool_size=10, max_overflow=20, pool_pre_ping=False)
-    raise ValueError(f"unsupported database {parsed.get_backend_name()!r}: use sqlite or postgresql")
+    backend = parsed.get_backend_name()
+    raise ValueError(f"unsupported database {backend!r}: use sqlite or postgresql")
 
 
 def _sqlite_engine(url: str) -> Engine:

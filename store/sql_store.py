@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import os
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    Column,
     Connection,
+    Dialect,
     Engine,
     Row,
     and_,
     bindparam,
-    cast,
+    event,
     exists,
     func,
     insert,
@@ -23,13 +29,13 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 
 from agent_runtime.exceptions import (
-    EventAlreadyDelivered,
     InvalidRunState,
     JournalConflict,
     LeaseLost,
     RunNotFound,
 )
 from agent_runtime.ids import RunId
+from agent_runtime.notices import Notice
 from agent_runtime.records import (
     AttemptRecord,
     ErrorInfo,
@@ -43,10 +49,15 @@ from agent_runtime.records import (
 )
 from store.errors import is_unique_violation, translated
 from store.models import attempts, events, runs, steps
+from store.notify import notify_wake
+from store.outbox import write_notices
+from store.wake import deliver
 
 RUNNING = RunStatus.RUNNING.value
 UNFINISHED = (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.WAITING.value)
-STEP_COLUMNS = [c.name for c in steps.columns]
+JOURNAL_QUERY = (
+    select(steps).where(steps.c.run_id == bindparam("run_id")).order_by(steps.c.position)
+)
 
 
 class SqlStore:
@@ -55,25 +66,48 @@ class SqlStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._postgres = engine.dialect.name == "postgresql"
-        self._append = _fenced_insert(self._postgres)
-        self._claim_ids = _claimable_ids(self._postgres)
+        self._journal = JournalWriter(engine)
+        self._claim = _claim_statement(self._postgres)
+        self._autocommit = (
+            engine.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else None
+        )
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
+        """A transaction for several statements."""
         with translated(), self.engine.begin() as conn:
             yield conn
 
-    def create_run(self, run_id: RunId, workflow: str, input: Any, now: datetime) -> Run:
-        """Store a new pending run."""
+    @contextmanager
+    def _one(self) -> Iterator[Connection]:
+        """A connection for a single statement, which is a transaction of its own.
+
+        On PostgreSQL it runs in autocommit mode: no BEGIN and COMMIT round trips. On
+        SQLite it is an ordinary (immediate) transaction: in-process, BEGIN and COMMIT cost little.
+        """
+        if self._autocommit is None:
+            with self._tx() as conn:
+                yield conn
+        else:
+            with translated(), self._autocommit.connect() as conn:
+                yield conn
+
+    def create_run(
+        self, run_id: RunId, workflow: str, input: Any, now: datetime,
+        notices: Sequence[Notice] = (),
+    ) -> Run:
+        """Store a new pending run and its notices, and wake the workers."""
         values = {"id": run_id, "workflow": workflow, "status": RunStatus.PENDING.value,
                   "input": input, "created_at": now, "updated_at": now, "due_at": now, "fence": 0}
         with self._tx() as conn:
             row = conn.execute(insert(runs).values(values).returning(*runs.c)).one()
+            write_notices(conn, notices, now)
+            notify_wake(conn)
         return _run(row)
 
     def get_run(self, run_id: RunId) -> Run:
         """Return the run or raise RunNotFound."""
-        with self._tx() as conn:
+        with self._one() as conn:
             return self._get(conn, run_id)
 
     def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[Run]:
@@ -81,27 +115,21 @@ class SqlStore:
         query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
         if status is not None:
             query = query.where(runs.c.status == status.value)
-        with self._tx() as conn:
+        with self._one() as conn:
             return [_run(row) for row in conn.execute(query)]
 
     def claim_runs(
         self, owner: str, *, limit: int, now: datetime, expires_at: datetime
     ) -> list[tuple[Run, Lease]]:
         """Lease up to ``limit`` due runs; SKIP LOCKED keeps concurrent claimers apart."""
-        stmt = (
-            update(runs)
-            .where(runs.c.id.in_(self._claim_ids))
-            .values(status=RUNNING, lease_owner=owner, fence=runs.c.fence + 1,
-                    due_at=expires_at, updated_at=now)
-            .returning(*runs.c)
-        )
-        with self._tx() as conn:
-            rows = conn.execute(stmt, {"now": now, "limit": limit}).all()
+        params = {"owner": owner, "now": now, "limit": limit, "expires_at": expires_at}
+        with self._one() as conn:
+            rows = conn.execute(self._claim, params).all()
         return [(_run(row), Lease(RunId(row.id), owner, row.fence)) for row in rows]
 
     def renew_lease(self, lease: Lease, expires_at: datetime) -> bool:
         """Extend a held lease."""
-        with self._tx() as conn:
+        with self._one() as conn:
             result = conn.execute(
                 update(runs).where(_held(lease)).values(due_at=expires_at)
             )
@@ -109,29 +137,37 @@ class SqlStore:
 
     def load_journal(self, run_id: RunId) -> list[StepRecord]:
         """Return the journal in position order."""
-        query = select(steps).where(steps.c.run_id == run_id).order_by(steps.c.position)
-        with self._tx() as conn:
-            return [_step(row) for row in conn.execute(query)]
+        with self._one() as conn:
+            return [_step(row) for row in conn.execute(JOURNAL_QUERY, {"run_id": run_id})]
 
-    def append_step(self, lease: Lease, step: StepRecord) -> None:
-        """Append one entry in a single statement that also checks the fence."""
-        params = {
-            "run_id": lease.run_id, "fence": lease.fence, "status": RUNNING,
-            "position": step.position, "kind": step.kind.value, "name": step.name,
-            "input_hash": step.input_hash, "output": step.output,
-            "error": None if step.error is None else step.error.to_json(),
-            "attempts": step.attempts, "started_at": step.started_at,
-            "finished_at": step.finished_at,
-        }
+    def append_step(self, lease: Lease, step: StepRecord, notices: Sequence[Notice] = ()) -> None:
+        """Append one entry in a single statement that checks the fence.
+
+        Without notices the statement is its own transaction (the fast path); with them,
+        the notices are queued in the same transaction.
+        """
         try:
-            with self._tx() as conn:
-                written = conn.execute(self._append, params).rowcount
+            if notices:
+                written = self._append_with(lease, step, notices)
+            else:
+                with translated():
+                    written = self._journal.append(lease, step)
         except sa_exc.IntegrityError as exc:
             if is_unique_violation(exc):
                 raise JournalConflict(lease.run_id, step.position) from exc
             raise
         if not written:
             raise LeaseLost(lease.run_id, lease.fence)
+
+    def _append_with(self, lease: Lease, step: StepRecord, notices: Sequence[Notice]) -> int:
+        statement = self._journal.statement
+        with self._tx() as conn:
+            result = conn.execution_options(preserve_rowcount=True).exec_driver_sql(
+                statement.sql, statement.params(lease, step))
+            written = int(result.rowcount)
+            if written:
+                write_notices(conn, notices, step.finished_at)
+        return written
 
     def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
         """Record a failed attempt under the lease."""
@@ -145,7 +181,7 @@ class SqlStore:
         """Return the failed attempts, oldest first."""
         query = (select(attempts).where(attempts.c.run_id == run_id)
                  .order_by(attempts.c.position, attempts.c.attempt))
-        with self._tx() as conn:
+        with self._one() as conn:
             return [
                 AttemptRecord(position=r.position, attempt=r.attempt,
                               error=ErrorInfo.from_json(r.error), at=r.at)
@@ -165,21 +201,27 @@ class SqlStore:
 
     def release(self, lease: Lease, now: datetime) -> None:
         """Give the run back so that any worker resumes it at once."""
-        with self._tx() as conn:
+        with self._one() as conn:
             self._update_held(conn, lease, status=RunStatus.PENDING.value, lease_owner=None,
                               due_at=now, updated_at=now)
 
-    def complete(self, lease: Lease, output: Any, now: datetime) -> None:
-        """End the run successfully."""
-        with self._tx() as conn:
+    def complete(
+        self, lease: Lease, output: Any, now: datetime, notices: Sequence[Notice] = ()
+    ) -> None:
+        """End the run successfully (and queue its notices)."""
+        with self._tx() if notices else self._one() as conn:
             self._update_held(conn, lease, status=RunStatus.COMPLETED.value, output=output,
                               **_ended(now))
+            write_notices(conn, notices, now)
 
-    def fail(self, lease: Lease, error: ErrorInfo, now: datetime) -> None:
-        """End the run as failed."""
-        with self._tx() as conn:
+    def fail(
+        self, lease: Lease, error: ErrorInfo, now: datetime, notices: Sequence[Notice] = ()
+    ) -> None:
+        """End the run as failed (and queue its notices)."""
+        with self._tx() if notices else self._one() as conn:
             self._update_held(conn, lease, status=RunStatus.FAILED.value,
                               error=error.to_json(), **_ended(now))
+            write_notices(conn, notices, now)
 
     def cancel(self, run_id: RunId, now: datetime) -> Run:
         """Cancel an unfinished run; bumping the fence locks its worker out."""
@@ -199,29 +241,15 @@ class SqlStore:
 
     def deliver_event(self, run_id: RunId, key: str, data: Any, now: datetime) -> Run:
         """Store the event and wake the run if it waits for ``key``."""
-        try:
-            with self._tx() as conn:
-                run = self._get(conn, run_id)
-                if run.status.finished:
-                    raise InvalidRunState(run_id, run.status, "signal")
-                conn.execute(insert(events).values(
-                    run_id=run_id, key=key, data=data, delivered_at=now))
-                conn.execute(
-                    update(runs)
-                    .where(runs.c.id == run_id, runs.c.status == RunStatus.WAITING.value,
-                           runs.c.wait_key == key)
-                    .values(status=RunStatus.PENDING.value, due_at=now, wait_key=None,
-                            updated_at=now))
-                return self._get(conn, run_id)
-        except sa_exc.IntegrityError as exc:
-            if is_unique_violation(exc):
-                raise EventAlreadyDelivered(run_id, key) from exc
-            raise
+        with self._tx() as conn:
+            deliver(conn, run_id, key, data, now)
+            notify_wake(conn)
+            return self._get(conn, run_id)
 
     def get_event(self, run_id: RunId, key: str) -> Event | None:
         """Return the event delivered under ``key``."""
         query = select(events).where(events.c.run_id == run_id, events.c.key == key)
-        with self._tx() as conn:
+        with self._one() as conn:
             row = conn.execute(query).first()
         if row is None:
             return None
@@ -229,13 +257,13 @@ class SqlStore:
 
     def runnable_count(self, now: datetime) -> int:
         """Count the runs due at ``now``."""
-        with self._tx() as conn:
+        with self._one() as conn:
             return int(conn.execute(
                 select(func.count()).select_from(runs).where(runs.c.due_at <= now)).scalar_one())
 
     def next_due(self) -> datetime | None:
         """Return the earliest due time of any unfinished run."""
-        with self._tx() as conn:
+        with self._one() as conn:
             value: datetime | None = conn.execute(select(func.min(runs.c.due_at))).scalar()
         return value
 
@@ -250,6 +278,7 @@ class SqlStore:
             row = conn.execute(stmt).first()
             if row is None:
                 raise InvalidRunState(run_id, self._get(conn, run_id).status, operation)
+            notify_wake(conn)
         return _run(row)
 
     def _check_lease(self, conn: Connection, lease: Lease) -> None:
@@ -269,32 +298,174 @@ def _held(lease: Lease) -> Any:
     return and_(runs.c.id == lease.run_id, runs.c.fence == lease.fence, runs.c.status == RUNNING)
 
 
-def _fenced_insert(postgres: bool) -> Any:
-    """INSERT INTO steps SELECT <params> FROM runs WHERE the lease is still held.
+class FencedAppend:
+    """The journal append as driver SQL, with its parameters encoded as SQLAlchemy would.
 
-    On PostgreSQL the run row is share-locked, so a concurrent claim or cancel (which
-    bumps the fence) either waits for this insert or makes it insert nothing.
+    ``INSERT INTO steps SELECT <entry> FROM runs WHERE id = ? AND fence = ? AND status =
+    'running'``: the entry is written only if the lease is still held, checked in the
+    same statement. On PostgreSQL the run row is share-locked (``FOR SHARE``), so a
+    concurrent claim or cancel (which bumps the fence) either waits for this insert or
+    makes it insert nothing. Built once per store: no per-step compilation.
     """
-    values = [bindparam(c.name, type_=c.type) for c in steps.columns]
-    if postgres:  # parameters in a SELECT list need their type spelled out for the server
-        values = [cast(value, value.type) for value in values]
-    guard = select(*values).where(
-        runs.c.id == bindparam("run_id"),
-        runs.c.fence == bindparam("fence"),
-        runs.c.status == bindparam("status"),
+
+    def __init__(self, dialect: Dialect) -> None:
+        postgres = dialect.name == "postgresql"
+        mark = "%s" if postgres else "?"
+        entry = [column for column in steps.columns if column.name != "run_id"]
+        # PostgreSQL needs the type of a parameter in a SELECT list (a NULL jsonb, say).
+        values = [f"CAST({mark} AS {c.type.compile(dialect)})" if postgres else mark for c in entry]
+        self.sql = (
+            f"INSERT INTO steps (run_id, {', '.join(c.name for c in entry)})"
+            f" SELECT id, {', '.join(values)} FROM runs"
+            f" WHERE id = {mark} AND fence = {mark} AND status = '{RUNNING}'"
+            + (" FOR SHARE" if postgres else "")
+        )
+        self._entry = [(c.name, _bind_encoder(c, dialect)) for c in entry]
+        self._run_id = _bind_encoder(runs.c.id, dialect)
+
+    def params(self, lease: Lease, step: StepRecord) -> tuple[Any, ...]:
+        """Return the driver parameters that append ``step`` under ``lease``."""
+        row = {
+            "position": step.position, "kind": step.kind.value, "name": step.name,
+            "input_hash": step.input_hash, "output": step.output,
+            "error": None if step.error is None else step.error.to_json(),
+            "attempts": step.attempts, "started_at": step.started_at,
+            "finished_at": step.finished_at,
+        }
+        entry = [encode(row[name]) for name, encode in self._entry]
+        return (*entry, self._run_id(lease.run_id), lease.fence)
+
+
+def _bind_encoder(column: Column[Any], dialect: Dialect) -> Callable[[Any], Any]:
+    """Return what SQLAlchemy does to a value bound to ``column`` on ``dialect``."""
+    encode = column.type.dialect_impl(dialect).bind_processor(dialect)
+    return encode if encode is not None else _unchanged
+
+
+def _unchanged(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Channel:
+    """A driver connection of the journal's own, with its one cursor."""
+
+    connection: Any
+    cursor: Any
+
+    def close(self) -> None:
+        """Close the connection; never raises (it may be broken already)."""
+        with contextlib.suppress(Exception):
+            self.connection.close()
+
+
+class JournalWriter:
+    """Appends journal entries on a few driver connections of its own, outside the pool.
+
+    The journal is the hot path: one short write per step. Each connection here is
+    opened through the engine's pool (so it gets the engine's settings, SQLite's pragmas
+    for one), detached from it, and put in driver autocommit mode: each append is then
+    a transaction of its own, with no BEGIN and COMMIT round trips, no pool checkout
+    and no statement compilation. An append borrows an idle connection, or opens one,
+    and gives it back afterwards: there are never more connections than appends that
+    ran at once. A connection that fails is closed, never reused; the idle ones are
+    closed when the engine is disposed or the writer is garbage-collected.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._postgres = engine.dialect.name == "postgresql"
+        self.statement = FencedAppend(engine.dialect)
+        self._idle: list[_Channel] = []
+        self._pid = os.getpid()
+        event.listen(engine, "engine_disposed", _close_on_dispose(weakref.ref(self)))
+        weakref.finalize(self, _close_all, self._idle)
+
+    def append(self, lease: Lease, step: StepRecord) -> int:
+        """Append ``step`` if ``lease`` still holds; return the rows written (1, or 0 if not).
+
+        Driver errors come out wrapped as SQLAlchemy's (see ``store.errors.translated``).
+        """
+        params = self.statement.params(lease, step)
+        channel = self._borrow()
+        try:
+            channel.cursor.execute(self.statement.sql, params)
+            written = int(channel.cursor.rowcount)
+        except BaseException as exc:
+            error = self._wrapped(exc, channel, params)  # before closing: it asks the driver
+            channel.close()
+            if error is exc:
+                raise
+            raise error from exc
+        self._idle.append(channel)
+        return written
+
+    def close(self) -> None:
+        """Close the idle connections (appends in flight close theirs when they fail)."""
+        _close_all(self._idle)
+
+    def _borrow(self) -> _Channel:
+        if self._pid != os.getpid():  # a forked child: its parent's connections are not its own
+            self._idle.clear()  # dropped, not closed: the parent still uses them
+            self._pid = os.getpid()
+        try:
+            return self._idle.pop()  # atomic: no lock needed
+        except IndexError:
+            return self._open()
+
+    def _open(self) -> _Channel:
+        pooled = self._engine.raw_connection()
+        pooled.detach()
+        connection: Any = pooled.dbapi_connection
+        if self._postgres:  # SQLite connections always are (see store.engine)
+            connection.autocommit = True
+        return _Channel(connection, connection.cursor())
+
+    def _wrapped(
+        self, exc: BaseException, channel: _Channel, params: tuple[Any, ...]
+    ) -> BaseException:
+        """Wrap a driver error as SQLAlchemy does; any other exception is returned as is."""
+        dialect = self._engine.dialect
+        if not isinstance(exc, dialect.loaded_dbapi.Error):
+            return exc
+        broken = dialect.is_disconnect(exc, channel.connection, channel.cursor)
+        if broken:  # the server went away: the idle connections are no better
+            self.close()
+        return sa_exc.DBAPIError.instance(
+            self.statement.sql, params, exc, dialect.loaded_dbapi.Error,
+            connection_invalidated=broken, dialect=dialect,
+        )
+
+
+def _close_all(idle: list[_Channel]) -> None:
+    while idle:
+        idle.pop().close()
+
+
+def _close_on_dispose(writer: weakref.ref[JournalWriter]) -> Callable[[Engine], None]:
+    def closer(engine: Engine) -> None:
+        alive = writer()
+        if alive is not None:
+            alive.close()
+
+    return closer
+
+
+def _claim_statement(postgres: bool) -> Any:
+    """UPDATE runs SET <leased to :owner until :expires_at, fence + 1> WHERE id IN (up to
+    :limit runs due at :now) RETURNING the runs; built once (it is costly to build)."""
+    now = bindparam("now", type_=runs.c.due_at.type)
+    due = (select(runs.c.id).where(runs.c.due_at <= now)
+           .order_by(runs.c.due_at).limit(bindparam("limit")))
+    if postgres:
+        due = due.with_for_update(skip_locked=True)
+    return (
+        update(runs)
+        .where(runs.c.id.in_(due.scalar_subquery()))
+        .values(status=RUNNING, lease_owner=bindparam("owner"), fence=runs.c.fence + 1,
+                due_at=bindparam("expires_at", type_=runs.c.due_at.type), updated_at=now)
+        .returning(*runs.c)
     )
-    if postgres:
-        guard = guard.with_for_update(read=True)
-    # rowcount of an INSERT is only kept on request; it tells whether the fence matched
-    return insert(steps).from_select(STEP_COLUMNS, guard).execution_options(preserve_rowcount=True)
-
-
-def _claimable_ids(postgres: bool) -> Any:
-    query = (select(runs.c.id).where(runs.c.due_at <= bindparam("now", type_=runs.c.due_at.type))
-             .order_by(runs.c.due_at).limit(bindparam("limit")))
-    if postgres:
-        query = query.with_for_update(skip_locked=True)
-    return query.scalar_subquery()
 
 
 def _ended(now: datetime) -> dict[str, Any]:

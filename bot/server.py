@@ -1,0 +1,154 @@
+"""``signoff serve``: the Slack app over HTTP (or Socket Mode), workers, scheduler, dispatcher."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from slack_bolt import App
+from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_sdk import WebClient
+
+from agent_runtime import SystemClock, Worker
+from agent_runtime.worker import default_owner
+from bot.scheduler import Job, build_scheduler
+from bot.settings import Settings, SettingsError
+from bot.slack.app import SlackDeps, build_app
+from bot.slack.dispatcher import Dispatcher
+from bot.wiring import Services, build_services, worker_options
+from store.notify import WakeListener
+
+logger = logging.getLogger(__name__)
+
+DISPATCH_EVERY = timedelta(milliseconds=300)
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parts:
+    """Which parts ``serve`` runs in this process."""
+
+    http: bool = True
+    worker: bool = True
+    scheduler: bool = True
+    socket_mode: bool = False
+    concurrency: int = 4
+
+
+def web_client(settings: Settings) -> WebClient:
+    """The Slack Web API client, pointed at ``SIGNOFF_SLACK_API_URL``."""
+    return WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
+
+
+def slack_app(services: Services, client: WebClient) -> App:
+    """The Bolt app over the services."""
+    if not services.settings.slack_signing_secret:
+        raise SettingsError("SLACK_SIGNING_SECRET is not set: Slack requests cannot be verified")
+    deps = SlackDeps(runtime=services.runtime, approvals=services.approvals,
+                     agents=services.agents, outbox=services.outbox, clock=SystemClock())
+    return build_app(deps, client, services.settings.slack_signing_secret)
+
+
+def wsgi(app: App) -> WSGIApp:
+    """A WSGI application: Slack at ``/slack/events``, a health check at ``/healthz``."""
+    handler = SlackRequestHandler(app)
+
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if path == "/slack/events":
+            return handler(environ, start_response)
+        if path == "/healthz":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok\n"]
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found\n"]
+
+    return application
+
+
+def dispatcher(services: Services, client: WebClient) -> Dispatcher:
+    """The outbox dispatcher of this process."""
+    return Dispatcher(services.outbox, client, services.approvals, SystemClock(),
+                      owner=default_owner())
+
+
+def serve(settings: Settings, parts: Parts) -> int:
+    """Run the chosen parts until SIGTERM or Ctrl-C."""
+    services = build_services(settings)
+    client = web_client(settings)
+    worker = services.runtime.worker(worker_options(settings, concurrency=parts.concurrency))
+    stop = threading.Event()
+    threads = [threading.Thread(target=worker.run, name="signoff-worker", daemon=True)] \
+        if parts.worker else []
+    scheduler = build_scheduler(_jobs(services, client, worker)) if parts.scheduler else None
+    listener = WakeListener(services.store.engine, worker.wake) if parts.worker else None
+    for thread in threads:
+        thread.start()
+    if scheduler is not None:
+        scheduler.start()
+    if listener is not None:
+        listener.start()
+    try:
+        _front(services, client, settings, parts, stop)
+    finally:
+        worker.stop()
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
+        if listener is not None:
+            listener.stop()
+        for thread in threads:
+            thread.join(timeout=30)
+    return 0
+
+
+def _jobs(services: Services, client: WebClient, worker: Worker) -> list[Job]:
+    poll = services.settings.poll_interval
+    return [
+        Job("dispatch", dispatcher(services, client).dispatch_once, DISPATCH_EVERY),
+        Job("approvals", services.approvals.sweep, poll),
+        Job("wake", worker.wake, poll),
+    ]
+
+
+def _front(services: Services, client: WebClient, settings: Settings, parts: Parts,
+           stop: threading.Event) -> None:
+    if parts.socket_mode:
+        _socket_mode(slack_app(services, client), settings)
+    elif parts.http:
+        _http(wsgi(slack_app(services, client)), settings.port)
+    else:
+        _wait_forever(stop)
+
+
+def _http(application: WSGIApp, port: int) -> None:
+    from waitress.server import create_server
+
+    try:
+        server = create_server(application, host="0.0.0.0", port=port, threads=8)  # noqa: S104
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise SettingsError(f"port {port} is already in use (set SIGNOFF_PORT)") from None
+        raise
+    logger.info("listening", extra={"action": f"http://0.0.0.0:{port}/slack/events"})
+    try:
+        server.run()
+    finally:
+        server.close()
+
+
+def _socket_mode(app: App, settings: Settings) -> None:
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    if not settings.slack_app_token:
+        raise SettingsError("Socket Mode needs SLACK_APP_TOKEN (an xapp- token)")
+    SocketModeHandler(app, settings.slack_app_token).start()  # type: ignore[no-untyped-call]
+
+
+def _wait_forever(stop: threading.Event) -> None:
+    while not stop.wait(3600):
+        pass
