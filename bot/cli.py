@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SignoffError as exc:
         return _fail(1, exc)
     except KeyboardInterrupt:
-        return 130
+        return 0 if args.command == "serve" else 130
 
 
 def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
@@ -54,6 +54,7 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     parser = Parser(prog="signoff", description="Durable agents with human sign-off.")
     commands: Any = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     cli_runs.add_commands(commands)
+    cli_runs.add_serve_command(commands)
     cli_agents.add_commands(commands)
     add_demo_commands(commands, port=settings.demo_provider_port,
                       ledger_path=settings.demo_ledger_path,

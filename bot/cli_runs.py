@@ -132,3 +132,33 @@ def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
     upgrade(build_services(settings, migrate=False).store.engine)
     print("database is up to date")
     return 0
+
+
+def add_serve_command(commands: Any) -> None:
+    """Add ``signoff serve``."""
+    serve = commands.add_parser(
+        "serve", help="the Slack app (HTTP at /slack/events), workers, scheduler and dispatcher")
+    serve.add_argument("--concurrency", type=positive_int, default=4)
+    serve.add_argument("--socket-mode", action="store_true",
+                       help="connect to Slack over Socket Mode instead of serving HTTP")
+    serve.add_argument("--no-http", action="store_true", help="no Slack front end here")
+    serve.add_argument("--no-worker", action="store_true", help="no worker here")
+    serve.add_argument("--no-scheduler", action="store_true",
+                       help="no scheduler (sweeps, outbox dispatch) here")
+    serve.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the chosen parts in this process until SIGTERM or Ctrl-C."""
+    from bot.server import Parts, serve
+
+    logs.configure()
+    signal.signal(signal.SIGTERM, _interrupt)
+    parts = Parts(http=not args.no_http, worker=not args.no_worker,
+                  scheduler=not args.no_scheduler, socket_mode=args.socket_mode,
+                  concurrency=args.concurrency)
+    return serve(settings, parts)
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt()

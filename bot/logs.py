@@ -24,4 +24,5 @@ def configure(level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    for noisy in ("alembic", "apscheduler", "waitress"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
