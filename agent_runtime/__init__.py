@@ -9,6 +9,7 @@ from agent_runtime.context import RunContext
 from agent_runtime.exceptions import (
     ApprovalNotFound,
     EventAlreadyDelivered,
+    InvalidConfiguration,
     InvalidInput,
     InvalidRunState,
     JournalConflict,
@@ -66,6 +67,7 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "EventAlreadyDelivered",
+    "InvalidConfiguration",
     "InvalidInput",
     "InvalidRunState",
     "JournalConflict",

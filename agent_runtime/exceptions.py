@@ -17,6 +17,10 @@ class StoreUnavailable(SignoffError):
     retryable = True
 
 
+class InvalidConfiguration(SignoffError):
+    """A setting (a database URL, say) cannot be used as given."""
+
+
 class RunNotFound(SignoffError):
     """No run has the given id."""
 

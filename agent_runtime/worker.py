@@ -81,7 +81,9 @@ class Worker:
 
     def run(self, *, until_idle: bool = False) -> None:
         """Claim and execute runs until ``stop()`` or, with ``until_idle``, until idle."""
-        heartbeat = threading.Thread(target=self._heartbeat, name="signoff-heartbeat", daemon=True)
+        done = threading.Event()
+        heartbeat = threading.Thread(target=self._heartbeat, args=(done,),
+                                     name="signoff-heartbeat", daemon=True)
         heartbeat.start()
         with ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="signoff-run") as pool:
             active: set[Future[RunStatus | None]] = set()
@@ -94,8 +96,9 @@ class Worker:
                 if not claimed:
                     self._pause(active)
                 active = {f for f in active if not f.done()}
-            wait(active)
+            wait(active)  # the heartbeat keeps their leases while they finish their step
         self._stopping.set()
+        done.set()
         heartbeat.join()
 
     def run_once(self) -> int:
@@ -153,9 +156,9 @@ class Worker:
             self._wake.wait(seconds)
         self._wake.clear()
 
-    def _heartbeat(self) -> None:
+    def _heartbeat(self, done: threading.Event) -> None:
         interval = self.options.lease_ttl.total_seconds() / 3
-        while not self._stopping.wait(interval):
+        while not done.wait(interval):
             self._renew_all()
 
     def _renew_all(self) -> None:

@@ -11,6 +11,7 @@ from agent_runtime import (
     AgentNotFound,
     ApprovalNotFound,
     EventAlreadyDelivered,
+    InvalidConfiguration,
     InvalidInput,
     InvalidRunState,
     NotSerializable,
@@ -25,7 +26,7 @@ from bot.demo.ledger_cli import add_demo_commands
 from bot.settings import Settings, SettingsError
 
 USER_ERRORS = (
-    UsageError, RunNotFound, WorkflowNotFound, AgentNotFound, ApprovalNotFound, InvalidInput,
+    UsageError, InvalidConfiguration, RunNotFound, WorkflowNotFound, AgentNotFound, ApprovalNotFound, InvalidInput,
     InvalidRunState, NotSerializable, EventAlreadyDelivered, SettingsError, NotAllowed,
 )
 

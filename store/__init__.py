@@ -1,6 +1,7 @@
 """Signoff's SQL storage: the runtime's Store on SQLite (embedded default) and PostgreSQL."""
 
 from store.engine import DEFAULT_URL, build_engine
+from store.errors import translated
 from store.migrate import upgrade
 from store.sql_store import SqlStore
 
@@ -9,7 +10,8 @@ def open_store(url: str = DEFAULT_URL, *, migrate: bool = True) -> SqlStore:
     """Connect to ``url``, bring its schema up to date (unless told not to) and return the store."""
     engine = build_engine(url)
     if migrate:
-        upgrade(engine)
+        with translated():
+            upgrade(engine)
     return SqlStore(engine)
 
 

@@ -6,7 +6,10 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import ConnectionPoolEntry
+
+from agent_runtime.exceptions import InvalidConfiguration
 
 DEFAULT_URL = "sqlite:///signoff.db"
 SQLITE_BUSY_TIMEOUT_S = 30
@@ -14,7 +17,10 @@ SQLITE_BUSY_TIMEOUT_S = 30
 
 def build_engine(url: str) -> Engine:
     """Return an SQLite (WAL, full sync, immediate transactions) or PostgreSQL engine."""
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise InvalidConfiguration(f"not a database URL: {url!r}") from None
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url)
     if parsed.get_backend_name() == "postgresql":
@@ -22,7 +28,7 @@ def build_engine(url: str) -> Engine:
             parsed = parsed.set(drivername="postgresql+psycopg")
         return create_engine(parsed, pool_size=10, max_overflow=20, pool_pre_ping=False)
     backend = parsed.get_backend_name()
-    raise ValueError(f"unsupported database {backend!r}: use sqlite or postgresql")
+    raise InvalidConfiguration(f"unsupported database {backend!r}: use sqlite or postgresql")
 
 
 def _sqlite_engine(url: str) -> Engine:

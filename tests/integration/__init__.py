@@ -2,7 +2,7 @@
 
 Shared helpers live here: the environment of a ``signoff`` subprocess, running the
 command line, a worker process that is always reaped, polling with a deadline, and
-reading the journal and effect files the tests assert on.
+reading the effect files the tests assert on.
 """
 
 from __future__ import annotations

@@ -1,0 +1,115 @@
+"""The Alembic migrations build exactly the schema of ``store.models``, and step back cleanly."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from psycopg import sql
+from sqlalchemy import Engine, inspect
+from sqlalchemy.engine import make_url
+
+from store import build_engine
+from store.migrate import alembic_config, downgrade, upgrade
+from store.models import Base
+
+MODEL_TABLES = set(Base.metadata.tables)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_engine(
+    request: pytest.FixtureRequest, tmp_path: Path, pg_server_url: str
+) -> Iterator[Engine]:
+    """An engine on a brand-new, empty database: a SQLite file, or a PostgreSQL database
+    created for this test and dropped after it."""
+    if request.param == "sqlite":
+        engine = build_engine(f"sqlite:///{tmp_path / 'migrations.db'}")
+        try:
+            yield engine
+        finally:
+            engine.dispose()
+        return
+    name = f"signoff_migrations_{uuid.uuid4().hex[:10]}"
+    admin = make_url(pg_server_url).set(drivername="postgresql").render_as_string(
+        hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    engine = build_engine(
+        make_url(pg_server_url).set(database=name).render_as_string(hide_password=False))
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
+
+
+def _differences(engine: Engine) -> list[Any]:
+    """Return what autogenerate would change to make the database match the models."""
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        diff: list[Any] = compare_metadata(context, Base.metadata)
+        return diff
+
+
+def _revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def _schema(engine: Engine) -> dict[str, Any]:
+    """Return the reflected schema: every table's columns, keys and indexes."""
+    inspector = inspect(engine)
+    return {
+        table: {
+            "columns": [(c["name"], repr(c["type"]), c["nullable"], c.get("default"))
+                        for c in inspector.get_columns(table)],
+            "primary_key": inspector.get_pk_constraint(table),
+            "foreign_keys": sorted(inspector.get_foreign_keys(table), key=repr),
+            "indexes": sorted(inspector.get_indexes(table), key=repr),
+            "unique": sorted(inspector.get_unique_constraints(table), key=repr),
+        }
+        for table in sorted(inspector.get_table_names())
+    }
+
+
+def _head(engine: Engine) -> str | None:
+    return ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+
+
+def test_upgrade_from_empty_matches_the_models(empty_engine: Engine) -> None:
+    """Upgrading an empty database to head gives a schema autogenerate finds identical to models."""
+    assert inspect(empty_engine).get_table_names() == []
+    upgrade(empty_engine)
+    assert set(inspect(empty_engine).get_table_names()) == MODEL_TABLES | {"alembic_version"}
+    assert _revision(empty_engine) == _head(empty_engine)
+    assert _differences(empty_engine) == []
+
+
+def test_downgrade_one_revision_then_upgrade_restores_the_schema(empty_engine: Engine) -> None:
+    """Downgrading one revision and upgrading again works and leaves the very same schema."""
+    upgrade(empty_engine)
+    head = _head(empty_engine)
+    assert head is not None
+    at_head = _schema(empty_engine)
+    previous = ScriptDirectory.from_config(alembic_config(empty_engine)).get_revision(head)
+    assert previous is not None
+
+    downgrade(empty_engine, "-1")
+    assert _revision(empty_engine) == previous.down_revision
+    assert _schema(empty_engine) != at_head, "the downgrade changed nothing"
+    if previous.down_revision is None:
+        assert not MODEL_TABLES & set(inspect(empty_engine).get_table_names())
+
+    upgrade(empty_engine)
+    assert _revision(empty_engine) == head
+    assert _schema(empty_engine) == at_head
+    assert _differences(empty_engine) == []

@@ -1,0 +1,129 @@
+"""Two ``signoff worker`` processes on one PostgreSQL database share the runs safely."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from agent_runtime import Run, RunId, RunStatus, Runtime
+from bot.wiring import load_workflows
+from store import SqlStore
+from tests.integration import (
+    TEST_WORKFLOWS,
+    WorkerProcess,
+    demo_input,
+    expected_steps,
+    lines,
+    owner_pid,
+    signoff_env,
+    wait_until,
+)
+
+pytestmark = pytest.mark.postgres
+
+
+def _runtime(store: SqlStore) -> Runtime:
+    return Runtime(store, load_workflows((TEST_WORKFLOWS,)))
+
+
+def _all_finished(store: SqlStore, run_ids: list[RunId]) -> list[Run] | None:
+    runs = [store.get_run(run_id) for run_id in run_ids]
+    return runs if all(run.status.finished for run in runs) else None
+
+
+def test_two_workers_finish_every_run_exactly_once(
+    pg_url: str, pg_store: SqlStore, tmp_path: Path
+) -> None:
+    """20 runs on two workers: both take runs, each run is claimed once and each step runs once."""
+    n = 5
+    runtime = _runtime(pg_store)
+    outs = [tmp_path / f"out-{i}.txt" for i in range(20)]
+    run_ids = [runtime.start("demo.steps", demo_input(out, n=n, delay_ms=80)).id for out in outs]
+    env = signoff_env(pg_url, lease_ttl=5.0)
+    owners: set[str] = set()
+
+    def finished_while_watching() -> list[Run] | None:
+        owners.update(r.lease_owner for r in pg_store.list_runs() if r.lease_owner)
+        return _all_finished(pg_store, run_ids)
+
+    with WorkerProcess(env, tmp_path / "a.log", concurrency=4) as a, \
+            WorkerProcess(env, tmp_path / "b.log", concurrency=4) as b:
+        runs = wait_until(finished_while_watching, timeout=60, what="all 20 runs to finish")
+        assert a.stop() == 0, a.output()
+        assert b.stop() == 0, b.output()
+
+    assert {owner_pid(owner) for owner in owners} == {a.pid, b.pid}, "both workers took runs"
+    for run, out in zip(runs, outs, strict=True):
+        assert run.status == RunStatus.COMPLETED, run.error
+        assert run.fence == 1, f"run {run.id} was claimed {run.fence} times"
+        assert lines(out) == expected_steps(n)
+        entries = pg_store.load_journal(run.id)
+        assert [(s.name, s.attempts) for s in entries] == [(f"step {i}", 1) for i in
+                                                           range(1, n + 1)]
+
+
+def test_survivor_takes_over_a_killed_workers_runs(
+    pg_url: str, pg_store: SqlStore, tmp_path: Path
+) -> None:
+    """SIGKILL one of two busy workers: the other adopts its runs within TTL + poll interval."""
+    n, delay_ms, ttl, poll = 5, 400, 1.0, 0.2
+    tolerance = 1.0
+    runtime = _runtime(pg_store)
+    outs = [tmp_path / f"out-{i}.txt" for i in range(6)]
+
+    def start(batch: list[Path]) -> list[RunId]:
+        return [runtime.start("demo.steps", demo_input(out, n=n, delay_ms=delay_ms)).id
+                for out in batch]
+
+    def owned_by(worker: WorkerProcess, ids: list[RunId]) -> bool:
+        runs = [pg_store.get_run(run_id) for run_id in ids]
+        return all(owner_pid(run.lease_owner) == worker.pid for run in runs)
+
+    env = signoff_env(pg_url, lease_ttl=ttl, poll_interval=poll)
+    first_batch = start(outs[:3])
+    # The victim can hold 3 runs, so the second batch goes to the survivor.
+    with WorkerProcess(env, tmp_path / "victim.log", concurrency=3) as victim:
+        wait_until(lambda: owned_by(victim, first_batch), timeout=20,
+                   what="the victim to hold the first batch", alive=victim)
+        second_batch = start(outs[3:])
+        with WorkerProcess(env, tmp_path / "survivor.log", concurrency=10) as survivor:
+            wait_until(lambda: owned_by(survivor, second_batch), timeout=20,
+                       what="the survivor to hold the second batch", alive=survivor)
+            victim.assert_alive()
+            victim.sigkill()
+            killed_at = time.monotonic()
+
+            # What the dead worker held, and how many steps of each run it had committed.
+            orphaned = {run_id: len(pg_store.load_journal(run_id)) for run_id in first_batch
+                        if owner_pid(pg_store.get_run(run_id).lease_owner) == victim.pid}
+            assert set(orphaned) == set(first_batch), "the victim died holding all its runs"
+            assert all(0 < committed < n for committed in orphaned.values()), orphaned
+
+            wait_until(lambda: owned_by(survivor, first_batch), timeout=ttl + poll + 10,
+                       what="the takeover", interval=0.02, alive=survivor)
+            reclaimed_after = time.monotonic() - killed_at
+            runs = wait_until(lambda: _all_finished(pg_store, first_batch + second_batch),
+                              timeout=30, what="all runs to finish", alive=survivor)
+            finished_after = time.monotonic() - killed_at
+            assert survivor.stop() == 0, survivor.output()
+
+    assert reclaimed_after <= ttl + poll + tolerance, f"takeover took {reclaimed_after:.2f}s"
+    remaining = max(n - committed for committed in orphaned.values())
+    budget = ttl + poll + remaining * delay_ms / 1000 + 2 * tolerance
+    assert finished_after <= budget, f"finished {finished_after:.2f}s after the kill"
+    for run, out in zip(runs, outs, strict=True):
+        assert run.status == RunStatus.COMPLETED, run.error
+        effects = lines(out)
+        assert effects == sorted(effects), f"steps out of order in {out.name}: {effects}"
+        counts = Counter(effects)
+        committed = orphaned.get(run.id)
+        for index, step in enumerate(expected_steps(n), start=1):
+            if committed is not None and index == committed + 1:
+                assert 1 <= counts[step] <= 2, f"in-flight {step} of {run.id}: {counts[step]}"
+            else:
+                assert counts[step] == 1, f"{step} of {run.id} ran {counts[step]} times"
+        assert [s.name for s in pg_store.load_journal(run.id)] == expected_steps(n)
+        assert run.fence == (2 if committed is not None else 1)
