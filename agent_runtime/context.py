@@ -23,6 +23,7 @@ from agent_runtime.exceptions import (
     StepTimeout,
     WaitTimedOut,
 )
+from agent_runtime.notices import Notifier, Silent
 from agent_runtime.records import (
     AttemptRecord,
     ErrorInfo,
@@ -32,7 +33,6 @@ from agent_runtime.records import (
     StepRecord,
     Wait,
 )
-from agent_runtime.notices import Notifier, Silent
 from agent_runtime.retry import RetryPolicy
 from agent_runtime.serialization import input_hash, round_trip
 from agent_runtime.store import Store

@@ -7,9 +7,9 @@ from typing import Any
 
 from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.ids import RunId, new_run_id
+from agent_runtime.notices import Notifier, Silent
 from agent_runtime.records import AttemptRecord, Run, RunStatus, StepRecord
 from agent_runtime.serialization import round_trip
-from agent_runtime.notices import Notifier, Silent
 from agent_runtime.store import Store
 from agent_runtime.worker import Worker, WorkerOptions
 from agent_runtime.workflows import Workflows

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from agent_runtime.approvals import Approval, ApprovalStatus

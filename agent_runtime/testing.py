@@ -376,13 +376,13 @@ class InMemoryOutbox:
                 if item["status"] != "pending":
                     continue
                 free = item["claimed_until"] is None or item["claimed_until"] <= now
-                if run_id is None or run_id not in blocked:
-                    if item["next_at"] <= now and free and len(claimed) < limit:
-                        item["claimed_until"] = until
-                        item["attempts"] += 1
-                        claimed.append(QueuedNotice(id=item_id, notice=item["notice"],
-                                                    attempts=item["attempts"],
-                                                    created_at=item["created_at"]))
+                due = item["next_at"] <= now and free and len(claimed) < limit
+                if (run_id is None or run_id not in blocked) and due:
+                    item["claimed_until"] = until
+                    item["attempts"] += 1
+                    claimed.append(QueuedNotice(id=item_id, notice=item["notice"],
+                                                attempts=item["attempts"],
+                                                created_at=item["created_at"]))
                 if run_id is not None:
                     blocked.add(run_id)
             return claimed

@@ -26,8 +26,9 @@ from bot.demo.ledger_cli import add_demo_commands
 from bot.settings import Settings, SettingsError
 
 USER_ERRORS = (
-    UsageError, InvalidConfiguration, RunNotFound, WorkflowNotFound, AgentNotFound, ApprovalNotFound, InvalidInput,
-    InvalidRunState, NotSerializable, EventAlreadyDelivered, SettingsError, NotAllowed,
+    UsageError, InvalidConfiguration, RunNotFound, WorkflowNotFound, AgentNotFound,
+    ApprovalNotFound, InvalidInput, InvalidRunState, NotSerializable, EventAlreadyDelivered,
+    SettingsError, NotAllowed,
 )
 
 
