@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, inspect, text
+
+if TYPE_CHECKING:  # Alembic is imported only when a migration has to run
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 ADVISORY_LOCK_ID = 0x5160FF  # serialises concurrent upgrades on PostgreSQL
@@ -14,19 +16,40 @@ ADVISORY_LOCK_ID = 0x5160FF  # serialises concurrent upgrades on PostgreSQL
 
 def alembic_config(engine: Engine) -> Config:
     """Return an Alembic configuration bound to ``engine``'s migrations folder."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["engine"] = engine
     return config
 
 
+def latest_revision() -> str:
+    """The newest migration's revision: files are named ``NNNN_<what>.py``, ids ``NNNN``."""
+    return max(p.name[:4] for p in (MIGRATIONS / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The revision the database is at (None for an empty database)."""
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the schema up to ``revision``; safe to run from several processes at once."""
+    if revision == "head" and current_revision(engine) == latest_revision():
+        return  # the common case, without loading Alembic
+    from alembic import command
+
     _run(engine, lambda config: command.upgrade(config, revision))
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     """Take the schema down to ``revision``."""
+    from alembic import command
+
     _run(engine, lambda config: command.downgrade(config, revision))
 
 

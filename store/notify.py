@@ -10,7 +10,6 @@ import logging
 import threading
 from collections.abc import Callable
 
-import psycopg
 from sqlalchemy import Connection, Engine, text
 
 logger = logging.getLogger(__name__)
@@ -45,6 +44,8 @@ class WakeListener:
         self._stop.set()
 
     def _run(self) -> None:
+        import psycopg
+
         dsn = self._url.set(drivername="postgresql").render_as_string(hide_password=False)
         while not self._stop.is_set():
             try:
@@ -54,6 +55,8 @@ class WakeListener:
                 self._stop.wait(RECONNECT_S)
 
     def _listen(self, dsn: str) -> None:
+        import psycopg
+
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"LISTEN {CHANNEL}")
             while not self._stop.is_set():

@@ -1,6 +1,10 @@
 """Models the agent loop can call: the contract, a scripted fake, and two HTTP providers."""
 
-from agent_runtime.models.anthropic import ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicModel
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from agent_runtime.models.base import (
     Message,
     Model,
@@ -11,8 +15,6 @@ from agent_runtime.models.base import (
     ToolSpec,
     Usage,
 )
-from agent_runtime.models.http import HttpOptions, post_json
-from agent_runtime.models.openai_chat import OPENAI_BASE_URL, RAW_ARGUMENTS_KEY, OpenAIChatModel
 from agent_runtime.models.scripted import (
     Responder,
     ScriptedModel,
@@ -20,6 +22,35 @@ from agent_runtime.models.scripted import (
     text_reply,
     tool_reply,
 )
+
+if TYPE_CHECKING:
+    from agent_runtime.models.anthropic import (
+        ANTHROPIC_BASE_URL,
+        ANTHROPIC_VERSION,
+        AnthropicModel,
+    )
+    from agent_runtime.models.http import HttpOptions, post_json
+    from agent_runtime.models.openai_chat import (
+        OPENAI_BASE_URL,
+        RAW_ARGUMENTS_KEY,
+        OpenAIChatModel,
+    )
+
+_HTTP_ADAPTERS = {
+    "ANTHROPIC_BASE_URL": "anthropic", "ANTHROPIC_VERSION": "anthropic",
+    "AnthropicModel": "anthropic", "HttpOptions": "http", "post_json": "http",
+    "OPENAI_BASE_URL": "openai_chat", "RAW_ARGUMENTS_KEY": "openai_chat",
+    "OpenAIChatModel": "openai_chat",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the HTTP adapters (and ``requests``) only when one is asked for."""
+    module = _HTTP_ADAPTERS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"agent_runtime.models.{module}"), name)
+
 
 __all__ = [
     "ANTHROPIC_BASE_URL",
