@@ -113,3 +113,12 @@ def test_downgrade_one_revision_then_upgrade_restores_the_schema(empty_engine: E
     assert _revision(empty_engine) == head
     assert _schema(empty_engine) == at_head
     assert _differences(empty_engine) == []
+
+
+def test_latest_revision_is_alembics_head() -> None:
+    """The fast up-to-date check names the same head revision Alembic computes."""
+    from alembic.script import ScriptDirectory
+
+    from store.migrate import MIGRATIONS, latest_revision
+
+    assert ScriptDirectory(str(MIGRATIONS)).get_current_head() == latest_revision()
