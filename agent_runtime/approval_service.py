@@ -161,6 +161,19 @@ class Approvals:
                 return DecisionResult(accepted=True, message=_accepted(verdict), approval=verdict)
         raise StoreUnavailable(f"approval {approval} kept changing; try again")
 
+    def close_run(self, run_id: str, actor: Actor | None, reason: str) -> list[Approval]:
+        """Reject every pending approval of a run that ended (say, cancelled) without them."""
+        closed = []
+        now = self._clock.now()
+        for pending in self.store.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING):
+            new = dataclasses.replace(pending, status=ApprovalStatus.REJECTED, decided_by=actor,
+                                      decided_at=now, reason=reason, remind_at=None)
+            audit = self._draft(pending, "closed", actor, {"reason": reason}, at=now)
+            if self.store.save_approval(new, audit=audit, decided_before=None, wake=None,
+                                        notices=self.notifier.approval_changed(new, "closed")):
+                closed.append(new)
+        return closed
+
     def refusal_for(self, approval: str, actor: Actor) -> str | None:
         """Tell why ``actor`` could not decide the approval now (None if they could)."""
         verdict = self._judge(self.store.get_approval(approval), actor, Decision.APPROVE,

@@ -72,7 +72,9 @@ class RunExecutor:
             return RunStatus.PENDING
         except Exception as exc:
             return self._handle_error(context, lease, exc)
-        self._store.complete(lease, output, self._clock.now())
+        now = self._clock.now()
+        ended = replace(run, status=RunStatus.COMPLETED, output=output, updated_at=now)
+        self._store.complete(lease, output, now, self._notifier.run_ended(ended))
         return RunStatus.COMPLETED
 
     def _handle_error(self, context: RunContext, lease: Lease, exc: Exception) -> RunStatus:

@@ -108,6 +108,10 @@ class Outbox(Protocol):
         """Give the notice back for another attempt at ``at``."""
         ...
 
+    def give_up(self, item_id: int, error: str) -> None:
+        """Stop trying: the notice can never be delivered (kept, with why, for inspection)."""
+        ...
+
     def delivery_of(self, key: str) -> Delivery | None:
         """Return where the notice ``key`` was delivered, if it was."""
         ...

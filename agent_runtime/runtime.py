@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from agent_runtime.clock import Clock, SystemClock
@@ -62,7 +63,10 @@ class Runtime:
 
     def cancel(self, run_id: RunId) -> Run:
         """Cancel a pending, running or waiting run; its worker can write nothing more."""
-        return self.store.cancel(run_id, self.clock.now())
+        now = self.clock.now()
+        run = self.store.get_run(run_id)
+        cancelled = replace(run, status=RunStatus.CANCELLED, updated_at=now)
+        return self.store.cancel(run_id, now, self.notifier.run_ended(cancelled))
 
     def signal(self, run_id: RunId, key: str, data: Any = None) -> Run:
         """Deliver the event ``key`` to the run, waking it if it waits for it."""

@@ -36,7 +36,11 @@ class ToolResult:
     @classmethod
     def of(cls, value: Any) -> ToolResult:
         """Wrap a tool's JSON result."""
-        return cls(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        if isinstance(value, str):
+            return cls(value)
+        # sorted keys: a result read back from the journal (PostgreSQL's jsonb reorders
+        # keys) must give the model byte-identical input, or replay would diverge
+        return cls(json.dumps(value, ensure_ascii=False, sort_keys=True))
 
     @classmethod
     def error(cls, message: str) -> ToolResult:

@@ -97,8 +97,9 @@ class Store(Protocol):
         """End the run as failed with ``error`` (and queue ``notices``)."""
         ...
 
-    def cancel(self, run_id: RunId, now: datetime) -> Run:
-        """Cancel an unfinished run and revoke any lease on it; ``InvalidRunState`` if finished."""
+    def cancel(self, run_id: RunId, now: datetime, notices: Sequence[Notice] = ()) -> Run:
+        """Cancel an unfinished run and revoke any lease on it (and queue ``notices``);
+        ``InvalidRunState`` if it is finished."""
         ...
 
     def resume(self, run_id: RunId, now: datetime) -> Run:

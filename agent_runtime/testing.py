@@ -180,10 +180,11 @@ class InMemoryStore:
             self._put(run, status=RunStatus.FAILED, error=error, **_ended(now))
             self.outbox.enqueue(notices, now)
 
-    def cancel(self, run_id: RunId, now: datetime) -> Run:
+    def cancel(self, run_id: RunId, now: datetime, notices: Sequence[Notice] = ()) -> Run:
         """Cancel an unfinished run and revoke its lease."""
         with self._lock:
             run = self._unfinished(run_id, "cancel")
+            self.outbox.enqueue(notices, now)
             return self._put(run, status=RunStatus.CANCELLED, fence=run.fence + 1, **_ended(now))
 
     def resume(self, run_id: RunId, now: datetime) -> Run:
@@ -396,6 +397,11 @@ class InMemoryOutbox:
         """Release for another attempt."""
         with self._lock:
             self._items[item_id].update(next_at=at, claimed_until=None, error=error)
+
+    def give_up(self, item_id: int, error: str) -> None:
+        """Mark the notice dead."""
+        with self._lock:
+            self._items[item_id].update(status="dead", claimed_until=None, error=error)
 
     def delivery_of(self, key: str) -> Delivery | None:
         """Return where ``key`` was delivered."""

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 from typing import Any
 
-from agent_runtime import Actor, AgentInput, ApprovalStatus, Budget, Decision
+from agent_runtime import AgentInput, ApprovalStatus, Budget, Decision
 from agent_runtime.audit import verify
 from agent_runtime.budget_control import decide_budget
 from bot.cli_common import (
@@ -14,6 +13,7 @@ from bot.cli_common import (
     UsageError,
     actor,
     as_flag,
+    cli_user,
     emit,
     json_argument,
     json_flag,
@@ -78,7 +78,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
                         tokens=args.budget_tokens or agent.budget.tokens,
                         model_calls=agent.budget.model_calls, tool_calls=agent.budget.tool_calls,
                         wall_time=agent.budget.wall_time)
-    requester = actor(args) if args.actor else _cli_user()
+    requester = actor(args) if args.actor else cli_user()
     data = AgentInput(task=args.task, requester=requester, budget=budget).to_json()
     run = services.runtime.start(agent.workflow, data)
     emit(args, run_json(run), run.id)
@@ -127,7 +127,3 @@ def cmd_audit_verify(args: argparse.Namespace, settings: Settings) -> int:
     emit(args, {"entries": len(entries), "ok": not problems, "problems": problems},
          "\n".join(problems) if problems else f"audit log intact: {len(entries)} entries")
     return 1 if problems else 0
-
-
-def _cli_user() -> Actor:
-    return Actor(user_id=f"cli:{getpass.getuser()}", name=getpass.getuser())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 from typing import Any, NoReturn
 
@@ -37,6 +38,12 @@ def as_flag(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
 def actor(args: argparse.Namespace) -> Actor:
     """Return the person the command acts as."""
     return Actor(user_id=args.actor, name=args.name)
+
+
+def cli_user() -> Actor:
+    """The person at this terminal, when no ``--as`` says otherwise."""
+    name = getpass.getuser()
+    return Actor(user_id=f"cli:{name}", name=name)
 
 
 def json_argument(flag: str, text: str) -> Any:

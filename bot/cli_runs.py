@@ -8,8 +8,19 @@ from typing import Any
 
 from agent_runtime import RunStatus
 from agent_runtime.budget_control import usage_of
+from agent_runtime.run_control import cancel_run
 from bot import logs
-from bot.cli_common import Parser, emit, json_argument, json_flag, positive_int, run_id
+from bot.cli_common import (
+    Parser,
+    actor,
+    as_flag,
+    cli_user,
+    emit,
+    json_argument,
+    json_flag,
+    positive_int,
+    run_id,
+)
 from bot.render import approval_json, run_detail, run_json, run_line, step_json
 from bot.settings import Settings
 from bot.wiring import build_services, worker_options
@@ -40,11 +51,14 @@ def add_commands(commands: Any) -> None:
     json_flag(show).set_defaults(handler=cmd_show)
 
     for name, help_text, handler in (
-        ("cancel", "cancel a pending, running or waiting run", cmd_cancel),
+        ("cancel", "cancel a pending, running or waiting run (and its pending approvals)",
+         cmd_cancel),
         ("resume", "resume a failed run with the current code, keeping its journal", cmd_resume),
     ):
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("run", type=run_id)
+        if name == "cancel":
+            as_flag(sub, required=False)
         json_flag(sub).set_defaults(handler=handler)
 
     sig = commands.add_parser("signal", help="deliver an event to a run")
@@ -107,7 +121,9 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     """Cancel a run."""
-    run = build_services(settings).runtime.cancel(args.run)
+    services = build_services(settings)
+    who = actor(args) if args.actor else cli_user()
+    run = cancel_run(services.runtime, services.approvals, args.run, who)
     emit(args, run_json(run), f"cancelled {run.id}")
     return 0
 

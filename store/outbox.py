@@ -86,6 +86,12 @@ class SqlOutbox:
                     next_at=at, claimed_until=None, last_error=error[:2000],
                     status=_status_after(outbox.c.attempts, self.max_attempts)))
 
+    def give_up(self, item_id: int, error: str) -> None:
+        """Mark the notice dead: it stops holding up its run's later notices."""
+        with self._tx() as conn:
+            conn.execute(update(outbox).where(outbox.c.id == item_id).values(
+                status=DEAD, claimed_until=None, last_error=error[:2000]))
+
     def delivery_of(self, key: str) -> Delivery | None:
         """Return where ``key`` was delivered."""
         with self._tx() as conn:

@@ -223,13 +223,13 @@ class SqlStore:
                               error=error.to_json(), **_ended(now))
             write_notices(conn, notices, now)
 
-    def cancel(self, run_id: RunId, now: datetime) -> Run:
+    def cancel(self, run_id: RunId, now: datetime, notices: Sequence[Notice] = ()) -> Run:
         """Cancel an unfinished run; bumping the fence locks its worker out."""
         stmt = (update(runs)
                 .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED))
                 .values(status=RunStatus.CANCELLED.value, fence=runs.c.fence + 1, **_ended(now))
                 .returning(*runs.c))
-        return self._transition(stmt, run_id, "cancel")
+        return self._transition(stmt, run_id, "cancel", notices, now)
 
     def resume(self, run_id: RunId, now: datetime) -> Run:
         """Make a failed run pending again."""
@@ -273,11 +273,14 @@ class SqlStore:
             raise RunNotFound(run_id)
         return _run(row)
 
-    def _transition(self, stmt: Any, run_id: RunId, operation: str) -> Run:
+    def _transition(self, stmt: Any, run_id: RunId, operation: str,
+                    notices: Sequence[Notice] = (), now: datetime | None = None) -> Run:
         with self._tx() as conn:
             row = conn.execute(stmt).first()
             if row is None:
                 raise InvalidRunState(run_id, self._get(conn, run_id).status, operation)
+            if notices and now is not None:
+                write_notices(conn, notices, now)
             notify_wake(conn)
         return _run(row)
 

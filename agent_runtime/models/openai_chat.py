@@ -127,7 +127,7 @@ def _arguments_json(arguments: dict[str, Any]) -> str:
     raw = arguments.get(RAW_ARGUMENTS_KEY)
     if len(arguments) == 1 and isinstance(raw, str):
         return raw
-    return json.dumps(arguments)
+    return json.dumps(arguments, sort_keys=True)
 
 
 def _tool_call(call: dict[str, Any]) -> ToolCall:

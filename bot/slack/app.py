@@ -31,6 +31,7 @@ from agent_runtime import (
 )
 from agent_runtime.budget_control import NotAllowed
 from agent_runtime.notices import Notice, Outbox
+from agent_runtime.run_control import cancel_run
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.notifier import EPHEMERAL
@@ -120,7 +121,7 @@ class Listeners:
             agent is not None and agent.may_raise_budget(actor.user_id))
         if not allowed:
             raise NotAllowed("only the person who started a run or its approvers may cancel it")
-        self.deps.runtime.cancel(run_id)
+        cancel_run(self.deps.runtime, self.deps.approvals, run_id, actor)
         return f"Cancelled run `{run_id}`."
 
     def _start(self, task: str, actor: Actor, command: dict[str, Any]) -> str:

@@ -57,9 +57,13 @@ class Dispatcher:
         except NotReady:
             self._outbox.retry_later(item.id, now + NOT_READY_DELAY, "waits for an earlier message")
         except SlackApiError as exc:
-            self._outbox.retry_later(item.id, now + _delay(exc, item.attempts), _describe(exc))
             logger.warning("slack refused a message",
                            extra={"action": "dispatch", "run_id": item.notice.run_id})
+            if _permanent(exc):
+                self._outbox.give_up(item.id, _describe(exc))
+            else:
+                self._outbox.retry_later(item.id, now + _delay(exc, item.attempts),
+                                         _describe(exc))
         except (URLError, OSError) as exc:
             self._outbox.retry_later(item.id, now + _backoff(item.attempts), str(exc)[:500])
 
@@ -109,6 +113,19 @@ class Dispatcher:
                                                  thread_ts=thread_ts, unfurl_links=False,
                                                  unfurl_media=False)
         return Delivery(channel=str(response["channel"]), ts=str(response["ts"]))
+
+
+PERMANENT_ERRORS = frozenset({
+    "channel_not_found", "not_in_channel", "is_archived", "user_not_found",
+    "user_not_visible", "cannot_dm_bot", "invalid_blocks", "msg_too_long", "no_text",
+    "message_not_found", "cant_update_message", "invalid_auth", "account_inactive",
+    "not_authed", "missing_scope",
+})
+"""Slack errors that no retry will cure."""
+
+
+def _permanent(exc: SlackApiError) -> bool:
+    return exc.response is not None and exc.response.get("error") in PERMANENT_ERRORS
 
 
 def _delay(exc: SlackApiError, attempts: int) -> timedelta:

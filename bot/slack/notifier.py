@@ -79,7 +79,8 @@ class SlackNotifier:
                     else f"✅ *Done:* {escape(truncate(str(answer or run.output), 2500))}")
         else:
             error = run.error
-            text = f"❌ *{run.status.value.capitalize()}*" + (
+            icon = "🛑" if run.status == RunStatus.CANCELLED else "❌"
+            text = f"{icon} *{run.status.value.capitalize()}*" + (
                 f": {escape(truncate(error.message, 2500))}" if error else "")
         return [_reply(run.id, "end", text)]
 
@@ -141,11 +142,14 @@ def _reply(run_id: str, suffix: str, text: str) -> Notice:
 
 
 def _card(approval: Approval, user: str | None) -> Notice:
-    return Notice(key=card_key(approval.id, user), run_id=approval.run_id,
+    # DMs are not ordered with the run's thread: one that cannot be delivered must not
+    # hold the thread up
+    return Notice(key=card_key(approval.id, user), run_id=None if user else approval.run_id,
                   kind=DM if user else CARD, data={"approval_id": approval.id, "user": user})
 
 
 def _update(approval: Approval, user: str | None) -> Notice:
-    return Notice(key=f"{card_key(approval.id, user)}:v{approval.version}", run_id=approval.run_id,
+    return Notice(key=f"{card_key(approval.id, user)}:v{approval.version}",
+                  run_id=None if user else approval.run_id,
                   kind=CARD_UPDATE, data={"approval_id": approval.id,
                                           "target": card_key(approval.id, user)})

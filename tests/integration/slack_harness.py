@@ -1,0 +1,558 @@
+"""A harness for Slack scenario tests: the real Bolt app over WSGI, a fake Slack, real databases.
+
+``SlackWorld`` owns everything one scenario needs and stops it all on exit:
+
+- the demo payment provider on loopback (its ledger is where refunds really land),
+- the sandbox Slack Web API on loopback (``bot.sandbox``), with the people of the scenarios,
+- one or more ``BotInstance``\\ s: ``build_services(settings)``, ``web_client(settings)`` pointed
+  at the fake, the real Bolt app from ``slack_app`` served by ``wsgi`` under
+  ``wsgiref.simple_server`` in a thread on ``127.0.0.1:0``.
+
+Requests reach the app as Slack sends them: form bodies signed with
+``v0=HMAC-SHA256(secret, "v0:{ts}:{body}")`` and posted with ``requests``. The worker and the
+outbox dispatcher are driven by hand (``work()``, ``drain()``) so every test decides when
+agent work and Slack delivery happen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from socketserver import ThreadingMixIn
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import urlencode
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import requests
+from slack_bolt import App
+from slack_sdk import WebClient
+from sqlalchemy import select, text
+
+from agent_runtime import Approval, ApprovalStatus, RunId, WorkerOptions
+from agent_runtime.audit import GENESIS
+from agent_runtime.clock import SystemClock
+from bot.demo.provider import RunningProvider, start_in_thread
+from bot.sandbox.slack_api import (
+    DEFAULT_TOKEN,
+    ApiCall,
+    Message,
+    RunningSlackApi,
+    View,
+    Workspace,
+    start_slack_api,
+)
+from bot.server import dispatcher, slack_app, web_client, wsgi
+from bot.settings import Settings
+from bot.slack import blocks
+from bot.slack.dispatcher import Dispatcher
+from bot.wiring import Services, build_services
+from store import build_engine
+from store.models import outbox
+
+T = TypeVar("T")
+
+SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+TASK = "refund order 1042 and email the customer"
+APPROVER, SECOND_APPROVER, REQUESTER, OUTSIDER = "U_DANA", "U_ERIN", "U_REQ", "U_EVE"
+PEOPLE = {APPROVER: "dana", SECOND_APPROVER: "erin", REQUESTER: "req", OUTSIDER: "eve"}
+"""Slack user ids and user names of the people in every scenario."""
+ACK_LIMIT_S = 3.0
+"""Slack's limit for the HTTP answer to a command, click or submission."""
+HTTP_TIMEOUT_S = 10.0
+POSTING_METHODS = ("chat.postMessage", "chat.update", "chat.postEphemeral")
+FORM = "application/x-www-form-urlencoded"
+LEGIT_MARKUP = re.compile(r"^<@U_[A-Z]+>$")
+"""Markup the bot itself writes: mentions of the scenario's people (ids checked by ``user()``)."""
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """Return the ``X-Slack-Signature`` Slack computes for ``body`` sent at ``timestamp``."""
+    base = f"v0:{timestamp}:".encode() + body
+    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def eventually(probe: Callable[[], T | None], *, what: str, timeout: float = 5.0,
+               between: Callable[[], object] | None = None) -> T:
+    """Call ``between`` then ``probe`` until ``probe`` is truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if between is not None:
+            between()
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(0.01)
+
+
+class ShiftedClock:
+    """The wall clock moved forward by ``offset`` (to reach a Retry-After or a claim expiry)."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta(0)
+
+    def now(self) -> datetime:
+        """Return the shifted time."""
+        return SystemClock().now() + self.offset
+
+    def sleep(self, seconds: float) -> None:
+        """Advance instead of sleeping."""
+        self.offset += timedelta(seconds=seconds)
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    block_on_close = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet."""
+
+
+@dataclass(frozen=True)
+class Ack:
+    """The HTTP answer to a request, and how long Slack would have waited for it."""
+
+    status: int
+    body: str
+    seconds: float
+
+    def json(self) -> dict[str, Any]:
+        """Return the body as JSON (an empty body is ``{}``)."""
+        if not self.body:
+            return {}
+        decoded = json.loads(self.body)
+        assert isinstance(decoded, dict)
+        return decoded
+
+    @property
+    def text(self) -> str:
+        """Return the ``text`` of an ephemeral answer."""
+        return str(self.json().get("text", ""))
+
+
+class BotInstance:
+    """One Signoff process's Slack front: services, a Web API client, Bolt over WSGI."""
+
+    def __init__(self, world: SlackWorld, settings: Settings, *, migrate: bool) -> None:
+        self.world = world
+        self.services: Services = build_services(settings, migrate=migrate)
+        self.client: WebClient = web_client(settings)
+        self.app: App = slack_app(self.services, self.client)
+        self.dispatcher: Dispatcher = dispatcher(self.services, self.client)
+        self.worker = self.services.runtime.worker(WorkerOptions(
+            concurrency=4, lease_ttl=timedelta(seconds=10),
+            poll_interval=timedelta(milliseconds=20)))
+        self._server = make_server("127.0.0.1", 0, wsgi(self.app),
+                                   server_class=_ThreadingWSGIServer,
+                                   handler_class=_QuietHandler)
+        self.url = f"http://127.0.0.1:{self._server.server_port}/slack/events"
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.02},
+                                        name=f"bolt-wsgi-{self._server.server_port}",
+                                        daemon=True)
+        self._thread.start()
+        self._http = requests.Session()
+        self._http.trust_env = False  # loopback only: no proxy may capture these requests
+
+    # -- raw requests --------------------------------------------------------------------------
+
+    def post(self, body: bytes, *, timestamp: int | None = None, secret: str = SIGNING_SECRET,
+             signature: str | None = None, content_type: str = FORM,
+             headers: dict[str, str] | None = None) -> Ack:
+        """POST ``body`` to ``/slack/events`` signed as Slack signs it (unless told otherwise)."""
+        stamp = str(int(time.time()) if timestamp is None else timestamp)
+        sent = {"Content-Type": content_type, "X-Slack-Request-Timestamp": stamp,
+                "X-Slack-Signature": signature if signature is not None
+                else sign(secret, stamp, body)}
+        sent.update(headers or {})
+        started = time.monotonic()
+        response = self._http.post(self.url, data=body, headers=sent, timeout=HTTP_TIMEOUT_S)
+        return Ack(response.status_code, response.text, time.monotonic() - started)
+
+    # -- what Slack sends ----------------------------------------------------------------------
+
+    def command_body(self, text: str, *, user: str = REQUESTER,
+                     channel: str | None = None) -> bytes:
+        """Return the form body of ``/agent text`` typed by ``user``."""
+        ws = self.world.workspace
+        return urlencode({
+            "token": "legacy-verification-token", "team_id": ws.team_id,
+            "team_domain": ws.domain, "channel_id": channel or self.world.channel,
+            "channel_name": "general", "user_id": user, "user_name": PEOPLE.get(user, user),
+            "command": "/agent", "text": text, "api_app_id": ws.app_id,
+            "is_enterprise_install": "false",
+            "response_url": "http://127.0.0.1:9/commands/response",
+            "trigger_id": ws.issue_trigger(user),
+        }).encode()
+
+    def command(self, text: str, *, user: str = REQUESTER, channel: str | None = None) -> Ack:
+        """Type ``/agent text`` as ``user``."""
+        return self.post(self.command_body(text, user=user, channel=channel))
+
+    def click_body(self, user: str, action_id: str, message: Message,
+                   *, value: str | None = None) -> tuple[bytes, str]:
+        """Return the form body of a click on the button ``action_id`` of ``message``.
+
+        The button's value is read from the message (as Slack does) unless ``value`` is given.
+        Also returns the ``trigger_id`` Slack issued for the click.
+        """
+        ws = self.world.workspace
+        button = find_button(message, action_id)
+        trigger = ws.issue_trigger(user)
+        container: dict[str, Any] = {"type": "message", "message_ts": message.ts,
+                                     "channel_id": message.channel, "is_ephemeral": False}
+        if message.thread_ts:
+            container["thread_ts"] = message.thread_ts
+        payload: dict[str, Any] = {
+            "type": "block_actions",
+            "user": {"id": user, "username": PEOPLE.get(user, user),
+                     "name": PEOPLE.get(user, user), "team_id": ws.team_id},
+            "api_app_id": ws.app_id, "token": "legacy-verification-token",
+            "container": container, "trigger_id": trigger,
+            "team": {"id": ws.team_id, "domain": ws.domain},
+            "enterprise": None, "is_enterprise_install": False,
+            "channel": {"id": message.channel, "name": "general"},
+            "message": message.to_api(team_id=ws.team_id, app_id=ws.app_id),
+            "state": {"values": {}},
+            "response_url": "http://127.0.0.1:9/actions/response",
+            "actions": [{"type": "button", "action_id": action_id,
+                         "block_id": button["block_id"],
+                         "text": button["text"], "value": value or button["value"],
+                         "action_ts": f"{time.time():.6f}"}],
+        }
+        return urlencode({"payload": json.dumps(payload)}).encode(), trigger
+
+    def click(self, user: str, action_id: str, message: Message,
+              *, value: str | None = None) -> Ack:
+        """Click the button ``action_id`` of ``message`` as ``user``."""
+        body, _ = self.click_body(user, action_id, message, value=value)
+        return self.post(body)
+
+    def submit_body(self, user: str, view: View, value: str) -> bytes:
+        """Return the form body of submitting ``view`` with ``value`` in its one input."""
+        ws = self.world.workspace
+        [field] = [b for b in view.view["blocks"] if b["type"] == "input"]
+        state = {field["block_id"]: {field["element"]["action_id"]: {
+            "type": "plain_text_input", "value": value}}}
+        submitted = {**view.view, "state": {"values": state}}
+        payload: dict[str, Any] = {
+            "type": "view_submission", "team": {"id": ws.team_id, "domain": ws.domain},
+            "user": {"id": user, "username": PEOPLE.get(user, user),
+                     "name": PEOPLE.get(user, user), "team_id": ws.team_id},
+            "api_app_id": ws.app_id, "token": "legacy-verification-token",
+            "trigger_id": ws.issue_trigger(user), "view": submitted,
+            "response_urls": [], "is_enterprise_install": False, "enterprise": None,
+        }
+        return urlencode({"payload": json.dumps(payload)}).encode()
+
+    def submit(self, user: str, view: View, value: str) -> Ack:
+        """Submit the modal ``view`` as ``user`` with ``value`` typed in its input."""
+        return self.post(self.submit_body(user, view, value))
+
+    def decision(self, approval_id: str) -> Approval:
+        """Wait until the approval is decided (a click's listener runs after its ack)."""
+        def probe() -> Approval | None:
+            approval = self.services.approvals.get(approval_id)
+            return None if approval.status == ApprovalStatus.PENDING else approval
+
+        return eventually(probe, what=f"a decision on {approval_id}")
+
+    # -- the background parts ------------------------------------------------------------------
+
+    def work(self) -> int:
+        """Run the worker until nothing is runnable now; return how many executions ran."""
+        total = 0
+        while ran := self.worker.run_once():
+            total += ran
+        return total
+
+    def drain(self) -> None:
+        """Deliver every notice that is due now."""
+        self.dispatcher.drain()
+
+    def close(self) -> None:
+        """Stop serving, let listeners in flight finish, release the database."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+        self.app.listener_runner.listener_executor.shutdown(wait=True)
+        self._http.close()
+        self.services.store.engine.dispose()
+
+
+class SlackWorld:
+    """The demo provider, the fake Slack with the scenario's people, and the bot instances."""
+
+    def __init__(self, tmp_path: Path, database_url: str,
+                 *, approvers: Sequence[str] = (APPROVER,)) -> None:
+        self.tmp_path = tmp_path
+        self.database_url = database_url
+        self.approvers = tuple(approvers)
+        self.instances: list[BotInstance] = []
+        self.provider: RunningProvider = start_in_thread(tmp_path / "provider-ledger.db")
+        self.slack: RunningSlackApi = start_slack_api(Workspace())
+        self.workspace: Workspace = self.slack.workspace
+        for user_id, name in PEOPLE.items():
+            self.workspace.add_user(name, user_id=user_id)
+        self.channel = self.workspace.resolve_channel("general").id
+
+    def settings(self) -> Settings:
+        """Return the settings of a Signoff process in this world (built explicitly)."""
+        return Settings.from_env({
+            "SIGNOFF_DATABASE_URL": self.database_url,
+            "SIGNOFF_APPROVERS": ",".join(self.approvers),
+            "SIGNOFF_DEMO_PROVIDER_URL": self.provider.url,
+            "SIGNOFF_SLACK_API_URL": self.slack.api_url,
+            "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        })
+
+    def instance(self, *, migrate: bool = True) -> BotInstance:
+        """Start one more Signoff app instance on the shared database."""
+        bot = BotInstance(self, self.settings(), migrate=migrate)
+        self.instances.append(bot)
+        return bot
+
+    def close(self) -> None:
+        """Stop every instance, the fake Slack and the provider."""
+        for bot in self.instances:
+            bot.close()
+        self.slack.stop()
+        self.provider.stop()
+
+    def __enter__(self) -> SlackWorld:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # -- reading the workspace -----------------------------------------------------------------
+
+    def roots(self) -> list[Message]:
+        """Return the top-level messages of the channel."""
+        return self.workspace.messages(self.channel)
+
+    def root_of(self, run_id: str) -> Message:
+        """Return the root message of ``run_id`` (its History button carries the run id)."""
+        found = [m for m in self.roots() if any(
+            b.get("block_id") == f"run:{run_id}" for b in m.blocks or [])]
+        assert len(found) == 1, f"{len(found)} root messages for run {run_id}"
+        return found[0]
+
+    def replies(self, run_id: str) -> list[Message]:
+        """Return the replies in the thread of ``run_id``."""
+        return self.workspace.messages(self.channel, thread_ts=self.root_of(run_id).ts)
+
+    def reply_texts(self, run_id: str) -> list[str]:
+        """Return the texts of the replies in the thread of ``run_id``."""
+        return [m.text for m in self.replies(run_id)]
+
+    def dm(self, user: str) -> list[Message]:
+        """Return the messages in the bot's DM with ``user`` (none if it was never opened)."""
+        ims = [c for c in self.workspace.channels() if c.is_im and c.user == user]
+        return self.workspace.messages(ims[0].id) if ims else []
+
+    def card(self, approval_id: str, *, channel: str | None = None) -> Message:
+        """Return the one message in ``channel`` (the run's thread by default) that is the
+        card of ``approval_id``, decided or not."""
+        where = channel or self.channel
+        timeline = [m for root in self.workspace.messages(where)
+                    for m in [root, *self.workspace.messages(where, thread_ts=root.ts)]]
+        found = [m for m in timeline if is_card_of(m, approval_id)]
+        assert len(found) == 1, f"{len(found)} cards of {approval_id} in {where}"
+        return found[0]
+
+    def ephemerals(self, user: str) -> list[str]:
+        """Return the texts of the ephemeral messages shown to ``user``."""
+        return [e.text for e in self.workspace.ephemerals(user=user)]
+
+    def new_ephemerals(self, user: str, seen: int, *, drain: BotInstance) -> list[str]:
+        """Wait for ephemeral messages to ``user`` beyond the first ``seen``; return them."""
+        def probe() -> list[str]:
+            return self.ephemerals(user)[seen:]
+
+        return eventually(probe, between=drain.drain, what=f"an ephemeral message to {user}")
+
+    def modal(self, callback_id: str, approval_id: str) -> View:
+        """Wait for the modal ``callback_id`` opened for ``approval_id`` (opened after the ack)."""
+        def probe() -> list[View]:
+            return [v for v in self.workspace.views()
+                    if v.view.get("callback_id") == callback_id
+                    and v.private_metadata == approval_id]
+
+        found = eventually(probe, what=f"the {callback_id} modal")
+        assert len(found) == 1, f"{len(found)} {callback_id} modals for {approval_id}"
+        return found[0]
+
+    def posted(self) -> list[str]:
+        """Return everything the bot sent to be shown (texts and blocks, as JSON text)."""
+        found = []
+        for call in self.workspace.calls():
+            if call.method in POSTING_METHODS and call.ok:
+                found.append(str(call.params.get("text") or ""))
+                found.append(json.dumps(call.params.get("blocks") or [], ensure_ascii=False))
+        return found
+
+    def successful(self, method: str) -> list[ApiCall]:
+        """Return the successful calls of ``method``."""
+        return [c for c in self.workspace.calls(method) if c.ok]
+
+
+# -- small readers -----------------------------------------------------------------------------
+
+
+def run_id_of(ack: Ack) -> RunId:
+    """Return the run id in a ``Started run `…``` answer."""
+    found = re.search(r"Started run `([0-9a-f]{32})`", ack.text)
+    assert found, f"no run started: {ack.text!r}"
+    return RunId(found.group(1))
+
+
+def find_button(message: Message, action_id: str) -> dict[str, Any]:
+    """Return the button ``action_id`` of ``message`` with its ``block_id``."""
+    for block in message.blocks or []:
+        if block.get("type") != "actions":
+            continue
+        for element in block["elements"]:
+            if element.get("action_id") == action_id:
+                return {**element, "block_id": block.get("block_id", "")}
+    raise AssertionError(f"no {action_id} button on message {message.ts}: {message.text!r}")
+
+
+def buttons(message: Message) -> list[tuple[str, str]]:
+    """Return the (action_id, value) of every button on ``message``."""
+    return [(e["action_id"], e.get("value", "")) for b in message.blocks or []
+            if b.get("type") == "actions" for e in b["elements"]]
+
+
+def is_card_of(message: Message, approval_id: str) -> bool:
+    """Tell whether ``message`` is the card of ``approval_id`` (pending or decided)."""
+    rendered = json.dumps(message.blocks or [])
+    return f"approval:{approval_id}" in rendered or f"approval `{approval_id}`" in rendered
+
+
+def block_texts(message: Message) -> str:
+    """Return every text in ``message``'s blocks, joined by newlines."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            text = node.get("text")
+            if isinstance(text, str):
+                found.append(text)
+            for value in node.values():
+                if isinstance(value, dict | list):
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(message.blocks or [])
+    return "\n".join(found)
+
+
+def preformatted_text(message: Message) -> str:
+    """Return the text of the first ``rich_text_preformatted`` block of ``message``."""
+    for block in message.blocks or []:
+        if block.get("type") == "rich_text":
+            for element in block["elements"]:
+                if element.get("type") == "rich_text_preformatted":
+                    return "".join(e.get("text", "") for e in element["elements"])
+    raise AssertionError(f"no preformatted block on {message.ts}")
+
+
+def unescaped_markup(texts: Iterable[str], allowed: Iterable[str] | None = None) -> list[str]:
+    """Return the ``<…>`` markup in ``texts`` other than ``allowed`` (by default the mentions
+    of the scenario's people, which the bot writes itself)."""
+    permitted = set(allowed) if allowed is not None else None
+    return [m for text in texts for m in re.findall(r"<[^<>]*>", text)
+            if not (m in permitted if permitted is not None else LEGIT_MARKUP.match(m))]
+
+
+def approvals_of(bot: BotInstance, run_id: str) -> dict[str, Approval]:
+    """Return the run's approvals by tool name."""
+    found = bot.services.approvals.store.list_approvals(run_id=run_id)
+    return {a.tool: a for a in found}
+
+
+def outbox_rows(bot: BotInstance) -> list[dict[str, Any]]:
+    """Return the outbox, oldest first."""
+    with bot.services.store.engine.connect() as conn:
+        rows = conn.execute(select(outbox).order_by(outbox.c.id)).mappings().all()
+    return [dict(row) for row in rows]
+
+
+def posts_per_message(world: SlackWorld) -> dict[tuple[str, str, str, str], int]:
+    """Count the successful ``chat.postMessage`` calls for each distinct message.
+
+    A message is its channel, thread, text and blocks (the blocks name the run or approval,
+    so equal texts in different threads or cards stay apart).
+    """
+    counts: dict[tuple[str, str, str, str], int] = {}
+    for call in world.successful("chat.postMessage"):
+        key = (str(call.params.get("channel")), str(call.params.get("thread_ts") or ""),
+               str(call.params.get("text") or ""),
+               json.dumps(call.params.get("blocks"), sort_keys=True))
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def empty_postgres(url: str) -> None:
+    """Empty every Signoff table of the (migrated) PostgreSQL database at ``url``."""
+    engine = build_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("TRUNCATE runs, steps, attempts, events, approvals, audit_log, "
+                              "outbox"))
+            conn.execute(text("UPDATE audit_head SET seq = 0, hash = :genesis"),
+                         {"genesis": GENESIS})
+    finally:
+        engine.dispose()
+
+
+def canonical_args(args: dict[str, Any]) -> str:
+    """Return the arguments as the card and the edit modal show them."""
+    return blocks.canonical(args)
+
+
+__all__ = [
+    "ACK_LIMIT_S",
+    "APPROVER",
+    "OUTSIDER",
+    "PEOPLE",
+    "REQUESTER",
+    "SECOND_APPROVER",
+    "SIGNING_SECRET",
+    "TASK",
+    "Ack",
+    "BotInstance",
+    "ShiftedClock",
+    "SlackWorld",
+    "approvals_of",
+    "block_texts",
+    "buttons",
+    "canonical_args",
+    "empty_postgres",
+    "eventually",
+    "find_button",
+    "is_card_of",
+    "outbox_rows",
+    "posts_per_message",
+    "preformatted_text",
+    "run_id_of",
+    "sign",
+    "unescaped_markup",
+]
