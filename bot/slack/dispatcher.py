@@ -118,10 +118,11 @@ class Dispatcher:
 PERMANENT_ERRORS = frozenset({
     "channel_not_found", "not_in_channel", "is_archived", "user_not_found",
     "user_not_visible", "cannot_dm_bot", "invalid_blocks", "msg_too_long", "no_text",
-    "message_not_found", "cant_update_message", "invalid_auth", "account_inactive",
-    "not_authed", "missing_scope",
+    "message_not_found", "cant_update_message",
 })
-"""Slack errors that no retry will cure."""
+"""Slack errors that no retry will cure for this notice. Token and scope errors are not
+among them: they hit every notice alike and are cured by fixing the app's configuration,
+so those notices wait, with backoff."""
 
 
 def _permanent(exc: SlackApiError) -> bool:

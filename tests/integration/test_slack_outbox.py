@@ -196,3 +196,19 @@ def test_an_approver_who_cannot_be_messaged_does_not_hold_up_the_thread(
         bot.drain()
         assert buttons(world.card(refund.id)) == []
         assert any("Approved by <@U_DANA>" in r for r in world.reply_texts(run_id))
+
+
+def test_a_passing_auth_error_is_retried_and_the_thread_still_appears(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """A token error that is fixed later delays the thread; it does not lose it."""
+    [run_id] = start_runs(bot, 1)
+    world.workspace.fail("chat.postMessage", "invalid_auth")
+    clock = ShiftedClock()
+    dispatcher = dispatcher_at(bot, clock, "dispatcher-1")
+    dispatcher.drain()
+    assert world.roots() == []
+    clock.offset = timedelta(minutes=1)
+    dispatcher.drain()
+    assert len(world.replies(run_id)) == 5, "plans, lookup, plans, two cards"
+    assert_each_notice_posted_once(world, bot)
