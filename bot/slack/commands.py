@@ -39,7 +39,7 @@ def parse(text: str) -> Command:
     if not text:
         raise BadCommand("Tell me what to do, e.g. `/agent refund order 1042`. "
                          "`/agent help` lists the commands.")
-    word, rest = (text.split(maxsplit=1) + [""])[:2]
+    word, rest = [*text.split(maxsplit=1), ""][:2]
     name = word.lower()
     if name not in SUBCOMMANDS:
         return _run(text)
