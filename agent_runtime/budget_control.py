@@ -32,7 +32,7 @@ def decide_budget(
     data: dict[str, Any] = {"action": "end" if end else "raise", "by": actor.to_json()}
     if limits is not None:
         data["limits"] = {k: v for k, v in limits.to_json().items() if v is not None}
-    return runtime.signal(run_id, run.wait_key or "", data)
+    return runtime.deliver(run_id, run.wait_key or "", data)
 
 
 def usage_of(journal: list[StepRecord], agent: Agent) -> Consumption:

@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent_runtime.clock import Clock, SystemClock
+from agent_runtime.exceptions import InvalidInput
 from agent_runtime.ids import RunId, new_run_id
 from agent_runtime.notices import Notifier, Silent
 from agent_runtime.records import AttemptRecord, Run, RunStatus, StepRecord
@@ -14,6 +15,9 @@ from agent_runtime.serialization import round_trip
 from agent_runtime.store import Store
 from agent_runtime.worker import Worker, WorkerOptions
 from agent_runtime.workflows import Workflows
+
+RESERVED_KEYS = ("approval:", "budget:")
+"""Event keys that people cannot signal: decisions deliver them."""
 
 
 class Runtime:
@@ -69,7 +73,18 @@ class Runtime:
         return self.store.cancel(run_id, now, self.notifier.run_ended(cancelled))
 
     def signal(self, run_id: RunId, key: str, data: Any = None) -> Run:
-        """Deliver the event ``key`` to the run, waking it if it waits for it."""
+        """Deliver the event ``key`` to the run, waking it if it waits for it.
+
+        Keys starting with ``approval:`` or ``budget:`` are reserved: only a recorded
+        decision delivers those.
+        """
+        if key.startswith(RESERVED_KEYS):
+            raise InvalidInput("signal", f"event keys starting with {', '.join(RESERVED_KEYS)} "
+                                         "are delivered by decisions only")
+        return self.deliver(run_id, key, data)
+
+    def deliver(self, run_id: RunId, key: str, data: Any = None) -> Run:
+        """Deliver an event under any key (for the runtime's own services)."""
         value = round_trip(data, what="the event's data")
         return self.store.deliver_event(run_id, key, value, self.clock.now())
 

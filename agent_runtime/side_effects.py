@@ -17,6 +17,7 @@ from agent_runtime.approval_service import Approvals, wake_key
 from agent_runtime.approvals import Actor, ApprovalKind, ApprovalStatus, args_hash
 from agent_runtime.budget import Consumption
 from agent_runtime.context import RunContext
+from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.policy import ApprovalPolicy
 from agent_runtime.tools import Tool, UnknownOutcome
 
@@ -115,15 +116,22 @@ class SideEffects:
         digest = args_hash(args)
         key = idempotency_key(self.ctx.run_id, position)
         if self._tool(name).approval is not None:
-            refused = self._check_approval(approval, digest, position)
+            refused = self._check_approval(approval, name, digest, position)
             if refused:
                 return {"refused": refused, "key": key}
         return {"key": key, "args_hash": digest, "approval_id": approval}
 
-    def _check_approval(self, approval: str | None, digest: str, position: int) -> str | None:
+    def _check_approval(
+        self, approval: str | None, tool: str, digest: str, position: int
+    ) -> str | None:
         if approval is None:
             return "this tool needs an approval and none was given"
-        record = self.approvals.get(approval)
+        try:
+            record = self.approvals.get(approval)
+        except ApprovalNotFound:
+            return "no such approval"
+        if record.run_id != self.ctx.run_id or record.tool != tool:
+            return "the approval was given for another call"
         if record.status != ApprovalStatus.APPROVED:
             return f"the approval is {record.status.value}"
         if record.decided_args_hash != digest:

@@ -299,7 +299,9 @@ class InMemoryApprovalStore:
                 approval, version=approval.version + 1)
             self._append(audit)
             self._runs.outbox.enqueue(notices, audit.at)
-            if wake is not None and not self._runs.get_run(RunId(approval.run_id)).status.finished:
+            run_id = RunId(approval.run_id)
+            if wake is not None and not self._runs.get_run(run_id).status.finished and (
+                    self._runs.get_event(run_id, wake.key) is None):
                 self._runs.deliver_event(RunId(approval.run_id), wake.key, wake.data,
                                          wake.delivered_at)
             return True

@@ -16,6 +16,7 @@ from agent_runtime.notices import Notice
 from agent_runtime.records import Event
 from store.errors import translated
 from store.models import approvals, audit_head, audit_log
+from store.notify import notify_wake
 from store.outbox import write_notices
 from store.wake import deliver
 
@@ -86,6 +87,7 @@ class SqlApprovalStore:
             if wake is not None:
                 deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at,
                         strict=False)
+                notify_wake(conn)
         return True
 
     def consume_approval(self, approval_id: str, position: int) -> bool:

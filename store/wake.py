@@ -19,8 +19,9 @@ def deliver(
 ) -> None:
     """Store the event and make the run pending if it waits for ``key``.
 
-    Raises ``RunNotFound``, ``InvalidRunState`` for a finished run (unless not ``strict``:
-    then nothing is delivered to it) and ``EventAlreadyDelivered`` for a key already used.
+    Raises ``RunNotFound``, ``InvalidRunState`` for a finished run and
+    ``EventAlreadyDelivered`` for a key already used — unless not ``strict``: then a
+    finished run or a used key is left as it is.
     """
     status = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).scalar()
     if status is None:
@@ -34,9 +35,11 @@ def deliver(
             conn.execute(insert(events).values(run_id=run_id, key=key, data=data,
                                                delivered_at=now))
     except sa_exc.IntegrityError as exc:
-        if is_unique_violation(exc):
+        if not is_unique_violation(exc):
+            raise
+        if strict:
             raise EventAlreadyDelivered(run_id, key) from exc
-        raise
+        return
     conn.execute(
         update(runs)
         .where(runs.c.id == run_id, runs.c.status == RunStatus.WAITING.value,

@@ -85,6 +85,9 @@ class ScriptedModel:
         if usage.total == 0:
             usage = Usage(input_tokens=_estimate(_request_text(request)),
                           output_tokens=_estimate(_message_text([response.message])))
+        # like a real model, it never produces more than it was allowed
+        usage = dataclasses.replace(
+            usage, output_tokens=min(usage.output_tokens, request.max_output_tokens))
         return dataclasses.replace(response, usage=usage, model=response.model or self._name)
 
 
