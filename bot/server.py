@@ -22,6 +22,7 @@ from bot.slack.app import SlackDeps, build_app
 from bot.slack.dispatcher import Dispatcher
 from bot.wiring import Services, build_services, worker_options
 from store.notify import WakeListener
+from store.replay_guard import SqlReplayGuard
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,8 @@ def slack_app(services: Services, client: WebClient) -> App:
     if not services.settings.slack_signing_secret:
         raise SettingsError("SLACK_SIGNING_SECRET is not set: Slack requests cannot be verified")
     deps = SlackDeps(runtime=services.runtime, approvals=services.approvals,
-                     agents=services.agents, outbox=services.outbox, clock=SystemClock())
+                     agents=services.agents, outbox=services.outbox, clock=SystemClock(),
+                     replays=SqlReplayGuard(services.store.engine))
     return build_app(deps, client, services.settings.slack_signing_secret)
 
 

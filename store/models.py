@@ -198,6 +198,17 @@ class OutboxRow(Base):
     )
 
 
+class SeenRequestRow(Base):
+    """A signed Slack request already handled, kept while its signature could be replayed."""
+
+    __tablename__ = "seen_requests"
+
+    signature: Mapped[str] = mapped_column(String(80), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index(None, "seen_at"),)
+
+
 runs: Table = Base.metadata.tables["runs"]
 steps: Table = Base.metadata.tables["steps"]
 attempts: Table = Base.metadata.tables["attempts"]
@@ -206,3 +217,4 @@ approvals: Table = Base.metadata.tables["approvals"]
 audit_log: Table = Base.metadata.tables["audit_log"]
 audit_head: Table = Base.metadata.tables["audit_head"]
 outbox: Table = Base.metadata.tables["outbox"]
+seen_requests: Table = Base.metadata.tables["seen_requests"]

@@ -11,7 +11,8 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from slack_bolt import Ack, App, BoltResponse
 from slack_sdk import WebClient
@@ -41,6 +42,14 @@ from bot.slack.views import history_text, list_text, pending_text, status_text
 logger = logging.getLogger(__name__)
 
 
+class ReplayGuard(Protocol):
+    """Remembers signatures of handled requests."""
+
+    def first_time(self, signature: str, now: datetime) -> bool:
+        """Record ``signature``; False if it was seen before."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class SlackDeps:
     """What the listeners use."""
@@ -50,6 +59,7 @@ class SlackDeps:
     agents: Agents
     outbox: Outbox
     clock: Clock
+    replays: ReplayGuard
 
 
 def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
@@ -57,6 +67,7 @@ def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
     app = App(client=client, signing_secret=signing_secret, token_verification_enabled=False,
               ignoring_self_events_enabled=True, request_verification_enabled=True)
     app.middleware(_drop_retries)
+    app.middleware(_refuse_replays(deps))
     listeners = Listeners(deps)
     app.command("/agent")(listeners.command)
     app.action(blocks.APPROVE)(listeners.approve)
@@ -74,6 +85,19 @@ def _drop_retries(request: Any, next: Callable[[], BoltResponse]) -> BoltRespons
     if request.headers.get("x-slack-retry-num"):
         return BoltResponse(status=200, body="")
     return next()
+
+
+def _refuse_replays(deps: SlackDeps) -> Callable[..., BoltResponse]:
+    """Refuse a (validly signed) request whose exact signature was already handled."""
+
+    def middleware(request: Any, next: Callable[[], BoltResponse]) -> BoltResponse:
+        signature = (request.headers.get("x-slack-signature") or [""])[0]
+        if signature and not deps.replays.first_time(signature, deps.clock.now()):
+            logger.warning("replayed request refused", extra={"action": "replay"})
+            return BoltResponse(status=401, body='{"error": "replayed request"}')
+        return next()
+
+    return middleware
 
 
 class Listeners:

@@ -625,3 +625,17 @@ def test_cancel_closes_the_cards_and_tells_the_thread(
     replies = world.reply_texts(run_id)
     assert "🛑 *Cancelled*" in replies
     assert any("the run was cancelled by" in text for text in replies)
+
+
+def test_a_replayed_request_is_refused_and_changes_nothing(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """The same signed request sent twice (a replay) is handled once: one run, then a 401."""
+    body = bot.command_body("refund order 1043")
+    stamp = int(time.time())
+    first = bot.post(body, timestamp=stamp)
+    runs_after_first = len(bot.services.runtime.runs())
+    replay = bot.post(body, timestamp=stamp)
+    assert first.status == 200
+    assert (replay.status, "replayed" in replay.text) == (401, True)
+    assert len(bot.services.runtime.runs()) == runs_after_first == 1
