@@ -24,5 +24,6 @@ def configure(level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("alembic", "apscheduler", "waitress"):
+    for noisy in ("alembic", "waitress"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)  # skipped overlapping runs are fine

@@ -1,0 +1,185 @@
+"""The sandbox behind ``signoff dev``, without a browser: signed requests, acks, the page's API."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+import pytest
+
+from bot.dev import DevOptions, DevStack, start_dev
+from bot.sandbox.app_link import AppLink
+from bot.sandbox.signing import signed_headers, verify
+from bot.sandbox.workspace import Workspace
+
+SECRET = "test-signing-secret"
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[DevStack]:
+    """``signoff dev``'s parts in this process on free ports (the worker is a child process)."""
+    running = start_dev(DevOptions(port=0, data_dir=tmp_path / "dev", concurrency=1),
+                        dict(os.environ))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with OPENER.open(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _ui(stack: DevStack, action: str, body: dict[str, Any],
+        headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    status, data = _post(stack.url + "ui/" + action, json.dumps(body).encode(),
+                         headers or {"Content-Type": "application/json"})
+    return status, json.loads(data)
+
+
+def _command_form(stack: DevStack, text: str) -> bytes:
+    channel = stack.workspace.channels()[0].id
+    return urlencode({"command": "/agent", "text": text, "user_id": "U_RITA",
+                      "user_name": "rita", "team_id": stack.workspace.team_id,
+                      "channel_id": channel, "trigger_id": "1.2.3"}).encode()
+
+
+def test_the_app_answers_only_requests_signed_with_the_sessions_secret(stack: DevStack) -> None:
+    """Bolt refuses a wrong signature with 401 and acks a correctly signed slash command."""
+    body = _command_form(stack, "help")
+    forged = signed_headers("not-the-secret", body,
+                            content_type="application/x-www-form-urlencoded")
+    assert _post(stack.app.request_url, body, forged)[0] == 401
+    good = signed_headers(stack.settings.slack_signing_secret, body,
+                          content_type="application/x-www-form-urlencoded")
+    status, answer = _post(stack.app.request_url, body, good)
+    assert status == 200
+    assert json.loads(answer)["response_type"] == "ephemeral"
+    assert "/agent status" in json.loads(answer)["text"]
+
+
+def test_a_slash_commands_ack_body_is_shown_as_an_ephemeral_message(stack: DevStack) -> None:
+    """/agent help: the HTTP answer becomes an ephemeral for the typist; no Web API call made."""
+    channel = stack.workspace.channels()[0].id
+    status, answer = _ui(stack, "command", {"user": "U_DANA", "channel": channel,
+                                            "text": "/agent help"})
+    assert (status, answer["ok"]) == (200, True)
+    shown = stack.workspace.ephemerals(user="U_DANA")
+    assert len(shown) == 1
+    assert "/agent history RUN" in shown[0].text
+    assert stack.workspace.ephemerals(user="U_RITA") == []
+    assert not stack.workspace.calls("chat.postEphemeral")
+    assert not stack.workspace.messages(channel)
+
+
+def test_an_unknown_slash_command_is_refused_by_the_sandbox(stack: DevStack) -> None:
+    """A command the app did not declare never reaches it; Slack's words, only to the typist."""
+    channel = stack.workspace.channels()[0].id
+    _, answer = _ui(stack, "command", {"user": "U_EVE", "channel": channel, "text": "/deploy"})
+    assert answer == {"ok": False, "error": "unknown_command"}
+    assert "is not a valid command" in stack.workspace.ephemerals(user="U_EVE")[0].text
+
+
+def test_the_pages_api_takes_json_from_the_page_only(stack: DevStack) -> None:
+    """Forms, other origins and other host names are refused: no cross-site or rebinding use."""
+    channel = stack.workspace.channels()[0].id
+    body = {"user": "U_RITA", "channel": channel, "text": "/agent help"}
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert _ui(stack, "command", body, form)[0] == 403
+    other = {"Content-Type": "application/json", "Origin": "http://evil.example"}
+    assert _ui(stack, "command", body, other)[0] == 403
+    rebound = {"Content-Type": "application/json", "Host": "evil.example"}
+    assert _ui(stack, "command", body, rebound)[0] == 403
+    assert _ui(stack, "command", body | {"user": "U_NOBODY"})[1]["error"] == "user_not_found"
+    assert stack.workspace.ephemerals() == []
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        server: Any = self.server
+        server.recorded.append((dict(self.headers.items()), self.rfile.read(length)))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_click_reaches_the_app_as_a_signed_block_actions_payload() -> None:
+    """Signed, shaped as Slack's; its trigger_id opens a modal; its response_url works 5 times."""
+    workspace = Workspace()
+    workspace.add_user("dana", user_id="U_DANA")
+    channel = workspace.channels()[0].id
+    root = workspace.post_message(channel, text="root")
+    card = workspace.post_message(channel, text="card", thread_ts=root.ts, blocks=[
+        {"type": "actions", "block_id": "approval:A1", "elements": [
+            {"type": "button", "action_id": "approval.approve", "value": "A1",
+             "text": {"type": "plain_text", "text": "Approve"}, "style": "primary"}]}])
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    recorded: list[tuple[dict[str, str], bytes]] = []
+    server.recorded = recorded  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        link = AppLink(workspace, request_url=f"http://127.0.0.1:{server.server_port}/slack/events",
+                       signing_secret=SECRET, response_url_base="http://127.0.0.1:9/slack/response")
+        assert link.click("U_DANA", channel_id=channel, message_ts=card.ts,
+                          action_id="approval.approve").ok
+    finally:
+        server.shutdown()
+        server.server_close()
+    [(headers, body)] = recorded
+    assert verify(SECRET, headers["X-Slack-Request-Timestamp"], body,
+                  headers["X-Slack-Signature"], now=time.time())
+    payload = json.loads(parse_qs(body.decode())["payload"][0])
+    assert payload["type"] == "block_actions"
+    assert payload["user"]["id"] == "U_DANA"
+    assert payload["container"] == {"type": "message", "message_ts": card.ts,
+                                    "channel_id": channel, "is_ephemeral": False,
+                                    "thread_ts": root.ts}
+    assert payload["actions"][0] | {"action_ts": "x"} == {
+        "action_id": "approval.approve", "block_id": "approval:A1", "type": "button",
+        "value": "A1", "style": "primary", "action_ts": "x",
+        "text": {"type": "plain_text", "text": "Approve"}}
+    view = {"type": "modal", "title": {"type": "plain_text", "text": "Hi"}, "blocks": []}
+    assert workspace.open_view(payload["trigger_id"], view).user == "U_DANA"
+    token = payload["response_url"].rsplit("/", 1)[1]
+    for _ in range(5):
+        assert link.respond(token, {"text": "Noted."}) == (200, {"ok": True})
+    assert link.respond(token, {"text": "Once more"}) == (404, {"ok": False,
+                                                              "error": "expired_url"})
+    shown = workspace.ephemerals(user="U_DANA")
+    assert [(e.text, e.thread_ts) for e in shown] == [("Noted.", root.ts)] * 5
+
+
+def test_reset_forgets_the_sessions_runs_and_nothing_else(tmp_path: Path) -> None:
+    """--reset deletes the database, ledger and log it made; other files in DIR stay."""
+    options = DevOptions(port=0, data_dir=tmp_path / "dev", concurrency=1)
+    first = start_dev(options, dict(os.environ))
+    try:
+        first.services.runtime.start("agent:demo", {"task": "help", "requester": {"user_id": "U"}})
+    finally:
+        first.stop()
+    (options.data_dir / "notes.txt").write_text("mine")
+    again = start_dev(DevOptions(port=0, data_dir=options.data_dir, reset=True), dict(os.environ))
+    try:
+        assert again.services.runtime.runs() == []
+    finally:
+        again.stop()
+    assert (options.data_dir / "notes.txt").read_text() == "mine"
