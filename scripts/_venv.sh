@@ -1,8 +1,9 @@
-# Sourced by the scripts: make ./.venv exist with the project and the given extras installed.
-# Re-installs only when pyproject.toml changed since the last install.
+# Sourced by the scripts: make ./.venv exist with the project and the extras named in
+# $SIGNOFF_EXTRAS installed (a variable, not an argument: a script that sources this with no
+# arguments would hand over its own). Re-installs only when pyproject.toml changed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-extras="${1:-}"
+extras="${SIGNOFF_EXTRAS:-}"
 venv="$root/.venv"
 python="${PYTHON:-python3}"
 if [ ! -x "$venv/bin/python" ]; then
