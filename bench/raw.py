@@ -4,11 +4,15 @@ Each step writes the minimal row a durable checkpoint needs -- run key, position
 the step's output as JSON text (``'null'`` for the trivial steps measured here) --
 into a table of shape::
 
-    raw_steps(run_id TEXT, position INTEGER, output TEXT, PRIMARY KEY (run_id, position))
+    raw_steps(run_id UUID, position INTEGER, output TEXT, PRIMARY KEY (run_id, position))
 
 and commits it durably before the next step starts.  Nothing an engine could do per
 step on the same database can be faster than this, so an engine's seconds per step
 divided by these numbers is its overhead factor.
+
+The run key has the engine's type: native ``uuid`` on PostgreSQL (``key="text"``
+gives the UUID's text form instead) and 32 hex digits on SQLite, as Signoff's
+``runs.id`` / ``steps.run_id`` columns store it.
 
 All functions clean up after themselves: PostgreSQL work happens in a fresh schema
 that is dropped afterwards; SQLite files created by the function are removed.
@@ -34,6 +38,9 @@ TABLE = "raw_steps"
 OUTPUT = "null"  # JSON text of a trivial step's output
 WARMUP_STEPS = 5
 
+KeyType = Literal["uuid", "text"]
+"""How the PostgreSQL raw table stores its run key: native ``uuid`` (as the engine) or text."""
+
 _SQLITE_DDL = (
     "CREATE TABLE IF NOT EXISTS raw_steps ("
     "run_id TEXT NOT NULL, position INTEGER NOT NULL, output TEXT NOT NULL, "
@@ -42,12 +49,18 @@ _SQLITE_DDL = (
 _SQLITE_INSERT = "INSERT INTO raw_steps (run_id, position, output) VALUES (?, ?, ?)"
 
 
-def _pg_ddl(schema: str) -> sql.Composed:
+def _pg_ddl(schema: str, key: KeyType) -> sql.Composed:
     return sql.SQL(
         "CREATE TABLE {}.{} ("
-        "run_id TEXT NOT NULL, position INTEGER NOT NULL, output TEXT NOT NULL, "
+        "run_id {} NOT NULL, position INTEGER NOT NULL, output TEXT NOT NULL, "
         "PRIMARY KEY (run_id, position))"
-    ).format(sql.Identifier(schema), sql.Identifier(TABLE))
+    ).format(sql.Identifier(schema), sql.Identifier(TABLE), sql.SQL(key.upper()))
+
+
+def _pg_key(key: KeyType) -> uuid.UUID | str:
+    """A fresh run key in the form the table of type ``key`` takes."""
+    value = uuid.uuid4()
+    return value if key == "uuid" else str(value)
 
 
 def _pg_insert(schema: str) -> sql.Composed:
@@ -62,6 +75,19 @@ def _check_steps(steps: int) -> None:
 
 
 # --------------------------------------------------------------------------- SQLite
+
+
+def create_raw_sqlite_table(path: str) -> None:
+    """Create the raw table in the SQLite database at ``path`` once, ahead of the runs.
+
+    ``raw_sqlite_step_seconds`` then neither creates nor drops it: no schema change per
+    run that every other connection to the same file would have to reload.
+    """
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute(_SQLITE_DDL)
+    finally:
+        conn.close()
 
 
 def raw_sqlite_step_seconds(path: str, steps: int) -> float:
@@ -95,8 +121,8 @@ def raw_sqlite_step_seconds(path: str, steps: int) -> float:
                 conn.execute("COMMIT")
             return time.perf_counter() - start
 
-        one_run(f"warmup-{uuid.uuid4()}", WARMUP_STEPS)
-        return one_run(str(uuid.uuid4()), steps) / steps
+        one_run(uuid.uuid4().hex, WARMUP_STEPS)
+        return one_run(uuid.uuid4().hex, steps) / steps
     finally:
         if created_table and not created_file:
             conn.execute("DROP TABLE IF EXISTS raw_steps")
@@ -110,7 +136,7 @@ def raw_sqlite_step_seconds(path: str, steps: int) -> float:
 # ----------------------------------------------------------------------- PostgreSQL
 
 
-def raw_pg_step_seconds(dsn: str, steps: int) -> float:
+def raw_pg_step_seconds(dsn: str, steps: int, key: KeyType = "uuid") -> float:
     """Seconds per step for ``steps`` sequential INSERT + COMMIT into PostgreSQL.
 
     One psycopg 3 connection, autocommit off (each INSERT opens a transaction that
@@ -122,11 +148,11 @@ def raw_pg_step_seconds(dsn: str, steps: int) -> float:
     create_schema(dsn, schema)
     try:
         with psycopg.connect(dsn, autocommit=False) as conn:
-            conn.execute(_pg_ddl(schema))
+            conn.execute(_pg_ddl(schema, key))
             conn.commit()
             insert = _pg_insert(schema)
 
-            def one_run(run_id: str, n: int) -> float:
+            def one_run(run_id: uuid.UUID | str, n: int) -> float:
                 start = time.perf_counter()
                 with conn.cursor() as cur:
                     for position in range(n):
@@ -134,14 +160,14 @@ def raw_pg_step_seconds(dsn: str, steps: int) -> float:
                         conn.commit()
                 return time.perf_counter() - start
 
-            one_run(f"warmup-{uuid.uuid4()}", WARMUP_STEPS)
-            return one_run(str(uuid.uuid4()), steps) / steps
+            one_run(_pg_key(key), WARMUP_STEPS)
+            return one_run(_pg_key(key), steps) / steps
     finally:
         drop_schema(dsn, schema)
 
 
 def raw_pg_concurrent_steps_per_second(
-    dsn: str, connections: int = 8, steps_each: int = 50
+    dsn: str, connections: int = 8, steps_each: int = 50, key: KeyType = "uuid"
 ) -> float:
     """Total steps per second when ``connections`` threads, each with its own
     connection and its own run key, do ``steps_each`` INSERT + COMMIT each into the
@@ -155,7 +181,7 @@ def raw_pg_concurrent_steps_per_second(
     create_schema(dsn, schema)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(_pg_ddl(schema))
+            conn.execute(_pg_ddl(schema, key))
         insert = _pg_insert(schema)
         barrier = threading.Barrier(connections + 1)
         errors: list[BaseException] = []
@@ -166,9 +192,9 @@ def raw_pg_concurrent_steps_per_second(
             try:
                 with psycopg.connect(dsn, autocommit=False) as wconn, wconn.cursor() as cur:
                     for position in range(WARMUP_STEPS):
-                        cur.execute(insert, (f"warmup-{uuid.uuid4()}", position, OUTPUT))
+                        cur.execute(insert, (_pg_key(key), position, OUTPUT))
                         wconn.commit()
-                    run_id = str(uuid.uuid4())
+                    run_id = _pg_key(key)
                     barrier.wait()
                     for position in range(steps_each):
                         cur.execute(insert, (run_id, position, OUTPUT))
@@ -204,9 +230,10 @@ def raw_row_bytes_pg(
     rows: int = 10_000,
     method: RowBytesMethod = "total_relation_size",
     steps_per_run: int = 20,
+    key: KeyType = "uuid",
 ) -> float:
     """Average bytes per row of the raw checkpoint table holding ``rows`` rows
-    (``steps_per_run`` positions per run key, run keys are UUID text, output ``'null'``).
+    (``steps_per_run`` positions per run key, run keys of type ``key``, output ``'null'``).
 
     ``method="total_relation_size"`` (default): ``pg_total_relation_size(table) / rows``
     -- everything the table costs on disk: heap pages (tuple headers, line pointers,
@@ -226,9 +253,9 @@ def raw_row_bytes_pg(
     create_schema(dsn, schema)
     try:
         with psycopg.connect(dsn, autocommit=False) as conn:
-            conn.execute(_pg_ddl(schema))
+            conn.execute(_pg_ddl(schema, key))
             runs = (rows + steps_per_run - 1) // steps_per_run
-            run_ids = [str(uuid.uuid4()) for _ in range(runs)]
+            run_ids = [_pg_key(key) for _ in range(runs)]
             with conn.cursor() as cur:
                 cur.executemany(
                     _pg_insert(schema),

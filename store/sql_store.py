@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -324,7 +325,8 @@ class FencedAppend:
             + (" FOR SHARE" if postgres else "")
         )
         self._entry = [(c.name, _bind_encoder(c, dialect)) for c in entry]
-        self._run_id = _bind_encoder(runs.c.id, dialect)
+        # A run's id is encoded once per run, not once per step.
+        self._run_id = functools.lru_cache(maxsize=1024)(_bind_encoder(runs.c.id, dialect))
 
     def params(self, lease: Lease, step: StepRecord) -> tuple[Any, ...]:
         """Return the driver parameters that append ``step`` under ``lease``."""
