@@ -22,6 +22,9 @@ def build_engine(url: str) -> Engine:
     except ArgumentError:
         raise InvalidConfiguration(f"not a database URL: {url!r}") from None
     if parsed.get_backend_name() == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise InvalidConfiguration(
+                "an in-memory SQLite database is not durable: name a file, e.g. sqlite:///signoff.db")
         return _sqlite_engine(url)
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
