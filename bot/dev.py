@@ -21,7 +21,7 @@ from pathlib import Path
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot.demo.provider import RunningProvider, start_in_thread
+from bot.demo.provider_server import RunningProvider, start_in_thread
 from bot.dev_app import RunningApp
 from bot.dev_panel import DevPanel
 from bot.dev_worker import WorkerSupervisor, worker_command

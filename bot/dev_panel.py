@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_runtime import Run, RunNotFound, Runtime, parse_run_id
-from bot.demo.provider import Ledger, LedgerEntry
+from bot.demo.ledger import Ledger
+from bot.demo.records import LedgerEntry
 from bot.dev_worker import WorkerSupervisor
 
 LEDGER_SHOWN = 40

@@ -18,7 +18,8 @@ from typing import Any, Final, NoReturn
 
 import requests
 
-from bot.demo.provider import DEFAULT_HOST, ProviderError, serve
+from bot.demo.errors import ProviderError
+from bot.demo.provider_server import DEFAULT_HOST, serve
 
 DEFAULT_PORT: Final = 8765
 DEFAULT_LEDGER_PATH: Final = "./signoff-demo-ledger.db"

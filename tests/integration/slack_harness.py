@@ -37,10 +37,10 @@ from slack_bolt import App
 from slack_sdk import WebClient
 from sqlalchemy import select, text
 
-from agent_runtime import Approval, ApprovalStatus, RunId, WorkerOptions
+from agent_runtime import Approval, ApprovalStatus, RunId, RunStatus, WorkerOptions
 from agent_runtime.audit import GENESIS
 from agent_runtime.clock import SystemClock
-from bot.demo.provider import RunningProvider, start_in_thread
+from bot.demo.provider_server import RunningProvider, start_in_thread
 from bot.sandbox.slack_api import (
     DEFAULT_TOKEN,
     ApiCall,
@@ -528,6 +528,30 @@ def canonical_args(args: dict[str, Any]) -> str:
     return blocks.canonical(args)
 
 
+# -- scenario steps ----------------------------------------------------------------------------
+
+
+def acked(ack: Ack) -> Ack:
+    """Require Slack's acknowledgement: HTTP 200 within 3 s."""
+    assert ack.status == 200, (ack.status, ack.body)
+    assert ack.seconds < ACK_LIMIT_S, f"ack took {ack.seconds:.2f}s"
+    return ack
+
+
+def start_refund_run(world: SlackWorld, bot: BotInstance) -> RunId:
+    """Type the refund task, run the worker to the approvals and deliver the notices."""
+    run_id = run_id_of(acked(bot.command(TASK)))
+    bot.work()
+    bot.drain()
+    assert bot.services.runtime.get(run_id).status == RunStatus.WAITING
+    return run_id
+
+
+def has_status(bot: BotInstance, approval_id: str, status: ApprovalStatus) -> bool:
+    """Tell whether the approval has ``status`` now."""
+    return bot.services.approvals.get(approval_id).status == status
+
+
 __all__ = [
     "ACK_LIMIT_S",
     "APPROVER",
@@ -541,6 +565,7 @@ __all__ = [
     "BotInstance",
     "ShiftedClock",
     "SlackWorld",
+    "acked",
     "approvals_of",
     "block_texts",
     "buttons",
@@ -548,11 +573,13 @@ __all__ = [
     "empty_postgres",
     "eventually",
     "find_button",
+    "has_status",
     "is_card_of",
     "outbox_rows",
     "posts_per_message",
     "preformatted_text",
     "run_id_of",
     "sign",
+    "start_refund_run",
     "unescaped_markup",
 ]

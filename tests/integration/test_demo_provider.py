@@ -23,14 +23,10 @@ import pytest
 import requests
 
 from bot.demo import ledger_cli
-from bot.demo.provider import (
-    REPLAYED_HEADER,
-    Ledger,
-    PortInUse,
-    RunningProvider,
-    serve,
-    start_in_thread,
-)
+from bot.demo.errors import PortInUse
+from bot.demo.ledger import Ledger
+from bot.demo.provider import REPLAYED_HEADER
+from bot.demo.provider_server import RunningProvider, serve, start_in_thread
 from tests.integration import wait_until
 
 TIMEOUT_S = 10.0

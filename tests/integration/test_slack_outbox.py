@@ -8,7 +8,6 @@ whatever happens, each notice is posted once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -33,20 +32,6 @@ from tests.integration.slack_harness import (
 
 POSTED_KINDS = ("run.root", "run.reply", "approval.card", "approval.dm")
 """The notices that become new messages (the others update cards or are ephemeral)."""
-
-
-@pytest.fixture
-def world(tmp_path: Path, sqlite_url: str) -> Iterator[SlackWorld]:
-    """The provider, the fake Slack and one Signoff instance on a fresh SQLite file."""
-    with SlackWorld(tmp_path, sqlite_url) as built:
-        built.instance()
-        yield built
-
-
-@pytest.fixture
-def bot(world: SlackWorld) -> BotInstance:
-    """The world's Signoff instance."""
-    return world.instances[0]
 
 
 def dispatcher_at(bot: BotInstance, clock: ShiftedClock, owner: str) -> Dispatcher:
