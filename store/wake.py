@@ -23,7 +23,10 @@ def deliver(
     ``EventAlreadyDelivered`` for a key already used — unless not ``strict``: then a
     finished run or a used key is left as it is.
     """
-    status = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).scalar()
+    # Lock the run first: a run suspending on ``key`` at this moment then either commits
+    # before us (and we wake it) or sees our event when it checks (and stays pending).
+    status = conn.execute(
+        select(runs.c.status).where(runs.c.id == run_id).with_for_update()).scalar()
     if status is None:
         raise RunNotFound(run_id)
     if RunStatus(status).finished:
