@@ -63,7 +63,13 @@ def wsgi(app: App) -> WSGIApp:
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "")
         if path == "/slack/events":
-            return handler(environ, start_response)
+            try:
+                return handler(environ, start_response)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                # Bolt parses the body before anything else; a malformed one is the caller's
+                logger.warning("malformed slack request", extra={"action": "refuse"})
+                start_response("400 Bad Request", [("Content-Type", "application/json")])
+                return [b'{"error": "malformed request"}']
         if path == "/healthz":
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"ok\n"]

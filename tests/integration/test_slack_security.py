@@ -8,8 +8,10 @@ database decided and what the payment provider's ledger says happened.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from urllib.parse import quote
 
 from agent_runtime import ApprovalStatus
 from bot.slack.blocks import APPROVE, REJECT
@@ -172,3 +174,33 @@ def test_a_replayed_request_is_refused_and_changes_nothing(
     assert first.status == 200
     assert replay.status == 401
     assert len(bot.services.runtime.runs()) == runs_after_first == 1
+
+
+def test_malformed_payloads_get_a_clear_answer_and_change_nothing(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """Signed but malformed requests are answered without a crash and record nothing."""
+    run_id = start_refund_run(world, bot)
+    refund = approvals_of(bot, run_id)["issue_refund"]
+    card = world.card(refund.id)
+    audit_before = len(bot.services.approvals.store.audit_log()[0])
+    outbox_before = len(outbox_rows(bot))
+    unknown_approval, _ = bot.click_body(APPROVER, APPROVE, card, value="f" * 24)
+    answers = [
+        bot.post(b"payload=not-json"),
+        bot.post(b"payload=" + urlencode_value({"type": "block_actions"})),
+        bot.post(b"command=%2Fagent"),
+        bot.post(b"", content_type="application/json"),
+        bot.post(unknown_approval),
+    ]
+    assert all(a.status < 500 for a in answers), [(a.status, a.text) for a in answers]
+    time.sleep(0.3)  # a click's listener runs after its ack
+    assert bot.services.approvals.get(refund.id).status == ApprovalStatus.PENDING
+    assert len(bot.services.approvals.store.audit_log()[0]) == audit_before
+    assert len(outbox_rows(bot)) == outbox_before
+    assert len(bot.services.runtime.runs()) == 1
+
+
+def urlencode_value(payload: dict[str, object]) -> bytes:
+    """The form-encoded JSON of ``payload``, as Slack sends interactivity."""
+    return quote(json.dumps(payload)).encode()
