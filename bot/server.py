@@ -117,7 +117,7 @@ def serve(settings: Settings, parts: Parts) -> int:
 def _jobs(services: Services, client: WebClient, worker: Worker) -> list[Job]:
     poll = services.settings.poll_interval
     return [
-        Job("dispatch", dispatcher(services, client).dispatch_once, DISPATCH_EVERY),
+        Job("dispatch", dispatcher(services, client).drain, DISPATCH_EVERY),
         Job("approvals", services.approvals.sweep, poll),
         Job("wake", worker.wake, poll),
     ]

@@ -23,6 +23,7 @@ API_PREFIX = "/api/"
 class _ApiHttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # a burst of clients must not overflow the listen backlog
 
     def __init__(self, address: tuple[str, int], api: SlackWebApi) -> None:
         self.api = api

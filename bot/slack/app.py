@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -40,6 +41,8 @@ from bot.slack.text import escape
 from bot.slack.views import history_text, list_text, pending_text, status_text
 
 logger = logging.getLogger(__name__)
+
+DECISION_THREADS = 4
 
 
 class ReplayGuard(Protocol):
@@ -105,6 +108,9 @@ class Listeners:
 
     def __init__(self, deps: SlackDeps) -> None:
         self.deps = deps
+        # Decisions wait on database locks; taking them off Bolt's small listener pool keeps
+        # a burst of clicks from delaying the acks of the clicks behind them.
+        self._decisions = ThreadPoolExecutor(DECISION_THREADS, thread_name_prefix="signoff-decide")
 
     def command(self, ack: Ack, command: dict[str, Any]) -> None:
         """``/agent …``: start a run or answer a question, always within Slack's 3 s."""
@@ -159,8 +165,15 @@ class Listeners:
     def approve(self, ack: Ack, body: dict[str, Any]) -> None:
         """Approve: a compare-and-set; a refusal is told to the clicker only."""
         ack()
+        self._decisions.submit(self._approve, body)
+
+    def _approve(self, body: dict[str, Any]) -> None:
         approval_id, actor = _click(body)
-        result = self.deps.approvals.decide(approval_id, actor, Decision.APPROVE)
+        try:
+            result = self.deps.approvals.decide(approval_id, actor, Decision.APPROVE)
+        except SignoffError:
+            logger.warning("approve failed", extra={"action": "approve"})
+            return
         if not result.accepted:
             self._tell(body, actor, result.message)
 

@@ -1,0 +1,519 @@
+"""Two real ``signoff serve`` processes on one PostgreSQL database, behind one fake Slack.
+
+Each scenario starts instances A and B as subprocesses (``signoff serve``: waitress at
+``/slack/events``, a worker, the scheduler's dispatch/approvals/wake jobs and the LISTEN
+thread), each on its own free port, both on the session's PostgreSQL database, both talking
+to ONE sandbox Slack Web API and ONE demo payment provider served by the test process. Slack
+requests are signed and built by the in-process harness (``slack_harness``); nothing is driven
+by hand: the processes' own workers and dispatchers do all the work. Every process is SIGKILLed
+in a ``finally``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+import requests
+from sqlalchemy import select
+
+from agent_runtime import Approval, ApprovalStatus, RunId, RunStatus, SystemClock
+from agent_runtime.records import Wait
+from bot.sandbox.slack_api import DEFAULT_TOKEN, Message
+from bot.slack.blocks import APPROVE, REJECT
+from bot.wiring import Services, build_services
+from store import models, open_store
+from store.wake import deliver
+from tests.integration import signoff_command, signoff_env
+from tests.integration.slack_harness import (
+    ACK_LIMIT_S,
+    APPROVER,
+    SECOND_APPROVER,
+    SIGNING_SECRET,
+    TASK,
+    Ack,
+    BotInstance,
+    SlackWorld,
+    buttons,
+    empty_postgres,
+    posts_per_message,
+    run_id_of,
+)
+
+T = TypeVar("T")
+
+pytestmark = pytest.mark.postgres
+
+START_TIMEOUT_S = 30.0
+WAIT_TIMEOUT_S = 20.0
+LEASE_TTL_S = 2.0
+POLL_INTERVAL_S = 0.2
+TOOLS = ("issue_refund", "send_email")
+ANSWER = "Order 1042: Refund: done; Email: done"
+
+
+def free_port() -> int:
+    """Return a TCP port nobody listens on right now (the OS's pick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class ServeProcess(BotInstance):
+    """A ``signoff serve`` subprocess, reached over HTTP like Slack reaches it.
+
+    It reuses ``BotInstance``'s signed ``post`` and its command/click/submit bodies; it has no
+    in-process worker or dispatcher (``work``/``drain`` refuse), and ``services`` is a
+    read-only view of the shared database built in the test process (for ``decision``).
+    """
+
+    def __init__(self, world: SlackWorld, name: str, services: Services, env: dict[str, str],
+                 *args: str) -> None:
+        self.world = world
+        self.name = name
+        self.services = services
+        self.port = free_port()
+        base = f"http://127.0.0.1:{self.port}"
+        self.url = f"{base}/slack/events"
+        self.health_url = f"{base}/healthz"
+        self._http = requests.Session()
+        self._http.trust_env = False
+        self.log = world.tmp_path / f"serve-{name}.log"
+        self._log = self.log.open("w", encoding="utf-8")
+        self.process = subprocess.Popen(
+            [*signoff_command(), "serve", *args], env={**env, "SIGNOFF_PORT": str(self.port)},
+            cwd=world.tmp_path, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def wait_healthy(self) -> None:
+        """Wait until ``/healthz`` answers 200 (the process fails the test if it exits)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            self.assert_alive()
+            try:
+                if self._http.get(self.health_url, timeout=1.0).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name} not healthy after {START_TIMEOUT_S:g}s:\n"
+                                     f"{self.output()}")
+            time.sleep(0.05)
+
+    def assert_alive(self) -> None:
+        """Fail with the process's log if it has exited."""
+        code = self.process.poll()
+        assert code is None, f"serve {self.name} exited with {code}:\n{self.output()}"
+
+    def output(self) -> str:
+        """Return what the process has logged so far."""
+        self._log.flush()
+        return self.log.read_text(encoding="utf-8", errors="replace")[-6000:]
+
+    def sigkill(self) -> None:
+        """Kill the process with SIGKILL and reap it."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def work(self) -> int:
+        """The process's own worker does the work."""
+        raise NotImplementedError("a serve process runs its own worker")
+
+    def drain(self) -> None:
+        """The process's own dispatcher delivers the notices."""
+        raise NotImplementedError("a serve process runs its own dispatcher")
+
+    def close(self) -> None:
+        """SIGKILL the process (idempotent) and close the HTTP session."""
+        self.sigkill()
+        self._log.close()
+        self._http.close()
+
+
+class Cluster:
+    """The world, a read-only view of the database, and the serve processes started so far."""
+
+    def __init__(self, world: SlackWorld, pg_url: str) -> None:
+        self.world = world
+        self.reader = build_services(world.settings(), migrate=False)
+        self.env = signoff_env(pg_url, lease_ttl=LEASE_TTL_S, poll_interval=POLL_INTERVAL_S,
+                               extra={
+                                   "SIGNOFF_APPROVERS": ",".join(world.approvers),
+                                   "SIGNOFF_DEMO_PROVIDER_URL": world.provider.url,
+                                   "SIGNOFF_SLACK_API_URL": world.slack.api_url,
+                                   "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
+                                   "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                               })
+        self.processes: list[ServeProcess] = []
+
+    def start(self, *names: str) -> list[ServeProcess]:
+        """Start one ``signoff serve`` per name (in parallel) and wait until each is healthy."""
+        started = [ServeProcess(self.world, name, self.reader, self.env) for name in names]
+        self.processes += started
+        for process in started:
+            process.wait_healthy()
+        return started
+
+    def wait(self, probe: Callable[[], T | None], *, what: str,
+             timeout: float = WAIT_TIMEOUT_S) -> T:
+        """Poll ``probe`` until truthy; fail with the database and the logs after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = probe()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"--- serve {p.name} (exit {p.process.poll()}):\n{p.output()}"
+                                 for p in self.processes)
+                raise AssertionError(f"timed out after {timeout:g}s waiting for {what}\n"
+                                     f"{self.snapshot()}\n{logs}")
+            time.sleep(0.02)
+
+    def snapshot(self) -> str:
+        """Describe the runs, their journals, approvals and undelivered notices (diagnostics)."""
+        runs, steps, events = models.runs, models.steps, models.events
+        approvals, outbox = models.approvals, models.outbox
+        with self.reader.store.engine.connect() as conn:
+            found = [f"run {r.id} {r.status} due={r.due_at} wait={r.wait_key} "
+                     f"owner={r.lease_owner} fence={r.fence}"
+                     for r in conn.execute(select(runs))]
+            found += [f"  step {s.run_id[:8]} #{s.position} {s.kind} {s.name}"
+                      for s in conn.execute(select(steps).order_by(steps.c.run_id,
+                                                                   steps.c.position))]
+            found += [f"  event {e.run_id[:8]} {e.key}" for e in conn.execute(select(events))]
+            found += [f"  approval {a.id} {a.tool} {a.status} v{a.version} "
+                      f"consumed={a.consumed_by}" for a in conn.execute(select(approvals))]
+            found += [f"  notice {o.id} {o.key} {o.status} attempts={o.attempts} "
+                      f"next={o.next_at} claimed={o.claimed_by}/{o.claimed_until} "
+                      f"error={o.last_error}"
+                      for o in conn.execute(select(outbox).where(outbox.c.status != "sent"))]
+        return "\n".join(found)
+
+    def new_ephemerals(self, user: str, seen: int) -> list[str]:
+        """Wait for ephemeral messages to ``user`` beyond the first ``seen``; return them."""
+        return self.wait(lambda: self.world.ephemerals(user)[seen:],
+                         what=f"an ephemeral message to {user}")
+
+    def close(self) -> None:
+        """Kill every process, then release the reader's connections."""
+        try:
+            for process in self.processes:
+                process.close()
+        finally:
+            self.reader.store.engine.dispose()
+
+    # -- what the database says -----------------------------------------------------------
+
+    def status(self, run_id: RunId) -> RunStatus:
+        """Return the run's status now."""
+        return self.reader.runtime.get(run_id).status
+
+    def outbox_quiet(self) -> bool:
+        """Tell whether every queued notice has been delivered (none pending or dead)."""
+        with self.reader.store.engine.connect() as conn:
+            statuses = list(conn.execute(select(models.outbox.c.status)).scalars())
+        return bool(statuses) and all(s == "sent" for s in statuses)
+
+    def waiting_with_cards(self, run_id: RunId) -> dict[str, Approval]:
+        """Wait until the run waits on its two approvals and every notice is out in Slack."""
+        def probe() -> dict[str, Approval] | None:
+            found = approvals_of_reader(self, run_id)
+            if (self.status(run_id) != RunStatus.WAITING or sorted(found) != list(TOOLS)
+                    or not self.outbox_quiet()):
+                return None
+            return found
+
+        return self.wait(probe, what=f"run {run_id} waiting with its cards delivered")
+
+    def completed(self, run_id: RunId) -> None:
+        """Wait until the run completed and all its messages (the final answer too) are out."""
+        self.wait(lambda: self.status(run_id) in (RunStatus.COMPLETED, RunStatus.FAILED)
+                  and self.outbox_quiet(), what=f"run {run_id} to finish with notices delivered")
+        run = self.reader.runtime.get(run_id)
+        assert run.status == RunStatus.COMPLETED, (run.status, run.error)
+
+
+def approvals_of_reader(cluster: Cluster, run_id: str) -> dict[str, Approval]:
+    """Return the run's approvals by tool, read by the test process."""
+    return {a.tool: a for a in cluster.reader.approvals.store.list_approvals(run_id=run_id)}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, pg_url: str) -> Iterator[Cluster]:
+    """An emptied database, the provider and the fake Slack; no serve process yet."""
+    empty_postgres(pg_url)
+    with SlackWorld(tmp_path, pg_url, approvers=(APPROVER, SECOND_APPROVER)) as world:
+        built = Cluster(world, pg_url)
+        try:
+            yield built
+        finally:
+            built.close()
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def acked(ack: Ack) -> Ack:
+    """Require Slack's acknowledgement: HTTP 200 within 3 s."""
+    assert ack.status == 200, (ack.status, ack.body)
+    assert ack.seconds < ACK_LIMIT_S, f"ack took {ack.seconds:.2f}s"
+    return ack
+
+
+def race(*sends: tuple[ServeProcess, bytes]) -> list[Ack]:
+    """Post the requests at the same moment, one thread each; return the answers in order."""
+    barrier = threading.Barrier(len(sends))
+    answers: dict[int, Ack] = {}
+
+    def send(index: int, target: ServeProcess, body: bytes) -> None:
+        barrier.wait()
+        answers[index] = target.post(body)
+
+    threads = [threading.Thread(target=send, args=(i, target, body))
+               for i, (target, body) in enumerate(sends)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return [answers[i] for i in range(len(sends))]
+
+
+def approve_in_turn(front: ServeProcess, approvals: dict[str, Approval]) -> None:
+    """Click Approve on each card through ``front``, the next as soon as the last is decided.
+
+    The second decision usually lands while the run is still busy after the first: the race
+    of ``test_an_event_committed_while_its_run_suspends_wakes_the_run``, end to end.
+    """
+    for tool in TOOLS:
+        acked(front.click(APPROVER, APPROVE, front.world.card(approvals[tool].id)))
+        assert front.decision(approvals[tool].id).status == ApprovalStatus.APPROVED
+
+
+def cards_of(world: SlackWorld, approval_id: str) -> list[Message]:
+    """Return the approval's card in the thread and in each approver's DM."""
+    return [world.card(approval_id),
+            *(world.card(approval_id, channel=world.dm(user)[0].channel)
+              for user in world.approvers)]
+
+
+def assert_each_card_updated_once(world: SlackWorld, approvals: list[Approval]) -> None:
+    """Every card (thread and DMs) got exactly one successful ``chat.update``, and none other."""
+    cards = [card for a in approvals for card in cards_of(world, a.id)]
+    assert len(cards) == 3 * len(approvals)
+    updates = Counter((str(c.params["channel"]), str(c.params["ts"]))
+                      for c in world.successful("chat.update"))
+    assert updates == Counter({(card.channel, card.ts): 1 for card in cards}), updates
+    for card in cards:
+        assert buttons(card) == [], "a decided card has no buttons"
+        assert len(card.edits) == 1
+
+
+def assert_posted_once(world: SlackWorld) -> None:
+    """No message went to Slack twice."""
+    twice = {k: n for k, n in posts_per_message(world).items() if n != 1}
+    assert twice == {}, twice
+
+
+def late_line(verb: str, approval: Approval) -> str:
+    """What a late clicker is told: who decided and when."""
+    assert approval.decided_by is not None
+    assert approval.decided_at is not None
+    return (f"already {verb} by {approval.decided_by.name} at "
+            f"{approval.decided_at:%Y-%m-%d %H:%M} UTC")
+
+
+def thread_shape(world: SlackWorld, run_id: str) -> list[str]:
+    """Classify each reply of the run's thread, in thread order."""
+    shapes = []
+    for reply in world.replies(run_id):
+        text = reply.text
+        if text.startswith("🤖 Plans: `lookup_order`"):
+            shapes.append("plan:lookup")
+        elif text.startswith("🤖 Plans: `issue_refund`") and "`send_email`(" in text:
+            shapes.append("plan:refund+email")
+        elif text.startswith("🔧 `"):
+            shapes.append("result:" + text.split("`")[1])
+        elif text.startswith("*") and ": ✅ Approved by" in text:
+            shapes.append("decided:" + text.split("*")[1])
+        elif text == f"✅ *Done:* {ANSWER}":
+            shapes.append("done")
+        elif any(b.get("block_id", "").startswith("approval:") for b in reply.blocks or []) \
+                or reply.edits:
+            tool = next(t for t in TOOLS if t in (reply.edits[0].text if reply.edits
+                                                  else reply.text))
+            shapes.append("card:" + tool)
+        else:
+            shapes.append("?" + text[:80])
+    return shapes
+
+
+# -- the scenarios ----------------------------------------------------------------------------
+
+
+def test_command_on_a_clicks_on_b_and_the_thread_holds_each_message_once_in_order(
+    cluster: Cluster,
+) -> None:
+    """/agent on A, Approve clicks on B: the run completes; one update per card; ordered thread."""
+    world = cluster.world
+    a, b = cluster.start("A", "B")
+    ack = acked(a.command(TASK))
+    assert ack.json()["response_type"] == "ephemeral"
+    run_id = run_id_of(ack)
+    approvals = cluster.waiting_with_cards(run_id)
+
+    approve_in_turn(b, approvals)
+    cluster.completed(run_id)
+
+    decided = approvals_of_reader(cluster, run_id)
+    assert all(d.decided_by is not None and d.decided_by.user_id == APPROVER
+               for d in decided.values())
+    root = world.root_of(run_id)
+    assert root.text == f"<@U_REQ> started a run of demo: {TASK}"
+    assert thread_shape(world, run_id) == [
+        "plan:lookup", "result:lookup_order", "plan:refund+email",
+        "card:issue_refund", "card:send_email",
+        "decided:issue_refund", "decided:send_email",
+        "result:issue_refund", "result:send_email", "done"]
+    replies = world.replies(run_id)
+    assert [m.ts for m in replies] == sorted(m.ts for m in replies)
+    assert all(m.ts > root.ts for m in replies)
+    assert_each_card_updated_once(world, list(decided.values()))
+    assert_posted_once(world)
+    assert world.workspace.ephemerals() == []
+    [charge] = world.provider.ledger.charges()
+    assert (charge.order_id, charge.amount_cents) == ("1042", 4999)
+    assert len(world.provider.ledger.emails()) == 1
+    for process in (a, b):
+        process.assert_alive()
+
+
+def test_simultaneous_decisions_on_a_and_b_record_exactly_one_and_tell_the_loser(
+    cluster: Cluster,
+) -> None:
+    """Approve/Approve and Approve/Reject races across A and B: one decision each, loser told."""
+    world = cluster.world
+    a, b = cluster.start("A", "B")
+    run_ids = [run_id_of(acked(front.command(TASK))) for front in (a, b, a)]
+    for run_id in run_ids:
+        cluster.waiting_with_cards(run_id)
+
+    for index, run_id in enumerate(run_ids):
+        # alternate who clicks where, so each instance both wins and loses races
+        dana_on, erin_on = (a, b) if index % 2 == 0 else (b, a)
+        approvals = approvals_of_reader(cluster, run_id)
+        refund, email = approvals["issue_refund"], approvals["send_email"]
+
+        card = world.card(refund.id)
+        seen = {user: len(world.ephemerals(user)) for user in world.approvers}
+        acks = race((dana_on, dana_on.click_body(APPROVER, APPROVE, card)[0]),
+                    (erin_on, erin_on.click_body(SECOND_APPROVER, APPROVE, card)[0]))
+        assert [acked(x).body for x in acks] == ["", ""]
+        now = dana_on.decision(refund.id)
+        assert now.status == ApprovalStatus.APPROVED
+        assert now.decided_by is not None
+        loser = SECOND_APPROVER if now.decided_by.user_id == APPROVER else APPROVER
+        assert cluster.new_ephemerals(loser, seen[loser]) == [late_line("approved", now)]
+
+        card = world.card(email.id)
+        acked(erin_on.click(SECOND_APPROVER, REJECT, card))
+        modal = world.modal("approval.reject_submit", email.id)
+        seen = {user: len(world.ephemerals(user)) for user in world.approvers}
+        approve, reject = race(
+            (dana_on, dana_on.click_body(APPROVER, APPROVE, card)[0]),
+            (erin_on, erin_on.submit_body(SECOND_APPROVER, modal, "Not this week")))
+        assert acked(approve).body == ""
+        now = dana_on.decision(email.id)
+        if now.status == ApprovalStatus.REJECTED:
+            assert acked(reject).body == "", "the rejection won: the modal closes"
+            assert cluster.new_ephemerals(APPROVER, seen[APPROVER]) == [
+                late_line("rejected", now)]
+        else:
+            assert now.status == ApprovalStatus.APPROVED
+            assert acked(reject).json() == {"response_action": "errors",
+                                            "errors": {"reason": late_line("approved", now)}}
+        assert world.ephemerals(SECOND_APPROVER)[seen[SECOND_APPROVER]:] == [], \
+            "a losing Reject is told in its modal, not by an ephemeral"
+
+    for run_id in run_ids:
+        cluster.completed(run_id)
+    decided = [x for run_id in run_ids for x in approvals_of_reader(cluster, run_id).values()]
+    entries, _ = cluster.reader.approvals.store.audit_log()
+    for approval in decided:
+        actions = Counter(e.action for e in entries if e.approval_id == approval.id)
+        assert actions["approve"] + actions["reject"] == 1, (approval.tool, actions)
+        assert actions["late"] == 1, (approval.tool, actions)
+    assert_each_card_updated_once(world, decided)
+    assert_posted_once(world)
+    charges = world.provider.ledger.charges()
+    assert len(charges) == len(run_ids), "each run refunded exactly once"
+    assert len({c.idempotency_key for c in charges}) == len(run_ids)
+
+
+def test_a_run_waiting_on_a_killed_instance_completes_after_a_click_on_b(
+    cluster: Cluster,
+) -> None:
+    """SIGKILL A while its run waits for approval; the clicks on B complete it on B's worker."""
+    world = cluster.world
+    [a] = cluster.start("A")
+    run_id = run_id_of(acked(a.command(TASK)))
+    approvals = cluster.waiting_with_cards(run_id)  # A alone ran it up to the approvals
+    [b] = cluster.start("B")
+    a.sigkill()
+    assert a.process.returncode == -signal.SIGKILL
+
+    approve_in_turn(b, approvals)
+    cluster.completed(run_id)
+
+    b.assert_alive()
+    assert world.reply_texts(run_id)[-1] == f"✅ *Done:* {ANSWER}"
+    assert thread_shape(world, run_id)[-3:] == ["result:issue_refund", "result:send_email",
+                                                "done"]
+    assert_each_card_updated_once(world, list(approvals_of_reader(cluster, run_id).values()))
+    assert_posted_once(world)
+    assert len(world.provider.ledger.charges()) == 1
+    assert len(world.provider.ledger.emails()) == 1
+
+
+# -- regression: the lost wake-up these scenarios found ----------------------------------------
+
+
+def test_an_event_committed_while_its_run_suspends_wakes_the_run(pg_url: str) -> None:
+    """An event whose transaction commits while its run suspends on that key still wakes it."""
+    empty_postgres(pg_url)
+    store = open_store(pg_url, migrate=False)
+    clock = SystemClock()
+    try:
+        run_id = RunId(uuid.uuid4().hex)
+        store.create_run(run_id, "demo.steps", {}, clock.now())
+        [(_, lease)] = store.claim_runs("worker-1", limit=1, now=clock.now(),
+                                        expires_at=clock.now() + timedelta(seconds=30))
+        key = "approval:race"
+        with store.engine.connect() as decider:
+            # a decision delivers the event while the run still runs, not yet committed ...
+            with decider.begin():
+                deliver(decider, run_id, key, {"by": "dana"}, clock.now(), strict=False)
+                # ... the worker reaches wait_for(key) and suspends the run meanwhile ...
+                suspending = threading.Thread(target=store.suspend, args=(
+                    lease, Wait(wake_at=None, key=key), clock.now()))
+                suspending.start()
+                suspending.join(timeout=1.0)
+            # ... and then the decision commits
+            suspending.join(timeout=10)
+        assert not suspending.is_alive()
+        assert store.get_event(run_id, key) is not None
+        run = store.get_run(run_id)
+        assert run.status == RunStatus.PENDING, (
+            f"the event is delivered but the run is {run.status.value}, waiting for {run.wait_key}")
+    finally:
+        store.engine.dispose()
