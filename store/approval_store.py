@@ -79,10 +79,9 @@ class SqlApprovalStore:
             guard = and_(guard, approvals.c.deadline > decided_before)
         values = _row(approval) | {"version": approval.version + 1}
         with self._tx() as conn:
-            head = _lock_head(conn)
             if not conn.execute(update(approvals).where(guard).values(values)).rowcount:
                 return False
-            _append(conn, head, audit)
+            _append(conn, _lock_head(conn), audit)  # the chain's lock last: held briefly
             write_notices(conn, notices, audit.at)
             if wake is not None:
                 deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at,
