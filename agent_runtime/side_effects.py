@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from agent_runtime.agent import Agent
@@ -79,8 +80,6 @@ class SideEffects:
 
     def _request_step(self, name: str, args: dict[str, Any], kind: str, question: str,
                       now: str, position: int) -> dict[str, Any]:
-        from datetime import datetime
-
         tool = self._tool(name)
         approval = self.approvals.request(
             run_id=self.ctx.run_id, position=position, tool=tool, args=args,
