@@ -117,10 +117,7 @@ def test_usd_budget_stops_before_the_crossing_call_and_a_raise_finishes_the_run(
 def test_usd_budget_is_never_overshot_by_the_demo_model(
     sqlite_url: str, provider: DemoProvider
 ) -> None:
-    """$0.003 leaves room for a 2nd call capped below its usual output: it stays within $0.003.
-
-    (It did not, at first: the scripted model ignored the output cap and spent $0.0035.)
-    """
+    """A second call capped below its usual output keeps a $0.003 run within $0.003."""
     env = agent_env(sqlite_url, provider.url)
     run_id = cli_ok(env, "run", TASK, "--as", REQUESTER, "--budget-usd", "0.003").strip()
     with services_for(env) as services:

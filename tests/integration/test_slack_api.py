@@ -275,8 +275,7 @@ def test_views_open_with_a_fresh_trigger(
 def test_views_open_refuses_reused_unknown_and_expired_triggers(
     slack: RunningSlackApi, client: WebClient, dana: User, clock: FakeClock
 ) -> None:
-    """A used trigger is exchanged_trigger_id, an unknown one invalid_trigger_id, an old one
-    expired_trigger_id (after 3 s)."""
+    """Reused, unknown and 3-s-old triggers are refused with Slack's own three errors."""
     used = slack.workspace.issue_trigger(dana.id)
     client.views_open(trigger_id=used, view=modal())
     stale = slack.workspace.issue_trigger(dana.id)
