@@ -57,6 +57,7 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     commands: Any = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     cli_runs.add_commands(commands)
     cli_runs.add_serve_command(commands)
+    cli_runs.add_history_command(commands)
     cli_agents.add_commands(commands)
     cli_dev.add_commands(commands)
     add_demo_commands(commands, port=settings.demo_provider_port,

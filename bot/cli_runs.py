@@ -8,6 +8,7 @@ from typing import Any
 
 from agent_runtime import RunStatus
 from agent_runtime.budget_control import usage_of
+from agent_runtime.history import timeline
 from agent_runtime.run_control import cancel_run
 from bot import logs
 from bot.cli_common import (
@@ -21,7 +22,7 @@ from bot.cli_common import (
     positive_int,
     run_id,
 )
-from bot.render import approval_json, run_detail, run_json, run_line, step_json
+from bot.render import approval_json, history_line, run_detail, run_json, run_line, step_json
 from bot.settings import Settings
 from bot.wiring import build_services, worker_options
 from store import upgrade
@@ -178,3 +179,24 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
 def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt()
+
+
+def add_history_command(commands: Any) -> None:
+    """Add ``signoff history``."""
+    history = commands.add_parser(
+        "history", help="a run's timeline: steps, durations, attempts, tokens, cost, approvals")
+    history.add_argument("run", type=run_id)
+    json_flag(history).set_defaults(handler=cmd_history)
+
+
+def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
+    """Print a run's timeline."""
+    services = build_services(settings)
+    runtime = services.runtime
+    run = runtime.get(args.run)
+    entries = timeline(run, runtime.journal(run.id), runtime.attempts(run.id),
+                       services.approvals.store.list_approvals(run_id=run.id),
+                       services.agents.for_workflow(run.workflow))
+    emit(args, {"run": run_json(run), "timeline": [e.to_json() for e in entries]},
+         "\n".join([run_line(run), *(history_line(e) for e in entries)]))
+    return 0

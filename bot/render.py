@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from agent_runtime import Approval, AttemptRecord, ErrorInfo, Run, StepRecord
+from agent_runtime.history import Entry
 
 
 def run_json(run: Run) -> dict[str, Any]:
@@ -74,6 +75,25 @@ def approval_line(approval: Approval) -> str:
     who = f" by {approval.decided_by.label}" if approval.decided_by else ""
     return (f"{approval.id}  {approval.status.value:<8}{who:<14}  {approval.tool:<14} "
             f"{_compact(approval.decided_args or approval.args, 60)}  run {approval.run_id}")
+
+
+def history_line(entry: Entry) -> str:
+    """One timeline entry as text."""
+    data = entry.to_json()
+    extras = []
+    if "input_tokens" in data:
+        extras.append(f"{data['input_tokens']}+{data['output_tokens']} tokens "
+                      f"${data['cost_usd']:.4f}")
+    if "budget_left" in data:
+        extras.append("left " + ", ".join(f"{k} {v}" for k, v in data["budget_left"].items()))
+    if "approval" in data:
+        a = data["approval"]
+        extras.append(f"{a['tool']} {a['decision']} by {a['by']} (sha256 {a['args_hash'][:8]}…)"
+                      + (f": {a['reason']}" if a["reason"] else ""))
+    extras += [f"error {data['error']}"] if "error" in data else []
+    extras += data.get("retries", [])
+    return (f"  {entry.position:>4}  {entry.kind:<13} {entry.name:<28} {entry.duration_ms:>9.1f} ms"
+            f"  x{entry.attempts}" + ("  " + " · ".join(extras) if extras else ""))
 
 
 def run_line(run: Run) -> str:
