@@ -35,6 +35,14 @@ def decide_budget(
     return runtime.deliver(run_id, run.wait_key or "", data)
 
 
+def model_call_of(step: StepRecord) -> tuple[Usage, str]:
+    """The usage and model name a journaled model step recorded."""
+    output = step.output if isinstance(step.output, dict) else {}
+    usage = output.get("usage") or {}
+    return (Usage(input_tokens=usage.get("input_tokens", 0),
+                  output_tokens=usage.get("output_tokens", 0)), output.get("model") or "")
+
+
 def usage_of(journal: list[StepRecord], agent: Agent) -> Consumption:
     """Rebuild a run's consumption from its journal."""
     used = Consumption()
@@ -42,11 +50,8 @@ def usage_of(journal: list[StepRecord], agent: Agent) -> Consumption:
         if step.kind != StepKind.STEP or step.error is not None:
             continue
         if step.name == "model":
-            usage = step.output.get("usage", {})
-            model = step.output.get("model") or agent.model.name
-            used.add_model_call(Usage(input_tokens=usage.get("input_tokens", 0),
-                                      output_tokens=usage.get("output_tokens", 0)),
-                                agent.prices.get(model))
+            usage, model = model_call_of(step)
+            used.add_model_call(usage, agent.prices.get(model or agent.model.name))
         elif step.name.startswith("tool:"):
             used.tool_calls += 1
     return used

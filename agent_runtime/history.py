@@ -8,7 +8,7 @@ from typing import Any
 from agent_runtime.agent import Agent
 from agent_runtime.approvals import Approval
 from agent_runtime.budget import Budget, Consumption
-from agent_runtime.models.base import Usage
+from agent_runtime.budget_control import model_call_of
 from agent_runtime.records import AttemptRecord, Run, StepKind, StepRecord
 
 
@@ -69,10 +69,7 @@ def _entry(step: StepRecord, used: Consumption, budget: Budget | None, agent: Ag
 
 def _model_detail(step: StepRecord, used: Consumption, budget: Budget | None,
                   agent: Agent | None) -> dict[str, Any]:
-    usage_json = step.output.get("usage", {}) if isinstance(step.output, dict) else {}
-    usage = Usage(input_tokens=usage_json.get("input_tokens", 0),
-                  output_tokens=usage_json.get("output_tokens", 0))
-    model = (step.output or {}).get("model", "") if isinstance(step.output, dict) else ""
+    usage, model = model_call_of(step)
     price = None if agent is None else agent.prices.get(model or agent.model.name)
     before = used.cost_usd
     used.add_model_call(usage, price)
