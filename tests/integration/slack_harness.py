@@ -552,6 +552,24 @@ def has_status(bot: BotInstance, approval_id: str, status: ApprovalStatus) -> bo
     return bot.services.approvals.get(approval_id).status == status
 
 
+def race(*sends: tuple[BotInstance, bytes]) -> list[Ack]:
+    """Post the requests at the same moment, one thread each; return the answers in order."""
+    barrier = threading.Barrier(len(sends))
+    answers: dict[int, Ack] = {}
+
+    def send(index: int, target: BotInstance, body: bytes) -> None:
+        barrier.wait()
+        answers[index] = target.post(body)
+
+    threads = [threading.Thread(target=send, args=(i, target, body))
+               for i, (target, body) in enumerate(sends)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return [answers[i] for i in range(len(sends))]
+
+
 __all__ = [
     "ACK_LIMIT_S",
     "APPROVER",
@@ -578,6 +596,7 @@ __all__ = [
     "outbox_rows",
     "posts_per_message",
     "preformatted_text",
+    "race",
     "run_id_of",
     "sign",
     "start_refund_run",

@@ -48,6 +48,7 @@ from tests.integration.slack_harness import (
     buttons,
     empty_postgres,
     posts_per_message,
+    race,
     run_id_of,
 )
 
@@ -271,22 +272,6 @@ def acked(ack: Ack) -> Ack:
     return ack
 
 
-def race(*sends: tuple[ServeProcess, bytes]) -> list[Ack]:
-    """Post the requests at the same moment, one thread each; return the answers in order."""
-    barrier = threading.Barrier(len(sends))
-    answers: dict[int, Ack] = {}
-
-    def send(index: int, target: ServeProcess, body: bytes) -> None:
-        barrier.wait()
-        answers[index] = target.post(body)
-
-    threads = [threading.Thread(target=send, args=(i, target, body))
-               for i, (target, body) in enumerate(sends)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    return [answers[i] for i in range(len(sends))]
 
 
 def approve_in_turn(front: ServeProcess, approvals: dict[str, Approval]) -> None:

@@ -9,7 +9,6 @@ database decided and what the payment provider's ledger says happened.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from urllib.parse import quote
 
@@ -20,7 +19,6 @@ from tests.integration.slack_harness import (
     SECOND_APPROVER,
     SIGNING_SECRET,
     TASK,
-    Ack,
     BotInstance,
     SlackWorld,
     acked,
@@ -28,6 +26,7 @@ from tests.integration.slack_harness import (
     buttons,
     has_status,
     outbox_rows,
+    race,
     run_id_of,
     sign,
     start_refund_run,
@@ -76,22 +75,6 @@ def test_forged_or_stale_requests_are_refused_and_change_nothing(
 
 
 
-def race(*sends: tuple[BotInstance, bytes]) -> list[Ack]:
-    """Post the requests at the same moment, one thread each; return the answers in order."""
-    barrier = threading.Barrier(len(sends))
-    answers: dict[int, Ack] = {}
-
-    def send(index: int, bot: BotInstance, body: bytes) -> None:
-        barrier.wait()
-        answers[index] = bot.post(body)
-
-    threads = [threading.Thread(target=send, args=(i, bot, body))
-               for i, (bot, body) in enumerate(sends)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return [answers[i] for i in range(len(sends))]
 
 
 def test_two_instances_race_for_one_approval_and_exactly_one_decision_wins(
