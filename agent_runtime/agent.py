@@ -69,12 +69,15 @@ class AgentInput:
     requester: Actor
     budget: Budget | None = None
     context: Mapping[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    """A model to use instead of the agent's own (a model spec the deployment resolves)."""
 
     def to_json(self) -> dict[str, Any]:
         """Return the run input."""
-        return {"task": self.task, "requester": self.requester.to_json(),
+        data = {"task": self.task, "requester": self.requester.to_json(),
                 "budget": None if self.budget is None else self.budget.to_json(),
                 "context": dict(self.context)}
+        return data if self.model is None else data | {"model": self.model}
 
     @classmethod
     def from_json(cls, data: Any) -> AgentInput:
@@ -88,9 +91,12 @@ class AgentInput:
             raise ValueError(f"the task is longer than {MAX_TASK_CHARS} characters")
         requester = data.get("requester") or {"user_id": "cli"}
         budget = data.get("budget")
+        model = data.get("model")
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise ValueError("the model must be a non-empty model spec")
         return cls(task=task, requester=Actor.from_json(requester),
                    budget=None if budget is None else Budget.from_json(budget),
-                   context=data.get("context") or {})
+                   context=data.get("context") or {}, model=model)
 
 
 class Agents:

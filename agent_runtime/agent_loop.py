@@ -7,6 +7,8 @@ replays to where it stopped with no model call paid twice and no side effect rep
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,8 +16,8 @@ from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approval_service import Approvals, wake_key
 from agent_runtime.budget import Budget, Consumption
 from agent_runtime.context import RunContext
-from agent_runtime.exceptions import SignoffError, StepFailed
-from agent_runtime.models.base import Message, ModelRequest, ModelResponse, ToolCall
+from agent_runtime.exceptions import InvalidConfiguration, SignoffError, StepFailed
+from agent_runtime.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall
 from agent_runtime.side_effects import SideEffects, ToolResult
 from agent_runtime.tools import Tool
 from agent_runtime.workflows import WorkflowFn
@@ -25,13 +27,29 @@ class TurnLimitReached(SignoffError):
     """The agent used all its turns without giving a final answer."""
 
 
-def agent_workflow(agent: Agent, approvals: Approvals) -> WorkflowFn:
-    """Return the workflow that runs ``agent`` durably."""
+ModelResolver = Callable[[str], Model]
+"""Builds the model a run's input names (``AgentInput.model``); ``ValueError`` if unknown."""
+
+
+def agent_workflow(agent: Agent, approvals: Approvals,
+                   models: ModelResolver | None = None) -> WorkflowFn:
+    """Return the workflow that runs ``agent`` durably (with the model a run asks for)."""
 
     def workflow(ctx: RunContext, data: Any) -> dict[str, Any]:
-        return AgentLoop(agent, approvals, ctx, AgentInput.from_json(data)).run()
+        request = AgentInput.from_json(data)
+        return AgentLoop(with_model(agent, request.model, models), approvals, ctx,
+                         request).run()
 
     return workflow
+
+
+def with_model(agent: Agent, spec: str | None, models: ModelResolver | None) -> Agent:
+    """Return ``agent`` using the model ``spec`` names (``agent`` itself when none is named)."""
+    if spec is None:
+        return agent
+    if models is None:
+        raise InvalidConfiguration(f"this deployment cannot resolve the model {spec!r}")
+    return replace(agent, model=models(spec))
 
 
 def estimate_tokens(request: ModelRequest) -> int:
@@ -128,19 +146,20 @@ class AgentLoop:
                      for plan in plans if plan.approval_id}
         return [self._answer(plan, decisions) for plan in plans]
 
-    def _plan(self, call: ToolCall) -> _Plan:
+    def _plan(self, call: ToolCall) -> ToolPlan:
         tool = self.agent.tools.get(call.name)
         if tool is None:
             known = ", ".join(t.name for t in self.agent.tools)
-            return _Plan(call, None, ToolResult.error(f"unknown tool {call.name!r}; use: {known}"))
+            return ToolPlan(call, None,
+                            ToolResult.error(f"unknown tool {call.name!r}; use: {known}"))
         errors = tool.validation_errors(call.arguments)
         if errors:
-            return _Plan(call, tool, ToolResult.error("invalid arguments: " + "; ".join(errors)))
+            return ToolPlan(call, tool, ToolResult.error("invalid arguments: " + "; ".join(errors)))
         if tool.approval is None:
-            return _Plan(call, tool, None)
-        return _Plan(call, tool, None, self.effects.request_approval(tool, call.arguments))
+            return ToolPlan(call, tool, None)
+        return ToolPlan(call, tool, None, self.effects.request_approval(tool, call.arguments))
 
-    def _answer(self, plan: _Plan, decisions: dict[str, Any]) -> Message:
+    def _answer(self, plan: ToolPlan, decisions: dict[str, Any]) -> Message:
         result = plan.result
         if result is None and plan.tool is not None:
             decision = decisions.get(plan.approval_id or "")
@@ -165,7 +184,7 @@ class AgentLoop:
                 "budget": self.budget.to_json()}
 
 
-class _Plan:
+class ToolPlan:
     """What to do with one proposed tool call."""
 
     def __init__(self, call: ToolCall, tool: Tool | None, result: ToolResult | None,

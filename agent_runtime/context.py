@@ -202,9 +202,16 @@ class RunContext:
             return position, None
         record = self._journal[position]
         found = {"kind": str(kind), "name": name, "input_hash": digest}
-        if record.identity() != found:
+        if record.identity() != found and not self._inherited_match(position, record, found):
             self._fail(NonDeterminismError(position, record.identity(), found))
         return position, record
+
+    def _inherited_match(self, position: int, record: StepRecord, found: dict[str, str]) -> bool:
+        """An entry a fork inherited was made by the run forked from, perhaps under another
+        agent or model: it matches on kind and name, its input may differ."""
+        expected = record.identity()
+        return self._run.inherits(position) and all(
+            expected[k] == found[k] for k in ("kind", "name"))
 
     def _run_live(
         self,

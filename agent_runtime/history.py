@@ -77,7 +77,7 @@ def _model_detail(step: StepRecord, used: Consumption, budget: Budget | None,
                               "output_tokens": usage.output_tokens,
                               "cost_usd": round(used.cost_usd - before, 6)}
     if budget is not None:
-        detail["budget_left"] = _left(budget, used)
+        detail["budget_left"] = budget_left(budget, used)
     return detail
 
 
@@ -89,7 +89,8 @@ def _approval_detail(approval: Approval) -> dict[str, Any]:
             "reason": approval.reason}
 
 
-def _left(budget: Budget, used: Consumption) -> dict[str, Any]:
+def budget_left(budget: Budget, used: Consumption) -> dict[str, Any]:
+    """Return what is left of each limit of ``budget`` after ``used``."""
     left: dict[str, Any] = {}
     if budget.tokens is not None:
         left["tokens"] = budget.tokens - used.tokens

@@ -79,6 +79,14 @@ class Run:
     wait_key: str | None = None
     lease_owner: str | None = None
     fence: int = 0
+    forked_from: RunId | None = None
+    fork_at: int | None = None
+    """A fork starts from ``forked_from``'s journal entries before ``fork_at`` (and, when its
+    result was replaced, the entry at ``fork_at``): replay matches those by kind and name."""
+
+    def inherits(self, position: int) -> bool:
+        """Tell whether the entry at ``position`` was inherited from the run forked from."""
+        return self.fork_at is not None and position <= self.fork_at
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +106,19 @@ class StepRecord:
     def identity(self) -> dict[str, Any]:
         """Return what replay compares: kind, name and input hash."""
         return {"kind": str(self.kind), "name": self.name, "input_hash": self.input_hash}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fork:
+    """Where a new run starts from: the journal of ``source`` up to ``at``.
+
+    ``steps`` are the entries the fork inherits: positions ``0 .. at-1``, plus ``at`` when
+    that entry's recorded result is replaced.
+    """
+
+    source: RunId
+    at: int
+    steps: tuple[StepRecord, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

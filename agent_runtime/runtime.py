@@ -10,7 +10,7 @@ from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.exceptions import InvalidInput
 from agent_runtime.ids import RunId, new_run_id
 from agent_runtime.notices import Notifier, Silent
-from agent_runtime.records import AttemptRecord, Run, RunStatus, StepRecord
+from agent_runtime.records import AttemptRecord, Fork, Run, RunStatus, StepRecord
 from agent_runtime.serialization import round_trip
 from agent_runtime.store import Store
 from agent_runtime.worker import Worker, WorkerOptions
@@ -38,15 +38,24 @@ class Runtime:
         self.sweeps = tuple(sweeps)
         self.notifier: Notifier = notifier or Silent()
 
-    def start(self, workflow: str, input: Any = None) -> Run:
-        """Create a pending run of ``workflow``; ``WorkflowNotFound`` if it is not registered."""
+    def start(self, workflow: str, input: Any = None, *, fork: Fork | None = None) -> Run:
+        """Create a pending run of ``workflow``; ``WorkflowNotFound`` if it is not registered.
+
+        With ``fork`` the run starts from another run's journal (see ``forking``).
+        """
         value = round_trip(input, what="the run's input")
         self.workflows.validate_input(workflow, value)
         now = self.clock.now()
         draft = Run(id=new_run_id(), workflow=workflow, status=RunStatus.PENDING, input=value,
-                    created_at=now, updated_at=now, due_at=now)
+                    created_at=now, updated_at=now, due_at=now,
+                    forked_from=None if fork is None else fork.source,
+                    fork_at=None if fork is None else fork.at)
         return self.store.create_run(draft.id, workflow, value, now,
-                                     self.notifier.run_started(draft))
+                                     self.notifier.run_started(draft), fork)
+
+    def forks(self, run_id: RunId) -> list[Run]:
+        """Return the runs forked from ``run_id``, newest first."""
+        return self.store.list_runs(forked_from=run_id, limit=1000)
 
     def get(self, run_id: RunId) -> Run:
         """Return the run or raise ``RunNotFound``."""

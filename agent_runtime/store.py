@@ -14,6 +14,7 @@ from agent_runtime.records import (
     AttemptRecord,
     ErrorInfo,
     Event,
+    Fork,
     Lease,
     Run,
     RunStatus,
@@ -31,17 +32,25 @@ class Store(Protocol):
 
     def create_run(
         self, run_id: RunId, workflow: str, input: Any, now: datetime,
-        notices: Sequence[Notice] = (),
+        notices: Sequence[Notice] = (), fork: Fork | None = None,
     ) -> Run:
-        """Store a new pending run (and queue ``notices`` with it)."""
+        """Store a new pending run (and queue ``notices`` with it).
+
+        With ``fork`` the run starts with the fork's inherited journal entries, written in
+        the same transaction; ``RunNotFound`` if the source run does not exist.
+        """
         ...
 
     def get_run(self, run_id: RunId) -> Run:
         """Return the run or raise ``RunNotFound``."""
         ...
 
-    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[Run]:
-        """Return the newest runs first, optionally only those with ``status``."""
+    def list_runs(
+        self, *, status: RunStatus | None = None, limit: int = 100,
+        forked_from: RunId | None = None,
+    ) -> list[Run]:
+        """Return the newest runs first, optionally only those with ``status`` or forked from
+        ``forked_from``."""
         ...
 
     def claim_runs(self, owner: str, *, limit: int, now: datetime, expires_at: datetime) -> list[

@@ -24,6 +24,7 @@ from agent_runtime.records import (
     AttemptRecord,
     ErrorInfo,
     Event,
+    Fork,
     Lease,
     Run,
     RunStatus,
@@ -67,14 +68,18 @@ class InMemoryStore:
 
     def create_run(
         self, run_id: RunId, workflow: str, input: Any, now: datetime,
-        notices: Sequence[Notice] = (),
+        notices: Sequence[Notice] = (), fork: Fork | None = None,
     ) -> Run:
-        """Store a new pending run."""
+        """Store a new pending run (with a fork's inherited journal)."""
         run = Run(id=run_id, workflow=workflow, status=RunStatus.PENDING, input=input,
-                  created_at=now, updated_at=now, due_at=now)
+                  created_at=now, updated_at=now, due_at=now,
+                  forked_from=None if fork is None else fork.source,
+                  fork_at=None if fork is None else fork.at)
         with self._lock:
+            if fork is not None and fork.source not in self._runs:
+                raise RunNotFound(fork.source)
             self._runs[run_id] = run
-            self._journals[run_id] = []
+            self._journals[run_id] = [] if fork is None else list(fork.steps)
             self._attempts[run_id] = []
             self.outbox.enqueue(notices, now)
         return run
@@ -87,10 +92,15 @@ class InMemoryStore:
             except KeyError:
                 raise RunNotFound(run_id) from None
 
-    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[Run]:
+    def list_runs(
+        self, *, status: RunStatus | None = None, limit: int = 100,
+        forked_from: RunId | None = None,
+    ) -> list[Run]:
         """Return the newest runs first."""
         with self._lock:
-            runs = [r for r in self._runs.values() if status is None or r.status == status]
+            runs = [r for r in self._runs.values()
+                    if (status is None or r.status == status)
+                    and (forked_from is None or r.forked_from == forked_from)]
         return sorted(runs, key=lambda r: r.created_at, reverse=True)[:limit]
 
     def claim_runs(

@@ -111,12 +111,14 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     approvals = services.approvals.store.list_approvals(run_id=run.id)
     agent = services.agents.for_workflow(run.workflow)
     usage = None if agent is None else usage_of(steps, agent).to_json()
+    forks = runtime.forks(run.id)
     data = run_json(run) | {
         "steps": [step_json(s, [a for a in attempts if a.position == s.position]) for s in steps],
         "approvals": [approval_json(a) for a in reversed(approvals)],
         "usage": usage,
+        "forks": [{"id": f.id, "at": f.fork_at} for f in forks],
     }
-    emit(args, data, run_detail(run, steps, attempts, list(reversed(approvals)), usage))
+    emit(args, data, run_detail(run, steps, attempts, list(reversed(approvals)), usage, forks))
     return 0
 
 

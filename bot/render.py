@@ -24,6 +24,8 @@ def run_json(run: Run) -> dict[str, Any]:
         "due_at": _time(run.due_at),
         "wait_key": run.wait_key,
         "lease_owner": run.lease_owner,
+        "forked_from": run.forked_from,
+        "fork_at": run.fork_at,
     }
 
 
@@ -107,14 +109,17 @@ def run_detail(
     attempts: list[AttemptRecord],
     approvals: list[Approval] | None = None,
     usage: dict[str, Any] | None = None,
+    forks: list[Run] | None = None,
 ) -> str:
-    """Return a run, its journal, approvals and usage as readable text."""
+    """Return a run, its journal, approvals, usage and forks as readable text."""
     lines = [
         f"run       {run.id}",
         f"workflow  {run.workflow}",
         f"status    {run.status.value}{_waiting(run)}",
         f"input     {_compact(run.input)}",
     ]
+    if run.forked_from is not None:
+        lines.append(f"forked    from {run.forked_from} at step {run.fork_at}")
     if run.output is not None:
         lines.append(f"output    {_compact(run.output)}")
     if run.error is not None:
@@ -130,6 +135,7 @@ def run_detail(
     if usage is not None:
         lines.append(f"usage     {usage['tokens']} tokens, ${usage['cost_usd']:.4f}, "
                      f"{usage['model_calls']} model calls, {usage['tool_calls']} tool calls")
+    lines += [f"fork      {f.id} at step {f.fork_at} ({f.status.value})" for f in forks or ()]
     return "\n".join(lines)
 
 

@@ -17,10 +17,11 @@ from agent_runtime import (
     WorkerOptions,
     Workflows,
 )
-from agent_runtime.agent_loop import agent_workflow
+from agent_runtime.agent_loop import ModelResolver, agent_workflow
 from agent_runtime.demo import demo_workflows
+from agent_runtime.models import Model
 from bot.demo.agent import demo_agent
-from bot.models import configured_model
+from bot.models import configured_model, model_from_spec
 from bot.settings import Settings, SettingsError
 from bot.slack.notifier import SlackNotifier
 from store import SqlStore, open_store
@@ -38,6 +39,7 @@ class Services:
     approvals: Approvals
     agents: Agents
     outbox: SqlOutbox
+    models: ModelResolver
 
 
 def build_services(settings: Settings, *, migrate: bool = True) -> Services:
@@ -52,13 +54,17 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
     notifier = SlackNotifier(store)
     approvals = Approvals(SqlApprovalStore(store.engine), clock, lookup, notifier)
     workflows = load_workflows(settings.workflow_modules)
+
+    def models(spec: str) -> Model:
+        return model_from_spec(spec, settings)
+
     for agent in agents:
-        workflows.add(agent.workflow, agent_workflow(agent, approvals),
+        workflows.add(agent.workflow, agent_workflow(agent, approvals, models),
                       validate=AgentInput.from_json)
     runtime = Runtime(store, workflows, clock=clock, sweeps=(approvals.sweep,),
                       notifier=notifier)
     return Services(settings=settings, store=store, runtime=runtime, approvals=approvals,
-                    agents=agents, outbox=SqlOutbox(store.engine))
+                    agents=agents, outbox=SqlOutbox(store.engine), models=models)
 
 
 def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:

@@ -53,9 +53,12 @@ class RunRow(Base):
     wait_key: Mapped[str | None] = mapped_column(Text, nullable=True)
     lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
     fence: Mapped[int] = mapped_column(Integer, default=0)
+    forked_from: Mapped[str | None] = mapped_column(HexUuid, nullable=True)
+    fork_at: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     __table_args__ = (
         Index(None, "due_at"),
+        Index(None, "forked_from"),
         Index(None, "status", "created_at"),
         Index(None, "created_at"),
     )

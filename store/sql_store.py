@@ -41,6 +41,7 @@ from agent_runtime.records import (
     AttemptRecord,
     ErrorInfo,
     Event,
+    Fork,
     Lease,
     Run,
     RunStatus,
@@ -95,13 +96,20 @@ class SqlStore:
 
     def create_run(
         self, run_id: RunId, workflow: str, input: Any, now: datetime,
-        notices: Sequence[Notice] = (),
+        notices: Sequence[Notice] = (), fork: Fork | None = None,
     ) -> Run:
-        """Store a new pending run and its notices, and wake the workers."""
+        """Store a new pending run (with a fork's inherited journal) and its notices, and
+        wake the workers."""
         values = {"id": run_id, "workflow": workflow, "status": RunStatus.PENDING.value,
-                  "input": input, "created_at": now, "updated_at": now, "due_at": now, "fence": 0}
+                  "input": input, "created_at": now, "updated_at": now, "due_at": now, "fence": 0,
+                  "forked_from": None if fork is None else fork.source,
+                  "fork_at": None if fork is None else fork.at}
         with self._tx() as conn:
+            if fork is not None:
+                self._get(conn, fork.source)
             row = conn.execute(insert(runs).values(values).returning(*runs.c)).one()
+            if fork is not None and fork.steps:
+                conn.execute(insert(steps), [_step_row(run_id, s) for s in fork.steps])
             write_notices(conn, notices, now)
             notify_wake(conn)
         return _run(row)
@@ -111,11 +119,16 @@ class SqlStore:
         with self._one() as conn:
             return self._get(conn, run_id)
 
-    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[Run]:
+    def list_runs(
+        self, *, status: RunStatus | None = None, limit: int = 100,
+        forked_from: RunId | None = None,
+    ) -> list[Run]:
         """Return the newest runs first."""
         query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
         if status is not None:
             query = query.where(runs.c.status == status.value)
+        if forked_from is not None:
+            query = query.where(runs.c.forked_from == forked_from)
         with self._one() as conn:
             return [_run(row) for row in conn.execute(query)]
 
@@ -483,7 +496,17 @@ def _run(row: Row[Any]) -> Run:
         output=row.output, error=None if row.error is None else ErrorInfo.from_json(row.error),
         created_at=row.created_at, updated_at=row.updated_at, due_at=row.due_at,
         wait_key=row.wait_key, lease_owner=row.lease_owner, fence=row.fence,
+        forked_from=None if row.forked_from is None else RunId(row.forked_from),
+        fork_at=row.fork_at,
     )
+
+
+def _step_row(run_id: RunId, step: StepRecord) -> dict[str, Any]:
+    return {"run_id": run_id, "position": step.position, "kind": step.kind.value,
+            "name": step.name, "input_hash": step.input_hash, "output": step.output,
+            "error": None if step.error is None else step.error.to_json(),
+            "attempts": step.attempts, "started_at": step.started_at,
+            "finished_at": step.finished_at}
 
 
 def _step(row: Row[Any]) -> StepRecord:

@@ -12,6 +12,7 @@ from agent_runtime import (
     AttemptRecord,
     ErrorInfo,
     EventAlreadyDelivered,
+    Fork,
     InvalidRunState,
     JournalConflict,
     Lease,
@@ -278,3 +279,28 @@ def test_concurrent_claimers_never_share_a_run(any_store: Store) -> None:
     for thread in threads:
         thread.join()
     assert sorted(got) == sorted(ids)
+
+
+def test_fork_starts_with_the_inherited_journal(any_store: Store) -> None:
+    """A fork is created with its inherited entries in one go and is listed under its source."""
+    source = _new(any_store, {"task": "t"})
+    lease = _claim_one(any_store)
+    recorded = [_step(0, {"a": 1}), _step(1, None), _step(2, [1, "two"])]
+    for step in recorded:
+        any_store.append_step(lease, step)
+    fork = Fork(source=source, at=2, steps=tuple(recorded[:2]))
+    forked = any_store.create_run(new_run_id(), "wf", {"task": "t"}, T0, fork=fork)
+    assert (forked.forked_from, forked.fork_at, forked.status) == (source, 2, RunStatus.PENDING)
+    assert any_store.load_journal(forked.id) == recorded[:2]
+    assert any_store.get_run(forked.id).forked_from == source
+    assert [r.id for r in any_store.list_runs(forked_from=source)] == [forked.id]
+    assert any_store.get_run(source).forked_from is None
+
+
+def test_fork_of_an_unknown_run_creates_nothing(any_store: Store) -> None:
+    """Forking a run that does not exist raises RunNotFound and leaves no run behind."""
+    before = len(any_store.list_runs())
+    fork = Fork(source=new_run_id(), at=0, steps=(_step(0),))
+    with pytest.raises(RunNotFound):
+        any_store.create_run(new_run_id(), "wf", None, T0, fork=fork)
+    assert len(any_store.list_runs()) == before

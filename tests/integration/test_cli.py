@@ -28,8 +28,8 @@ from tests.integration import (
     wait_until,
 )
 
-RUN_KEYS = ["created_at", "due_at", "error", "id", "input", "lease_owner", "output", "status",
-            "updated_at", "wait_key", "workflow"]
+RUN_KEYS = ["created_at", "due_at", "error", "fork_at", "forked_from", "id", "input",
+            "lease_owner", "output", "status", "updated_at", "wait_key", "workflow"]
 STEP_KEYS = ["attempts", "error", "failed_attempts", "finished_at", "input_hash", "kind", "name",
              "output", "position", "started_at"]
 UNKNOWN_RUN = "0123456789abcdef0123456789abcdef"

@@ -24,7 +24,7 @@ from agent_runtime import (
     Workflows,
     tool,
 )
-from agent_runtime.agent_loop import agent_workflow
+from agent_runtime.agent_loop import ModelResolver, agent_workflow
 from agent_runtime.models import ModelResponse, ScriptedModel
 from agent_runtime.testing import FrozenClock, InMemoryApprovalStore, InMemoryStore
 
@@ -43,7 +43,8 @@ class AgentHarness:
 
     def __init__(self, script: Sequence[ModelResponse], *, policy: ApprovalPolicy | None = None,
                  budget: Budget | None = None,
-                 outcome: UnknownOutcome = UnknownOutcome.RETRY) -> None:
+                 outcome: UnknownOutcome = UnknownOutcome.RETRY,
+                 models: ModelResolver | None = None) -> None:
         self.clock = FrozenClock()
         self.store = InMemoryStore()
         self.approval_store = InMemoryApprovalStore(self.store)
@@ -60,7 +61,7 @@ class AgentHarness:
             lookup.add(item)
         self.approvals = Approvals(self.approval_store, self.clock, lookup)
         workflows = Workflows()
-        workflows.add(self.agent.workflow, agent_workflow(self.agent, self.approvals))
+        workflows.add(self.agent.workflow, agent_workflow(self.agent, self.approvals, models))
         self.runtime = Runtime(self.store, workflows, clock=self.clock,
                                sweeps=(self.approvals.sweep,))
 

@@ -1,0 +1,119 @@
+"""``signoff inspect`` and ``signoff fork``: the journal as a debugger and a time machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from agent_runtime import Agent, InvalidInput, Run
+from agent_runtime.agent_loop import with_model
+from agent_runtime.forking import plan_fork
+from agent_runtime.model_input import ModelInput, model_input
+from bot.cli_common import UsageError, emit, json_argument, json_flag, run_id
+from bot.render import run_json, run_line
+from bot.settings import Settings
+from bot.wiring import Services, build_services
+
+
+def add_commands(commands: Any) -> None:
+    """Add ``inspect`` and ``fork``."""
+    inspect = commands.add_parser(
+        "inspect", help="exactly what the model saw at a step, rebuilt from the journal")
+    inspect.add_argument("run", type=run_id)
+    inspect.add_argument("--step", type=int, required=True, metavar="K",
+                         help="the journal position of a model call (see `signoff history`)")
+    json_flag(inspect).set_defaults(handler=cmd_inspect)
+
+    fork = commands.add_parser(
+        "fork", help="a new run from a run's first K steps, continuing live from step K")
+    fork.add_argument("run", type=run_id)
+    fork.add_argument("--at", type=int, required=True, metavar="K",
+                      help="the step to continue from (a model call, for an agent run)")
+    fork.add_argument("--output", metavar="JSON",
+                      help="use this as step K's result instead of taking it live")
+    choice = fork.add_mutually_exclusive_group()
+    choice.add_argument("--agent", metavar="NAME", help="continue under another agent")
+    choice.add_argument("--model", metavar="SPEC",
+                        help="continue with another model (openai:M, anthropic:M, module:attr)")
+    json_flag(fork).set_defaults(handler=cmd_fork)
+
+
+def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
+    """Print the model input of step K."""
+    services = build_services(settings)
+    run = services.runtime.get(args.run)
+    agent = _agent_of(services, run)
+    seen = model_input(agent, services.approvals, run, services.runtime.journal(run.id),
+                       args.step)
+    emit(args, seen.to_json(), _inspect_text(seen))
+    return 0 if seen.identical else 1
+
+
+def cmd_fork(args: argparse.Namespace, settings: Settings) -> int:
+    """Create the fork and print it; any worker continues it."""
+    services = build_services(settings)
+    runtime = services.runtime
+    source = runtime.get(args.run)
+    agent = services.agents.for_workflow(source.workflow)
+    if agent is None and (args.agent or args.model):
+        raise UsageError(f"run {source.id} is not an agent run: --agent and --model need one")
+    workflow, data = _target(services, source, args)
+    fork = plan_fork(source, runtime.journal(source.id), args.at, agent_run=agent is not None,
+                     output=None if args.output is None else json_argument("--output",
+                                                                           args.output),
+                     replace_output=args.output is not None, now=runtime.clock.now())
+    forked = runtime.start(workflow, data, fork=fork)
+    emit(args, run_json(forked), f"{run_line(forked)}  fork of {source.id} at step {args.at}")
+    return 0
+
+
+def _target(services: Services, source: Run, args: argparse.Namespace) -> tuple[str, Any]:
+    """Return the fork's workflow and input: the source's, or another agent's or model's."""
+    data = source.input
+    if not isinstance(data, dict) or not (args.agent or args.model):
+        return source.workflow, data
+    if args.agent:
+        return services.agents.get(args.agent).workflow, _without_model(data)
+    agent = _agent_of(services, source)
+    try:
+        with_model(agent, args.model, services.models)
+    except ValueError as exc:
+        raise UsageError(f"--model: {exc}") from None
+    return source.workflow, data | {"model": args.model}
+
+
+def _agent_of(services: Services, run: Run) -> Agent:
+    agent = services.agents.for_workflow(run.workflow)
+    if agent is None:
+        raise InvalidInput("inspect", f"run {run.id} is a {run.workflow} run, not an agent run")
+    return agent
+
+
+def _without_model(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k != "model"}
+
+
+def _inspect_text(seen: ModelInput) -> str:
+    request = seen.request
+    verdict = ("identical to the request sent (input hash " + seen.input_hash + ")"
+               if seen.identical else
+               f"DIFFERENT from the request sent: rebuilt {seen.input_hash}, recorded "
+               f"{seen.recorded_input_hash} (the agent changed since the run)")
+    data = seen.to_json()
+    lines = [
+        f"run {seen.run_id} step {seen.position}: {verdict}",
+        f"system prompt (sha256 {data['system_prompt_sha256'][:16]}):",
+        *(f"  {line}" for line in request["system"].splitlines()),
+        "tools: " + ", ".join(t["name"] for t in request["tools"]),
+        f"max output tokens: {request['max_output_tokens']}",
+        "used so far: " + ", ".join(f"{k} {v}" for k, v in seen.used.items()),
+        "budget left: " + (", ".join(f"{k} {v}" for k, v in seen.budget_left.items())
+                           or "unlimited"),
+        f"conversation ({len(request['messages'])} messages):",
+    ]
+    for message in request["messages"]:
+        lines.append(f"  [{message['role']}] {message['content']}")
+        lines += [f"    -> {c['name']} {json.dumps(c['arguments'], sort_keys=True)}"
+                  for c in message.get("tool_calls", [])]
+    return "\n".join(lines)
