@@ -1,16 +1,19 @@
-"""``signoff inspect`` and ``signoff fork``: the journal as a debugger and a time machine."""
+"""``signoff inspect``, ``fork`` and ``eval``: the journal as debugger, time machine, eval set."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from agent_runtime import Agent, InvalidInput, Run
 from agent_runtime.agent_loop import with_model
+from agent_runtime.evals import EvalReport, compare
 from agent_runtime.forking import plan_fork
 from agent_runtime.model_input import ModelInput, model_input
 from bot.cli_common import UsageError, emit, json_argument, json_flag, run_id
+from bot.eval_report import render_html
 from bot.render import run_json, run_line
 from bot.settings import Settings
 from bot.wiring import Services, build_services
@@ -37,6 +40,18 @@ def add_commands(commands: Any) -> None:
     choice.add_argument("--model", metavar="SPEC",
                         help="continue with another model (openai:M, anthropic:M, module:attr)")
     json_flag(fork).set_defaults(handler=cmd_fork)
+
+    evaluate = commands.add_parser(
+        "eval", help="re-run recorded runs with another agent or model; tools are never run")
+    evaluate.add_argument("runs", type=run_id, nargs="+", metavar="RUN")
+    candidate = evaluate.add_mutually_exclusive_group(required=True)
+    candidate.add_argument("--agent", metavar="NAME", help="the agent to evaluate")
+    candidate.add_argument("--model", metavar="SPEC",
+                           help="the model to evaluate (openai:M, anthropic:M, module:attr)")
+    evaluate.add_argument("--stop-at-divergence", action="store_true",
+                          help="end a re-run at its first tool call that was not recorded")
+    evaluate.add_argument("--report", metavar="FILE.html", help="also write an HTML report")
+    json_flag(evaluate).set_defaults(handler=cmd_eval)
 
 
 def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
@@ -68,6 +83,59 @@ def cmd_fork(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
+    """Compare each recorded run with its re-run by the candidate."""
+    services = build_services(settings)
+    runtime = services.runtime
+    runs = [runtime.get(r) for r in dict.fromkeys(args.runs)]
+    comparisons = []
+    for run in runs:
+        agent = _agent_of(services, run)
+        candidate = _candidate(services, agent, args)
+        comparisons.append(compare(agent, candidate, services.approvals, run,
+                                   runtime.journal(run.id),
+                                   stop_at_divergence=args.stop_at_divergence))
+    report = EvalReport(args.agent or args.model, comparisons)
+    if args.report:
+        _write(args.report, render_html(report))
+    emit(args, report.to_json(), _eval_text(report))
+    return 0
+
+
+def _candidate(services: Services, agent: Agent, args: argparse.Namespace) -> Agent:
+    if args.agent:
+        return services.agents.get(args.agent)
+    try:
+        return with_model(agent, args.model, services.models)
+    except ValueError as exc:
+        raise UsageError(f"--model: {exc}") from None
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--report: cannot write {path}: {exc.strerror}") from None
+
+
+def _eval_text(report: EvalReport) -> str:
+    lines = []
+    for comparison in report.comparisons:
+        data = comparison.to_json()
+        verdict = "agrees  " if comparison.agrees else "DIVERGES"
+        lines.append(f"{comparison.run_id}  {verdict}  calls {len(comparison.candidate.calls)}"
+                     f"/{len(comparison.recorded.calls)}  answer "
+                     f"{'same' if comparison.same_answer else 'differs'}  tokens "
+                     f"{data['token_delta']:+d}  cost {data['cost_delta_usd']:+.6f}")
+        lines += [f"    call {d.index + 1}: {d.call.tool} {json.dumps(d.call.arguments)}"
+                  " was not recorded" for d in comparison.divergences]
+    summary = report.summary()
+    lines.append(f"agreement {summary['agreement_rate'] * 100:.1f} % "
+                 f"({summary['agreeing']}/{summary['runs']} runs); tokens "
+                 f"{summary['token_delta']:+d}; cost {summary['cost_delta_usd']:+.6f} USD")
+    return "\n".join(lines)
+
+
 def _target(services: Services, source: Run, args: argparse.Namespace) -> tuple[str, Any]:
     """Return the fork's workflow and input: the source's, or another agent's or model's."""
     data = source.input
@@ -75,11 +143,7 @@ def _target(services: Services, source: Run, args: argparse.Namespace) -> tuple[
         return source.workflow, data
     if args.agent:
         return services.agents.get(args.agent).workflow, _without_model(data)
-    agent = _agent_of(services, source)
-    try:
-        with_model(agent, args.model, services.models)
-    except ValueError as exc:
-        raise UsageError(f"--model: {exc}") from None
+    _candidate(services, _agent_of(services, source), args)
     return source.workflow, data | {"model": args.model}
 
 

@@ -1,0 +1,109 @@
+"""An eval as one self-contained HTML page: summary, a plot of deltas, runs side by side."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from agent_runtime.evals import EvalReport
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:72rem;color:#1d1c1d}
+table{border-collapse:collapse;width:100%;margin:.5rem 0 1.5rem}
+td,th{border:1px solid #ddd;padding:.3rem .5rem;vertical-align:top;text-align:left}
+th{background:#f6f6f6}.agree{color:#1a7f37}.diverge{color:#b42318}
+code,pre{font:12px/1.4 ui-monospace,monospace;white-space:pre-wrap;margin:0}
+.miss{background:#fdecea}h2{margin-top:2rem}
+"""
+BAR_HEIGHT = 18
+PLOT_WIDTH = 640
+
+
+def render_html(report: EvalReport) -> str:
+    """Return the report as an HTML document needing nothing else (no scripts, no fetches)."""
+    summary = report.summary()
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>Eval: {escape(report.candidate)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>Eval against {escape(report.candidate)}</h1>",
+        _summary_table(summary),
+        "<h2>Token delta per run</h2>",
+        _plot(report),
+        *(_run_section(c) for c in report.to_json()["runs"]),
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def _summary_table(summary: dict[str, Any]) -> str:
+    rows = [
+        ("runs", summary["runs"]),
+        ("agreement", f"{summary['agreement_rate'] * 100:.1f} % ({summary['agreeing']} runs)"),
+        ("same tool calls", summary["same_calls"]),
+        ("same answer", summary["same_answer"]),
+        ("divergence points", ", ".join(f"{k}: {v} runs" for k, v in
+                                        summary["divergence_points"].items()) or "none"),
+        ("token delta", f"{summary['token_delta']:+d}"),
+        ("cost delta", f"{summary['cost_delta_usd']:+.6f} USD"),
+    ]
+    cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in rows)
+    return f"<table class=summary>{cells}</table>"
+
+
+def _plot(report: EvalReport) -> str:
+    """A horizontal bar per run: its token delta, green if it agrees, red if not."""
+    runs = report.to_json()["runs"]
+    largest = max([abs(r["token_delta"]) for r in runs] + [1])
+    middle = PLOT_WIDTH // 2
+    height = BAR_HEIGHT * len(runs) + 4
+    bars = [f'<line x1="{middle}" y1="0" x2="{middle}" y2="{height}" stroke="#999"/>']
+    for row, run in enumerate(runs):
+        width = abs(run["token_delta"]) * (middle - 10) / largest
+        x = middle if run["token_delta"] >= 0 else middle - width
+        colour = "#1a7f37" if run["agrees"] else "#b42318"
+        label = f"{run['run_id'][:8]} {run['token_delta']:+d} tokens"
+        bars.append(
+            f'<rect x="{x:.1f}" y="{row * BAR_HEIGHT + 2}" width="{max(width, 1):.1f}" '
+            f'height="{BAR_HEIGHT - 4}" fill="{colour}"><title>{escape(label)}</title></rect>')
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH}" height="{height}" '
+            f'role="img" aria-label="token delta per run">{"".join(bars)}</svg>')
+
+
+def _run_section(run: dict[str, Any]) -> str:
+    verdict = ('<span class=agree>agrees</span>' if run["agrees"]
+               else '<span class=diverge>diverges</span>')
+    recorded, candidate = run["recorded"], run["candidate"]
+    rows = []
+    for index in range(max(len(recorded["calls"]), len(candidate["calls"]))):
+        left = recorded["calls"][index] if index < len(recorded["calls"]) else None
+        right = candidate["calls"][index] if index < len(candidate["calls"]) else None
+        miss = " class=miss" if right is not None and not right["replayed"] else ""
+        rows.append(f"<tr{miss}><td>{index + 1}</td><td>{_call(left)}</td>"
+                    f"<td>{_call(right)}</td></tr>")
+    rows.append(f"<tr><td>answer</td><td>{_text(recorded['answer'])}</td>"
+                f"<td>{_text(candidate['answer'])}</td></tr>")
+    rows.append(f"<tr><td>ended</td><td>{escape(recorded['ended'])}</td>"
+                f"<td>{escape(candidate['ended'])}</td></tr>")
+    rows.append(f"<tr><td>usage</td><td>{_usage(recorded)}</td><td>{_usage(candidate)}</td></tr>")
+    return (f"<h2>Run {escape(run['run_id'])} — {verdict}</h2>"
+            f"<p>{escape(run['task'])}</p><table><tr><th>#</th><th>recorded</th>"
+            f"<th>re-run</th></tr>{''.join(rows)}</table>")
+
+
+def _call(call: dict[str, Any] | None) -> str:
+    if call is None:
+        return "—"
+    arguments = json.dumps(call["arguments"], sort_keys=True, ensure_ascii=False)
+    result = ("error: " if call["is_error"] else "") + call["result"]
+    return (f"<code>{escape(call['tool'])} {escape(arguments)}</code>"
+            f"<pre>{escape(result)}</pre>")
+
+
+def _text(value: str | None) -> str:
+    return "—" if value is None else f"<pre>{escape(value)}</pre>"
+
+
+def _usage(trajectory: dict[str, Any]) -> str:
+    return escape(f"{trajectory['tokens']} tokens, {trajectory['model_calls']} model calls, "
+                  f"{trajectory['cost_usd']:.6f} USD")

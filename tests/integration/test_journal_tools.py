@@ -1,0 +1,227 @@
+"""Inspect, fork and eval through the ``signoff`` command line, over recorded demo runs.
+
+Twenty demo-agent runs are recorded once for the module against a real demo provider on
+loopback (its ledger lists every request it received), with every refund and email
+approved but one refund rejected. Eval and inspect then run with the tools swapped for a
+tripwire that records any call, so "never executes a side effect" is observed, not assumed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_runtime import Actor, AgentInput, ApprovalStatus, Decision, RunId, RunStatus
+from agent_runtime.model_input import model_positions
+from bot.wiring import Services
+from tests.integration import cli_ok, run_cli
+from tests.integration.agent_helpers import (
+    APPROVER,
+    REQUESTER,
+    DemoProvider,
+    agent_env,
+    email_requests,
+    refund_requests,
+    services_for,
+)
+from tests.integration.eval_models import CHANGED_ORDER, TRIPWIRE_ENV
+
+ORDERS = ("1042", "1043", "1044", "1045")
+PHRASINGS = (
+    "refund order {} and email the customer",
+    "please refund order #{}",
+    "order {}: refund it and notify the customer",
+    "email the customer of order {} about the delay",
+    "refund order {}, then tell the customer",
+)
+REJECTED = ("1043", 0)
+"""The one recorded run whose refund was rejected."""
+MODELS = "tests.integration.eval_models"
+
+
+@dataclass
+class Recorded:
+    """The recorded runs and how to reach them."""
+
+    env: dict[str, str]
+    services: Services
+    provider: DemoProvider
+    runs: dict[tuple[str, int], RunId]
+    tripwire: Path
+
+    def tripwire_env(self) -> dict[str, str]:
+        """The environment of a process whose demo tools fail (and log) when called."""
+        return self.env | {"SIGNOFF_AGENT": f"{MODELS}:tripwire_agent",
+                           TRIPWIRE_ENV: str(self.tripwire)}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+    """Twenty completed demo runs on a SQLite file, one with a rejected refund."""
+    directory = tmp_path_factory.mktemp("journal")
+    with DemoProvider(directory) as provider:
+        env = agent_env(f"sqlite:///{directory / 'signoff.db'}", provider.url)
+        with services_for(env) as services:
+            runs = {(order, n): _start(services, phrasing.format(order))
+                    for n, phrasing in enumerate(PHRASINGS) for order in ORDERS}
+            cli_ok(env, "worker", "--until-idle")
+            for key, run_id in runs.items():
+                _decide_all(services, run_id, reject=key == REJECTED)
+            cli_ok(env, "worker", "--until-idle")
+            for run_id in runs.values():
+                assert services.runtime.get(run_id).status == RunStatus.COMPLETED
+            yield Recorded(env, services, provider, runs, directory / "tripwire.log")
+
+
+def _start(services: Services, task: str) -> RunId:
+    data = AgentInput(task=task, requester=Actor(user_id=REQUESTER)).to_json()
+    return services.runtime.start("agent:demo", data).id
+
+
+def _decide_all(services: Services, run_id: RunId, *, reject: bool) -> None:
+    for approval in services.approvals.store.list_approvals(run_id=run_id,
+                                                            status=ApprovalStatus.PENDING):
+        refuse = reject and approval.tool == "issue_refund"
+        result = services.approvals.decide(
+            approval.id, Actor(user_id=APPROVER, name="dana"),
+            Decision.REJECT if refuse else Decision.APPROVE,
+            reason="over the refund limit" if refuse else None)
+        assert result.accepted, result.message
+
+
+def _json(env: dict[str, str], *args: str) -> Any:
+    return json.loads(cli_ok(env, *args, "--json"))
+
+
+def test_eval_reports_exactly_the_changed_runs(recorded: Recorded, tmp_path: Path) -> None:
+    """A model changed for order 1045 diverges on exactly those refunds; all else agrees."""
+    ledger = recorded.provider.ledger()
+    report_file = tmp_path / "eval.html"
+    report = _json(recorded.tripwire_env(), "eval", *recorded.runs.values(),
+                   "--model", f"{MODELS}:changed_model", "--report", str(report_file))
+    by_run = {r["run_id"]: r for r in report["runs"]}
+    changed = {run_id for (order, n), run_id in recorded.runs.items()
+               if order == CHANGED_ORDER and "refund" in PHRASINGS[n]}
+    assert len(changed) == 4
+    assert {run_id for run_id, r in by_run.items() if not r["agrees"]} == changed
+    for run_id in changed:
+        (divergence,) = by_run[run_id]["divergences"]
+        assert (divergence["index"], divergence["tool"]) == (1, "issue_refund")
+        assert divergence["arguments"]["amount_cents"] * 2 == \
+            divergence["recorded"]["arguments"]["amount_cents"]
+        assert by_run[run_id]["candidate"]["calls"][1]["result"].startswith("not replayed")
+    summary = report["summary"]
+    assert (summary["runs"], summary["agreeing"], summary["agreement_rate"]) == (20, 16, 0.8)
+    assert summary["divergence_points"] == {"call 2: issue_refund": 4}
+    assert not recorded.tripwire.exists(), recorded.tripwire.read_text()
+    assert recorded.provider.ledger() == ledger
+    html = report_file.read_text(encoding="utf-8")
+    assert "<svg" in html
+    assert "<script" not in html
+    assert "http" not in html.split("<svg")[0]
+    assert all(run_id in html for run_id in recorded.runs.values())
+
+
+def test_eval_with_the_same_model_agrees_everywhere(recorded: Recorded) -> None:
+    """The unchanged model reproduces all twenty runs, the rejected refund included."""
+    report = _json(recorded.tripwire_env(), "eval", *recorded.runs.values(),
+                   "--model", f"{MODELS}:same_model")
+    assert report["summary"]["agreement_rate"] == 1.0
+    assert all(r["same_calls"] and r["same_answer"] for r in report["runs"])
+    rejected = next(r for r in report["runs"] if r["run_id"] == recorded.runs[REJECTED])
+    assert "over the refund limit" in rejected["candidate"]["calls"][1]["result"]
+    assert report["summary"]["token_delta"] == 0
+    assert not recorded.tripwire.exists()
+
+
+def test_eval_can_stop_a_trajectory_at_its_divergence(recorded: Recorded) -> None:
+    """With --stop-at-divergence a changed run ends at its first unrecorded call."""
+    run_id = recorded.runs[(CHANGED_ORDER, 0)]
+    report = _json(recorded.tripwire_env(), "eval", run_id, "--model",
+                   f"{MODELS}:changed_model", "--stop-at-divergence")
+    (only,) = report["runs"]
+    assert only["candidate"]["ended"] == "diverged"
+    assert only["candidate"]["answer"] is None
+    assert [c["tool"] for c in only["candidate"]["calls"]] == ["lookup_order", "issue_refund"]
+
+
+def test_inspect_rebuilds_each_model_input_and_runs_nothing(recorded: Recorded) -> None:
+    """Inspect at every model step of a run matches the recorded input hash; no tool runs."""
+    run_id = recorded.runs[REJECTED]
+    journal = recorded.services.runtime.journal(run_id)
+    positions = model_positions(journal)
+    seen = [_json(recorded.tripwire_env(), "inspect", run_id, "--step", str(p))
+            for p in positions]
+    assert all(s["identical"] for s in seen)
+    assert [s["recorded_input_hash"] for s in seen] == [journal[p].input_hash
+                                                       for p in positions]
+    assert [len(s["tool_results"]) for s in seen] == [0, 1, 3]
+    refused = seen[-1]["tool_results"][1]
+    assert (refused["tool"], refused["is_error"]) == ("issue_refund", True)
+    assert seen[-1]["used"]["model_calls"] == 2
+    text = cli_ok(recorded.tripwire_env(), "inspect", run_id, "--step", str(positions[-1]))
+    assert "identical to the request sent" in text
+    assert "over the refund limit" in text
+    assert not recorded.tripwire.exists()
+
+
+def test_inspect_of_a_step_that_is_not_a_model_call_is_refused(recorded: Recorded) -> None:
+    """Inspect at a tool step exits 2 and names the model-call steps."""
+    run_id = recorded.runs[("1042", 0)]
+    done = run_cli(recorded.env, "inspect", run_id, "--step", "0")
+    assert done.returncode == 2
+    assert "model calls are at steps" in done.stderr
+
+
+def test_fork_never_repeats_a_side_effect_of_its_prefix(recorded: Recorded) -> None:
+    """A fork at the final answer, replaced, adds nothing to the provider's ledger."""
+    source = recorded.runs[("1042", 0)]
+    journal = recorded.services.runtime.journal(source)
+    at = model_positions(journal)[-1]
+    ledger = recorded.provider.ledger()
+    answer = {"message": {"role": "assistant", "content": "Refund and email done (forked)."}}
+    forked = _json(recorded.env, "fork", source, "--at", str(at), "--output",
+                   json.dumps(answer))
+    assert (forked["forked_from"], forked["fork_at"]) == (source, at)
+    cli_ok(recorded.env, "worker", "--until-idle")
+    ended = recorded.services.runtime.get(forked["id"])
+    assert ended.status == RunStatus.COMPLETED
+    assert ended.output["answer"] == "Refund and email done (forked)."
+    assert recorded.provider.ledger() == ledger
+    shown = _json(recorded.env, "show", source)
+    assert {"id": forked["id"], "at": at} in shown["forks"]
+
+
+def test_fork_before_the_actions_asks_again_and_acts_once(recorded: Recorded) -> None:
+    """A fork at the proposal waits for its own approvals, then refunds once under its key."""
+    source = recorded.runs[("1044", 0)]
+    at = model_positions(recorded.services.runtime.journal(source))[1]
+    ledger = recorded.provider.ledger()
+    forked = RunId(_json(recorded.env, "fork", source, "--at", str(at))["id"])
+    cli_ok(recorded.env, "worker", "--until-idle")
+    assert recorded.services.runtime.get(forked).status == RunStatus.WAITING
+    assert recorded.provider.ledger() == ledger, "the prefix's lookup was not made again"
+    _decide_all(recorded.services, forked, reject=False)
+    cli_ok(recorded.env, "worker", "--until-idle")
+    assert recorded.services.runtime.get(forked).status == RunStatus.COMPLETED
+    entries = recorded.provider.ledger()
+    assert len(refund_requests(entries, forked)) == len(email_requests(entries, forked)) == 1
+    assert len(entries) == len(ledger) + 2
+
+
+def test_fork_under_another_model_is_refused_when_unknown(recorded: Recorded) -> None:
+    """An unknown model spec, or an agent run forked at a tool step, exits 2 and forks nothing."""
+    source = recorded.runs[("1042", 1)]
+    before = len(recorded.services.runtime.forks(source))
+    bad_model = run_cli(recorded.env, "fork", source, "--at", "1", "--model", "nope:nothing")
+    assert bad_model.returncode == 2
+    assert "--model" in bad_model.stderr
+    tool_step = run_cli(recorded.env, "fork", source, "--at", "0")
+    assert tool_step.returncode == 2
+    assert "can be forked at its model calls" in tool_step.stderr
+    assert len(recorded.services.runtime.forks(source)) == before
