@@ -14,9 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from agent_runtime.exceptions import InvalidInput
+from agent_runtime.ids import RunId
 from agent_runtime.model_input import is_model_step, model_positions
 from agent_runtime.models.base import ModelResponse
 from agent_runtime.records import Fork, Run, StepKind, StepRecord
+from agent_runtime.runtime import Runtime
 from agent_runtime.serialization import round_trip
 
 
@@ -59,3 +61,17 @@ def _check_model_response(value: Any) -> None:
         raise InvalidInput("fork", 'a model step\'s output is a model response like {"message":'
                                      ' {"role": "assistant", "content": "..."}, "usage": {...}}'
                                      f" ({type(exc).__name__}: {exc})") from None
+
+
+def fork_run(runtime: Runtime, source: RunId, at: int, *, agent_run: bool,
+             output: Any = None, replace_output: bool = False, workflow: str | None = None,
+             input: Any = None) -> Run:
+    """Fork ``source`` at step ``at`` and return the new pending run (see ``plan_fork``).
+
+    The fork runs ``workflow`` with ``input`` when given, else the source's.
+    """
+    run = runtime.get(source)
+    fork = plan_fork(run, runtime.journal(source), at, agent_run=agent_run, output=output,
+                     replace_output=replace_output, now=runtime.clock.now())
+    return runtime.start(workflow or run.workflow, run.input if input is None else input,
+                         fork=fork)

@@ -10,7 +10,7 @@ from typing import Any
 from agent_runtime import Agent, InvalidInput, Run
 from agent_runtime.agent_loop import with_model
 from agent_runtime.evals import EvalReport, compare
-from agent_runtime.forking import plan_fork
+from agent_runtime.forking import fork_run
 from agent_runtime.model_input import ModelInput, model_input
 from bot.cli_common import UsageError, emit, json_argument, json_flag, run_id
 from bot.eval_report import render_html
@@ -74,11 +74,9 @@ def cmd_fork(args: argparse.Namespace, settings: Settings) -> int:
     if agent is None and (args.agent or args.model):
         raise UsageError(f"run {source.id} is not an agent run: --agent and --model need one")
     workflow, data = _target(services, source, args)
-    fork = plan_fork(source, runtime.journal(source.id), args.at, agent_run=agent is not None,
-                     output=None if args.output is None else json_argument("--output",
-                                                                           args.output),
-                     replace_output=args.output is not None, now=runtime.clock.now())
-    forked = runtime.start(workflow, data, fork=fork)
+    output = None if args.output is None else json_argument("--output", args.output)
+    forked = fork_run(runtime, source.id, args.at, agent_run=agent is not None, output=output,
+                      replace_output=args.output is not None, workflow=workflow, input=data)
     emit(args, run_json(forked), f"{run_line(forked)}  fork of {source.id} at step {args.at}")
     return 0
 

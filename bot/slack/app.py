@@ -26,19 +26,21 @@ from agent_runtime import (
     Clock,
     Decision,
     InvalidInput,
+    Run,
     RunId,
     Runtime,
     SignoffError,
     parse_run_id,
 )
 from agent_runtime.budget_control import NotAllowed
+from agent_runtime.forking import fork_run
 from agent_runtime.notices import Notice, Outbox
 from agent_runtime.run_control import cancel_run
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.notifier import EPHEMERAL
 from bot.slack.text import escape
-from bot.slack.views import history_text, list_text, pending_text, status_text
+from bot.slack.views import history_message, list_text, pending_text, status_text
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
     app.action(blocks.EDIT)(listeners.open_edit)
     app.action(blocks.VIEW_ARGS)(listeners.view_args)
     app.action(blocks.HISTORY)(listeners.history)
+    app.action(blocks.FORK)(listeners.fork)
     app.view("approval.reject_submit")(listeners.submit_reject)
     app.view("approval.edit_submit")(listeners.submit_edit)
     return app
@@ -120,6 +123,11 @@ class Listeners:
             ack(response_type="ephemeral", text=str(exc))
             return
         try:
+            if parsed.name == "history":
+                assert parsed.run_id is not None
+                text, history = history_message(self.deps.runtime, parsed.run_id)
+                ack(response_type="ephemeral", text=text, blocks=history)
+                return
             ack(response_type="ephemeral", text=self._answer(parsed, command))
         except SignoffError as exc:
             ack(response_type="ephemeral", text=f"Sorry: {escape(str(exc))}")
@@ -133,9 +141,6 @@ class Listeners:
             return HELP
         if parsed.name == "status":
             return status_text(runtime, parsed.run_id, actor)
-        if parsed.name == "history":
-            assert parsed.run_id is not None
-            return history_text(runtime, parsed.run_id)
         if parsed.name == "list":
             return list_text(runtime, command.get("channel_id", ""))
         if parsed.name == "pending":
@@ -144,15 +149,18 @@ class Listeners:
         return self._cancel(parsed.run_id, actor)
 
     def _cancel(self, run_id: RunId, actor: Actor) -> str:
-        run = self.deps.runtime.get(run_id)
+        self._check_control(self.deps.runtime.get(run_id), actor, "cancel")
+        cancel_run(self.deps.runtime, self.deps.approvals, run_id, actor)
+        return f"Cancelled run `{run_id}`."
+
+    def _check_control(self, run: Run, actor: Actor, verb: str) -> None:
+        """Only the person who started a run, or its approvers, may cancel or fork it."""
         requester = (run.input.get("requester") or {}) if isinstance(run.input, dict) else {}
         agent = self.deps.agents.for_workflow(run.workflow)
         allowed = requester.get("user_id") == actor.user_id or (
             agent is not None and agent.may_raise_budget(actor.user_id))
         if not allowed:
-            raise NotAllowed("only the person who started a run or its approvers may cancel it")
-        cancel_run(self.deps.runtime, self.deps.approvals, run_id, actor)
-        return f"Cancelled run `{run_id}`."
+            raise NotAllowed(f"only the person who started a run or its approvers may {verb} it")
 
     def _start(self, task: str, actor: Actor, command: dict[str, Any]) -> str:
         agent = self.deps.agents.get()
@@ -199,7 +207,23 @@ class Listeners:
         """Post the run's compact timeline to the clicker."""
         ack()
         run_id, actor = _click(body)
-        self._tell(body, actor, history_text(self.deps.runtime, parse_run_id(run_id)))
+        text, history = history_message(self.deps.runtime, parse_run_id(run_id))
+        self._tell(body, actor, text, history)
+
+    def fork(self, ack: Ack, body: dict[str, Any]) -> None:
+        """"Fork from here": a new run from the run's journal up to that model call."""
+        ack()
+        value, actor = _click(body)
+        source, _, position = value.partition(":")
+        try:
+            run = self.deps.runtime.get(parse_run_id(source))
+            self._check_control(run, actor, "fork")
+            forked = fork_run(self.deps.runtime, run.id, int(position), agent_run=True)
+        except (SignoffError, ValueError) as exc:
+            self._tell(body, actor, f"Sorry: {escape(str(exc))}")
+            return
+        self._tell(body, actor, f"Forked run `{forked.id}` from step {position} of `{run.id}`; "
+                                "it continues in its own thread.")
 
     def submit_reject(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         """The reject modal's submit: a reason is required; refusals show in the modal."""
@@ -244,7 +268,8 @@ class Listeners:
             return
         client.views_open(trigger_id=body["trigger_id"], view=modal(approval_id))
 
-    def _tell(self, body: dict[str, Any], actor: Actor, text: str) -> None:
+    def _tell(self, body: dict[str, Any], actor: Actor, text: str,
+              layout: list[blocks.Block] | None = None) -> None:
         channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
             "channel_id")
         if not channel:
@@ -253,7 +278,7 @@ class Listeners:
         notice = Notice(key=f"ephemeral:{body.get('trigger_id') or self.deps.clock.now()}",
                         run_id=None, kind=EPHEMERAL,
                         data={"channel": channel, "user": actor.user_id, "text": text,
-                              "thread_ts": container.get("thread_ts")})
+                              "thread_ts": container.get("thread_ts"), "blocks": layout})
         self.deps.outbox.enqueue([notice], self.deps.clock.now())
 
 

@@ -12,8 +12,11 @@ from bot.slack.text import SECTION_LIMIT, chunks, escape, truncate, user
 
 Block = dict[str, Any]
 
-APPROVE, REJECT, EDIT, VIEW_ARGS, HISTORY = (
-    "approval.approve", "approval.reject", "approval.edit", "approval.view_args", "run.history")
+APPROVE, REJECT, EDIT, VIEW_ARGS, HISTORY, FORK = (
+    "approval.approve", "approval.reject", "approval.edit", "approval.view_args", "run.history",
+    "run.fork")
+HISTORY_FORKS = 20
+"""The most recent model calls a history offers to fork from (Slack allows 50 blocks)."""
 ARGS_PREVIEW = 1500
 MODAL_BLOCKS = 100
 PLAIN_TEXT_INPUT_LIMIT = 3000
@@ -58,6 +61,25 @@ def run_root(run_id: str, task: str, requester: str, agent: str) -> tuple[str, l
               {"type": "actions", "block_id": f"run:{run_id}", "elements": [
                   _button("History", HISTORY, run_id)]}]
     return text, blocks
+
+
+def history_blocks(run_id: str, header: str, lines: list[tuple[str, int | None]]) -> list[Block]:
+    """A run's timeline; a line with a position gets a "Fork from here" button."""
+    forkable = [p for _, p in lines if p is not None][-HISTORY_FORKS:]
+    blocks: list[Block] = [section(header)]
+    plain_lines: list[str] = []
+    for text, position in lines:
+        if position not in forkable:
+            plain_lines.append(text)
+            continue
+        if plain_lines:
+            blocks.append(section("\n".join(plain_lines)))
+            plain_lines = []
+        blocks.append(section(text) | {"block_id": f"fork:{position}", "accessory": _button(
+            "Fork from here", FORK, f"{run_id}:{position}")})
+    if plain_lines:
+        blocks.append(section("\n".join(plain_lines)))
+    return blocks
 
 
 def approval_card(approval: Approval) -> tuple[str, list[Block]]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from agent_runtime import Actor, Approvals, ApprovalStatus, RunId, Runtime
-from agent_runtime.records import Run
+from agent_runtime.records import Run, StepRecord
+from bot.slack.blocks import Block, history_blocks
 from bot.slack.notifier import describe_step, slack_context
 from bot.slack.text import escape, truncate, user
 
@@ -24,16 +25,35 @@ def status_text(runtime: Runtime, run_id: RunId | None, actor: Actor) -> str:
 
 def history_text(runtime: Runtime, run_id: RunId) -> str:
     """A compact timeline of a run, from its journal."""
+    text, _ = history_message(runtime, run_id)
+    return text
+
+
+def history_message(runtime: Runtime, run_id: RunId) -> tuple[str, list[Block]]:
+    """A run's compact timeline as text, and as blocks with "Fork from here" on model calls."""
     run = runtime.get(run_id)
     task = escape(truncate(_task(run), 200))
-    lines = [f"*History of run* `{run.id}` ({run.status.value}): {task}"]
+    header = f"*History of run* `{run.id}` ({run.status.value}): {task}"
+    if run.forked_from is not None:
+        header += f"\nForked from `{run.forked_from}` at step {run.fork_at}."
+    lines: list[tuple[str, int | None]] = []
     for step in runtime.journal(run_id):
-        text = describe_step(step)
+        text = _history_line(step)
         if text is not None:
-            lines.append(f"{step.finished_at:%H:%M:%S} {text}")
+            model = step.name == "model" and step.error is None
+            lines.append((f"{step.finished_at:%H:%M:%S} {text}", step.position if model else None))
     if run.error is not None:
-        lines.append(f"❌ {escape(truncate(run.error.message, 500))}")
-    return truncate("\n".join(lines), 2900)
+        lines.append((f"❌ {escape(truncate(run.error.message, 500))}", None))
+    text = truncate("\n".join([header, *(line for line, _ in lines)]), 2900)
+    return text, history_blocks(run.id, header, lines)
+
+
+def _history_line(step: StepRecord) -> str | None:
+    text = describe_step(step)
+    if text is None and step.name == "model" and isinstance(step.output, dict):
+        answer = str((step.output.get("message") or {}).get("content") or "")
+        return f"🤖 Answers: {escape(truncate(answer, 200))}"
+    return text
 
 
 def list_text(runtime: Runtime, channel: str) -> str:

@@ -44,6 +44,7 @@ from bot.demo.provider_server import RunningProvider, start_in_thread
 from bot.sandbox.slack_api import (
     DEFAULT_TOKEN,
     ApiCall,
+    EphemeralMessage,
     Message,
     RunningSlackApi,
     View,
@@ -240,6 +241,30 @@ class BotInstance:
         body, _ = self.click_body(user, action_id, message, value=value)
         return self.post(body)
 
+    def click_ephemeral(self, user: str, action_id: str, message: EphemeralMessage,
+                        *, value: str | None = None) -> Ack:
+        """Click a button of an ephemeral message (Slack sends no ``message`` for those)."""
+        ws = self.world.workspace
+        button = find_button(message, action_id)
+        container: dict[str, Any] = {"type": "message", "message_ts": message.message_ts,
+                                     "channel_id": message.channel, "is_ephemeral": True}
+        if message.thread_ts:
+            container["thread_ts"] = message.thread_ts
+        payload: dict[str, Any] = {
+            "type": "block_actions",
+            "user": {"id": user, "username": PEOPLE.get(user, user),
+                     "name": PEOPLE.get(user, user), "team_id": ws.team_id},
+            "api_app_id": ws.app_id, "token": "legacy-verification-token",
+            "container": container, "trigger_id": ws.issue_trigger(user),
+            "team": {"id": ws.team_id, "domain": ws.domain}, "enterprise": None,
+            "is_enterprise_install": False, "channel": {"id": message.channel, "name": "general"},
+            "state": {"values": {}}, "response_url": "http://127.0.0.1:9/actions/response",
+            "actions": [{"type": "button", "action_id": action_id,
+                         "block_id": button["block_id"], "text": button["text"],
+                         "value": value or button["value"], "action_ts": f"{time.time():.6f}"}],
+        }
+        return self.post(urlencode({"payload": json.dumps(payload)}).encode())
+
     def submit_body(self, user: str, view: View, value: str) -> bytes:
         """Return the form body of submitting ``view`` with ``value`` in its one input."""
         ws = self.world.workspace
@@ -421,15 +446,16 @@ def run_id_of(ack: Ack) -> RunId:
     return RunId(found.group(1))
 
 
-def find_button(message: Message, action_id: str) -> dict[str, Any]:
-    """Return the button ``action_id`` of ``message`` with its ``block_id``."""
+def find_button(message: Message | EphemeralMessage, action_id: str) -> dict[str, Any]:
+    """Return the button ``action_id`` of ``message`` (in an actions block or a section's
+    accessory) with its ``block_id``."""
     for block in message.blocks or []:
-        if block.get("type") != "actions":
-            continue
-        for element in block["elements"]:
+        elements = block.get("elements", []) if block.get("type") == "actions" else [
+            block.get("accessory") or {}]
+        for element in elements:
             if element.get("action_id") == action_id:
                 return {**element, "block_id": block.get("block_id", "")}
-    raise AssertionError(f"no {action_id} button on message {message.ts}: {message.text!r}")
+    raise AssertionError(f"no {action_id} button on message: {message.text!r}")
 
 
 def buttons(message: Message) -> list[tuple[str, str]]:

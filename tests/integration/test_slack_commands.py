@@ -12,7 +12,7 @@ import re
 import uuid
 
 from agent_runtime import ApprovalStatus, RunStatus
-from bot.slack.blocks import APPROVE, EDIT, HISTORY, REJECT
+from bot.slack.blocks import APPROVE, EDIT, FORK, HISTORY, REJECT
 from bot.slack.commands import HELP
 from tests.integration.slack_harness import (
     APPROVER,
@@ -194,3 +194,40 @@ def test_untrusted_task_text_starts_runs_and_is_escaped_on_its_way_to_slack(
     assert unescaped_markup([*posted, listed], allowed=only_the_requester) == []
     assert not [p for p in posted if "<!channel>" in p or "<!here>" in p]
 
+
+
+def test_fork_from_here_in_the_history_starts_a_fork_in_its_own_thread(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """History offers "Fork from here" on model calls; the requester's click forks the run."""
+    run_id = start_refund_run(world, bot)
+    ack = acked(bot.command(f"history {run_id}"))
+    offered = [b["accessory"]["value"] for b in ack.json()["blocks"]
+               if b.get("accessory", {}).get("action_id") == FORK]
+    model_steps = [s.position for s in bot.services.runtime.journal(run_id) if s.name == "model"]
+    assert offered == [f"{run_id}:{p}" for p in model_steps]
+
+    seen = len(world.workspace.ephemerals(user=OUTSIDER))
+    bot.click(OUTSIDER, HISTORY, world.root_of(run_id))
+    world.new_ephemerals(OUTSIDER, seen, drain=bot)
+    history = world.workspace.ephemerals(user=OUTSIDER)[-1]
+    bot.click_ephemeral(OUTSIDER, FORK, history, value=f"{run_id}:{model_steps[-1]}")
+    refusal = world.new_ephemerals(OUTSIDER, seen + 1, drain=bot)
+    assert refusal == ["Sorry: only the person who started a run or its approvers may fork it"]
+    assert bot.services.runtime.forks(run_id) == []
+
+    seen = len(world.workspace.ephemerals(user=REQUESTER))
+    bot.click(REQUESTER, HISTORY, world.root_of(run_id))
+    world.new_ephemerals(REQUESTER, seen, drain=bot)
+    history = world.workspace.ephemerals(user=REQUESTER)[-1]
+    bot.click_ephemeral(REQUESTER, FORK, history, value=f"{run_id}:{model_steps[-1]}")
+    (told,) = world.new_ephemerals(REQUESTER, seen + 1, drain=bot)
+    (fork,) = bot.services.runtime.forks(run_id)
+    assert told == (f"Forked run `{fork.id}` from step {model_steps[-1]} of `{run_id}`; "
+                    "it continues in its own thread.")
+    assert (fork.forked_from, fork.fork_at) == (run_id, model_steps[-1])
+    bot.work()
+    bot.drain()
+    assert world.root_of(fork.id).text == f"<@{REQUESTER}> started a run of demo: {TASK}"
+    assert bot.services.runtime.get(fork.id).status == RunStatus.WAITING
+    assert len(approvals_of(bot, fork.id)) == 2, "the fork asks for its own approvals"
