@@ -18,6 +18,7 @@ from typing import Any
 from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.agent_loop import AgentLoop, ToolPlan
 from agent_runtime.approval_service import Approvals
+from agent_runtime.approvals import Approval, args_hash
 from agent_runtime.budget import Consumption
 from agent_runtime.clock import SystemClock
 from agent_runtime.context import RunContext, Suspend
@@ -42,6 +43,8 @@ class Call:
     result: str
     is_error: bool
     replayed: bool = True
+    decision: dict[str, Any] | None = None
+    """For a call that needed approval: the decision taken (status, by whom, why)."""
 
     @property
     def signature(self) -> tuple[str, str]:
@@ -51,7 +54,8 @@ class Call:
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form."""
         return {"tool": self.tool, "arguments": self.arguments, "result": self.result,
-                "is_error": self.is_error, "replayed": self.replayed}
+                "is_error": self.is_error, "replayed": self.replayed,
+                "decision": self.decision}
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,24 +204,42 @@ class Recording:
 
 
 def recorded_trajectory(agent: Agent, approvals: Approvals, run: Run,
-                        journal: Sequence[StepRecord]) -> Trajectory:
-    """Recover what ``run`` did by replaying its journal: calls nothing."""
+                        journal: Sequence[StepRecord],
+                        decided: Sequence[Approval] = ()) -> Trajectory:
+    """Recover what ``run`` did by replaying its journal: calls nothing.
+
+    ``decided`` are the run's approvals, to show each call's decision.
+    """
     replayed = replay_agent(agent, approvals, run, journal)
     result = replayed.result or {}
     ended = str(result.get("ended") or "answered") if replayed.result else run.status.value
-    return Trajectory(calls=calls_of(replayed.messages), answer=result.get("answer"),
+    return Trajectory(calls=calls_of(replayed.messages, decided), answer=result.get("answer"),
                       ended=ended, used=replayed.loop.used)
 
 
-def calls_of(messages: Sequence[Message]) -> list[Call]:
+def calls_of(messages: Sequence[Message], decided: Sequence[Approval] = ()) -> list[Call]:
     """Return the tool calls of a conversation with the results the model got."""
     proposed = {c.id: c for m in messages for c in m.tool_calls}
+    pending = list(reversed(decided))  # oldest first, each approval used once
     calls = []
     for message in messages:
         call = proposed.get(message.tool_call_id or "") if message.role == "tool" else None
         if call is not None:
-            calls.append(Call(call.name, call.arguments, message.content, message.is_error))
+            calls.append(Call(call.name, call.arguments, message.content, message.is_error,
+                              decision=_decision(call.name, call.arguments, pending)))
     return calls
+
+
+def _decision(tool: str, arguments: dict[str, Any],
+              pending: list[Approval]) -> dict[str, Any] | None:
+    digest = args_hash(arguments)
+    for approval in pending:
+        if approval.tool == tool and approval.args_hash == digest:
+            pending.remove(approval)
+            return {"status": approval.status.value, "reason": approval.reason,
+                    "by": None if approval.decided_by is None else approval.decided_by.label,
+                    "args_hash": approval.decided_args_hash or approval.args_hash}
+    return None
 
 
 def rerun(candidate: Agent, approvals: Approvals, run: Run, recording: Recording) -> Trajectory:
@@ -245,9 +267,10 @@ def rerun(candidate: Agent, approvals: Approvals, run: Run, recording: Recording
 
 
 def compare(agent: Agent, candidate: Agent, approvals: Approvals, run: Run,
-            journal: Sequence[StepRecord], *, stop_at_divergence: bool = False) -> Comparison:
+            journal: Sequence[StepRecord], *, decided: Sequence[Approval] = (),
+            stop_at_divergence: bool = False) -> Comparison:
     """Re-run one recorded run with ``candidate`` and set the two side by side."""
-    recorded = recorded_trajectory(agent, approvals, run, journal)
+    recorded = recorded_trajectory(agent, approvals, run, journal, decided)
     recording = Recording.of(recorded.calls, stop_at_divergence=stop_at_divergence)
     rerun_trajectory = rerun(candidate, approvals, run, recording)
     task = run.input.get("task", "") if isinstance(run.input, dict) else ""

@@ -8,16 +8,19 @@ no approval or side effect is half done.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from agent_runtime.exceptions import InvalidInput
+from agent_runtime.agent import Agent
+from agent_runtime.approval_service import Approvals
+from agent_runtime.exceptions import InvalidInput, NonDeterminismError
 from agent_runtime.ids import RunId
 from agent_runtime.model_input import is_model_step, model_positions
 from agent_runtime.models.base import ModelResponse
 from agent_runtime.records import Fork, Run, StepKind, StepRecord
+from agent_runtime.replay import replay_agent
 from agent_runtime.runtime import Runtime
 from agent_runtime.serialization import round_trip
 
@@ -65,13 +68,33 @@ def _check_model_response(value: Any) -> None:
 
 def fork_run(runtime: Runtime, source: RunId, at: int, *, agent_run: bool,
              output: Any = None, replace_output: bool = False, workflow: str | None = None,
-             input: Any = None) -> Run:
+             input: Any = None, check: ForkCheck | None = None) -> Run:
     """Fork ``source`` at step ``at`` and return the new pending run (see ``plan_fork``).
 
-    The fork runs ``workflow`` with ``input`` when given, else the source's.
+    The fork runs ``workflow`` with ``input`` when given, else the source's; ``check`` may
+    refuse the fork (raising) before anything is written.
     """
     run = runtime.get(source)
     fork = plan_fork(run, runtime.journal(source), at, agent_run=agent_run, output=output,
                      replace_output=replace_output, now=runtime.clock.now())
-    return runtime.start(workflow or run.workflow, run.input if input is None else input,
-                         fork=fork)
+    data = run.input if input is None else input
+    if check is not None:
+        check(replace(run, input=data, forked_from=run.id, fork_at=at), fork)
+    return runtime.start(workflow or run.workflow, data, fork=fork)
+
+
+ForkCheck = Callable[[Run, Fork], None]
+"""Given the fork as a draft run and what it inherits, raise to refuse it."""
+
+
+def agent_can_continue(agent: Agent, approvals: Approvals) -> ForkCheck:
+    """A check that ``agent`` replays the inherited entries (same tools, same kind of steps)."""
+
+    def check(draft: Run, fork: Fork) -> None:
+        try:
+            replay_agent(agent, approvals, draft, fork.steps)
+        except (NonDeterminismError, ValueError) as exc:
+            raise InvalidInput("fork", f"agent {agent.name} cannot continue run "
+                                       f"{fork.source} from step {fork.at}: {exc}") from None
+
+    return check

@@ -10,7 +10,7 @@ from typing import Any
 from agent_runtime import Agent, InvalidInput, Run
 from agent_runtime.agent_loop import with_model
 from agent_runtime.evals import EvalReport, compare
-from agent_runtime.forking import fork_run
+from agent_runtime.forking import agent_can_continue, fork_run
 from agent_runtime.model_input import ModelInput, model_input
 from bot.cli_common import UsageError, emit, json_argument, json_flag, run_id
 from bot.eval_report import render_html
@@ -75,8 +75,12 @@ def cmd_fork(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"run {source.id} is not an agent run: --agent and --model need one")
     workflow, data = _target(services, source, args)
     output = None if args.output is None else json_argument("--output", args.output)
+    target = services.agents.for_workflow(workflow)
+    check = None if target is None else agent_can_continue(
+        with_model(target, data.get("model"), services.models), services.approvals)
     forked = fork_run(runtime, source.id, args.at, agent_run=agent is not None, output=output,
-                      replace_output=args.output is not None, workflow=workflow, input=data)
+                      replace_output=args.output is not None, workflow=workflow, input=data,
+                      check=check)
     emit(args, run_json(forked), f"{run_line(forked)}  fork of {source.id} at step {args.at}")
     return 0
 
@@ -90,8 +94,9 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     for run in runs:
         agent = _agent_of(services, run)
         candidate = _candidate(services, agent, args)
+        decided = services.approvals.store.list_approvals(run_id=run.id, limit=10_000)
         comparisons.append(compare(agent, candidate, services.approvals, run,
-                                   runtime.journal(run.id),
+                                   runtime.journal(run.id), decided=decided,
                                    stop_at_divergence=args.stop_at_divergence))
     report = EvalReport(args.agent or args.model, comparisons)
     if args.report:

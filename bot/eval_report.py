@@ -96,7 +96,11 @@ def _call(call: dict[str, Any] | None) -> str:
         return "—"
     arguments = json.dumps(call["arguments"], sort_keys=True, ensure_ascii=False)
     result = ("error: " if call["is_error"] else "") + call["result"]
-    return (f"<code>{escape(call['tool'])} {escape(arguments)}</code>"
+    decision = call.get("decision")
+    decided = "" if decision is None else (
+        f"<div>{escape(decision['status'])} by {escape(str(decision['by']))}"
+        f"{': ' + escape(decision['reason']) if decision['reason'] else ''}</div>")
+    return (f"<code>{escape(call['tool'])} {escape(arguments)}</code>{decided}"
             f"<pre>{escape(result)}</pre>")
 
 

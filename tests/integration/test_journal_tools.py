@@ -135,6 +135,10 @@ def test_eval_with_the_same_model_agrees_everywhere(recorded: Recorded) -> None:
     assert all(r["same_calls"] and r["same_answer"] for r in report["runs"])
     rejected = next(r for r in report["runs"] if r["run_id"] == recorded.runs[REJECTED])
     assert "over the refund limit" in rejected["candidate"]["calls"][1]["result"]
+    decisions = [c["decision"] for c in rejected["recorded"]["calls"]]
+    assert [d and (d["status"], d["reason"]) for d in decisions] == [
+        None, ("rejected", "over the refund limit"), ("approved", None)]
+    assert [c["decision"] for c in rejected["candidate"]["calls"]] == decisions
     assert report["summary"]["token_delta"] == 0
     assert not recorded.tripwire.exists()
 
@@ -225,3 +229,29 @@ def test_fork_under_another_model_is_refused_when_unknown(recorded: Recorded) ->
     assert tool_step.returncode == 2
     assert "can be forked at its model calls" in tool_step.stderr
     assert len(recorded.services.runtime.forks(source)) == before
+
+
+@pytest.mark.postgres
+def test_inspect_fork_and_eval_on_postgresql(recorded: Recorded, pg_url: str) -> None:
+    """On PostgreSQL (whose jsonb reorders keys) inspect, eval and fork behave the same."""
+    env = agent_env(pg_url, recorded.provider.url)
+    with services_for(env) as services:
+        run_id = _start(services, PHRASINGS[0].format("1042"))
+        cli_ok(env, "worker", "--until-idle")
+        _decide_all(services, run_id, reject=False)
+        cli_ok(env, "worker", "--until-idle")
+        journal = services.runtime.journal(run_id)
+        ledger = recorded.provider.ledger()
+        tripwire = env | {"SIGNOFF_AGENT": f"{MODELS}:tripwire_agent",
+                          TRIPWIRE_ENV: str(recorded.tripwire)}
+        for position in model_positions(journal):
+            assert _json(tripwire, "inspect", run_id, "--step", str(position))["identical"]
+        report = _json(tripwire, "eval", run_id, "--model", f"{MODELS}:same_model")
+        assert report["summary"]["agreement_rate"] == 1.0
+        answer = {"message": {"role": "assistant", "content": "forked on PostgreSQL"}}
+        forked = _json(env, "fork", run_id, "--at", str(model_positions(journal)[-1]),
+                       "--output", json.dumps(answer))
+        cli_ok(env, "worker", "--until-idle")
+        assert services.runtime.get(forked["id"]).output["answer"] == "forked on PostgreSQL"
+        assert recorded.provider.ledger() == ledger
+        assert not recorded.tripwire.exists()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from agent_runtime import Decision, InvalidInput, NonDeterminismError, RunId, RunStatus
+from agent_runtime import Decision, InvalidInput, NonDeterminismError, RunId, RunStatus, Tools
 from agent_runtime.agent_loop import request_json
-from agent_runtime.forking import plan_fork
+from agent_runtime.forking import agent_can_continue, fork_run, plan_fork
 from agent_runtime.model_input import model_input, model_positions
 from agent_runtime.models import Model, ScriptedModel, ToolCall, text_reply, tool_reply
 from agent_runtime.serialization import canonical_json
@@ -67,8 +69,6 @@ def test_inspect_reports_an_agent_that_no_longer_rebuilds_the_run() -> None:
     h = AgentHarness([LOOKUP, DONE])
     run_id = h.start()
     h.work()
-    from dataclasses import replace
-
     changed = replace(h.agent, system_prompt="be bold")
     journal = h.runtime.journal(run_id)
     first, second = model_positions(journal)
@@ -153,3 +153,18 @@ def test_fork_only_at_model_calls_of_an_agent_run() -> None:
     run, journal = h.run(run_id), h.runtime.journal(run_id)
     with pytest.raises(InvalidInput, match="model calls: 1, 3"):
         plan_fork(run, journal, 2, agent_run=True, now=h.clock.now())
+
+
+def test_fork_under_an_agent_that_cannot_continue_is_refused_before_writing() -> None:
+    """An agent without the run's tools cannot continue its prefix: the fork is refused."""
+    h = AgentHarness([LOOKUP, REFUND, DONE])
+    run_id = _completed(h)
+    journal = h.runtime.journal(run_id)
+    toolless = replace(h.agent, tools=Tools())
+    with pytest.raises(InvalidInput, match="agent t cannot continue run"):
+        fork_run(h.runtime, run_id, model_positions(journal)[-1], agent_run=True,
+                 check=agent_can_continue(toolless, h.approvals))
+    assert h.runtime.forks(run_id) == []
+    fork_run(h.runtime, run_id, model_positions(journal)[-1], agent_run=True,
+             check=agent_can_continue(replace(h.agent, system_prompt="new"), h.approvals))
+    assert len(h.runtime.forks(run_id)) == 1, "another prompt may continue it"
