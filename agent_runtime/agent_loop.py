@@ -17,7 +17,14 @@ from agent_runtime.approval_service import Approvals, wake_key
 from agent_runtime.budget import Budget, Consumption
 from agent_runtime.context import RunContext
 from agent_runtime.exceptions import InvalidConfiguration, SignoffError, StepFailed
-from agent_runtime.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall
+from agent_runtime.models.base import (
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolSpec,
+)
 from agent_runtime.side_effects import SideEffects, ToolResult
 from agent_runtime.tools import Tool
 from agent_runtime.workflows import WorkflowFn
@@ -66,6 +73,17 @@ def request_json(request: ModelRequest) -> dict[str, Any]:
             "max_output_tokens": request.max_output_tokens}
 
 
+def request_from_json(payload: dict[str, Any]) -> ModelRequest:
+    """Read back the form ``request_json`` returns."""
+    return ModelRequest(
+        system=payload["system"],
+        messages=tuple(Message.from_json(m) for m in payload["messages"]),
+        tools=tuple(ToolSpec(name=t["name"], description=t["description"],
+                             parameters=t["parameters"]) for t in payload["tools"]),
+        max_output_tokens=payload["max_output_tokens"],
+    )
+
+
 class AgentLoop:
     """One run of an agent; rebuilt from scratch (and from the journal) on every resume."""
 
@@ -108,13 +126,7 @@ class AgentLoop:
         return response
 
     def _call_model(self, payload: dict[str, Any]) -> dict[str, Any]:
-        request = ModelRequest(
-            system=payload["system"],
-            messages=tuple(Message.from_json(m) for m in payload["messages"]),
-            tools=tuple(self.agent.tools.specs()),
-            max_output_tokens=payload["max_output_tokens"],
-        )
-        return self.agent.model.complete(request).to_json()
+        return self.agent.model.complete(request_from_json(payload)).to_json()
 
     def _budget_gate(self, started: datetime, input_tokens: int) -> int | None:
         """Return the output-token cap for the next call, waiting for a person if exhausted."""

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_runtime.agent import Agent
+from agent_runtime.agent_loop import request_from_json
 from agent_runtime.approval_service import Approvals
 from agent_runtime.exceptions import InvalidInput
 from agent_runtime.history import budget_left
+from agent_runtime.models.base import WireModel
 from agent_runtime.records import Run, StepKind, StepRecord
 from agent_runtime.replay import replay_agent
 from agent_runtime.serialization import canonical_json, input_hash
@@ -45,6 +47,8 @@ class ModelInput:
     used: dict[str, Any]
     budget_left: dict[str, Any]
     tool_results: list[dict[str, Any]]
+    wire: dict[str, Any] | None = None
+    """For a model sent over HTTP: the JSON body it sends for this request."""
 
     @property
     def identical(self) -> bool:
@@ -64,7 +68,7 @@ class ModelInput:
             "request_sha256": _sha256(self.request_text),
             "system_prompt_sha256": _sha256(self.request["system"]),
             "used": self.used, "budget_left": self.budget_left,
-            "tool_results": self.tool_results, "request": self.request,
+            "tool_results": self.tool_results, "request": self.request, "wire": self.wire,
         }
 
 
@@ -86,7 +90,9 @@ def model_input(agent: Agent, approvals: Approvals, run: Run, journal: Sequence[
         run_id=run.id, position=position, request=request,
         input_hash=input_hash([request]), recorded_input_hash=journal[position].input_hash,
         used=loop.used.to_json(), budget_left=budget_left(loop.budget, loop.used),
-        tool_results=tool_results(request["messages"]))
+        tool_results=tool_results(request["messages"]),
+        wire=agent.model.wire_body(request_from_json(request))
+        if isinstance(agent.model, WireModel) else None)
 
 
 def tool_results(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

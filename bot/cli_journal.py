@@ -59,8 +59,9 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     services = build_services(settings)
     run = services.runtime.get(args.run)
     agent = _agent_of(services, run)
-    seen = model_input(agent, services.approvals, run, services.runtime.journal(run.id),
-                       args.step)
+    spec = run.input.get("model") if isinstance(run.input, dict) else None
+    seen = model_input(with_model(agent, spec, services.models), services.approvals, run,
+                       services.runtime.journal(run.id), args.step)
     emit(args, seen.to_json(), _inspect_text(seen))
     return 0 if seen.identical else 1
 

@@ -54,13 +54,17 @@ class AnthropicModel:
         data = post_json(
             self._session,
             self._options.url("v1/messages"),
-            request_body(self._model, request),
+            self.wire_body(request),
             headers=headers,
             options=self._options,
             provider="anthropic",
             sleep=self._sleep,
         )
         return parse_response(data, default_model=self._model)
+
+    def wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body ``complete`` sends for ``request``."""
+        return request_body(self._model, request)
 
 
 def request_body(model: str, request: ModelRequest) -> dict[str, Any]:

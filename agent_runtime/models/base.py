@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Role = Literal["user", "assistant", "tool"]
 
@@ -141,4 +141,13 @@ class Model(Protocol):
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Send one request; raise ``ModelError`` (retryable or not) on failure."""
+        ...
+
+
+@runtime_checkable
+class WireModel(Model, Protocol):
+    """A model that sends its requests as JSON bodies and can show the body of a request."""
+
+    def wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body ``complete`` sends for ``request``."""
         ...

@@ -58,13 +58,17 @@ class OpenAIChatModel:
         data = post_json(
             self._session,
             self._options.url("chat/completions"),
-            request_body(self._model, request, max_tokens_field=self._max_tokens_field),
+            self.wire_body(request),
             headers=headers,
             options=self._options,
             provider="openai",
             sleep=self._sleep,
         )
         return parse_response(data, default_model=self._model)
+
+    def wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body ``complete`` sends for ``request``."""
+        return request_body(self._model, request, max_tokens_field=self._max_tokens_field)
 
 
 def request_body(model: str, request: ModelRequest, *,

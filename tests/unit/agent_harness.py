@@ -25,7 +25,7 @@ from agent_runtime import (
     tool,
 )
 from agent_runtime.agent_loop import ModelResolver, agent_workflow
-from agent_runtime.models import ModelResponse, ScriptedModel
+from agent_runtime.models import Model, ModelResponse, ScriptedModel
 from agent_runtime.testing import FrozenClock, InMemoryApprovalStore, InMemoryStore
 
 REQUESTER = Actor(user_id="U_REQ", name="rita")
@@ -44,7 +44,7 @@ class AgentHarness:
     def __init__(self, script: Sequence[ModelResponse], *, policy: ApprovalPolicy | None = None,
                  budget: Budget | None = None,
                  outcome: UnknownOutcome = UnknownOutcome.RETRY,
-                 models: ModelResolver | None = None) -> None:
+                 models: ModelResolver | None = None, model: Model | None = None) -> None:
         self.clock = FrozenClock()
         self.store = InMemoryStore()
         self.approval_store = InMemoryApprovalStore(self.store)
@@ -54,7 +54,7 @@ class AgentHarness:
         self.model = ScriptedModel(list(script), name="scripted")
         self.policy = policy or ApprovalPolicy(approvers=("U_DANA", "U_OMAR"))
         self.tools = self._tools(outcome)
-        self.agent = Agent(name="t", model=self.model, system_prompt="be careful",
+        self.agent = Agent(name="t", model=model or self.model, system_prompt="be careful",
                            tools=self.tools, budget=budget or Budget())
         lookup = ToolLookup()
         for item in self.tools:

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
+import responses
 
 from agent_runtime import Decision, InvalidInput, NonDeterminismError, RunId, RunStatus, Tools
 from agent_runtime.agent_loop import request_json
 from agent_runtime.forking import agent_can_continue, fork_run, plan_fork
 from agent_runtime.model_input import model_input, model_positions
-from agent_runtime.models import Model, ScriptedModel, ToolCall, text_reply, tool_reply
+from agent_runtime.models import (
+    HttpOptions,
+    Model,
+    OpenAIChatModel,
+    ScriptedModel,
+    ToolCall,
+    text_reply,
+    tool_reply,
+)
 from agent_runtime.serialization import canonical_json
 from tests.unit.agent_harness import DANA, AgentHarness
 
@@ -168,3 +178,33 @@ def test_fork_under_an_agent_that_cannot_continue_is_refused_before_writing() ->
     fork_run(h.runtime, run_id, model_positions(journal)[-1], agent_run=True,
              check=agent_can_continue(replace(h.agent, system_prompt="new"), h.approvals))
     assert len(h.runtime.forks(run_id)) == 1, "another prompt may continue it"
+
+
+def _completion(message: dict[str, object]) -> dict[str, object]:
+    return {"id": "c", "object": "chat.completion", "model": "gpt-test",
+            "choices": [{"index": 0, "message": {"role": "assistant", **message},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 8}}
+
+
+def test_inspect_shows_the_exact_body_an_http_model_was_sent() -> None:
+    """For an OpenAI-style model, inspect's wire body is byte for byte the POSTed body."""
+    model = OpenAIChatModel(model="gpt-test",
+                            options=HttpOptions(base_url="http://llm.test/v1", api_key="k"))
+    lookup = {"content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+        "name": "lookup_order", "arguments": '{"order_id": "1042"}'}}]}
+    with responses.RequestsMock() as mock:
+        url = "http://llm.test/v1/chat/completions"
+        mock.post(url, json=_completion(lookup))
+        mock.post(url, json=_completion({"content": "Order 1042: 49.99 USD"}))
+        h = AgentHarness([], model=model)
+        run_id = h.start()
+        h.work()
+        sent = [call.request.body for call in mock.calls]
+    run, journal = h.run(run_id), h.runtime.journal(run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
+    for body, position in zip(sent, model_positions(journal), strict=True):
+        seen = model_input(h.agent, h.approvals, run, journal, position)
+        assert seen.identical
+        assert seen.wire is not None
+        assert json.dumps(seen.wire).encode() == body
