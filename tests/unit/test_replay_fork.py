@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import responses
@@ -180,7 +181,7 @@ def test_fork_under_an_agent_that_cannot_continue_is_refused_before_writing() ->
     assert len(h.runtime.forks(run_id)) == 1, "another prompt may continue it"
 
 
-def _completion(message: dict[str, object]) -> dict[str, object]:
+def _completion(message: dict[str, Any]) -> dict[str, Any]:
     return {"id": "c", "object": "chat.completion", "model": "gpt-test",
             "choices": [{"index": 0, "message": {"role": "assistant", **message},
                          "finish_reason": "stop"}],
