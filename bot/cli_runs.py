@@ -83,13 +83,16 @@ def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    """Execute runs; SIGTERM or Ctrl-C releases the leases and exits."""
+    """Execute runs; SIGTERM or Ctrl-C releases the leases, flushes the trace stream, exits."""
     logs.configure()
-    runtime = build_services(settings).runtime
-    worker = runtime.worker(worker_options(settings, concurrency=args.concurrency))
+    services = build_services(settings, stream_traces=True)
+    worker = services.runtime.worker(worker_options(settings, concurrency=args.concurrency))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: worker.stop())
-    worker.run(until_idle=args.until_idle)
+    try:
+        worker.run(until_idle=args.until_idle)
+    finally:
+        services.shutdown()
     return 0
 
 
@@ -123,10 +126,13 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
-    """Cancel a run."""
-    services = build_services(settings)
+    """Cancel a run (streaming its end when no worker holds it)."""
+    services = build_services(settings, stream_traces=True)
     who = actor(args) if args.actor else cli_user()
-    run = cancel_run(services.runtime, services.approvals, args.run, who)
+    try:
+        run = cancel_run(services.runtime, services.approvals, args.run, who)
+    finally:
+        services.shutdown()
     emit(args, run_json(run), f"cancelled {run.id}")
     return 0
 
@@ -199,6 +205,12 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
     entries = timeline(run, runtime.journal(run.id), runtime.attempts(run.id),
                        services.approvals.store.list_approvals(run_id=run.id),
                        services.agents.for_workflow(run.workflow))
-    emit(args, {"run": run_json(run), "timeline": [e.to_json() for e in entries]},
-         "\n".join([run_line(run), *(history_line(e) for e in entries)]))
+    forks = runtime.forks(run.id)
+    head = [run_line(run)]
+    if run.forked_from is not None:
+        head.append(f"forked from {run.forked_from} at step {run.fork_at}")
+    tail = [f"fork {f.id} at step {f.fork_at} ({f.status.value})" for f in forks]
+    emit(args, {"run": run_json(run), "timeline": [e.to_json() for e in entries],
+                "forks": [{"id": f.id, "at": f.fork_at} for f in forks]},
+         "\n".join([*head, *(history_line(e) for e in entries), *tail]))
     return 0
