@@ -209,30 +209,14 @@ class BotInstance:
         The button's value is read from the message (as Slack does) unless ``value`` is given.
         Also returns the ``trigger_id`` Slack issued for the click.
         """
-        ws = self.world.workspace
-        button = find_button(message, action_id)
-        trigger = ws.issue_trigger(user)
+        trigger = self.world.workspace.issue_trigger(user)
         container: dict[str, Any] = {"type": "message", "message_ts": message.ts,
                                      "channel_id": message.channel, "is_ephemeral": False}
         if message.thread_ts:
             container["thread_ts"] = message.thread_ts
-        payload: dict[str, Any] = {
-            "type": "block_actions",
-            "user": {"id": user, "username": PEOPLE.get(user, user),
-                     "name": PEOPLE.get(user, user), "team_id": ws.team_id},
-            "api_app_id": ws.app_id, "token": "legacy-verification-token",
-            "container": container, "trigger_id": trigger,
-            "team": {"id": ws.team_id, "domain": ws.domain},
-            "enterprise": None, "is_enterprise_install": False,
-            "channel": {"id": message.channel, "name": "general"},
-            "message": message.to_api(team_id=ws.team_id, app_id=ws.app_id),
-            "state": {"values": {}},
-            "response_url": "http://127.0.0.1:9/actions/response",
-            "actions": [{"type": "button", "action_id": action_id,
-                         "block_id": button["block_id"],
-                         "text": button["text"], "value": value or button["value"],
-                         "action_ts": f"{time.time():.6f}"}],
-        }
+        payload = self._action_payload(user, action_id, message, container, trigger, value)
+        payload["message"] = message.to_api(team_id=self.world.workspace.team_id,
+                                            app_id=self.world.workspace.app_id)
         return urlencode({"payload": json.dumps(payload)}).encode(), trigger
 
     def click(self, user: str, action_id: str, message: Message,
@@ -244,26 +228,36 @@ class BotInstance:
     def click_ephemeral(self, user: str, action_id: str, message: EphemeralMessage,
                         *, value: str | None = None) -> Ack:
         """Click a button of an ephemeral message (Slack sends no ``message`` for those)."""
-        ws = self.world.workspace
-        button = find_button(message, action_id)
         container: dict[str, Any] = {"type": "message", "message_ts": message.message_ts,
                                      "channel_id": message.channel, "is_ephemeral": True}
         if message.thread_ts:
             container["thread_ts"] = message.thread_ts
-        payload: dict[str, Any] = {
+        trigger = self.world.workspace.issue_trigger(user)
+        payload = self._action_payload(user, action_id, message, container, trigger, value)
+        return self.post(urlencode({"payload": json.dumps(payload)}).encode())
+
+    def _action_payload(self, user: str, action_id: str,
+                        message: Message | EphemeralMessage, container: dict[str, Any],
+                        trigger: str, value: str | None) -> dict[str, Any]:
+        """The ``block_actions`` payload of a click on ``action_id`` in ``message``."""
+        ws = self.world.workspace
+        button = find_button(message, action_id)
+        return {
             "type": "block_actions",
             "user": {"id": user, "username": PEOPLE.get(user, user),
                      "name": PEOPLE.get(user, user), "team_id": ws.team_id},
             "api_app_id": ws.app_id, "token": "legacy-verification-token",
-            "container": container, "trigger_id": ws.issue_trigger(user),
-            "team": {"id": ws.team_id, "domain": ws.domain}, "enterprise": None,
-            "is_enterprise_install": False, "channel": {"id": message.channel, "name": "general"},
-            "state": {"values": {}}, "response_url": "http://127.0.0.1:9/actions/response",
+            "container": container, "trigger_id": trigger,
+            "team": {"id": ws.team_id, "domain": ws.domain},
+            "enterprise": None, "is_enterprise_install": False,
+            "channel": {"id": message.channel, "name": "general"},
+            "state": {"values": {}},
+            "response_url": "http://127.0.0.1:9/actions/response",
             "actions": [{"type": "button", "action_id": action_id,
-                         "block_id": button["block_id"], "text": button["text"],
-                         "value": value or button["value"], "action_ts": f"{time.time():.6f}"}],
+                         "block_id": button["block_id"],
+                         "text": button["text"], "value": value or button["value"],
+                         "action_ts": f"{time.time():.6f}"}],
         }
-        return self.post(urlencode({"payload": json.dumps(payload)}).encode())
 
     def submit_body(self, user: str, view: View, value: str) -> bytes:
         """Return the form body of submitting ``view`` with ``value`` in its one input."""

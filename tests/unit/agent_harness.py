@@ -25,8 +25,24 @@ from agent_runtime import (
     tool,
 )
 from agent_runtime.agent_loop import ModelResolver, agent_workflow
-from agent_runtime.models import Model, ModelResponse, ScriptedModel
+from agent_runtime.models import (
+    Model,
+    ModelResponse,
+    ScriptedModel,
+    ToolCall,
+    text_reply,
+    tool_reply,
+)
 from agent_runtime.testing import FrozenClock, InMemoryApprovalStore, InMemoryStore
+
+LOOKUP = tool_reply(ToolCall(id="c1", name="lookup_order", arguments={"order_id": "1042"}))
+REFUND = tool_reply(ToolCall(id="c2", name="issue_refund",
+                             arguments={"order_id": "1042", "amount_cents": 4999}))
+BOTH = tool_reply(
+    ToolCall(id="c2", name="issue_refund", arguments={"order_id": "1042", "amount_cents": 4999}),
+    ToolCall(id="c3", name="send_email", arguments={"to": "d@example.com", "body": "hi"}))
+DONE = text_reply("done")
+"""Scripted answers: look order 1042 up, refund it (and email), then answer."""
 
 REQUESTER = Actor(user_id="U_REQ", name="rita")
 DANA = Actor(user_id="U_DANA", name="dana")

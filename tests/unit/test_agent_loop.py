@@ -18,17 +18,20 @@ from agent_runtime import (
     RunStatus,
     UnknownOutcome,
 )
-from agent_runtime.models import ToolCall, text_reply, tool_reply
+from agent_runtime.models import ToolCall, tool_reply
 from agent_runtime.testing import FrozenClock
-from tests.unit.agent_harness import DANA, EVE, OMAR, REQUESTER, AgentHarness, Crash
-
-LOOKUP = tool_reply(ToolCall(id="c1", name="lookup_order", arguments={"order_id": "1042"}))
-REFUND = tool_reply(ToolCall(id="c2", name="issue_refund",
-                             arguments={"order_id": "1042", "amount_cents": 4999}))
-BOTH = tool_reply(
-    ToolCall(id="c2", name="issue_refund", arguments={"order_id": "1042", "amount_cents": 4999}),
-    ToolCall(id="c3", name="send_email", arguments={"to": "d@example.com", "body": "hi"}))
-DONE = text_reply("done")
+from tests.unit.agent_harness import (
+    BOTH,
+    DANA,
+    DONE,
+    EVE,
+    LOOKUP,
+    OMAR,
+    REFUND,
+    REQUESTER,
+    AgentHarness,
+    Crash,
+)
 
 
 def _until_waiting(h: AgentHarness) -> RunId:

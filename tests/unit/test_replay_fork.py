@@ -18,16 +18,11 @@ from agent_runtime.models import (
     Model,
     OpenAIChatModel,
     ScriptedModel,
-    ToolCall,
     text_reply,
-    tool_reply,
 )
 from agent_runtime.serialization import canonical_json
-from tests.unit.agent_harness import DANA, AgentHarness
+from tests.unit.agent_harness import DANA, LOOKUP, REFUND, AgentHarness
 
-LOOKUP = tool_reply(ToolCall(id="c1", name="lookup_order", arguments={"order_id": "1042"}))
-REFUND = tool_reply(ToolCall(id="c2", name="issue_refund",
-                             arguments={"order_id": "1042", "amount_cents": 4999}))
 DONE = text_reply("refunded 49.99")
 
 
