@@ -53,11 +53,13 @@ def canonical(args: Any) -> str:
     return json.dumps(args, sort_keys=True, indent=2, ensure_ascii=False)
 
 
-def run_root(run_id: str, task: str, requester: str, agent: str) -> tuple[str, list[Block]]:
-    """The run's root message: the task, who asked, and the run id."""
+def run_root(run_id: str, task: str, requester: str, agent: str,
+             fork: dict[str, Any] | None = None) -> tuple[str, list[Block]]:
+    """The run's root message: the task, who asked, the run id and what it was forked from."""
     text = f"{user(requester)} started a run of {escape(agent)}: {escape(truncate(task, 500))}"
+    origin = "" if fork is None else f" · fork of `{fork['from']}` from step {fork['at']}"
     blocks = [section(f"*Task* from {user(requester)}\n{escape(truncate(task, 2800))}"),
-              context(f"run `{run_id}` · agent {escape(agent)} · history in this thread"),
+              context(f"run `{run_id}` · agent {escape(agent)}{origin} · history in this thread"),
               {"type": "actions", "block_id": f"run:{run_id}", "elements": [
                   _button("History", HISTORY, run_id)]}]
     return text, blocks

@@ -71,7 +71,7 @@ class Dispatcher:
         data = notice.data
         if notice.kind == ROOT:
             text, body = blocks.run_root(str(notice.run_id), data["task"], data["requester"],
-                                         data["agent"])
+                                         data["agent"], fork=data.get("fork"))
             return self._post(data["channel"], text, body)
         if notice.kind == REPLY:
             root = self._root(notice)

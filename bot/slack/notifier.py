@@ -57,7 +57,9 @@ class SlackNotifier:
         return [Notice(key=root_key(run.id), run_id=run.id, kind=ROOT, data={
             "channel": where["channel"], "task": run.input.get("task", ""),
             "requester": (run.input.get("requester") or {}).get("user_id", ""),
-            "agent": run.workflow.removeprefix("agent:")})]
+            "agent": run.workflow.removeprefix("agent:"),
+            "fork": None if run.forked_from is None else {"from": run.forked_from,
+                                                           "at": run.fork_at}})]
 
     def step_committed(self, run: Run, step: StepRecord) -> Sequence[Notice]:
         """A concise thread reply for the steps a person cares about."""

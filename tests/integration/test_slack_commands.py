@@ -8,6 +8,7 @@ database decided and what the payment provider's ledger says happened.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 
@@ -228,6 +229,8 @@ def test_fork_from_here_in_the_history_starts_a_fork_in_its_own_thread(
     assert (fork.forked_from, fork.fork_at) == (run_id, model_steps[-1])
     bot.work()
     bot.drain()
-    assert world.root_of(fork.id).text == f"<@{REQUESTER}> started a run of demo: {TASK}"
+    root = world.root_of(fork.id)
+    assert root.text == f"<@{REQUESTER}> started a run of demo: {TASK}"
+    assert f"fork of `{run_id}` from step {model_steps[-1]}" in json.dumps(root.blocks)
     assert bot.services.runtime.get(fork.id).status == RunStatus.WAITING
     assert len(approvals_of(bot, fork.id)) == 2, "the fork asks for its own approvals"
