@@ -26,6 +26,7 @@ from agent_runtime.exceptions import (
     WorkflowNotFound,
 )
 from agent_runtime.ids import RunId, new_run_id, parse_run_id
+from agent_runtime.observers import StepObserver
 from agent_runtime.policy import ApprovalPolicy, OnExpiry
 from agent_runtime.records import (
     AttemptRecord,
@@ -91,6 +92,7 @@ __all__ = [
     "SignoffError",
     "StepFailed",
     "StepKind",
+    "StepObserver",
     "StepRecord",
     "StepTimeout",
     "Store",

@@ -24,6 +24,7 @@ from agent_runtime.exceptions import (
     WaitTimedOut,
 )
 from agent_runtime.notices import Notifier, Silent
+from agent_runtime.observers import StepObserver, guard
 from agent_runtime.records import (
     AttemptRecord,
     ErrorInfo,
@@ -74,11 +75,13 @@ class RunContext:
         clock: Clock,
         stopping: threading.Event,
         notifier: Notifier | None = None,
+        observer: StepObserver | None = None,
     ) -> None:
         self.run_id = run.id
         self.workflow = run.workflow
         self._run = run
         self._notifier: Notifier = notifier or Silent()
+        self._observer = guard(observer)
         self._lease = lease
         self._journal = journal
         self._store = store
@@ -267,6 +270,8 @@ class RunContext:
             "step committed",
             extra={"action": "step", "run_id": self.run_id, "step": record.position},
         )
+        if self._observer is not None:
+            self._observer.step_committed(self._run, record)
         return record
 
     def _write(self, write: Callable[[Lease, Any], None], record: Any) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import replace
+from datetime import datetime
+from typing import Any
 
 from agent_runtime.clock import Clock
 from agent_runtime.context import Abandon, RunContext, Suspend
@@ -16,6 +18,7 @@ from agent_runtime.exceptions import (
     WorkflowNotFound,
 )
 from agent_runtime.notices import Notifier, Silent
+from agent_runtime.observers import StepObserver, guard
 from agent_runtime.records import ErrorInfo, Lease, Run, RunStatus
 from agent_runtime.serialization import round_trip
 from agent_runtime.store import Store
@@ -25,17 +28,22 @@ logger = logging.getLogger(__name__)
 
 
 class RunExecutor:
-    """Executes leased runs against one store and one set of workflows."""
+    """Executes leased runs against one store and one set of workflows.
+
+    An ``observer`` hears of each entry committed and of each run that ends here: completed,
+    failed, or found cancelled when a write is refused.
+    """
 
     def __init__(
         self, store: Store, workflows: Workflows, clock: Clock, stopping: threading.Event,
-        notifier: Notifier | None = None,
+        notifier: Notifier | None = None, observer: StepObserver | None = None,
     ) -> None:
         self._store = store
         self._workflows = workflows
         self._clock = clock
         self._stopping = stopping
         self._notifier: Notifier = notifier or Silent()
+        self._observer = guard(observer)
 
     def execute(self, run: Run, lease: Lease) -> RunStatus | None:
         """Advance ``run`` as far as it goes; return its new status, None if the lease was lost."""
@@ -43,6 +51,7 @@ class RunExecutor:
             return self._advance(run, lease)
         except LeaseLost:
             logger.info("lease lost", extra={"action": "abandon", "run_id": run.id})
+            self._observe_cancelled(run)
         except StoreUnavailable:
             logger.warning("store unavailable", extra={"action": "abandon", "run_id": run.id})
         return None
@@ -60,6 +69,7 @@ class RunExecutor:
             clock=self._clock,
             stopping=self._stopping,
             notifier=self._notifier,
+            observer=self._observer,
         )
         try:
             output = workflow(context, run.input)
@@ -73,8 +83,9 @@ class RunExecutor:
         except Exception as exc:
             return self._handle_error(context, lease, exc)
         now = self._clock.now()
-        ended = replace(run, status=RunStatus.COMPLETED, output=output, updated_at=now)
+        ended = _ended(run, RunStatus.COMPLETED, now, output=output)
         self._store.complete(lease, output, now, self._notifier.run_ended(ended))
+        self._observe_end(ended)
         return RunStatus.COMPLETED
 
     def _handle_error(self, context: RunContext, lease: Lease, exc: Exception) -> RunStatus:
@@ -85,10 +96,32 @@ class RunExecutor:
 
     def _fail(self, run: Run, lease: Lease, error: ErrorInfo) -> RunStatus:
         now = self._clock.now()
-        ended = replace(run, status=RunStatus.FAILED, error=error, updated_at=now)
+        ended = _ended(run, RunStatus.FAILED, now, error=error)
         self._store.fail(lease, error, now, self._notifier.run_ended(ended))
         logger.info("run failed", extra={"action": "fail", "run_id": lease.run_id})
+        self._observe_end(ended)
         return RunStatus.FAILED
+
+    def _observe_end(self, run: Run) -> None:
+        if self._observer is not None:
+            self._observer.run_ended(run)
+
+    def _observe_cancelled(self, run: Run) -> None:
+        """A write was refused: if it is because the run was cancelled, that is its end."""
+        if self._observer is None:
+            return
+        try:
+            current = self._store.get_run(run.id)
+        except SignoffError:
+            return
+        if current.status == RunStatus.CANCELLED:
+            self._observer.run_ended(current)
+
+
+def _ended(run: Run, status: RunStatus, now: datetime, **changes: Any) -> Run:
+    """Return ``run`` as the store keeps it once ended: no lease, no wait, updated ``now``."""
+    return replace(run, status=status, updated_at=now, lease_owner=None, due_at=None,
+                   wait_key=None, **changes)
 
 
 def _describe(error: BaseException) -> ErrorInfo:

@@ -10,6 +10,7 @@ from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.exceptions import InvalidInput
 from agent_runtime.ids import RunId, new_run_id
 from agent_runtime.notices import Notifier, Silent
+from agent_runtime.observers import StepObserver, guard
 from agent_runtime.records import AttemptRecord, Fork, Run, RunStatus, StepRecord
 from agent_runtime.serialization import round_trip
 from agent_runtime.store import Store
@@ -31,12 +32,16 @@ class Runtime:
         clock: Clock | None = None,
         sweeps: Sequence[Callable[[], object]] = (),
         notifier: Notifier | None = None,
+        observer: StepObserver | None = None,
     ) -> None:
+        """``observer`` hears of what this process commits: entries and ends of the runs its
+        workers execute, and the end of a run it cancels while no worker holds it."""
         self.store = store
         self.workflows = workflows
         self.clock = clock or SystemClock()
         self.sweeps = tuple(sweeps)
         self.notifier: Notifier = notifier or Silent()
+        self.observer = guard(observer)
 
     def start(self, workflow: str, input: Any = None, *, fork: Fork | None = None) -> Run:
         """Create a pending run of ``workflow``; ``WorkflowNotFound`` if it is not registered.
@@ -75,11 +80,18 @@ class Runtime:
         return self.store.list_attempts(run_id)
 
     def cancel(self, run_id: RunId) -> Run:
-        """Cancel a pending, running or waiting run; its worker can write nothing more."""
+        """Cancel a pending, running or waiting run; its worker can write nothing more.
+
+        The observer hears of the end here unless the run was running: then its worker,
+        refused its next write, tells its own observer.
+        """
         now = self.clock.now()
         run = self.store.get_run(run_id)
         cancelled = replace(run, status=RunStatus.CANCELLED, updated_at=now)
-        return self.store.cancel(run_id, now, self.notifier.run_ended(cancelled))
+        ended = self.store.cancel(run_id, now, self.notifier.run_ended(cancelled))
+        if self.observer is not None and _unheld(run, ended):
+            self.observer.run_ended(ended)
+        return ended
 
     def signal(self, run_id: RunId, key: str, data: Any = None) -> Run:
         """Deliver the event ``key`` to the run, waking it if it waits for it.
@@ -104,4 +116,9 @@ class Runtime:
     def worker(self, options: WorkerOptions | None = None) -> Worker:
         """Build a worker over this runtime's store and workflows."""
         return Worker(self.store, self.workflows, options=options, clock=self.clock,
-                      sweeps=self.sweeps, notifier=self.notifier)
+                      sweeps=self.sweeps, notifier=self.notifier, observer=self.observer)
+
+
+def _unheld(before: Run, cancelled: Run) -> bool:
+    """Tell whether no worker held the run when it was cancelled (none claimed it meanwhile)."""
+    return before.status != RunStatus.RUNNING and cancelled.fence == before.fence + 1

@@ -17,6 +17,7 @@ from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.executor import RunExecutor
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notifier
+from agent_runtime.observers import StepObserver
 from agent_runtime.records import Lease, Run, RunStatus
 from agent_runtime.store import Store
 from agent_runtime.workflows import Workflows
@@ -57,15 +58,18 @@ class Worker:
         clock: Clock | None = None,
         sweeps: Sequence[Callable[[], object]] = (),
         notifier: Notifier | None = None,
+        observer: StepObserver | None = None,
     ) -> None:
-        """``sweeps`` run once per poll interval (e.g. expiring overdue approvals)."""
+        """``sweeps`` run once per poll interval (e.g. expiring overdue approvals);
+        ``observer`` hears of each entry committed and each run ended here."""
         self.options = options or WorkerOptions()
         self._sweeps = tuple(sweeps)
         self._store = store
         self._clock = clock or SystemClock()
         self._stopping = threading.Event()
         self._wake = threading.Event()
-        self._executor = RunExecutor(store, workflows, self._clock, self._stopping, notifier)
+        self._executor = RunExecutor(store, workflows, self._clock, self._stopping, notifier,
+                                     observer)
         self._held: dict[RunId, Lease] = {}
         self._last_sweep: datetime | None = None
         self._lock = threading.Lock()

@@ -6,17 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from agent_runtime import RunId
 from bot.cli_common import positive_float, run_id
-from bot.settings import Settings
+from bot.settings import TRACES_PATH, Settings, SettingsError, traces_url
 from bot.tracing import OtlpHttp, OtlpJsonLines, RunJournal, TraceExportFailed, export_run
 from bot.wiring import Services, build_services
-
-TRACES_PATH = "/v1/traces"
 
 
 def add_commands(commands: Any) -> None:
@@ -38,13 +35,10 @@ def add_commands(commands: Any) -> None:
 
 def otlp_url(text: str) -> str:
     """argparse type: an http(s) URL; a bare host gets the standard ``/v1/traces`` path."""
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(
-            f"expected an http(s) URL such as http://127.0.0.1:4318{TRACES_PATH}, not {text!r}")
-    if parts.path in ("", "/"):
-        return parts._replace(path=TRACES_PATH).geturl()
-    return text
+    try:
+        return traces_url(text)
+    except SettingsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_trace(args: argparse.Namespace, settings: Settings) -> int:

@@ -162,8 +162,9 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
         env = dev_environment(base_env, options, found, api_url=web.api_url,
                               provider_url=provider.url)
         settings = Settings.from_env(env)
-        services = build_services(settings)
+        services = build_services(settings, stream_traces=True)
         cleanup.callback(services.store.engine.dispose)
+        cleanup.callback(services.shutdown)
         workspace = Workspace()
         client = web_client(settings)
         app = RunningApp(wsgi(slack_app(services, client)), host=options.host)

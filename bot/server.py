@@ -87,7 +87,7 @@ def dispatcher(services: Services, client: WebClient) -> Dispatcher:
 
 def serve(settings: Settings, parts: Parts) -> int:
     """Run the chosen parts until SIGTERM or Ctrl-C."""
-    services = build_services(settings)
+    services = build_services(settings, stream_traces=True)
     client = web_client(settings)
     worker = services.runtime.worker(worker_options(settings, concurrency=parts.concurrency))
     stop = threading.Event()
@@ -111,6 +111,7 @@ def serve(settings: Settings, parts: Parts) -> int:
             listener.stop()
         for thread in threads:
             thread.join(timeout=30)
+        services.shutdown()
     return 0
 
 

@@ -1,4 +1,9 @@
-"""Settings from the environment. The only module that reads ``os.environ``."""
+"""Settings from the environment. The only module that reads ``os.environ``.
+
+Each ``Settings`` field comes from one variable (``database_url`` from
+``SIGNOFF_DATABASE_URL``, ``port`` from ``SIGNOFF_PORT``, …); fields whose meaning is not
+plain from the name say so where they are declared.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from store.engine import DEFAULT_URL
+
+TRACES_PATH = "/v1/traces"
+"""Where an OTLP/HTTP collector takes traces."""
 
 
 class SettingsError(ValueError):
@@ -38,6 +47,15 @@ class Settings:
     slack_app_token: str = field(default="", repr=False)
     slack_api_url: str = "https://slack.com/api/"
     port: int = 8080
+    otlp_endpoint: str = field(default="", repr=False)
+    """``SIGNOFF_OTLP_ENDPOINT``: an OTLP/HTTP traces URL such as
+    ``http://127.0.0.1:4318/v1/traces`` (a URL without a path gets ``/v1/traces``). When set,
+    every process that executes runs (``signoff worker``, ``signoff serve``, the worker of
+    ``signoff dev``) sends each journal entry as a span once it is committed, and the run's
+    span once the run ends (as do ``signoff cancel`` and the Slack app for a run no worker
+    holds): the spans ``signoff trace`` gives for the run. Sending happens in the background
+    and never holds up or fails a run; spans the endpoint does not take are logged once per
+    outage and dropped. Empty (the default): nothing is sent."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -54,6 +72,7 @@ class Settings:
             demo_provider_url=env.get("SIGNOFF_DEMO_PROVIDER_URL") or "http://127.0.0.1:8765",
             demo_provider_port=_port(env, "SIGNOFF_DEMO_PROVIDER_PORT", 8765),
             demo_ledger_path=env.get("SIGNOFF_DEMO_LEDGER_PATH") or "signoff-demo-ledger.db",
+            otlp_endpoint=_traces_endpoint(env, "SIGNOFF_OTLP_ENDPOINT"),
             **_model(env),
             **_slack(env),
         )
@@ -103,6 +122,32 @@ def _slack(env: Mapping[str, str]) -> dict[str, Any]:
         "slack_api_url": api_url if api_url.endswith("/") else api_url + "/",
         "port": _port(env, "SIGNOFF_PORT", 8080),
     }
+
+
+def traces_url(text: str) -> str:
+    """Return an OTLP/HTTP traces URL: http(s) with a host; no path gets ``/v1/traces``.
+
+    Raises ``SettingsError`` for anything else.
+    """
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(
+            f"expected an http(s) URL such as http://127.0.0.1:4318{TRACES_PATH}, not {text!r}")
+    if parts.path in ("", "/"):
+        return parts._replace(path=TRACES_PATH).geturl()
+    return text
+
+
+def _traces_endpoint(env: Mapping[str, str], name: str) -> str:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return ""
+    try:
+        return traces_url(raw)
+    except SettingsError:
+        raise SettingsError(
+            f"{name} must be an OTLP/HTTP traces URL such as "
+            f"http://127.0.0.1:4318{TRACES_PATH}") from None
 
 
 def _port(env: Mapping[str, str], name: str, default: int) -> int:

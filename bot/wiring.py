@@ -24,6 +24,7 @@ from bot.demo.agent import demo_agent
 from bot.models import configured_model, model_from_spec
 from bot.settings import Settings, SettingsError
 from bot.slack.notifier import SlackNotifier
+from bot.tracing.stream import SpanStreamer
 from store import SqlStore, open_store
 from store.approval_store import SqlApprovalStore
 from store.outbox import SqlOutbox
@@ -40,10 +41,22 @@ class Services:
     agents: Agents
     outbox: SqlOutbox
     models: ModelResolver
+    trace_stream: SpanStreamer | None = None
+
+    def shutdown(self) -> None:
+        """Stop the trace stream, if there is one, once it has sent what it holds."""
+        if self.trace_stream is not None:
+            self.trace_stream.close()
 
 
-def build_services(settings: Settings, *, migrate: bool = True) -> Services:
-    """Open the configured database and wire the runtime, the agents and the approvals."""
+def build_services(settings: Settings, *, migrate: bool = True,
+                   stream_traces: bool = False) -> Services:
+    """Open the configured database and wire the runtime, the agents and the approvals.
+
+    With ``stream_traces`` (for processes that execute or cancel runs) and
+    ``SIGNOFF_OTLP_ENDPOINT`` set, what the runtime commits is streamed as spans; call
+    ``Services.shutdown()`` before the process exits.
+    """
     store = open_store(settings.database_url, migrate=migrate)
     clock = SystemClock()
     agents = load_agents(settings)
@@ -52,7 +65,8 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
         for item in agent.tools:
             _add_tool(lookup, item)
     notifier = SlackNotifier(store)
-    approvals = Approvals(SqlApprovalStore(store.engine), clock, lookup, notifier)
+    approval_store = SqlApprovalStore(store.engine)
+    approvals = Approvals(approval_store, clock, lookup, notifier)
     workflows = load_workflows(settings.workflow_modules)
 
     def models(spec: str) -> Model:
@@ -61,10 +75,13 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
     for agent in agents:
         workflows.add(agent.workflow, agent_workflow(agent, approvals, models),
                       validate=AgentInput.from_json)
+    stream = (SpanStreamer.to_endpoint(settings.otlp_endpoint, store, approval_store)
+              if stream_traces and settings.otlp_endpoint else None)
     runtime = Runtime(store, workflows, clock=clock, sweeps=(approvals.sweep,),
-                      notifier=notifier)
+                      notifier=notifier, observer=stream)
     return Services(settings=settings, store=store, runtime=runtime, approvals=approvals,
-                    agents=agents, outbox=SqlOutbox(store.engine), models=models)
+                    agents=agents, outbox=SqlOutbox(store.engine), models=models,
+                    trace_stream=stream)
 
 
 def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:

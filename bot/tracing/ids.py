@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections import deque
+import threading
 
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
@@ -23,21 +23,21 @@ def span_id_for(run_id: RunId, position: int | None = None) -> int:
 
 
 class JournalIds(IdGenerator):
-    """Hands a tracer the ids of one run's spans, in the order the spans are started."""
+    """Hands a tracer the ids of the span it starts: those ``expect`` planned in that thread."""
 
-    def __init__(self, run_id: RunId) -> None:
-        self._trace_id = trace_id_for(run_id)
-        self._run_id = run_id
-        self._next: deque[int] = deque()
+    def __init__(self) -> None:
+        self._planned = threading.local()
 
-    def expect(self, position: int | None) -> None:
-        """Make the next span started the one of ``position`` (the run span if None)."""
-        self._next.append(span_id_for(self._run_id, position))
+    def expect(self, run_id: RunId, position: int | None) -> None:
+        """Make this thread's next span that of entry ``position`` of ``run_id`` (None: the run)."""
+        self._planned.ids = (trace_id_for(run_id), span_id_for(run_id, position))
 
     def generate_span_id(self) -> int:
         """Return the id of the span being started."""
-        return self._next.popleft()
+        ids: tuple[int, int] = self._planned.ids
+        return ids[1]
 
     def generate_trace_id(self) -> int:
-        """Return the run's trace id."""
-        return self._trace_id
+        """Return the trace id of the run whose span is being started."""
+        ids: tuple[int, int] = self._planned.ids
+        return ids[0]

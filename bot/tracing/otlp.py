@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
@@ -75,12 +76,14 @@ class OtlpJsonLines(SpanExporter):
 class OtlpHttp(SpanExporter):
     """Sends spans to an OTLP/HTTP traces endpoint with the SDK's ``OTLPSpanExporter``.
 
-    A failed export returns FAILURE and keeps the reason, in words, in ``failure``.
+    A failed export returns FAILURE and keeps the reason, in words, in ``failure``; that
+    names the endpoint as ``name`` (the URL unless given).
     """
 
-    def __init__(self, url: str, *, timeout: float) -> None:
+    def __init__(self, url: str, *, timeout: float, name: str | None = None) -> None:
         self.url = url
         self.failure: TraceExportFailed | None = None
+        self._name = name or url
         self._session = _RecordingSession()
         self._exporter: SpanExporter = OTLPSpanExporter(endpoint=url, timeout=timeout,
                                                         session=self._session)
@@ -91,7 +94,7 @@ class OtlpHttp(SpanExporter):
             result = self._exporter.export(spans)
         if result is not SpanExportResult.SUCCESS:
             self.failure = TraceExportFailed(
-                f"could not send the trace to {self.url}: {self._session.failure}",
+                f"could not send the trace to {self._name}: {self._session.failure}",
                 retryable=True)
         return result
 
@@ -131,16 +134,38 @@ def _explain(error: requests.RequestException) -> str:
     return type(error).__name__
 
 
-@contextmanager
-def _exporter_logs_held() -> Iterator[None]:
-    """Keep the OpenTelemetry SDK's own log lines off stderr: failures are reported once."""
-    logger = logging.getLogger("opentelemetry")
-    handler = logging.NullHandler()
-    propagate = logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
+class _HeldLogs:
+    """Keeps the OpenTelemetry SDK's own log lines off stderr while any export is under way.
+
+    Exports may run on several threads at once: the first to start holds the SDK's logger,
+    the last to finish gives it back as it was.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._propagate = True
+        self._handler = logging.NullHandler()
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        """Hold the SDK's log lines for the duration of the ``with`` block."""
+        logger = logging.getLogger("opentelemetry")
+        with self._lock:
+            if self._holders == 0:
+                self._propagate = logger.propagate
+                logger.addHandler(self._handler)
+                logger.propagate = False
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if self._holders == 0:
+                    logger.removeHandler(self._handler)
+                    logger.propagate = self._propagate
+
+
+_exporter_logs_held = _HeldLogs()
+"""The SDK's logger is one per process, and so is what holds it."""

@@ -1,45 +1,53 @@
 """A run's journal as OpenTelemetry spans: one span for the run, one child span per entry.
 
 Model calls follow the GenAI semantic conventions (``chat <model>``, token usage, finish
-reasons) and tool calls are ``execute_tool <tool>``. Failed attempts become ``exception``
-events, approval requests and decisions ``approval.requested`` and ``approval.decided``
-events. Ids come from the run id and the journal position, so a run always gets the same.
+reasons) and tool calls are ``execute_tool <tool>``; span events come from ``events``. Ids
+come from the run id and the journal position, so a run always gets the same. Each span is
+made on its own from the pieces it needs, so a whole journal exported afterwards and spans
+made one by one as the entries are committed are the same spans.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import (
     Link,
+    NonRecordingSpan,
     SpanContext,
     SpanKind,
     Status,
     StatusCode,
     TraceFlags,
-    Tracer,
 )
-from opentelemetry.util.types import AttributeValue
 
-from agent_runtime import Approval, AttemptRecord, ErrorInfo, Run, RunStatus, StepKind, StepRecord
+from agent_runtime import (
+    Approval,
+    AttemptRecord,
+    ErrorInfo,
+    Run,
+    RunId,
+    RunStatus,
+    StepKind,
+    StepRecord,
+)
 from agent_runtime.budget_control import model_call_of
+from bot.tracing.events import Attributes, approval_events, attempt_events
 from bot.tracing.ids import JournalIds, span_id_for, trace_id_for
 
 SERVICE_NAME = "signoff"
 SCOPE = "signoff.journal"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-Attributes = dict[str, AttributeValue]
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,31 +60,60 @@ class RunJournal:
     approvals: Sequence[Approval] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class _Event:
-    """A span event to add: its name, time and attributes."""
+class JournalSpans:
+    """Makes runs' and journal entries' spans, each ended at once and handed to ``processor``."""
 
-    name: str
-    at: datetime
-    attributes: Attributes = field(default_factory=dict)
+    def __init__(self, processor: SpanProcessor) -> None:
+        self._ids = JournalIds()
+        self._provider = TracerProvider(sampler=ALWAYS_ON, resource=_resource(),
+                                        shutdown_on_exit=False, id_generator=self._ids)
+        self._provider.add_span_processor(processor)
+        self._tracer = self._provider.get_tracer(SCOPE)
+
+    def run_span(self, run: Run, steps: Sequence[StepRecord] = ()) -> None:
+        """Make the run's span; a run not finished ends at the last of its ``steps``."""
+        self._ids.expect(run.id, None)
+        span = self._tracer.start_span(f"run {run.workflow}", attributes=_run_attributes(run),
+                                       links=_fork_links(run), start_time=_ns(run.created_at))
+        if run.status == RunStatus.FAILED:
+            span.set_status(Status(StatusCode.ERROR, _describe_error(run.error)))
+        span.end(end_time=max(_ns(run.created_at), _ns(_run_end(run, steps))))
+
+    def step_span(self, run_id: RunId, step: StepRecord, *,
+                  attempts: Sequence[AttemptRecord] = (),
+                  approvals: Mapping[str, Approval] | None = None) -> None:
+        """Make the span of one journal entry, a child of its run's span.
+
+        ``attempts`` are failed attempts of the run (those of other positions are ignored);
+        ``approvals`` the stored approvals by id (the entry's own is enough).
+        """
+        name, kind, attributes = _describe_step(step)
+        self._ids.expect(run_id, step.position)
+        span = self._tracer.start_span(name, context=_run_context(run_id), kind=kind,
+                                       attributes=attributes, start_time=_ns(step.started_at))
+        for event in (*attempt_events(attempts, step.position),
+                      *approval_events(step, approvals or {})):
+            span.add_event(event.name, event.attributes, timestamp=_ns(event.at))
+        if step.error is not None:
+            span.set_status(Status(StatusCode.ERROR, _describe_error(step.error)))
+        span.end(end_time=max(_ns(step.started_at), _ns(step.finished_at)))
+
+    def shutdown(self) -> None:
+        """Flush the processor and shut it down."""
+        self._provider.shutdown()
 
 
 def run_spans(journal: RunJournal) -> tuple[ReadableSpan, ...]:
     """Return the run's spans: the run span first, then one per journal entry in order."""
-    ids = JournalIds(journal.run.id)
     memory = InMemorySpanExporter()
-    provider = TracerProvider(sampler=ALWAYS_ON, resource=_resource(), shutdown_on_exit=False,
-                              id_generator=ids)
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    _emit(provider.get_tracer(SCOPE), ids, journal)
+    spans = JournalSpans(SimpleSpanProcessor(memory))
+    approvals: dict[str, Approval] = {approval.id: approval for approval in journal.approvals}
+    spans.run_span(journal.run, journal.steps)
+    for step in journal.steps:
+        spans.step_span(journal.run.id, step, attempts=journal.attempts, approvals=approvals)
     finished = memory.get_finished_spans()
-    provider.shutdown()
-    return (*finished[-1:], *finished[:-1])
-
-
-def _resource() -> Resource:
-    """``service.name`` signoff, plus what ``OTEL_RESOURCE_ATTRIBUTES`` adds (no random ids)."""
-    return OTELResourceDetector().detect().merge(Resource({"service.name": SERVICE_NAME}))
+    spans.shutdown()
+    return finished
 
 
 def export_run(journal: RunJournal, exporter: SpanExporter) -> SpanExportResult:
@@ -84,21 +121,16 @@ def export_run(journal: RunJournal, exporter: SpanExporter) -> SpanExportResult:
     return exporter.export(run_spans(journal))
 
 
-def _emit(tracer: Tracer, ids: JournalIds, journal: RunJournal) -> None:
-    run = journal.run
-    ids.expect(None)
-    root = tracer.start_span(f"run {run.workflow}", attributes=_run_attributes(run),
-                             links=_fork_links(run), start_time=_ns(run.created_at))
-    if run.status == RunStatus.FAILED:
-        root.set_status(Status(StatusCode.ERROR, _describe_error(run.error)))
-    parent = trace.set_span_in_context(root)
-    failures = _attempts_by_position(journal.attempts)
-    approvals: dict[str, Approval] = {a.id: a for a in journal.approvals}
-    for step in journal.steps:
-        ids.expect(step.position)
-        events = [*failures.get(step.position, ()), *_approval_events(step, approvals)]
-        _step_span(tracer, parent, step, events)
-    root.end(end_time=max(_ns(run.created_at), _ns(_run_end(run, journal.steps))))
+def _resource() -> Resource:
+    """``service.name`` signoff, plus what ``OTEL_RESOURCE_ATTRIBUTES`` adds (no random ids)."""
+    return OTELResourceDetector().detect().merge(Resource({"service.name": SERVICE_NAME}))
+
+
+def _run_context(run_id: RunId) -> Context:
+    """The context of a run's span, for making its children without the span at hand."""
+    parent = SpanContext(trace_id_for(run_id), span_id_for(run_id), is_remote=False,
+                         trace_flags=_SAMPLED)
+    return trace.set_span_in_context(NonRecordingSpan(parent))
 
 
 def _run_attributes(run: Run) -> Attributes:
@@ -120,7 +152,7 @@ def _fork_links(run: Run) -> list[Link]:
     if run.forked_from is None:
         return []
     origin = SpanContext(trace_id_for(run.forked_from), span_id_for(run.forked_from),
-                         is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+                         is_remote=True, trace_flags=_SAMPLED)
     return [Link(origin, {"signoff.link": "forked_from"})]
 
 
@@ -129,17 +161,6 @@ def _run_end(run: Run, steps: Sequence[StepRecord]) -> datetime:
     if run.status.finished or not steps:
         return run.updated_at
     return steps[-1].finished_at
-
-
-def _step_span(tracer: Tracer, parent: Context, step: StepRecord, events: list[_Event]) -> None:
-    name, kind, attributes = _describe_step(step)
-    span = tracer.start_span(name, context=parent, kind=kind, attributes=attributes,
-                             start_time=_ns(step.started_at))
-    for event in events:
-        span.add_event(event.name, event.attributes, timestamp=_ns(event.at))
-    if step.error is not None:
-        span.set_status(Status(StatusCode.ERROR, _describe_error(step.error)))
-    span.end(end_time=max(_ns(step.started_at), _ns(step.finished_at)))
 
 
 def _describe_step(step: StepRecord) -> tuple[str, SpanKind, Attributes]:
@@ -179,73 +200,6 @@ def _plain_name(step: StepRecord) -> str:
     if step.kind == StepKind.STEP or step.name == step.kind.value:
         return step.name
     return f"{step.kind.value} {step.name}"
-
-
-def _attempts_by_position(attempts: Sequence[AttemptRecord]) -> dict[int, list[_Event]]:
-    """Return each position's failed attempts as ``exception`` events."""
-    events: dict[int, list[_Event]] = {}
-    for attempt in attempts:
-        events.setdefault(attempt.position, []).append(_Event("exception", attempt.at, {
-            "exception.type": attempt.error.type, "exception.message": attempt.error.message,
-            "signoff.attempt": attempt.attempt}))
-    return events
-
-
-def _approval_events(step: StepRecord, approvals: Mapping[str, Approval]) -> list[_Event]:
-    """Return the approval request or decision a journal entry records, if any."""
-    output = step.output if isinstance(step.output, dict) else {}
-    if step.kind == StepKind.STEP and step.name.startswith("approval.request:"):
-        approval = approvals.get(str(output.get("approval_id")))
-        if approval is not None:
-            return [_requested(approval)]
-        return [_requested_as_recorded(step, output)] if "approval_id" in output else []
-    data = output.get("data")
-    if step.kind == StepKind.WAIT and isinstance(data, dict) and "approval_id" in data:
-        approval = approvals.get(str(data["approval_id"]))
-        return [_decided(approval) if approval else _decided_as_received(step, data)]
-    return []
-
-
-def _requested(approval: Approval) -> _Event:
-    return _Event("approval.requested", approval.requested_at, _present({
-        "signoff.approval.id": approval.id, "signoff.approval.tool": approval.tool,
-        "signoff.approval.kind": approval.kind.value,
-        "signoff.approval.requested_by": approval.requester.label,
-        "signoff.approval.args_hash": approval.args_hash,
-        "signoff.approval.deadline": approval.deadline.isoformat()}))
-
-
-def _requested_as_recorded(step: StepRecord, output: dict[str, Any]) -> _Event:
-    """The request as the journal recorded it, when its approval is no longer stored."""
-    return _Event("approval.requested", step.finished_at, _present({
-        "signoff.approval.id": str(output["approval_id"]),
-        "signoff.approval.tool": step.name.removeprefix("approval.request:"),
-        "signoff.approval.deadline": output.get("deadline")}))
-
-
-def _decided(approval: Approval) -> _Event:
-    by = approval.decided_by
-    return _Event("approval.decided", approval.decided_at or approval.requested_at, _present({
-        "signoff.approval.id": approval.id, "signoff.approval.tool": approval.tool,
-        "signoff.approval.decision": approval.status.value,
-        "signoff.approval.decided_by": None if by is None else by.label,
-        "signoff.approval.decided_by.id": None if by is None else by.user_id,
-        "signoff.approval.args_hash": approval.decided_args_hash or approval.args_hash,
-        "signoff.approval.reason": approval.reason}))
-
-
-def _decided_as_received(step: StepRecord, data: dict[str, Any]) -> _Event:
-    """The decision as the journal recorded it, when its approval is no longer stored."""
-    return _Event("approval.decided", step.started_at, _present({
-        "signoff.approval.id": str(data["approval_id"]),
-        "signoff.approval.decision": data.get("status"),
-        "signoff.approval.args_hash": data.get("args_hash"),
-        "signoff.approval.reason": data.get("reason")}))
-
-
-def _present(values: Mapping[str, AttributeValue | None]) -> Attributes:
-    """Drop the attributes that have no value."""
-    return {key: value for key, value in values.items() if value is not None}
 
 
 def _describe_error(error: ErrorInfo | None) -> str:
