@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
 
 from agent_runtime import (
     Agent,
@@ -13,6 +12,7 @@ from agent_runtime import (
     Approvals,
     Runtime,
     SystemClock,
+    Tool,
     ToolLookup,
     WorkerOptions,
     Workflows,
@@ -118,11 +118,17 @@ def worker_options(settings: Settings, *, concurrency: int) -> WorkerOptions:
                          poll_interval=settings.poll_interval)
 
 
-def _add_tool(lookup: ToolLookup, item: Any) -> None:
+def _add_tool(lookup: ToolLookup, item: Tool) -> None:
+    """Make ``item`` known to approvals. Agents may share a tool name (a new prompt for the
+    same tools, say) only when the tools are the same to approvals: same schema, same
+    policy, and both or neither with side effects."""
     existing = lookup.get(item.name)
-    if existing is not None and existing is not item:
+    if existing is not None and existing is not item and (
+            lookup.fingerprint(existing) != lookup.fingerprint(item)
+            or existing.side_effect != item.side_effect):
         raise SettingsError(f"two agents define different tools named {item.name!r}")
-    lookup.add(item)
+    if existing is None:
+        lookup.add(item)
 
 
 def _import(variable: str, spec: str, kinds: tuple[type, ...]) -> object:

@@ -1,8 +1,9 @@
-"""Models and an agent for the eval tests, loaded by model spec or ``SIGNOFF_AGENT``.
+"""Models and agents for the eval tests, loaded by model spec or ``SIGNOFF_AGENT``.
 
 ``changed_model`` is the demo's rule-based model changed in one known place: for order 1045
-it proposes half the refund. ``tripwire_agent`` is the demo agent whose tools, if ever
-called, write to the file ``SIGNOFF_TEST_TRIPWIRE`` names and fail.
+it proposes half the refund. ``terse_agent`` is the demo agent under another name and
+prompt. ``tripwire_agent`` is the demo agent whose tools, if ever called, write to the file
+``SIGNOFF_TEST_TRIPWIRE`` names and fail.
 """
 
 from __future__ import annotations
@@ -43,6 +44,21 @@ def _halved(call: ToolCall) -> ToolCall:
         return call
     arguments = call.arguments | {"amount_cents": call.arguments["amount_cents"] // 2}
     return replace(call, arguments=arguments)
+
+
+def terse_agent() -> Agent:
+    """The demo agent under another name and system prompt: a prompt change to evaluate."""
+    settings = Settings.from_env()
+    agent = demo_agent(provider_url=settings.demo_provider_url, approvers=settings.approvers)
+    return replace(agent, name="demo-terse", system_prompt="Be brief. " + agent.system_prompt)
+
+
+def unguarded_agent() -> Agent:
+    """Another agent whose ``issue_refund`` needs no approval: it may not share the name."""
+    agent = terse_agent()
+    tools = [replace(t, approval=None, side_effect=False) if t.name == "issue_refund" else t
+             for t in agent.tools]
+    return replace(agent, name="demo-unguarded", tools=Tools(*tools))
 
 
 def tripwire_agent() -> Agent:

@@ -255,3 +255,34 @@ def test_inspect_fork_and_eval_on_postgresql(recorded: Recorded, pg_url: str) ->
         assert services.runtime.get(forked["id"]).output["answer"] == "forked on PostgreSQL"
         assert recorded.provider.ledger() == ledger
         assert not recorded.tripwire.exists()
+
+
+def test_eval_and_fork_under_another_agent(recorded: Recorded) -> None:
+    """--agent evaluates and continues runs under another prompt (same tools, shared safely)."""
+    env = recorded.env | {"SIGNOFF_AGENT": f"{MODELS}:terse_agent"}
+    runs = [recorded.runs[("1042", 0)], recorded.runs[REJECTED]]
+    ledger = recorded.provider.ledger()
+    report = _json(env, "eval", *runs, "--agent", "demo-terse")
+    assert report["summary"]["agreement_rate"] == 1.0
+    assert report["summary"]["candidate"] == "demo-terse"
+    source = runs[0]
+    at = model_positions(recorded.services.runtime.journal(source))[-1]
+    forked = _json(env, "fork", source, "--at", str(at), "--agent", "demo-terse")
+    assert forked["workflow"] == "agent:demo-terse"
+    cli_ok(env, "worker", "--until-idle")
+    shown = _json(env, "show", forked["id"])
+    assert shown["status"] == "completed", shown["error"]
+    inspected = _json(env, "inspect", forked["id"], "--step", str(at))
+    assert inspected["request"]["system"].startswith("Be brief. ")
+    assert inspected["identical"]
+    recorded_hash = recorded.services.runtime.journal(source)[at].input_hash
+    assert shown["steps"][at]["input_hash"] == inspected["input_hash"] != recorded_hash
+    assert recorded.provider.ledger() == ledger
+
+
+def test_agents_may_share_a_tool_name_only_for_the_same_tool(recorded: Recorded) -> None:
+    """An agent redefining a shared tool without its approval policy is refused at start."""
+    env = recorded.env | {"SIGNOFF_AGENT": f"{MODELS}:unguarded_agent"}
+    done = run_cli(env, "runs")
+    assert done.returncode == 2
+    assert "two agents define different tools named 'issue_refund'" in done.stderr
