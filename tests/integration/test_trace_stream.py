@@ -25,7 +25,7 @@ from agent_runtime.models.scripted import text_reply, tool_reply
 from bot.cli import main
 from bot.settings import Settings
 from bot.tracing import span_id_for
-from bot.tracing.stream import FLUSH_GRACE
+from bot.tracing.stream import EXPORT_TIMEOUT, FLUSH_GRACE
 from bot.wiring import Services, build_services
 from tests.integration import (
     TEST_WORKFLOWS,
@@ -174,8 +174,10 @@ def test_a_collector_that_is_down_changes_nothing_for_the_run(tmp_path: Path) ->
     finally:
         services.store.engine.dispose()
     assert (done.returncode, run.status) == (0, RunStatus.COMPLETED), done.stderr
-    assert (journal[-1].finished_at - journal[0].started_at).total_seconds() < 1.0
-    assert (exited - run.updated_at) < FLUSH_GRACE + (FLUSH_GRACE / 2)
+    # Loose bounds on a shared machine; an export that blocked a step would take the
+    # exporter's timeout for each of the 20 steps, and an unbounded flush would never end.
+    assert journal[-1].finished_at - journal[0].started_at < EXPORT_TIMEOUT
+    assert (exited - run.updated_at) < FLUSH_GRACE + EXPORT_TIMEOUT
     failures = [line for line in done.stderr.splitlines() if "trace export failed" in line]
     assert len(failures) == 1, done.stderr
     assert "cannot connect" in failures[0]
