@@ -18,6 +18,7 @@ code,pre{font:12px/1.4 ui-monospace,monospace;white-space:pre-wrap;margin:0}
 """
 BAR_HEIGHT = 18
 PLOT_WIDTH = 640
+LABEL_WIDTH = 110
 
 
 def render_html(report: EvalReport) -> str:
@@ -42,7 +43,7 @@ def _summary_table(summary: dict[str, Any]) -> str:
         ("agreement", f"{summary['agreement_rate'] * 100:.1f} % ({summary['agreeing']} runs)"),
         ("same tool calls", summary["same_calls"]),
         ("same answer", summary["same_answer"]),
-        ("divergence points", ", ".join(f"{k}: {v} runs" for k, v in
+        ("divergence points", ", ".join(f"{k} ({v} run{'' if v == 1 else 's'})" for k, v in
                                         summary["divergence_points"].items()) or "none"),
         ("token delta", f"{summary['token_delta']:+d}"),
         ("cost delta", f"{summary['cost_delta_usd']:+.6f} USD"),
@@ -55,19 +56,31 @@ def _plot(report: EvalReport) -> str:
     """A horizontal bar per run: its token delta, green if it agrees, red if not."""
     runs = report.to_json()["runs"]
     largest = max([abs(r["token_delta"]) for r in runs] + [1])
-    middle = PLOT_WIDTH // 2
-    height = BAR_HEIGHT * len(runs) + 4
-    bars = [f'<line x1="{middle}" y1="0" x2="{middle}" y2="{height}" stroke="#999"/>']
+    middle = LABEL_WIDTH + PLOT_WIDTH // 2
+    half = PLOT_WIDTH // 2 - 60
+    height = BAR_HEIGHT * len(runs) + 20
+    parts = [f'<line x1="{middle}" y1="0" x2="{middle}" y2="{height - 16}" stroke="#999"/>',
+             f'<text x="{middle}" y="{height - 2}" text-anchor="middle">0 tokens</text>']
     for row, run in enumerate(runs):
-        width = abs(run["token_delta"]) * (middle - 10) / largest
-        x = middle if run["token_delta"] >= 0 else middle - width
+        delta = run["token_delta"]
+        width = max(abs(delta) * half / largest, 1)
+        x = middle if delta >= 0 else middle - width
+        y = row * BAR_HEIGHT + 2
         colour = "#1a7f37" if run["agrees"] else "#b42318"
-        label = f"{run['run_id'][:8]} {run['token_delta']:+d} tokens"
-        bars.append(
-            f'<rect x="{x:.1f}" y="{row * BAR_HEIGHT + 2}" width="{max(width, 1):.1f}" '
-            f'height="{BAR_HEIGHT - 4}" fill="{colour}"><title>{escape(label)}</title></rect>')
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH}" height="{height}" '
-            f'role="img" aria-label="token delta per run">{"".join(bars)}</svg>')
+        end = x + width + 4 if delta >= 0 else x - 4
+        anchor = "start" if delta >= 0 else "end"
+        parts += [
+            f'<text x="0" y="{y + BAR_HEIGHT - 7}">{escape(run["run_id"][:12])}</text>',
+            f'<rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="{BAR_HEIGHT - 4}" '
+            f'fill="{colour}"/>',
+            f'<text x="{end:.1f}" y="{y + BAR_HEIGHT - 7}" text-anchor="{anchor}">'
+            f"{delta:+d}</text>",
+        ]
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_WIDTH + PLOT_WIDTH}" '
+            f'height="{height}" font-size="11" font-family="ui-monospace,monospace" '
+            f'role="img" aria-label="token delta per run">{"".join(parts)}</svg>'
+            '<p>Bars: each run\'s re-run tokens minus its recorded tokens; green agrees, red '
+            "diverges.</p>")
 
 
 def _run_section(run: dict[str, Any]) -> str:
