@@ -28,6 +28,7 @@ from agent_runtime import (
     InvalidInput,
     Run,
     RunId,
+    RunNotFound,
     Runtime,
     SignoffError,
     parse_run_id,
@@ -38,7 +39,7 @@ from agent_runtime.notices import Notice, Outbox
 from agent_runtime.run_control import cancel_run
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
-from bot.slack.notifier import EPHEMERAL
+from bot.slack.notifier import EPHEMERAL, slack_context
 from bot.slack.text import escape
 from bot.slack.views import history_message, list_text, pending_text, status_text
 
@@ -125,6 +126,8 @@ class Listeners:
         try:
             if parsed.name == "history":
                 assert parsed.run_id is not None
+                self._check_visible(parsed.run_id, _actor_of_command(command),
+                                    command.get("channel_id", ""))
                 text, history = history_message(self.deps.runtime, parsed.run_id)
                 ack(response_type="ephemeral", text=text, blocks=history)
                 return
@@ -140,6 +143,8 @@ class Listeners:
         if parsed.name == "help":
             return HELP
         if parsed.name == "status":
+            if parsed.run_id is not None:
+                self._check_visible(parsed.run_id, actor, command.get("channel_id", ""))
             return status_text(runtime, parsed.run_id, actor)
         if parsed.name == "list":
             return list_text(runtime, command.get("channel_id", ""))
@@ -153,13 +158,23 @@ class Listeners:
         cancel_run(self.deps.runtime, self.deps.approvals, run_id, actor)
         return f"Cancelled run `{run_id}`."
 
-    def _check_control(self, run: Run, actor: Actor, verb: str) -> None:
-        """Only the person who started a run, or its approvers, may cancel or fork it."""
+    def _check_visible(self, run_id: RunId, actor: Actor, channel: str) -> None:
+        """A run is shown in the channel it was started from, and anywhere to the person who
+        started it and its approvers; to anyone else it does not exist."""
+        run = self.deps.runtime.get(run_id)
+        started_here = (slack_context(run) or {}).get("channel") == channel
+        if not started_here and not self._may_control(run, actor):
+            raise RunNotFound(run_id)
+
+    def _may_control(self, run: Run, actor: Actor) -> bool:
         requester = (run.input.get("requester") or {}) if isinstance(run.input, dict) else {}
         agent = self.deps.agents.for_workflow(run.workflow)
-        allowed = requester.get("user_id") == actor.user_id or (
+        return requester.get("user_id") == actor.user_id or (
             agent is not None and agent.may_raise_budget(actor.user_id))
-        if not allowed:
+
+    def _check_control(self, run: Run, actor: Actor, verb: str) -> None:
+        """Only the person who started a run, or its approvers, may cancel or fork it."""
+        if not self._may_control(run, actor):
             raise NotAllowed(f"only the person who started a run or its approvers may {verb} it")
 
     def _start(self, task: str, actor: Actor, command: dict[str, Any]) -> str:
@@ -207,6 +222,11 @@ class Listeners:
         """Post the run's compact timeline to the clicker."""
         ack()
         run_id, actor = _click(body)
+        try:
+            self._check_visible(parse_run_id(run_id), actor, _channel_of(body))
+        except SignoffError as exc:
+            self._tell(body, actor, f"Sorry: {escape(str(exc))}")
+            return
         text, history = history_message(self.deps.runtime, parse_run_id(run_id))
         self._tell(body, actor, text, history)
 
@@ -270,8 +290,7 @@ class Listeners:
 
     def _tell(self, body: dict[str, Any], actor: Actor, text: str,
               layout: list[blocks.Block] | None = None) -> None:
-        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
-            "channel_id")
+        channel = _channel_of(body)
         if not channel:
             return
         container = body.get("container") or {}
@@ -280,6 +299,11 @@ class Listeners:
                         data={"channel": channel, "user": actor.user_id, "text": text,
                               "thread_ts": container.get("thread_ts"), "blocks": layout})
         self.deps.outbox.enqueue([notice], self.deps.clock.now())
+
+
+def _channel_of(body: dict[str, Any]) -> str:
+    return str((body.get("channel") or {}).get("id")
+               or (body.get("container") or {}).get("channel_id") or "")
 
 
 def _click(body: dict[str, Any]) -> tuple[str, Actor]:

@@ -234,3 +234,22 @@ def test_fork_from_here_in_the_history_starts_a_fork_in_its_own_thread(
     assert f"fork of `{run_id}` from step {model_steps[-1]}" in json.dumps(root.blocks)
     assert bot.services.runtime.get(fork.id).status == RunStatus.WAITING
     assert len(approvals_of(bot, fork.id)) == 2, "the fork asks for its own approvals"
+
+
+def test_a_run_is_shown_in_its_channel_and_to_its_people_only(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """Elsewhere, /agent status|history RUN answer an outsider as if the run did not exist."""
+    run_id = start_refund_run(world, bot)
+    other = world.workspace.add_channel("elsewhere").id
+    hidden = f"Sorry: no run with id {run_id}"
+
+    def say(command: str, user: str, channel: str | None = None) -> str:
+        return acked(bot.command(command, user=user, channel=channel)).text
+
+    for command in (f"status {run_id}", f"history {run_id}"):
+        assert say(command, OUTSIDER, other) == hidden
+        assert say(command, OUTSIDER) != hidden, "shown in the channel it was started from"
+        assert say(command, REQUESTER, other) != hidden, "and to the person who started it"
+        assert say(command, APPROVER, other) != hidden, "and to its approvers"
+    assert say(f"status {uuid.uuid4().hex}", OUTSIDER, other).startswith("Sorry: no run with id")
