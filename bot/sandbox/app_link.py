@@ -1,11 +1,11 @@
 """Slack's side of the app connection: people's actions become signed HTTP requests to the app.
 
-``AppLink`` does what Slack does when someone types a slash command, clicks a button or
-submits a modal: it issues a ``trigger_id`` from the workspace, builds the request as Slack
-shapes it (``bot.sandbox.payloads``), signs it with the app's signing secret and posts it to
-the app's request URL, then acts on the answer the way Slack's client does (an ephemeral
-message for a slash command's body, ``response_action`` for a modal). Everything else the app
-says goes through the Web API.
+``AppLink`` does what Slack does when someone types a slash command, clicks a button (in a
+message, an ephemeral message or a modal) or submits a modal: it issues a ``trigger_id`` from
+the workspace, builds the request as Slack shapes it (``bot.sandbox.payloads``), signs it with
+the app's signing secret and posts it to the app's request URL, then acts on the answer the
+way Slack's client does (an ephemeral message for a slash command's body, ``response_action``
+for a modal). Everything else the app says goes through the Web API.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from bot.sandbox.payloads import (
+    InMessage,
     Origin,
     find_element,
     message_action_payload,
@@ -158,18 +159,39 @@ class AppLink:
     def click(self, user_id: str, *, channel_id: str, message_ts: str, action_id: str,
               block_id: str | None = None) -> AppAnswer:
         """Click a button in a message, as ``user_id``."""
-        origin = Origin(self._user(user_id), channel_id)
+        user = self._user(user_id)
         message = self.workspace.find_message(channel_id, message_ts)
         if message is None:
             raise WorkspaceError("message_not_found")
+        return self._click_message(user, message, action_id, block_id)
+
+    def click_ephemeral(self, user_id: str, *, channel_id: str, message_ts: str,
+                        action_id: str, block_id: str | None = None) -> AppAnswer:
+        """Click a button in an ephemeral message, as the person it was shown to.
+
+        Only they see it, so anyone else's click is refused (``ephemeral_of_another_user``);
+        an unknown ts is ``message_not_found``.
+        """
+        user = self._user(user_id)
+        shown = [e for e in self.workspace.ephemerals(channel=channel_id)
+                 if e.message_ts == message_ts]
+        if not shown:
+            raise WorkspaceError("message_not_found")
+        if shown[0].user != user_id:
+            raise WorkspaceError("ephemeral_of_another_user")
+        return self._click_message(user, shown[0], action_id, block_id)
+
+    def _click_message(self, user: User, message: InMessage, action_id: str,
+                       block_id: str | None) -> AppAnswer:
+        origin = Origin(user, message.channel)
         found = find_element(message.blocks, block_id, action_id)
         if found is None:
             raise WorkspaceError("action_not_found")
         element, real_block_id = found
         payload = message_action_payload(
             self.workspace, origin, message, element, real_block_id,
-            trigger_id=self.workspace.issue_trigger(user_id),
-            response_url=self._response_url(channel_id, user_id, message.thread_ts),
+            trigger_id=self.workspace.issue_trigger(user.id),
+            response_url=self._response_url(message.channel, user.id, message.thread_ts),
             action_ts=self._action_ts())
         return self._post(urlencode({"payload": json.dumps(payload)}).encode())
 

@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.sandbox.records import JsonObject, Message, User, View, WorkspaceError
+from bot.sandbox.records import EphemeralMessage, JsonObject, Message, User, View, WorkspaceError
 from bot.sandbox.workspace import Workspace
 
 VERIFICATION_TOKEN = "sandbox-verification-token"  # noqa: S105 - deprecated by Slack, still sent
 TEXT_INPUTS = frozenset({"plain_text_input", "email_text_input", "url_text_input",
                          "number_input"})
+InMessage = Message | EphemeralMessage
+"""A message a button can be clicked in: one in a channel, or an ephemeral one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,14 +97,21 @@ def _action_json(element: JsonObject, block_id: str, action_ts: str) -> JsonObje
     return action
 
 
-def message_action_payload(ws: Workspace, origin: Origin, message: Message,
+def message_action_payload(ws: Workspace, origin: Origin, message: InMessage,
                            element: JsonObject, block_id: str, *, trigger_id: str,
                            response_url: str, action_ts: str) -> JsonObject:
-    """A ``block_actions`` payload for a button clicked in a message."""
-    container: JsonObject = {"type": "message", "message_ts": message.ts,
-                             "channel_id": message.channel, "is_ephemeral": False}
+    """A ``block_actions`` payload for a button clicked in a message, ephemeral or not.
+
+    For an ephemeral message the container says ``is_ephemeral`` and there is no ``message``
+    field: Slack does not send an ephemeral message's content back to the app.
+    """
+    ephemeral = isinstance(message, EphemeralMessage)
+    container: JsonObject = {"type": "message", "message_ts": _ts_of(message),
+                             "channel_id": message.channel, "is_ephemeral": ephemeral}
     if message.thread_ts is not None:
         container["thread_ts"] = message.thread_ts
+    content = {} if isinstance(message, EphemeralMessage) else {
+        "message": message.to_api(team_id=ws.team_id, app_id=ws.app_id)}
     return {
         "type": "block_actions",
         "user": _user_json(ws, origin.user),
@@ -114,11 +123,15 @@ def message_action_payload(ws: Workspace, origin: Origin, message: Message,
         "enterprise": None,
         "is_enterprise_install": False,
         "channel": _channel_json(ws, message.channel),
-        "message": message.to_api(team_id=ws.team_id, app_id=ws.app_id),
+        **content,
         "state": {"values": {}},
         "response_url": response_url,
         "actions": [_action_json(element, block_id, action_ts)],
     }
+
+
+def _ts_of(message: InMessage) -> str:
+    return message.message_ts if isinstance(message, EphemeralMessage) else message.ts
 
 
 def view_action_payload(ws: Workspace, origin: Origin, view: View, element: JsonObject,

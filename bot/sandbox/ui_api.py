@@ -179,15 +179,16 @@ class SandboxUi:
         return 404, {"ok": False, "error": "unknown_action"}
 
     def _click(self, user: str, body: JsonObject) -> Answer:
+        """Click in a modal (``view_id``) or a message (``channel``, ``ts``, ``ephemeral``)."""
         block_id = body.get("block_id") or None
         if body.get("view_id"):
             answer = self.link.click_in_view(user, _str(body, "view_id"),
                                              action_id=_str(body, "action_id"),
                                              block_id=block_id, values=_values(body))
         else:
-            answer = self.link.click(user, channel_id=_str(body, "channel"),
-                                     message_ts=_str(body, "ts"),
-                                     action_id=_str(body, "action_id"), block_id=block_id)
+            click = self.link.click_ephemeral if body.get("ephemeral") is True else self.link.click
+            answer = click(user, channel_id=_str(body, "channel"), message_ts=_str(body, "ts"),
+                           action_id=_str(body, "action_id"), block_id=block_id)
         return 200, {"ok": answer.ok, "status": answer.status, "error": answer.error}
 
     def _persona(self, user_id: str) -> str:

@@ -92,6 +92,10 @@ class SandboxPage:
                     f'[data-block-id="{block_id}"]')
         self.wait(lambda: self._click_last(selector), what=f"{action_id} on {block_id}")
 
+    def click_last(self, selector: str) -> None:
+        """Click the last element matching a CSS selector, once the page shows one."""
+        self.wait(lambda: self._click_last(selector), what=selector)
+
     def click(self, element_id: str) -> None:
         """Click the element with this id."""
         self.wait(lambda: self._click_last(f"#{element_id}"), what=f"#{element_id}")

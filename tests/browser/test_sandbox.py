@@ -89,3 +89,17 @@ def test_the_reject_modal_shows_the_apps_validation_errors(page: SandboxPage) ->
     thread = page.wait_for_text("thread", "issue_refund · ❌ Rejected by @Omar")
     assert "“Not this one.”" in thread
     assert not page.driver.find_elements(By.ID, "modal-submit")
+
+
+def test_fork_from_here_on_the_ephemeral_history_forks_the_run(
+        page: SandboxPage, dev_stack: DevStack) -> None:
+    """Rita clicks History, then "Fork from here" on the ephemeral history: the run is forked."""
+    page.send(TASK)
+    page.open_thread()
+    page.approval_cards(2)  # the model has been called: there is a step to fork from
+    page.click_last('#messages [data-action-id="run.history"]')
+    page.click_last('#messages .ephemeral [data-action-id="run.fork"]')
+    told = page.wait_for_text("messages", "Forked run")
+    (run,) = [r for r in dev_stack.services.runtime.runs() if r.forked_from is None]
+    (forked,) = dev_stack.services.runtime.forks(run.id)
+    assert f"Forked run {forked.id} from step {forked.fork_at} of {run.id}" in told

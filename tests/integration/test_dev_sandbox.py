@@ -2,26 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlencode
 
 import pytest
 
+from agent_runtime import RunId
 from bot.dev import DevOptions, DevStack, start_dev
 from bot.sandbox.app_link import AppLink
+from bot.sandbox.records import EphemeralMessage, Message
 from bot.sandbox.signing import signed_headers, verify
 from bot.sandbox.workspace import Workspace
 
 SECRET = "test-signing-secret"
+TASK = "/agent refund order 1042 and email the customer"
+RELAYED = ("content-type", "x-slack-signature", "x-slack-request-timestamp")
+WAIT_S = 15.0
+M = TypeVar("M", Message, EphemeralMessage)
+Recorded = list[tuple[dict[str, str], bytes]]
+"""Requests a request URL received: headers and body."""
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -110,16 +119,38 @@ def test_the_pages_api_takes_json_from_the_page_only(stack: DevStack) -> None:
 
 
 class _Recorder(BaseHTTPRequestHandler):
+    """Keeps each request; passes it on to ``server.target`` if set, else answers 200."""
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         server: Any = self.server
-        server.recorded.append((dict(self.headers.items()), self.rfile.read(length)))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
+        body = self.rfile.read(length)
+        server.recorded.append((dict(self.headers.items()), body))
+        status, answer = 200, b""
+        if server.target is not None:
+            passed = {k: v for k, v in self.headers.items() if k.lower() in RELAYED}
+            status, answer = _post(server.target, body, passed)
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
+        self.wfile.write(answer)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+@contextlib.contextmanager
+def _recorder(target: str | None = None) -> Iterator[tuple[str, Recorded]]:
+    """A loopback request URL keeping what it receives (and relaying it to ``target``)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    recorded: Recorded = []
+    server.recorded, server.target = recorded, target  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/slack/events", recorded
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_click_reaches_the_app_as_a_signed_block_actions_payload() -> None:
@@ -132,18 +163,11 @@ def test_a_click_reaches_the_app_as_a_signed_block_actions_payload() -> None:
         {"type": "actions", "block_id": "approval:A1", "elements": [
             {"type": "button", "action_id": "approval.approve", "value": "A1",
              "text": {"type": "plain_text", "text": "Approve"}, "style": "primary"}]}])
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    recorded: list[tuple[dict[str, str], bytes]] = []
-    server.recorded = recorded  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        link = AppLink(workspace, request_url=f"http://127.0.0.1:{server.server_port}/slack/events",
-                       signing_secret=SECRET, response_url_base="http://127.0.0.1:9/slack/response")
+    with _recorder() as (request_url, recorded):
+        link = AppLink(workspace, request_url=request_url, signing_secret=SECRET,
+                       response_url_base="http://127.0.0.1:9/slack/response")
         assert link.click("U_DANA", channel_id=channel, message_ts=card.ts,
                           action_id="approval.approve").ok
-    finally:
-        server.shutdown()
-        server.server_close()
     [(headers, body)] = recorded
     assert verify(SECRET, headers["X-Slack-Request-Timestamp"], body,
                   headers["X-Slack-Signature"], now=time.time())
@@ -183,3 +207,62 @@ def test_reset_forgets_the_sessions_runs_and_nothing_else(tmp_path: Path) -> Non
     finally:
         again.stop()
     assert (options.data_dir / "notes.txt").read_text() == "mine"
+
+
+def _with_button(messages: Sequence[M], action_id: str) -> list[M]:
+    """The messages that have a button with this ``action_id``."""
+    return [m for m in messages if f'"action_id": "{action_id}"' in json.dumps(m.blocks)]
+
+
+def _payloads(recorded: Recorded) -> list[dict[str, Any]]:
+    """The interaction payloads among recorded requests (slash commands left out)."""
+    forms = [parse_qs(body.decode()) for _, body in recorded]
+    return [json.loads(form["payload"][0]) for form in forms if "payload" in form]
+
+
+def _rita_opens_a_history(stack: DevStack, channel: str) -> tuple[RunId, EphemeralMessage]:
+    """Rita starts a run and clicks History on its root once the model asked for approvals."""
+    ws = stack.workspace
+    assert _ui(stack, "command", {"user": "U_RITA", "channel": channel, "text": TASK})[1]["ok"]
+    run_id = stack.services.runtime.runs()[0].id
+    assert ws.wait_for(lambda: bool(_with_button(ws.messages(channel), "run.history")), WAIT_S)
+    (root,) = _with_button(ws.messages(channel), "run.history")
+    assert ws.wait_for(lambda: len(_with_button(ws.thread(channel, root.ts),
+                                                "approval.approve")) == 2, WAIT_S)
+    assert _ui(stack, "click", {"user": "U_RITA", "channel": channel, "ts": root.ts,
+                                "action_id": "run.history"})[1]["ok"]
+    assert ws.wait_for(lambda: bool(_with_button(ws.ephemerals(channel, "U_RITA"), "run.fork")),
+                       WAIT_S)
+    (history,) = _with_button(ws.ephemerals(channel, "U_RITA"), "run.fork")
+    return run_id, history
+
+
+def test_fork_from_here_on_the_ephemeral_history_forks_the_run(stack: DevStack) -> None:
+    """The history's button reaches the app as Slack sends it and forks; others may not click."""
+    ws, runtime = stack.workspace, stack.services.runtime
+    channel = ws.channels()[0].id
+    assert stack.web.ui is not None
+    with _recorder(stack.app.request_url) as (relay_url, recorded):
+        stack.web.ui.link.request_url = relay_url  # the app gets the same requests, kept
+        run_id, history = _rita_opens_a_history(stack, channel)
+        fork_block = [b for b in history.blocks or [] if "accessory" in b][-1]["block_id"]
+        click = {"user": "U_EVE", "channel": channel, "ts": history.message_ts,
+                 "action_id": "run.fork", "block_id": fork_block, "ephemeral": True}
+        assert _ui(stack, "click", click) == (400, {"ok": False,
+                                                    "error": "ephemeral_of_another_user"})
+        unknown = click | {"user": "U_RITA", "ts": "1700000000.000001"}
+        assert _ui(stack, "click", unknown) == (400, {"ok": False, "error": "message_not_found"})
+        assert _ui(stack, "click", click | {"user": "U_RITA"})[1]["ok"]
+        assert ws.wait_for(lambda: "Forked run" in ws.ephemerals(channel, "U_RITA")[-1].text,
+                           WAIT_S)
+    (fork,) = runtime.forks(run_id)
+    assert fork.fork_at == int(fork_block.removeprefix("fork:"))
+    history_click, fork_click = _payloads(recorded)  # neither refused click reached the app
+    # A click on a channel message carries the message; one on an ephemeral does not.
+    assert history_click["container"]["is_ephemeral"] is False
+    assert history_click["message"]["ts"] == history_click["container"]["message_ts"]
+    assert fork_click["container"] == {"type": "message", "message_ts": history.message_ts,
+                                       "channel_id": channel, "is_ephemeral": True}
+    assert "message" not in fork_click
+    assert (fork_click["user"]["id"], fork_click["channel"]["id"]) == ("U_RITA", channel)
+    assert fork_click["actions"][0]["value"] == f"{run_id}:{fork.fork_at}"

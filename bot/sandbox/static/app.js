@@ -131,12 +131,9 @@ function messageNode(m, where) {
 }
 
 async function click(m, element, blockId) {
-  if (m.ephemeral) {
-    toast("Buttons on ephemeral messages are not supported in the sandbox.");
-    return;
-  }
+  // An ephemeral message is only ever shown to its person: the page acts as them.
   const answer = await postJSON("/ui/click", { user: app.user, channel: m.channel, ts: m.ts,
-    action_id: element.action_id, block_id: blockId });
+    action_id: element.action_id, block_id: blockId, ephemeral: Boolean(m.ephemeral) });
   if (!answer.ok) {
     const status = answer.status ? `HTTP ${answer.status}` : "no answer";
     toast(`The app did not acknowledge the click (${answer.error || "error"}, ${status}).`);
