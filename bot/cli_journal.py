@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ from agent_runtime.agent_loop import with_model
 from agent_runtime.evals import EvalReport, compare
 from agent_runtime.forking import agent_can_continue, fork_run
 from agent_runtime.model_input import ModelInput, model_input
-from bot.cli_common import UsageError, emit, json_argument, json_flag, run_id
+from bot.cli_common import UsageError, emit, json_argument, json_flag, positive_int, run_id
 from bot.eval_report import render_html
 from bot.render import run_json, run_line
 from bot.settings import Settings
@@ -50,6 +52,8 @@ def add_commands(commands: Any) -> None:
                            help="the model to evaluate (openai:M, anthropic:M, module:attr)")
     evaluate.add_argument("--stop-at-divergence", action="store_true",
                           help="end a re-run at its first tool call that was not recorded")
+    evaluate.add_argument("--concurrency", type=positive_int, default=1, metavar="N",
+                          help="re-run up to N runs at once (default 1)")
     evaluate.add_argument("--report", metavar="FILE.html", help="also write an HTML report")
     json_flag(evaluate).set_defaults(handler=cmd_eval)
 
@@ -90,15 +94,17 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     """Compare each recorded run with its re-run by the candidate."""
     services = build_services(settings)
     runtime = services.runtime
-    runs = [runtime.get(r) for r in dict.fromkeys(args.runs)]
-    comparisons = []
-    for run in runs:
+    jobs = []
+    for run in (runtime.get(r) for r in dict.fromkeys(args.runs)):
         agent = _agent_of(services, run)
-        candidate = _candidate(services, agent, args)
         decided = services.approvals.store.list_approvals(run_id=run.id, limit=10_000)
-        comparisons.append(compare(agent, candidate, services.approvals, run,
-                                   runtime.journal(run.id), decided=decided,
-                                   stop_at_divergence=args.stop_at_divergence))
+        jobs.append(partial(compare, agent, _candidate(services, agent, args),
+                            services.approvals, run, runtime.journal(run.id), decided=decided,
+                            stop_at_divergence=args.stop_at_divergence))
+    # re-runs touch no database (the recorded run is replayed, the re-run kept in memory),
+    # so they may overlap: a live model's latency is what an eval mostly waits for
+    with ThreadPoolExecutor(args.concurrency, thread_name_prefix="signoff-eval") as pool:
+        comparisons = list(pool.map(lambda job: job(), jobs))
     report = EvalReport(args.agent or args.model, comparisons)
     if args.report:
         _write(args.report, render_html(report))

@@ -301,8 +301,7 @@ def audit(cli: Cli, engine: Engine) -> tuple[tuple[int, str], list[dict[str, Any
 
 
 def test_prune_removes_old_finished_runs_and_keeps_the_rest(scene: Scene, cli: Cli) -> None:
-    """Old finished runs go with all their rows; waiting, pending, young and unsent runs stay,
-    the unsent one reported; the audit log is untouched and verifies as before."""
+    """Old finished runs go with all their rows; waiting, young and unsent runs stay."""
     before = audit(cli, scene.engine)
     old_rows = rows_of(scene.engine, list(scene.old.values()))
     kept_rows = rows_of(scene.engine, list(scene.kept.values()))
@@ -372,8 +371,7 @@ def test_malformed_line_is_refused_with_its_number_and_nothing_is_imported(
 
 
 def test_a_prune_cut_short_loses_nothing(scene: Scene, cli: Cli, tmp_path: Path) -> None:
-    """Runs archived but not deleted, and a line torn by a crash: a second prune and an
-    import still restore every row of every run, once."""
+    """After a prune cut short, a second prune and an import restore every run once."""
     ids = list(scene.old.values())
     rows = rows_of(scene.engine, ids)
     archive = tmp_path / "runs.jsonl"
@@ -403,8 +401,7 @@ def test_batches_remove_the_same_runs_as_one(scene: Scene, tmp_path: Path) -> No
 def test_a_notice_whose_id_was_taken_is_restored_under_a_new_one(
     scene: Scene, cli: Cli, tmp_path: Path
 ) -> None:
-    """When another notice took a pruned notice's id, import renumbers the restored notice
-    and keeps the other; every other column comes back as it was."""
+    """A restored notice whose id was taken gets a new id; all else comes back as it was."""
     run_id = scene.old["completed"]
     (original,) = rows_of(scene.engine, [run_id])["outbox"]
     archive = tmp_path / "runs.jsonl"

@@ -103,7 +103,9 @@ def test_eval_reports_exactly_the_changed_runs(recorded: Recorded, tmp_path: Pat
     ledger = recorded.provider.ledger()
     report_file = tmp_path / "eval.html"
     report = _json(recorded.tripwire_env(), "eval", *recorded.runs.values(),
-                   "--model", f"{MODELS}:changed_model", "--report", str(report_file))
+                   "--model", f"{MODELS}:changed_model", "--report", str(report_file),
+                   "--concurrency", "4")
+    assert [r["run_id"] for r in report["runs"]] == list(recorded.runs.values()), "in order"
     by_run = {r["run_id"]: r for r in report["runs"]}
     changed = {run_id for (order, n), run_id in recorded.runs.items()
                if order == CHANGED_ORDER and "refund" in PHRASINGS[n]}
