@@ -7,7 +7,7 @@ replays to where it stopped with no model call paid twice and no side effect rep
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -59,11 +59,24 @@ def with_model(agent: Agent, spec: str | None, models: ModelResolver | None) -> 
     return replace(agent, model=models(spec))
 
 
-def estimate_tokens(request: ModelRequest) -> int:
-    """Estimate a request's input tokens (about four characters a token)."""
-    size = len(request.system) + sum(len(json.dumps(m.to_json())) for m in request.messages)
-    size += sum(len(json.dumps(t.to_json())) for t in request.tools)
-    return size // 4 + 1
+class InputEstimate:
+    """Estimates a request's input tokens: about four characters a token, counting the
+    system prompt, each message's JSON and each tool's JSON.
+
+    The conversation only grows, so each message is measured once: a long run's estimates
+    cost a sum of integers per turn, not a JSON encoding of the whole conversation. The
+    estimate caps output tokens, which are part of a model step's journaled input, so its
+    value must never change for a given request.
+    """
+
+    def __init__(self, system: str, tools: Sequence[ToolSpec]) -> None:
+        self._fixed = len(system) + sum(len(json.dumps(t.to_json())) for t in tools)
+        self._sizes: list[int] = []
+
+    def tokens(self, messages: Sequence[Message]) -> int:
+        """Estimate the input tokens of a request with ``messages`` (this conversation's)."""
+        self._sizes.extend(len(json.dumps(m.to_json())) for m in messages[len(self._sizes):])
+        return (self._fixed + sum(self._sizes)) // 4 + 1
 
 
 def request_json(request: ModelRequest) -> dict[str, Any]:
@@ -95,6 +108,7 @@ class AgentLoop:
         self.used = Consumption()
         self.messages: list[Message] = [Message(role="user", content=data.task)]
         self.effects = SideEffects(ctx, approvals, agent, data.requester, self.used)
+        self._estimate = InputEstimate(agent.system_prompt, agent.tools.specs())
         self._budget_waits = 0
 
     def run(self) -> dict[str, Any]:
@@ -113,7 +127,7 @@ class AgentLoop:
     def _model_turn(self, started: datetime) -> ModelResponse | None:
         draft = ModelRequest(system=self.agent.system_prompt, messages=tuple(self.messages),
                              tools=tuple(self.agent.tools.specs()))
-        cap = self._budget_gate(started, estimate_tokens(draft))
+        cap = self._budget_gate(started, self._estimate.tokens(draft.messages))
         if cap is None:
             return None
         request = ModelRequest(system=draft.system, messages=draft.messages, tools=draft.tools,

@@ -18,7 +18,8 @@ from agent_runtime import (
     RunStatus,
     UnknownOutcome,
 )
-from agent_runtime.models import ToolCall, tool_reply
+from agent_runtime.agent_loop import InputEstimate
+from agent_runtime.models import Message, ToolCall, ToolSpec, tool_reply
 from agent_runtime.testing import FrozenClock
 from tests.unit.agent_harness import (
     BOTH,
@@ -261,3 +262,16 @@ def test_budget_caps_output_tokens_and_stops_before_crossing() -> None:
     capped.work()
     assert capped.model.requests[0].max_output_tokens < 600
     assert capped.run(capped_id).status == RunStatus.COMPLETED
+
+
+def test_input_estimate_keeps_its_formula_while_measuring_each_message_once() -> None:
+    """The incremental estimate equals the formula journaled caps were computed with."""
+    tools = [ToolSpec(name="t", description="d ü", parameters={"type": "object"})]
+    estimate = InputEstimate("be careful", tools)
+    messages = [Message(role="user", content="refund order 1042 — ünïcode")]
+    for turn in range(5):
+        expected = (len("be careful")
+                    + sum(len(json.dumps(m.to_json())) for m in messages)
+                    + sum(len(json.dumps(t.to_json())) for t in tools)) // 4 + 1
+        assert estimate.tokens(messages) == expected
+        messages += [LOOKUP.message, Message(role="tool", tool_call_id="c1", content=f"r{turn}")]

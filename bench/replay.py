@@ -1,0 +1,139 @@
+"""What reading a run back costs: inspect, fork planning and an eval re-run, per run length.
+
+Run ``python -m bench.replay`` (``--quick`` for fewer repeats). For agent runs of N tool
+turns (each turn a model call proposing a read-only lookup, then the lookup), recorded on
+a SQLite file by a real worker, it reports medians of:
+
+- ``load``: reading the run and its journal from the database (the baseline: nothing that
+  reads a run back can be cheaper);
+- ``inspect``: load, then rebuild the input of the last model call by replay and check it
+  against its recorded hash (what ``signoff inspect`` does);
+- ``eval``: load, replay the whole run, and re-run it with a scripted model whose tool
+  calls are answered from the recording (what ``signoff eval`` does per run, minus the
+  wait for a live model);
+
+each with its ratio to ``load`` measured in the same process, interleaved repeat by
+repeat, so the machine's load affects both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from agent_runtime import (
+    Actor,
+    Agent,
+    AgentInput,
+    Approvals,
+    RunId,
+    Runtime,
+    Tools,
+    WorkerOptions,
+    Workflows,
+    tool,
+)
+from agent_runtime.agent_loop import agent_workflow
+from agent_runtime.clock import SystemClock
+from agent_runtime.evals import compare
+from agent_runtime.model_input import model_input, model_positions
+from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, ToolCall
+from agent_runtime.models.scripted import text_reply, tool_reply
+from store import SqlStore, open_store
+from store.approval_store import SqlApprovalStore
+
+TURN_COUNTS = (10, 50, 200)
+
+
+def _lookup(order_id: str) -> dict[str, Any]:
+    """Look an order up."""
+    return {"id": order_id, "status": "delivered", "amount_cents": 4999}
+
+
+def _model(turns: int) -> ScriptedModel:
+    def respond(request: ModelRequest) -> ModelResponse:
+        done = sum(1 for m in request.messages if m.role == "tool")
+        if done >= turns:
+            return text_reply(f"looked up {done} orders")
+        return tool_reply(ToolCall(id=f"call_{done}", name="_lookup",
+                                   arguments={"order_id": str(1000 + done)}))
+
+    return ScriptedModel(respond, name="bench-scripted")
+
+
+def _agent(turns: int) -> Agent:
+    return Agent(name="bench", model=_model(turns), system_prompt="Look every order up.",
+                 tools=Tools(tool(_lookup)), max_turns=turns + 1)
+
+
+def _record(store: SqlStore, agent: Agent, approvals: Approvals) -> RunId:
+    workflows = Workflows()
+    workflows.add(agent.workflow, agent_workflow(agent, approvals))
+    runtime = Runtime(store, workflows)
+    data = AgentInput(task="look the orders up", requester=Actor(user_id="U_BENCH")).to_json()
+    run_id = runtime.start(agent.workflow, data).id
+    runtime.worker(WorkerOptions(owner="bench", lease_ttl=timedelta(minutes=5))).run_once()
+    return run_id
+
+
+def _timed(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def measure(turns: int, repeats: int, directory: Path) -> dict[str, float]:
+    """Median milliseconds of load, inspect and eval for a run of ``turns`` tool turns."""
+    store = open_store(f"sqlite:///{directory / f'replay-{turns}.db'}")
+    approvals = Approvals(SqlApprovalStore(store.engine), SystemClock())
+    agent = _agent(turns)
+    run_id = _record(store, agent, approvals)
+
+    def load() -> tuple[Any, Any]:
+        return store.get_run(run_id), store.load_journal(run_id)
+
+    def inspect() -> None:
+        run, journal = load()
+        seen = model_input(agent, approvals, run, journal, model_positions(journal)[-1])
+        assert seen.identical
+
+    def evaluate() -> None:
+        run, journal = load()
+        result = compare(agent, _agent(turns), approvals, run, journal)
+        assert result.agrees
+
+    samples: dict[str, list[float]] = {"load": [], "inspect": [], "eval": []}
+    for _ in range(repeats):
+        for name, action in (("load", load), ("inspect", inspect), ("eval", evaluate)):
+            samples[name].append(_timed(action) * 1000)
+    store.engine.dispose()
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print a table of medians and ratios to the journal load."""
+    parser = argparse.ArgumentParser(prog="python -m bench.replay", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    args = parser.parse_args(argv)
+    repeats = 5 if args.quick else 21
+    print(f"median ms over {repeats} repeats (SQLite file); ratio to loading the journal")
+    print(f"{'turns':>6} {'entries':>8} {'load':>8} {'inspect':>9} {'ratio':>6} "
+          f"{'eval':>9} {'ratio':>6}")
+    with tempfile.TemporaryDirectory(prefix="signoff-bench-") as tmp:
+        for turns in TURN_COUNTS:
+            found = measure(turns, repeats, Path(tmp))
+            entries = 2 * turns + 2
+            print(f"{turns:>6} {entries:>8} {found['load']:>8.2f} {found['inspect']:>9.2f} "
+                  f"{found['inspect'] / found['load']:>5.1f}x {found['eval']:>9.2f} "
+                  f"{found['eval'] / found['load']:>5.1f}x")
+
+
+if __name__ == "__main__":
+    main()
