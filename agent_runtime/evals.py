@@ -29,7 +29,7 @@ from agent_runtime.records import Run, StepRecord
 from agent_runtime.replay import replay_agent
 from agent_runtime.serialization import canonical_json
 from agent_runtime.side_effects import ToolResult
-from agent_runtime.testing import InMemoryStore
+from agent_runtime.memory_store import InMemoryStore
 
 NOT_REPLAYED = "not replayed: {tool} was not called with these arguments in the recorded run"
 

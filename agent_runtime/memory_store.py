@@ -1,0 +1,306 @@
+"""An in-memory Store: the runtime's contract kept in process memory.
+
+Runs here last as long as the process. It serves unit tests, and work that needs a run
+context but must leave no trace in the database, such as an eval's re-runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from agent_runtime.exceptions import (
+    EventAlreadyDelivered,
+    InvalidRunState,
+    JournalConflict,
+    LeaseLost,
+    RunNotFound,
+)
+from agent_runtime.ids import RunId
+from agent_runtime.notices import Delivery, Notice, QueuedNotice
+from agent_runtime.records import (
+    AttemptRecord,
+    ErrorInfo,
+    Event,
+    Fork,
+    Lease,
+    Run,
+    RunStatus,
+    StepRecord,
+    Wait,
+)
+
+
+class InMemoryStore:
+    """A Store kept in process memory, with the same semantics as the SQL stores."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._runs: dict[RunId, Run] = {}
+        self._journals: dict[RunId, list[StepRecord]] = {}
+        self._attempts: dict[RunId, list[AttemptRecord]] = {}
+        self._events: dict[tuple[RunId, str], Event] = {}
+        self.outbox = InMemoryOutbox()
+
+    def create_run(
+        self, run_id: RunId, workflow: str, input: Any, now: datetime,
+        notices: Sequence[Notice] = (), fork: Fork | None = None,
+    ) -> Run:
+        """Store a new pending run (with a fork's inherited journal)."""
+        run = Run(id=run_id, workflow=workflow, status=RunStatus.PENDING, input=input,
+                  created_at=now, updated_at=now, due_at=now,
+                  forked_from=None if fork is None else fork.source,
+                  fork_at=None if fork is None else fork.at)
+        with self._lock:
+            if fork is not None and fork.source not in self._runs:
+                raise RunNotFound(fork.source)
+            self._runs[run_id] = run
+            self._journals[run_id] = [] if fork is None else list(fork.steps)
+            self._attempts[run_id] = []
+            self.outbox.enqueue(notices, now)
+        return run
+
+    def get_run(self, run_id: RunId) -> Run:
+        """Return the run or raise RunNotFound."""
+        with self._lock:
+            try:
+                return self._runs[run_id]
+            except KeyError:
+                raise RunNotFound(run_id) from None
+
+    def list_runs(
+        self, *, status: RunStatus | None = None, limit: int = 100,
+        forked_from: RunId | None = None,
+    ) -> list[Run]:
+        """Return the newest runs first."""
+        with self._lock:
+            runs = [r for r in self._runs.values()
+                    if (status is None or r.status == status)
+                    and (forked_from is None or r.forked_from == forked_from)]
+        return sorted(runs, key=lambda r: r.created_at, reverse=True)[:limit]
+
+    def claim_runs(
+        self, owner: str, *, limit: int, now: datetime, expires_at: datetime
+    ) -> list[tuple[Run, Lease]]:
+        """Lease up to ``limit`` runnable runs."""
+        with self._lock:
+            due = sorted(
+                (r for r in self._runs.values() if r.due_at is not None and r.due_at <= now),
+                key=lambda r: r.due_at or now,
+            )[:limit]
+            claimed = []
+            for run in due:
+                new = self._put(run, status=RunStatus.RUNNING, lease_owner=owner,
+                                fence=run.fence + 1, due_at=expires_at, updated_at=now)
+                claimed.append((new, Lease(new.id, owner, new.fence)))
+            return claimed
+
+    def renew_lease(self, lease: Lease, expires_at: datetime) -> bool:
+        """Extend a held lease."""
+        with self._lock:
+            run = self._runs.get(lease.run_id)
+            if run is None or run.fence != lease.fence or run.status != RunStatus.RUNNING:
+                return False
+            self._put(run, due_at=expires_at)
+            return True
+
+    def load_journal(self, run_id: RunId) -> list[StepRecord]:
+        """Return the journal in position order."""
+        with self._lock:
+            return list(self._journals.get(run_id, []))
+
+    def append_step(self, lease: Lease, step: StepRecord, notices: Sequence[Notice] = ()) -> None:
+        """Append one journal entry under the lease."""
+        with self._lock:
+            self._check(lease)
+            journal = self._journals[lease.run_id]
+            if any(s.position == step.position for s in journal):
+                raise JournalConflict(lease.run_id, step.position)
+            journal.append(step)
+            self.outbox.enqueue(notices, step.finished_at)
+
+    def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
+        """Record a failed attempt."""
+        with self._lock:
+            self._check(lease)
+            self._attempts[lease.run_id].append(attempt)
+
+    def list_attempts(self, run_id: RunId) -> list[AttemptRecord]:
+        """Return the failed attempts."""
+        with self._lock:
+            return list(self._attempts.get(run_id, []))
+
+    def suspend(self, lease: Lease, wait: Wait, now: datetime) -> RunStatus:
+        """Park the run until its wait is satisfied."""
+        with self._lock:
+            run = self._check(lease)
+            if wait.key is not None and (lease.run_id, wait.key) in self._events:
+                self._put(run, status=RunStatus.PENDING, lease_owner=None, due_at=now,
+                          wait_key=None, updated_at=now)
+                return RunStatus.PENDING
+            self._put(run, status=RunStatus.WAITING, lease_owner=None, due_at=wait.wake_at,
+                      wait_key=wait.key, updated_at=now)
+            return RunStatus.WAITING
+
+    def release(self, lease: Lease, now: datetime) -> None:
+        """Give the run back for any worker."""
+        with self._lock:
+            run = self._check(lease)
+            self._put(run, status=RunStatus.PENDING, lease_owner=None, due_at=now, updated_at=now)
+
+    def complete(
+        self, lease: Lease, output: Any, now: datetime, notices: Sequence[Notice] = ()
+    ) -> None:
+        """End the run successfully."""
+        with self._lock:
+            run = self._check(lease)
+            self._put(run, status=RunStatus.COMPLETED, output=output, **_ended(now))
+            self.outbox.enqueue(notices, now)
+
+    def fail(
+        self, lease: Lease, error: ErrorInfo, now: datetime, notices: Sequence[Notice] = ()
+    ) -> None:
+        """End the run as failed."""
+        with self._lock:
+            run = self._check(lease)
+            self._put(run, status=RunStatus.FAILED, error=error, **_ended(now))
+            self.outbox.enqueue(notices, now)
+
+    def cancel(self, run_id: RunId, now: datetime, notices: Sequence[Notice] = ()) -> Run:
+        """Cancel an unfinished run and revoke its lease."""
+        with self._lock:
+            run = self._unfinished(run_id, "cancel")
+            self.outbox.enqueue(notices, now)
+            return self._put(run, status=RunStatus.CANCELLED, fence=run.fence + 1, **_ended(now))
+
+    def resume(self, run_id: RunId, now: datetime) -> Run:
+        """Make a failed run pending again."""
+        with self._lock:
+            run = self.get_run(run_id)
+            if run.status != RunStatus.FAILED:
+                raise InvalidRunState(run_id, run.status, "resume")
+            return self._put(run, status=RunStatus.PENDING, error=None, due_at=now, updated_at=now)
+
+    def deliver_event(self, run_id: RunId, key: str, data: Any, now: datetime) -> Run:
+        """Store an event and wake the run if it waits for it."""
+        with self._lock:
+            run = self._unfinished(run_id, "signal")
+            if (run_id, key) in self._events:
+                raise EventAlreadyDelivered(run_id, key)
+            self._events[(run_id, key)] = Event(key=key, data=data, delivered_at=now)
+            if run.status == RunStatus.WAITING and run.wait_key == key:
+                run = self._put(run, status=RunStatus.PENDING, due_at=now, wait_key=None,
+                                updated_at=now)
+            return run
+
+    def get_event(self, run_id: RunId, key: str) -> Event | None:
+        """Return the event delivered under ``key``."""
+        with self._lock:
+            return self._events.get((run_id, key))
+
+    def runnable_count(self, now: datetime) -> int:
+        """Count the claimable runs."""
+        with self._lock:
+            return sum(1 for r in self._runs.values() if r.due_at is not None and r.due_at <= now)
+
+    def next_due(self) -> datetime | None:
+        """Return the earliest due time."""
+        with self._lock:
+            return min((r.due_at for r in self._runs.values() if r.due_at), default=None)
+
+    def _check(self, lease: Lease) -> Run:
+        run = self._runs.get(lease.run_id)
+        if run is None or run.fence != lease.fence or run.status != RunStatus.RUNNING:
+            raise LeaseLost(lease.run_id, lease.fence)
+        return run
+
+    def _unfinished(self, run_id: RunId, operation: str) -> Run:
+        run = self.get_run(run_id)
+        if run.status.finished:
+            raise InvalidRunState(run_id, run.status, operation)
+        return run
+
+    def _put(self, run: Run, **changes: Any) -> Run:
+        new = dataclasses.replace(run, **changes)
+        self._runs[run.id] = new
+        return new
+
+
+def _ended(now: datetime) -> dict[str, Any]:
+    return {"lease_owner": None, "due_at": None, "wait_key": None, "updated_at": now}
+
+
+class InMemoryOutbox:
+    """An Outbox in process memory, with the same ordering rules as the SQL one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._items: dict[int, dict[str, Any]] = {}
+        self._keys: set[str] = set()
+
+    def enqueue(self, notices: Sequence[Notice], now: datetime) -> None:
+        """Queue notices; keys already queued are ignored."""
+        with self._lock:
+            for notice in notices:
+                if notice.key in self._keys:
+                    continue
+                self._keys.add(notice.key)
+                item_id = len(self._items) + 1
+                self._items[item_id] = {"notice": notice, "status": "pending", "attempts": 0,
+                                        "next_at": now, "created_at": now, "delivery": None,
+                                        "claimed_until": None}
+
+    def claim_due(self, owner: str, *, now: datetime, until: datetime, limit: int) -> list[
+        QueuedNotice
+    ]:
+        """Claim due notices, oldest first, one run's notices strictly in order."""
+        with self._lock:
+            claimed: list[QueuedNotice] = []
+            blocked: set[str] = set()
+            for item_id, item in sorted(self._items.items()):
+                run_id = item["notice"].run_id
+                if item["status"] != "pending":
+                    continue
+                free = item["claimed_until"] is None or item["claimed_until"] <= now
+                due = item["next_at"] <= now and free and len(claimed) < limit
+                if (run_id is None or run_id not in blocked) and due:
+                    item["claimed_until"] = until
+                    item["attempts"] += 1
+                    claimed.append(QueuedNotice(id=item_id, notice=item["notice"],
+                                                attempts=item["attempts"],
+                                                created_at=item["created_at"]))
+                if run_id is not None:
+                    blocked.add(run_id)
+            return claimed
+
+    def delivered(self, item_id: int, delivery: Delivery | None, now: datetime) -> None:
+        """Record a delivery."""
+        with self._lock:
+            self._items[item_id].update(status="sent", delivery=delivery, claimed_until=None)
+
+    def retry_later(self, item_id: int, at: datetime, error: str) -> None:
+        """Release for another attempt."""
+        with self._lock:
+            self._items[item_id].update(next_at=at, claimed_until=None, error=error)
+
+    def give_up(self, item_id: int, error: str) -> None:
+        """Mark the notice dead."""
+        with self._lock:
+            self._items[item_id].update(status="dead", claimed_until=None, error=error)
+
+    def delivery_of(self, key: str) -> Delivery | None:
+        """Return where ``key`` was delivered."""
+        with self._lock:
+            for item in self._items.values():
+                if item["notice"].key == key and item["status"] == "sent":
+                    delivery: Delivery | None = item["delivery"]
+                    return delivery
+            return None
+
+    def notices(self) -> list[Notice]:
+        """Return every queued notice, oldest first (for tests)."""
+        with self._lock:
+            return [item["notice"] for _, item in sorted(self._items.items())]
