@@ -24,12 +24,12 @@ from agent_runtime.clock import SystemClock
 from agent_runtime.context import RunContext, Suspend
 from agent_runtime.exceptions import SignoffError
 from agent_runtime.ids import new_run_id
+from agent_runtime.memory_store import InMemoryStore
 from agent_runtime.models.base import Message, ToolCall
 from agent_runtime.records import Run, StepRecord
 from agent_runtime.replay import replay_agent
 from agent_runtime.serialization import canonical_json
 from agent_runtime.side_effects import ToolResult
-from agent_runtime.memory_store import InMemoryStore
 
 NOT_REPLAYED = "not replayed: {tool} was not called with these arguments in the recorded run"
 
