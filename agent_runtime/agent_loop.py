@@ -140,7 +140,9 @@ class AgentLoop:
         return response
 
     def _call_model(self, payload: dict[str, Any]) -> dict[str, Any]:
-        return self.agent.model.complete(request_from_json(payload)).to_json()
+        # the request itself is journaled only as a hash: keep which model was asked
+        response = self.agent.model.complete(request_from_json(payload))
+        return response.to_json() | {"requested_model": self.agent.model.name}
 
     def _budget_gate(self, started: datetime, input_tokens: int) -> int | None:
         """Return the output-token cap for the next call, waiting for a person if exhausted."""

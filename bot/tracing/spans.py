@@ -183,16 +183,20 @@ def _describe_step(step: StepRecord) -> tuple[str, SpanKind, Attributes]:
 def _model_call(step: StepRecord) -> tuple[str, Attributes]:
     """Return the span name and GenAI attributes of a model step."""
     usage, model = model_call_of(step)
+    output = step.output if isinstance(step.output, dict) else {}
+    asked = str(output.get("requested_model") or model)  # older entries name only one
     attributes: Attributes = {"gen_ai.operation.name": "chat"}
+    if asked:
+        attributes["gen_ai.request.model"] = asked
     if model:
-        attributes |= {"gen_ai.request.model": model, "gen_ai.response.model": model}
+        attributes["gen_ai.response.model"] = model
     if step.error is None:
         attributes |= {"gen_ai.usage.input_tokens": usage.input_tokens,
                        "gen_ai.usage.output_tokens": usage.output_tokens}
-    stop = step.output.get("stop_reason") if isinstance(step.output, dict) else None
+    stop = output.get("stop_reason")
     if stop:
         attributes["gen_ai.response.finish_reasons"] = (str(stop),)
-    return (f"chat {model}" if model else "chat"), attributes
+    return (f"chat {asked}" if asked else "chat"), attributes
 
 
 def _plain_name(step: StepRecord) -> str:

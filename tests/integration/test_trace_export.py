@@ -52,6 +52,8 @@ from tests.integration.otlp_collector import OtlpCollector
 
 TRACING_AGENT = "tests.integration.test_trace_export:tracing_agent"
 MODEL = "trace-model-1"
+ANSWERED_BY = "trace-model-1-2026-11-01"
+"""The model id the responses name, as providers answer with a dated snapshot of it."""
 APPROVER = Actor(user_id="U_DANA", name="Dana Approver")
 REQUESTER = "U_REQ"
 FIRST_USAGE = Usage(input_tokens=321, output_tokens=45)
@@ -84,8 +86,9 @@ def tracing_agent() -> Agent:
     script = [
         dataclasses.replace(tool_reply(
             ToolCall(id="c1", name="lookup", arguments={"order": 7}),
-            ToolCall(id="c2", name="refund", arguments={"order": 7})), usage=FIRST_USAGE),
-        dataclasses.replace(text_reply("refunded"), usage=SECOND_USAGE),
+            ToolCall(id="c2", name="refund", arguments={"order": 7})), usage=FIRST_USAGE,
+            model=ANSWERED_BY),
+        dataclasses.replace(text_reply("refunded"), usage=SECOND_USAGE, model=ANSWERED_BY),
     ]
     retry = RetryPolicy(max_attempts=3, initial_interval=timedelta(milliseconds=1))
     approval = ApprovalPolicy(approvers=(APPROVER.user_id,))
@@ -226,17 +229,18 @@ def test_span_times_are_the_journal_times(traced: Traced, received: dict[str, Sp
 def test_model_spans_carry_the_genai_attributes_of_the_journal(
     traced: Traced, received: dict[str, SpanView]
 ) -> None:
-    """Model steps are ``chat <model>`` spans with the journal's model, tokens and stop reason."""
+    """Model spans name the model asked and the one that answered, with tokens and stop."""
     models = [s for s in traced.journal if s.name == "model"]
     assert len(models) == 2
     for step, usage in zip(models, (FIRST_USAGE, SECOND_USAGE), strict=True):
         span = received[str(step.position)]
         assert span.name == f"chat {MODEL}"
+        assert (step.output["requested_model"], step.output["model"]) == (MODEL, ANSWERED_BY)
         assert step.output["usage"] == {"input_tokens": usage.input_tokens,
                                         "output_tokens": usage.output_tokens}
         assert {k: v for k, v in span.attributes.items() if k.startswith("gen_ai.")} == {
-            "gen_ai.operation.name": "chat", "gen_ai.request.model": step.output["model"],
-            "gen_ai.response.model": MODEL,
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL,
+            "gen_ai.response.model": ANSWERED_BY,
             "gen_ai.usage.input_tokens": usage.input_tokens,
             "gen_ai.usage.output_tokens": usage.output_tokens,
             "gen_ai.response.finish_reasons": (step.output["stop_reason"],)}
