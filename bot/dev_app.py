@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import socketserver
-import threading
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from bot.server import WSGIApp
+from bot.serving import ServingThread
 
 logger = logging.getLogger(__name__)
 
@@ -32,21 +32,13 @@ class _QuietHandler(WSGIRequestHandler):
         logger.debug("%s - " + format, self.address_string(), *args)
 
 
-class RunningApp:
+class RunningApp(ServingThread):
     """A WSGI app serving in a background thread; ``stop()`` ends it."""
 
     def __init__(self, application: WSGIApp, host: str = "127.0.0.1", port: int = 0) -> None:
         self._server = make_server(host, port, application, server_class=_ThreadingWSGIServer,
                                    handler_class=_QuietHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.1}, daemon=True,
-                                        name=f"signoff-dev-app-{self.port}")
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        """Return the port it listens on."""
-        return int(self._server.server_port)
+        super().__init__(self._server, "signoff-dev-app", poll_interval=0.1)
 
     @property
     def url(self) -> str:
@@ -58,9 +50,3 @@ class RunningApp:
         """Return the Slack request URL: ``<url>/slack/events``."""
         return self.url + EVENTS_PATH
 
-    def stop(self) -> None:
-        """Stop serving and close the socket (idempotent)."""
-        if self._thread.is_alive():
-            self._server.shutdown()
-            self._thread.join()
-        self._server.server_close()

@@ -15,13 +15,13 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Final
 
 from bot.demo.errors import PortInUse, ProviderError
 from bot.demo.ledger import Ledger
 from bot.demo.provider import MAX_BODY_BYTES, Provider, Reply, error_body
 from bot.demo.records import DEMO_ORDERS, Order
+from bot.serving import ServingThread
 
 DEFAULT_HOST: Final = "127.0.0.1"
 
@@ -120,22 +120,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.log(f"{self.address_string()} {format % args}")
 
 
-class RunningProvider:
+class RunningProvider(ServingThread):
     """A provider serving in a background thread; ``stop()`` (or the ``with`` block) ends it."""
 
     def __init__(self, server: _Server) -> None:
         self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05},
-            name=f"demo-provider-{server.server_port}", daemon=True,
-        )
-        self._stopped = False
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        """Return the port it listens on."""
-        return self._server.server_port
+        super().__init__(server, "demo-provider")
 
     @property
     def url(self) -> str:
@@ -149,25 +139,11 @@ class RunningProvider:
 
     def stop(self) -> None:
         """End pauses, stop accepting, wait for requests in flight, close the ledger."""
-        if self._stopped:
+        if self.stopped:
             return
-        self._stopped = True
         self._server.provider.release()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        super().stop()
         self.ledger.close()
-
-    def __enter__(self) -> RunningProvider:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def start_in_thread(

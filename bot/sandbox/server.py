@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -14,6 +12,7 @@ from slack_sdk import WebClient
 
 from bot.sandbox.web_api import DEFAULT_TOKEN, ApiResponse, SlackWebApi
 from bot.sandbox.workspace import Workspace
+from bot.serving import ServingThread
 
 log = logging.getLogger(__name__)
 
@@ -74,24 +73,14 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         log.debug("%s - " + format, self.address_string(), *args)
 
 
-class RunningSlackApi:
+class RunningSlackApi(ServingThread):
     """A Slack Web API serving in a background thread; ``stop()`` (or ``with``) ends it."""
 
     def __init__(self, server: _ApiHttpServer, host: str, token: str) -> None:
         self._server = server
         self._host = host
         self.token = token
-        self._stopped = False
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05},
-            name=f"sandbox-slack-api-{server.server_port}", daemon=True,
-        )
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        """Return the port it listens on."""
-        return self._server.server_port
+        super().__init__(server, "sandbox-slack-api")
 
     @property
     def url(self) -> str:
@@ -117,26 +106,6 @@ class RunningSlackApi:
         """Return a ``slack_sdk.WebClient`` for this server (keyword arguments pass through)."""
         kwargs.setdefault("token", self.token)
         return WebClient(base_url=self.api_url, **kwargs)
-
-    def stop(self) -> None:
-        """Stop accepting requests and wait for the serving thread (idempotent)."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def __enter__(self) -> RunningSlackApi:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def start_slack_api(

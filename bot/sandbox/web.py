@@ -17,7 +17,6 @@ import errno
 import json
 import logging
 import socketserver
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
@@ -27,6 +26,7 @@ from bot.sandbox.records import WorkspaceError
 from bot.sandbox.server import API_PREFIX
 from bot.sandbox.ui_api import Answer, SandboxUi
 from bot.sandbox.web_api import ApiResponse, SlackWebApi
+from bot.serving import ServingThread
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class SandboxServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int]) -> None:
         self.api: SlackWebApi | None = None
         self.ui: SandboxUi | None = None
-        self._thread: threading.Thread | None = None
+        self._serving: ServingThread | None = None
         super().__init__(address, _Handler)
 
     def server_bind(self) -> None:
@@ -80,17 +80,15 @@ class SandboxServer(ThreadingHTTPServer):
     def start(self, api: SlackWebApi, ui: SandboxUi) -> None:
         """Serve ``api`` and ``ui`` in a background thread."""
         self.api, self.ui = api, ui
-        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name=f"sandbox-web-{self.server_port}", daemon=True)
-        self._thread.start()
+        self._serving = ServingThread(self, "sandbox-web", poll_interval=0.1)
 
     def stop(self) -> None:
         """Stop serving and close the socket (idempotent)."""
-        if self._thread is not None:
-            self.shutdown()
-            self._thread.join()
-            self._thread = None
-        self.server_close()
+        if self._serving is not None:
+            self._serving.stop()
+            self._serving = None
+        else:
+            self.server_close()
 
 
 def bind_sandbox(port: int, host: str = "127.0.0.1") -> SandboxServer:

@@ -19,10 +19,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -35,7 +34,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import requests
 from slack_bolt import App
 from slack_sdk import WebClient
-from sqlalchemy import select, text
+from sqlalchemy import text
 
 from agent_runtime import Approval, ApprovalStatus, RunId, RunStatus, WorkerOptions
 from agent_runtime.audit import GENESIS
@@ -53,11 +52,10 @@ from bot.sandbox.slack_api import (
 )
 from bot.server import dispatcher, slack_app, web_client, wsgi
 from bot.settings import Settings
-from bot.slack import blocks
 from bot.slack.dispatcher import Dispatcher
 from bot.wiring import Services, build_services
 from store import build_engine
-from store.models import outbox
+from tests.integration.slack_readers import find_button, is_card_of, run_id_of
 
 T = TypeVar("T")
 
@@ -71,8 +69,6 @@ ACK_LIMIT_S = 3.0
 HTTP_TIMEOUT_S = 10.0
 POSTING_METHODS = ("chat.postMessage", "chat.update", "chat.postEphemeral")
 FORM = "application/x-www-form-urlencoded"
-LEGIT_MARKUP = re.compile(r"^<@U_[A-Z]+>$")
-"""Markup the bot itself writes: mentions of the scenario's people (ids checked by ``user()``)."""
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -430,106 +426,6 @@ class SlackWorld:
         return [c for c in self.workspace.calls(method) if c.ok]
 
 
-# -- small readers -----------------------------------------------------------------------------
-
-
-def run_id_of(ack: Ack) -> RunId:
-    """Return the run id in a ``Started run `…``` answer."""
-    found = re.search(r"Started run `([0-9a-f]{32})`", ack.text)
-    assert found, f"no run started: {ack.text!r}"
-    return RunId(found.group(1))
-
-
-def find_button(message: Message | EphemeralMessage, action_id: str) -> dict[str, Any]:
-    """Return the button ``action_id`` of ``message`` (in an actions block or a section's
-    accessory) with its ``block_id``."""
-    for block in message.blocks or []:
-        elements = block.get("elements", []) if block.get("type") == "actions" else [
-            block.get("accessory") or {}]
-        for element in elements:
-            if element.get("action_id") == action_id:
-                return {**element, "block_id": block.get("block_id", "")}
-    raise AssertionError(f"no {action_id} button on message: {message.text!r}")
-
-
-def buttons(message: Message) -> list[tuple[str, str]]:
-    """Return the (action_id, value) of every button on ``message``."""
-    return [(e["action_id"], e.get("value", "")) for b in message.blocks or []
-            if b.get("type") == "actions" for e in b["elements"]]
-
-
-def is_card_of(message: Message, approval_id: str) -> bool:
-    """Tell whether ``message`` is the card of ``approval_id`` (pending or decided)."""
-    rendered = json.dumps(message.blocks or [])
-    return f"approval:{approval_id}" in rendered or f"approval `{approval_id}`" in rendered
-
-
-def block_texts(message: Message) -> str:
-    """Return every text in ``message``'s blocks, joined by newlines."""
-    found: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            text = node.get("text")
-            if isinstance(text, str):
-                found.append(text)
-            for value in node.values():
-                if isinstance(value, dict | list):
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(message.blocks or [])
-    return "\n".join(found)
-
-
-def preformatted_text(message: Message) -> str:
-    """Return the text of the first ``rich_text_preformatted`` block of ``message``."""
-    for block in message.blocks or []:
-        if block.get("type") == "rich_text":
-            for element in block["elements"]:
-                if element.get("type") == "rich_text_preformatted":
-                    return "".join(e.get("text", "") for e in element["elements"])
-    raise AssertionError(f"no preformatted block on {message.ts}")
-
-
-def unescaped_markup(texts: Iterable[str], allowed: Iterable[str] | None = None) -> list[str]:
-    """Return the ``<…>`` markup in ``texts`` other than ``allowed`` (by default the mentions
-    of the scenario's people, which the bot writes itself)."""
-    permitted = set(allowed) if allowed is not None else None
-    return [m for text in texts for m in re.findall(r"<[^<>]*>", text)
-            if not (m in permitted if permitted is not None else LEGIT_MARKUP.match(m))]
-
-
-def approvals_of(bot: BotInstance, run_id: str) -> dict[str, Approval]:
-    """Return the run's approvals by tool name."""
-    found = bot.services.approvals.store.list_approvals(run_id=run_id)
-    return {a.tool: a for a in found}
-
-
-def outbox_rows(bot: BotInstance) -> list[dict[str, Any]]:
-    """Return the outbox, oldest first."""
-    with bot.services.store.engine.connect() as conn:
-        rows = conn.execute(select(outbox).order_by(outbox.c.id)).mappings().all()
-    return [dict(row) for row in rows]
-
-
-def posts_per_message(world: SlackWorld) -> dict[tuple[str, str, str, str], int]:
-    """Count the successful ``chat.postMessage`` calls for each distinct message.
-
-    A message is its channel, thread, text and blocks (the blocks name the run or approval,
-    so equal texts in different threads or cards stay apart).
-    """
-    counts: dict[tuple[str, str, str, str], int] = {}
-    for call in world.successful("chat.postMessage"):
-        key = (str(call.params.get("channel")), str(call.params.get("thread_ts") or ""),
-               str(call.params.get("text") or ""),
-               json.dumps(call.params.get("blocks"), sort_keys=True))
-        counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
 def empty_postgres(url: str) -> None:
     """Empty every Signoff table of the (migrated) PostgreSQL database at ``url``."""
     engine = build_engine(url)
@@ -541,11 +437,6 @@ def empty_postgres(url: str) -> None:
                          {"genesis": GENESIS})
     finally:
         engine.dispose()
-
-
-def canonical_args(args: dict[str, Any]) -> str:
-    """Return the arguments as the card and the edit modal show them."""
-    return blocks.canonical(args)
 
 
 # -- scenario steps ----------------------------------------------------------------------------
@@ -604,21 +495,10 @@ __all__ = [
     "ShiftedClock",
     "SlackWorld",
     "acked",
-    "approvals_of",
-    "block_texts",
-    "buttons",
-    "canonical_args",
     "empty_postgres",
     "eventually",
-    "find_button",
     "has_status",
-    "is_card_of",
-    "outbox_rows",
-    "posts_per_message",
-    "preformatted_text",
     "race",
-    "run_id_of",
     "sign",
     "start_refund_run",
-    "unescaped_markup",
 ]

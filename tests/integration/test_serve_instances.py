@@ -45,10 +45,12 @@ from tests.integration.slack_harness import (
     Ack,
     BotInstance,
     SlackWorld,
-    buttons,
     empty_postgres,
-    posts_per_message,
     race,
+)
+from tests.integration.slack_readers import (
+    buttons,
+    posts_per_message,
     run_id_of,
 )
 

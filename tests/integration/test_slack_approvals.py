@@ -20,14 +20,16 @@ from tests.integration.slack_harness import (
     BotInstance,
     SlackWorld,
     acked,
+    eventually,
+    has_status,
+    start_refund_run,
+)
+from tests.integration.slack_readers import (
     approvals_of,
     block_texts,
     buttons,
     canonical_args,
-    eventually,
-    has_status,
     preformatted_text,
-    start_refund_run,
     unescaped_markup,
 )
 

@@ -23,13 +23,15 @@ from tests.integration.slack_harness import (
     BotInstance,
     SlackWorld,
     acked,
+    start_refund_run,
+)
+from tests.integration.slack_readers import (
     approvals_of,
     block_texts,
     buttons,
     canonical_args,
     preformatted_text,
     run_id_of,
-    start_refund_run,
     unescaped_markup,
 )
 

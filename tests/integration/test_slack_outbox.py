@@ -23,8 +23,10 @@ from tests.integration.slack_harness import (
     BotInstance,
     ShiftedClock,
     SlackWorld,
-    buttons,
     empty_postgres,
+)
+from tests.integration.slack_readers import (
+    buttons,
     outbox_rows,
     posts_per_message,
     run_id_of,

@@ -22,14 +22,16 @@ from tests.integration.slack_harness import (
     BotInstance,
     SlackWorld,
     acked,
-    approvals_of,
-    buttons,
     has_status,
-    outbox_rows,
     race,
-    run_id_of,
     sign,
     start_refund_run,
+)
+from tests.integration.slack_readers import (
+    approvals_of,
+    buttons,
+    outbox_rows,
+    run_id_of,
 )
 
 
