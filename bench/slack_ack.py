@@ -47,7 +47,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -70,6 +69,7 @@ from sqlalchemy import Engine, select
 
 from bench._common import default_dsn, fresh_name, sqlalchemy_pg_url
 from bot.demo.provider_server import RunningProvider, start_in_thread
+from bot.processes import stop_process
 from bot.sandbox.slack_api import (
     DEFAULT_TOKEN,
     Message,
@@ -145,13 +145,7 @@ class Serve:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s; always reaps the process (idempotent)."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process)
         self._log.close()
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from bot.processes import stop_process
+
 logger = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
@@ -95,13 +97,8 @@ class WorkerSupervisor:
         self._stopping.set()
         with self._lock:
             proc = self._proc
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(self._stop_timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc is not None:
+            stop_process(proc, self._stop_timeout)
         if self._thread.is_alive():
             self._thread.join(self._stop_timeout)
 

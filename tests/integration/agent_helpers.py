@@ -54,6 +54,7 @@ from agent_runtime import (
 from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, ToolCall
 from agent_runtime.models.scripted import text_reply, tool_reply
 from bot.demo.ledger_cli import fetch_ledger
+from bot.processes import stop_process
 from bot.settings import Settings
 from bot.wiring import Services, build_services
 from tests.integration import REPO_ROOT, WorkerProcess, signoff_command, signoff_env, wait_until
@@ -117,13 +118,7 @@ class DemoProvider:
         """End any pause, stop the provider (SIGTERM, then SIGKILL) and reap it."""
         if self.pause_file is not None:
             self.pause_file.unlink(missing_ok=True)
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process)
         self._handle.close()
 
     def __enter__(self) -> DemoProvider:
