@@ -115,6 +115,16 @@ class Comparison:
         """Same calls, same answer, nothing diverged."""
         return self.same_calls and self.same_answer and not self.divergences
 
+    @property
+    def token_delta(self) -> int:
+        """The re-run's tokens minus the recorded run's."""
+        return self.candidate.used.tokens - self.recorded.used.tokens
+
+    @property
+    def cost_delta_usd(self) -> float:
+        """The re-run's cost minus the recorded run's."""
+        return round(self.candidate.used.cost_usd - self.recorded.used.cost_usd, 6)
+
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form."""
         return {
@@ -122,9 +132,7 @@ class Comparison:
             "same_calls": self.same_calls, "same_answer": self.same_answer,
             "divergences": [d.to_json() for d in self.divergences],
             "recorded": self.recorded.to_json(), "candidate": self.candidate.to_json(),
-            "token_delta": self.candidate.used.tokens - self.recorded.used.tokens,
-            "cost_delta_usd": round(self.candidate.used.cost_usd - self.recorded.used.cost_usd,
-                                    6),
+            "token_delta": self.token_delta, "cost_delta_usd": self.cost_delta_usd,
         }
 
 
@@ -150,9 +158,8 @@ class EvalReport:
             "same_calls": sum(c.same_calls for c in self.comparisons),
             "same_answer": sum(c.same_answer for c in self.comparisons),
             "divergence_points": dict(sorted(points.items())),
-            "token_delta": sum(c.to_json()["token_delta"] for c in self.comparisons),
-            "cost_delta_usd": round(sum(c.to_json()["cost_delta_usd"]
-                                        for c in self.comparisons), 6),
+            "token_delta": sum(c.token_delta for c in self.comparisons),
+            "cost_delta_usd": round(sum(c.cost_delta_usd for c in self.comparisons), 6),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -167,14 +174,16 @@ class StopTrajectory(BaseException):
 
 @dataclass
 class Recording:
-    """The recorded results, by call signature, handed out in the order they were made."""
+    """The recorded results, by call signature, handed out in the order they were made.
+
+    One re-run uses it, from the thread that runs the loop.
+    """
 
     answers: dict[tuple[str, str], deque[Call]]
     stop_at_divergence: bool = False
     made: list[Call] = field(default_factory=list)
     divergences: list[Divergence] = field(default_factory=list)
     recorded: list[Call] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def of(cls, calls: Sequence[Call], *, stop_at_divergence: bool = False) -> Recording:
@@ -186,18 +195,17 @@ class Recording:
 
     def answer(self, tool: str, arguments: dict[str, Any]) -> Call:
         """Return the recorded result of this call, or record a divergence."""
-        with self._lock:
-            asked = Call(tool, arguments, "", False)
-            queue = self.answers.get(asked.signature)
-            index = len(self.made)
-            if queue:
-                found = queue.popleft()
-                self.made.append(found)
-                return found
-            missed = Call(tool, arguments, NOT_REPLAYED.format(tool=tool), True, replayed=False)
-            self.made.append(missed)
-            expected = self.recorded[index] if index < len(self.recorded) else None
-            self.divergences.append(Divergence(index, missed, expected))
+        asked = Call(tool, arguments, "", False)
+        queue = self.answers.get(asked.signature)
+        index = len(self.made)
+        if queue:
+            found = queue.popleft()
+            self.made.append(found)
+            return found
+        missed = Call(tool, arguments, NOT_REPLAYED.format(tool=tool), True, replayed=False)
+        self.made.append(missed)
+        expected = self.recorded[index] if index < len(self.recorded) else None
+        self.divergences.append(Divergence(index, missed, expected))
         if self.stop_at_divergence:
             raise StopTrajectory()
         return missed

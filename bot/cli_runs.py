@@ -22,7 +22,17 @@ from bot.cli_common import (
     positive_int,
     run_id,
 )
-from bot.render import approval_json, history_line, run_detail, run_json, run_line, step_json
+from bot.render import (
+    approval_json,
+    fork_line,
+    fork_origin,
+    forks_json,
+    history_line,
+    run_detail,
+    run_json,
+    run_line,
+    step_json,
+)
 from bot.settings import Settings
 from bot.wiring import build_services, worker_options
 from store import upgrade
@@ -119,7 +129,7 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         "steps": [step_json(s, [a for a in attempts if a.position == s.position]) for s in steps],
         "approvals": [approval_json(a) for a in reversed(approvals)],
         "usage": usage,
-        "forks": [{"id": f.id, "at": f.fork_at} for f in forks],
+        "forks": forks_json(forks),
     }
     emit(args, data, run_detail(run, steps, attempts, list(reversed(approvals)), usage, forks))
     return 0
@@ -208,9 +218,9 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
     forks = runtime.forks(run.id)
     head = [run_line(run)]
     if run.forked_from is not None:
-        head.append(f"forked from {run.forked_from} at step {run.fork_at}")
-    tail = [f"fork {f.id} at step {f.fork_at} ({f.status.value})" for f in forks]
+        head.append(f"forked {fork_origin(run)}")
+    tail = [f"fork {fork_line(f)}" for f in forks]
     emit(args, {"run": run_json(run), "timeline": [e.to_json() for e in entries],
-                "forks": [{"id": f.id, "at": f.fork_at} for f in forks]},
+                "forks": forks_json(forks)},
          "\n".join([*head, *(history_line(e) for e in entries), *tail]))
     return 0

@@ -103,6 +103,21 @@ def run_line(run: Run) -> str:
     return f"{run.id}  {run.status.value:<9}  {run.workflow:<24}  {_short(run.created_at)}"
 
 
+def forks_json(forks: list[Run]) -> list[dict[str, Any]]:
+    """Return the stable JSON form of a run's forks."""
+    return [{"id": f.id, "at": f.fork_at} for f in forks]
+
+
+def fork_origin(run: Run) -> str:
+    """Where a fork comes from, as text."""
+    return f"from {run.forked_from} at step {run.fork_at}"
+
+
+def fork_line(fork: Run) -> str:
+    """One fork of a run, as text."""
+    return f"{fork.id} at step {fork.fork_at} ({fork.status.value})"
+
+
 def run_detail(
     run: Run,
     steps: list[StepRecord],
@@ -119,7 +134,7 @@ def run_detail(
         f"input     {_compact(run.input)}",
     ]
     if run.forked_from is not None:
-        lines.append(f"forked    from {run.forked_from} at step {run.fork_at}")
+        lines.append(f"forked    {fork_origin(run)}")
     if run.output is not None:
         lines.append(f"output    {_compact(run.output)}")
     if run.error is not None:
@@ -135,7 +150,7 @@ def run_detail(
     if usage is not None:
         lines.append(f"usage     {usage['tokens']} tokens, ${usage['cost_usd']:.4f}, "
                      f"{usage['model_calls']} model calls, {usage['tool_calls']} tool calls")
-    lines += [f"fork      {f.id} at step {f.fork_at} ({f.status.value})" for f in forks or ()]
+    lines += [f"fork      {fork_line(f)}" for f in forks or ()]
     return "\n".join(lines)
 
 
