@@ -15,9 +15,10 @@ from typing import Any
 from agent_runtime.agent import Agent
 from agent_runtime.agent_loop import request_from_json
 from agent_runtime.approval_service import Approvals
+from agent_runtime.evals import calls_of
 from agent_runtime.exceptions import InvalidInput
 from agent_runtime.history import budget_left
-from agent_runtime.models.base import WireModel
+from agent_runtime.models.base import Message, WireModel
 from agent_runtime.records import Run, StepKind, StepRecord
 from agent_runtime.replay import replay_agent
 from agent_runtime.serialization import canonical_json, input_hash
@@ -97,16 +98,9 @@ def model_input(agent: Agent, approvals: Approvals, run: Run, journal: Sequence[
 
 def tool_results(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Return every tool result in ``messages`` (JSON form), with the call it answers."""
-    calls = {c["id"]: c for m in messages for c in m.get("tool_calls", [])}
-    results = []
-    for message in messages:
-        if message["role"] != "tool":
-            continue
-        call = calls.get(message.get("tool_call_id", ""), {})
-        results.append({"tool": call.get("name"), "arguments": call.get("arguments"),
-                        "result": message["content"],
-                        "is_error": bool(message.get("is_error", False))})
-    return results
+    calls = calls_of([Message.from_json(m) for m in messages])
+    return [{"tool": c.tool, "arguments": c.arguments, "result": c.result,
+             "is_error": c.is_error} for c in calls]
 
 
 def _sha256(text: str) -> str:
