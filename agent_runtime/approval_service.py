@@ -54,6 +54,8 @@ class DecisionResult:
     accepted: bool
     message: str
     approval: Approval
+    refused_as: str | None = None
+    """How the audit log names a refused attempt (``stale``, ``unauthorized``, ``late``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,21 +145,24 @@ class Approvals:
         *,
         reason: str | None = None,
         edited_args: dict[str, Any] | None = None,
+        seen_hash: str | None = None,
     ) -> DecisionResult:
         """Decide an approval: a compare-and-set, so the first valid decision wins anywhere.
 
-        A refused decision (not allowed, too late, already decided) changes nothing and is
-        recorded in the audit log as an attempt. Invalid edited arguments raise InvalidInput.
+        ``seen_hash`` is the hash of the arguments the person was shown; an approval or edit
+        counts only if they are still the ones proposed (see ``judge``). A refused decision
+        (not allowed, too late, stale, already decided) changes nothing and is recorded in
+        the audit log as an attempt. Invalid edited arguments raise InvalidInput.
         """
         for _ in range(CAS_ATTEMPTS):
             current = self.store.get_approval(approval)
             now = self._clock.now()
             if decision == Decision.EDIT:
                 self._check_edit(current, edited_args)
-            verdict = self._judge(current, actor, decision, now, reason, edited_args)
+            verdict = self._judge(current, actor, decision, now, reason, edited_args, seen_hash)
             if isinstance(verdict, Refusal):
                 return self._refuse(current, actor, decision, verdict, now)
-            if self._save(current, verdict, actor, decision, now):
+            if self._save(current, verdict, actor, decision, now, seen_hash):
                 return DecisionResult(accepted=True, message=_accepted(verdict), approval=verdict)
         raise StoreUnavailable(f"approval {approval} kept changing; try again")
 
@@ -193,12 +198,13 @@ class Approvals:
 
     def _judge(
         self, current: Approval, actor: Actor, decision: Decision, now: datetime,
-        reason: str | None, edited_args: dict[str, Any] | None,
+        reason: str | None, edited_args: dict[str, Any] | None, seen_hash: str | None = None,
     ) -> Approval | Refusal:
         if current.status == ApprovalStatus.PENDING and self.is_stale(current):
             return Refusal(message="this approval is stale: the tool or its policy changed "
                            "since it was asked; it cannot be approved", audit="stale")
-        return judge(current, actor, decision, now, reason=reason, edited_args=edited_args)
+        return judge(current, actor, decision, now, reason=reason, edited_args=edited_args,
+                     seen_hash=seen_hash)
 
     def _check_edit(self, current: Approval, edited: dict[str, Any] | None) -> None:
         tool = self._tools.get(current.tool)
@@ -218,13 +224,16 @@ class Approvals:
                 "decision": decision.value, "message": refusal.message}, at=now))
         logger.info("decision refused", extra={"action": refusal.audit or "refused",
                                                "run_id": current.run_id})
-        return DecisionResult(accepted=False, message=refusal.message, approval=current)
+        return DecisionResult(accepted=False, message=refusal.message, approval=current,
+                              refused_as=refusal.audit)
 
     def _save(
-        self, current: Approval, new: Approval, actor: Actor, decision: Decision, now: datetime
+        self, current: Approval, new: Approval, actor: Actor, decision: Decision, now: datetime,
+        seen_hash: str | None,
     ) -> bool:
         final = new.status != ApprovalStatus.PENDING
         detail = {"decision": decision.value, "status": new.status.value,
+                  "seen_args_hash": seen_hash,
                   "args": new.decided_args, "args_hash": new.decided_args_hash,
                   "reason": new.reason, "diff": new.diff}
         audit = self._draft(current, decision.value, actor, detail, at=now)

@@ -106,6 +106,16 @@ class Approval:
     version: int = 0
 
     @property
+    def proposed_args(self) -> dict[str, Any]:
+        """The arguments an approval now counts for: the last edit's, else the asked ones."""
+        return self.decided_args if self.decided_args is not None else self.args
+
+    @property
+    def proposed_hash(self) -> str:
+        """The SHA-256 of ``proposed_args``: what a person must have seen to approve."""
+        return self.decided_args_hash or self.args_hash
+
+    @property
     def eligible(self) -> tuple[str, ...]:
         """User ids allowed to decide now (the escalation list once escalated)."""
         key = "escalate_to" if self.escalated else "approvers"
@@ -140,11 +150,20 @@ def judge(
     *,
     reason: str | None = None,
     edited_args: dict[str, Any] | None = None,
+    seen_hash: str | None = None,
 ) -> Approval | Refusal:
-    """Return the approval as ``decision`` leaves it, or why it cannot be taken."""
+    """Return the approval as ``decision`` leaves it, or why it cannot be taken.
+
+    ``seen_hash`` is the hash of the arguments the person was shown (on a card, in a modal).
+    An approval or an edit counts only for those arguments: if they changed since (another
+    approver edited them), the decision is refused as stale. A rejection is never stale.
+    """
     refusal = _refusal(approval, actor, now)
     if refusal is not None:
         return refusal
+    if decision != Decision.REJECT and seen_hash is not None and (
+            seen_hash != approval.proposed_hash):
+        return Refusal(message=STALE_CARD, audit="stale")
     if decision == Decision.REJECT:
         if not (reason or "").strip():
             return Refusal(message="a rejection needs a reason", audit=None)
@@ -153,18 +172,22 @@ def judge(
         if edited_args is None:
             return Refusal(message="an edit needs the edited arguments", audit=None)
         return _vote(approval, actor, now, edited_args, reason)
-    return _vote(approval, actor, now, approval.decided_args or approval.args, reason)
+    return _vote(approval, actor, now, approval.proposed_args, reason)
+
+
+STALE_CARD = ("the arguments changed since you were shown them; "
+              "nothing was recorded: check the new arguments and decide again")
 
 
 def _refusal(approval: Approval, actor: Actor, now: datetime) -> Refusal | None:
+    if actor.user_id not in approval.eligible:
+        # an outsider learns nothing about the approval's state
+        return Refusal(message=NOT_ALLOWED, audit="unauthorized")
     if approval.status != ApprovalStatus.PENDING:
         return Refusal(message=_already(approval), audit="late")
     if now >= approval.deadline:
         return Refusal(message=f"this approval expired at {_hhmm(approval.deadline)}",
                        audit="late")
-    if actor.user_id not in approval.eligible:
-        return Refusal(message="you are not allowed to decide this approval",
-                       audit="unauthorized")
     if actor.user_id == approval.requester.user_id and not approval.policy.get("allow_requester"):
         return Refusal(message="you asked for this action, so someone else must decide",
                        audit="unauthorized")
@@ -174,12 +197,16 @@ def _refusal(approval: Approval, actor: Actor, now: datetime) -> Refusal | None:
     return None
 
 
+NOT_ALLOWED = "you are not allowed to decide this approval"
+
+
 def _vote(
     approval: Approval, actor: Actor, now: datetime, args: dict[str, Any], reason: str | None
 ) -> Approval:
     digest = args_hash(args)
+    # votes count for the arguments they were cast on: an edit starts the count again
     votes = approval.approvals if digest == approval.decided_args_hash else ()
-    votes = (*votes, {**actor.to_json(), "at": now.isoformat()})
+    votes = (*votes, {**actor.to_json(), "at": now.isoformat(), "args_hash": digest})
     diff = arguments_diff(approval.args, args)
     changed = replace(approval, approvals=votes, decided_args=args, decided_args_hash=digest,
                       diff=diff or None)

@@ -50,6 +50,10 @@ def add_commands(commands: Any) -> None:
         sub.add_argument("--reason", required=name == "reject")
         if name == "edit":
             sub.add_argument("--args", required=True, help="the edited arguments as JSON")
+        if name != "reject":
+            sub.add_argument("--args-hash", metavar="SHA256",
+                             help="the hash (or its first 8+ digits) of the arguments you "
+                                  "reviewed; refused if they have changed since")
         json_flag(sub).set_defaults(handler=cmd_decide, decision=Decision(name))
 
     budget = commands.add_parser("raise-budget", help="raise (or --end) an exhausted budget")
@@ -98,8 +102,15 @@ def cmd_approvals(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_decide(args: argparse.Namespace, settings: Settings) -> int:
     """Approve, reject or edit an approval; exit 1 if the decision was refused."""
     edited = json_argument("--args", args.args) if args.decision == Decision.EDIT else None
-    result = build_services(settings).approvals.decide(
-        args.approval, actor(args), args.decision, reason=args.reason, edited_args=edited)
+    approvals = build_services(settings).approvals
+    seen = getattr(args, "args_hash", None)
+    if seen is not None:
+        if len(seen) < 8:
+            raise UsageError("--args-hash needs at least 8 hex digits")
+        current = approvals.get(args.approval).proposed_hash
+        seen = current if current.startswith(seen.lower()) else seen
+    result = approvals.decide(args.approval, actor(args), args.decision, reason=args.reason,
+                              edited_args=edited, seen_hash=seen)
     emit(args, {"accepted": result.accepted, "message": result.message,
                 "approval": approval_json(result.approval)}, result.message)
     return 0 if result.accepted else 1

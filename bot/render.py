@@ -66,6 +66,7 @@ def approval_json(approval: Approval) -> dict[str, Any]:
         "decided_at": _time(approval.decided_at),
         "decided_args": approval.decided_args,
         "decided_args_hash": approval.decided_args_hash,
+        "proposed_args_hash": approval.proposed_hash,
         "reason": approval.reason,
         "diff": approval.diff,
         "question": approval.reason_asked or None,

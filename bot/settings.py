@@ -35,6 +35,9 @@ class Settings:
     agent: str | None = None
     approvers: tuple[str, ...] = ("U_APPROVER",)
     approver_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    approvals_required: int = 1
+    """``SIGNOFF_APPROVALS_REQUIRED``: how many of the approvers must sign each of the demo
+    agent's actions off (a quorum; one rejection rejects)."""
     demo_provider_url: str = "http://127.0.0.1:8765"
     demo_provider_port: int = 8765
     demo_ledger_path: str = "signoff-demo-ledger.db"
@@ -69,6 +72,7 @@ class Settings:
             agent=env.get("SIGNOFF_AGENT") or None,
             approvers=_split(env.get("SIGNOFF_APPROVERS", "")) or ("U_APPROVER",),
             approver_groups=_groups(env.get("SIGNOFF_APPROVER_GROUPS", "")),
+            approvals_required=_quorum(env),
             demo_provider_url=env.get("SIGNOFF_DEMO_PROVIDER_URL") or "http://127.0.0.1:8765",
             demo_provider_port=_port(env, "SIGNOFF_DEMO_PROVIDER_PORT", 8765),
             demo_ledger_path=env.get("SIGNOFF_DEMO_LEDGER_PATH") or "signoff-demo-ledger.db",
@@ -148,6 +152,15 @@ def _traces_endpoint(env: Mapping[str, str], name: str) -> str:
         raise SettingsError(
             f"{name} must be an OTLP/HTTP traces URL such as "
             f"http://127.0.0.1:4318{TRACES_PATH}") from None
+
+
+def _quorum(env: Mapping[str, str]) -> int:
+    raw = env.get("SIGNOFF_APPROVALS_REQUIRED") or "1"
+    approvers = _split(env.get("SIGNOFF_APPROVERS", "")) or ("U_APPROVER",)
+    if not raw.isdigit() or not 1 <= int(raw) <= len(approvers):
+        raise SettingsError("SIGNOFF_APPROVALS_REQUIRED must be a whole number from 1 to the "
+                            f"number of SIGNOFF_APPROVERS ({len(approvers)}), not {raw!r}")
+    return int(raw)
 
 
 def _port(env: Mapping[str, str], name: str, default: int) -> int:

@@ -92,7 +92,8 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
 def load_agents(settings: Settings) -> Agents:
     """Return the demo agent plus the one ``SIGNOFF_AGENT`` names (which becomes the default)."""
     demo = demo_agent(provider_url=settings.demo_provider_url, approvers=settings.approvers,
-                      model=configured_model(settings), groups=settings.approver_groups)
+                      model=configured_model(settings), groups=settings.approver_groups,
+                      required=settings.approvals_required)
     if settings.agent is None:
         return Agents(demo)
     chosen = _import("SIGNOFF_AGENT", settings.agent, (Agent,))

@@ -19,10 +19,11 @@ class ProviderRefused(Exception):
     retryable = False
 
 
-def demo_tools(provider_url: str, approvers: tuple[str, ...]) -> Tools:
-    """Return the demo tools bound to the provider at ``provider_url``."""
+def demo_tools(provider_url: str, approvers: tuple[str, ...], *, required: int = 1) -> Tools:
+    """Return the demo tools bound to the provider at ``provider_url``; each side effect
+    needs ``required`` of the ``approvers``."""
     base = provider_url.rstrip("/")
-    policy = ApprovalPolicy(approvers=approvers, deadline=timedelta(hours=4),
+    policy = ApprovalPolicy(approvers=approvers, required=required, deadline=timedelta(hours=4),
                             remind_every=timedelta(hours=1))
     return Tools(_lookup_order(base), _issue_refund(base, policy), _send_email(base, policy))
 

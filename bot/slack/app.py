@@ -17,11 +17,13 @@ from typing import Any, Protocol
 
 from slack_bolt import Ack, App, BoltResponse
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 
 from agent_runtime import (
     Actor,
     AgentInput,
     Agents,
+    Approval,
     Approvals,
     Clock,
     Decision,
@@ -31,15 +33,20 @@ from agent_runtime import (
     RunNotFound,
     Runtime,
     SignoffError,
+    StoreUnavailable,
     parse_run_id,
 )
 from agent_runtime.budget_control import NotAllowed
+from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.forking import fork_run
 from agent_runtime.notices import Notice, Outbox
 from agent_runtime.run_control import cancel_run
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
+from bot.slack.guard import MAX_ARGS_DEPTH, error_guard, is_approval_id, too_deep
 from bot.slack.notifier import EPHEMERAL, slack_context
+from bot.slack.reconnect import AFTER_ACK, BEFORE_ACK
+from bot.slack.respond import respond
 from bot.slack.text import escape
 from bot.slack.views import history_message, list_text, pending_text, status_text
 
@@ -74,6 +81,7 @@ def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
               ignoring_self_events_enabled=True, request_verification_enabled=True)
     app.middleware(_drop_retries)
     app.middleware(_refuse_replays(deps))
+    app.error(error_guard(signing_secret))
     listeners = Listeners(deps)
     app.command("/agent")(listeners.command)
     app.action(blocks.APPROVE)(listeners.approve)
@@ -99,7 +107,8 @@ def _refuse_replays(deps: SlackDeps) -> Callable[..., BoltResponse]:
 
     def middleware(request: Any, next: Callable[[], BoltResponse]) -> BoltResponse:
         signature = (request.headers.get("x-slack-signature") or [""])[0]
-        if signature and not deps.replays.first_time(signature, deps.clock.now()):
+        if signature and not BEFORE_ACK.call(
+                lambda: deps.replays.first_time(signature, deps.clock.now())):
             logger.warning("replayed request refused", extra={"action": "replay"})
             return BoltResponse(status=401, body='{"error": "replayed request"}')
         return next()
@@ -151,9 +160,10 @@ class Listeners:
         if parsed.name == "pending":
             return pending_text(self.deps.approvals, actor)
         assert parsed.run_id is not None
-        return self._cancel(parsed.run_id, actor)
+        return self._cancel(parsed.run_id, actor, command.get("channel_id", ""))
 
-    def _cancel(self, run_id: RunId, actor: Actor) -> str:
+    def _cancel(self, run_id: RunId, actor: Actor, channel: str) -> str:
+        self._check_visible(run_id, actor, channel)
         self._check_control(self.deps.runtime.get(run_id), actor, "cancel")
         cancel_run(self.deps.runtime, self.deps.approvals, run_id, actor)
         return f"Cancelled run `{run_id}`."
@@ -188,17 +198,54 @@ class Listeners:
     def approve(self, ack: Ack, body: dict[str, Any]) -> None:
         """Approve: a compare-and-set; a refusal is told to the clicker only."""
         ack()
-        self._decisions.submit(self._approve, body)
+        self._decisions.submit(self._after_ack, body, self._approve, "approve")
+
+    def _after_ack(self, body: dict[str, Any], work: Callable[[dict[str, Any]], None],
+                   action: str) -> None:
+        """Carry an acknowledged click through database reconnects; if it still cannot be
+        done, tell the clicker so through the click's ``response_url``."""
+        try:
+            AFTER_ACK.call(lambda: work(body))
+        except StoreUnavailable:
+            logger.error("click not recorded: database unavailable", extra={"action": action})
+            respond(body, "Sorry: Signoff could not reach its database, so your click may not "
+                          "have been recorded. Check the card and try again in a minute.")
+        except Exception:
+            logger.exception("click failed", extra={"action": action})
+            respond(body, "Sorry: something went wrong and your click was not recorded. "
+                          "Try again; if it keeps failing, tell your Signoff operator.")
 
     def _approve(self, body: dict[str, Any]) -> None:
-        approval_id, actor = _click(body)
-        try:
-            result = self.deps.approvals.decide(approval_id, actor, Decision.APPROVE)
-        except SignoffError:
-            logger.warning("approve failed", extra={"action": "approve"})
+        value, actor = _click(body)
+        approval_id, seen_hash = blocks.parse_approval_ref(value)
+        approval = self._visible_approval(body, approval_id, actor)
+        if approval is None:
             return
-        if not result.accepted:
-            self._tell(body, actor, result.message)
+        # a card without the hash of what it shows is from before hashes were shown: stale
+        result = self.deps.approvals.decide(approval.id, actor, Decision.APPROVE,
+                                            seen_hash=seen_hash or "")
+        if result.accepted:
+            return
+        if result.refused_as == "stale":
+            text, card = blocks.approval_card(result.approval)
+            self._tell(body, actor, f"Not recorded: {result.message}.\n{text}", card)
+            return
+        self._tell(body, actor, result.message)
+
+    def _visible_approval(self, body: dict[str, Any], approval_id: str,
+                          actor: Actor) -> Approval | None:
+        """Return the approval if ``actor`` may see it where they clicked; else tell them."""
+        try:
+            if not is_approval_id(approval_id):
+                raise ApprovalNotFound(approval_id[:40])
+            approval = self.deps.approvals.get(approval_id)
+            if actor.user_id not in _people_of(approval):
+                self._check_visible(parse_run_id(approval.run_id), actor, _channel_of(body))
+        except (ApprovalNotFound, RunNotFound):
+            self._tell(body, actor, "Sorry: there is no such approval, or it is not yours "
+                                    "to see.")
+            return None
+        return approval
 
     def open_reject(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Reject: ask for the reason in a modal (if the clicker may decide at all)."""
@@ -212,11 +259,12 @@ class Listeners:
             self.deps.approvals.get(approval_id)))
 
     def view_args(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
-        """Show the full arguments of a card."""
+        """Show the full arguments of a card (to whoever may see the approval there)."""
         ack()
-        approval_id, _ = _click(body)
-        client.views_open(trigger_id=body["trigger_id"],
-                          view=blocks.args_modal(self.deps.approvals.get(approval_id)))
+        value, actor = _click(body)
+        approval = self._visible_approval(body, blocks.parse_approval_ref(value)[0], actor)
+        if approval is not None:
+            self._open(body, actor, client, blocks.args_modal(approval))
 
     def history(self, ack: Ack, body: dict[str, Any]) -> None:
         """Post the run's compact timeline to the clicker."""
@@ -236,6 +284,7 @@ class Listeners:
         value, actor = _click(body)
         source, _, position = value.partition(":")
         try:
+            self._check_visible(parse_run_id(source), actor, _channel_of(body))
             run = self.deps.runtime.get(parse_run_id(source))
             self._check_control(run, actor, "fork")
             forked = fork_run(self.deps.runtime, run.id, int(position), agent_run=True)
@@ -255,8 +304,13 @@ class Listeners:
 
     def submit_edit(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         """The edit modal's submit: JSON and schema errors show in the modal."""
+        text = _value(view, "args")
+        if too_deep(text):
+            ack(response_action="errors",
+                errors={"args": f"The arguments nest deeper than {MAX_ARGS_DEPTH} levels."})
+            return
         try:
-            edited = json.loads(_value(view, "args"))
+            edited = json.loads(text)
         except json.JSONDecodeError as exc:
             ack(response_action="errors", errors={"args": f"Not valid JSON: {exc.msg}"})
             return
@@ -267,26 +321,52 @@ class Listeners:
 
     def _submit(self, ack: Ack, body: dict[str, Any], view: dict[str, Any], block: str,
                 decision: Decision, **kwargs: Any) -> None:
+        """Decide from a modal; every refusal or failure shows in the modal, never a 500."""
+        approval_id, seen_hash = blocks.parse_approval_ref(str(view.get("private_metadata")))
         actor = _actor(body["user"])
         try:
-            result = self.deps.approvals.decide(view["private_metadata"], actor, decision,
-                                                **kwargs)
+            if not is_approval_id(approval_id):
+                raise ApprovalNotFound(approval_id[:40])
+            result = BEFORE_ACK.call(lambda: self.deps.approvals.decide(
+                approval_id, actor, decision, seen_hash=seen_hash, **kwargs))
         except InvalidInput as exc:
             ack(response_action="errors", errors={block: exc.detail[:300]})
             return
-        if result.accepted:
+        except ApprovalNotFound:
+            ack(response_action="errors", errors={block: "There is no such approval."})
+            return
+        except StoreUnavailable:
+            ack(response_action="errors", errors={block: "Signoff could not reach its "
+                "database, so nothing was recorded. Submit again in a moment."})
+            return
+        if result.accepted or _own_decision(result.approval, actor):
             ack()
         else:
             ack(response_action="errors", errors={block: result.message})
 
     def _open_if_allowed(self, body: dict[str, Any], client: WebClient,
                          modal: Callable[[str], dict[str, Any]]) -> None:
-        approval_id, actor = _click(body)
-        refusal = self.deps.approvals.refusal_for(approval_id, actor)
+        value, actor = _click(body)
+        approval = self._visible_approval(body, blocks.parse_approval_ref(value)[0], actor)
+        if approval is None:
+            return
+        refusal = self.deps.approvals.refusal_for(approval.id, actor)
         if refusal is not None:
             self._tell(body, actor, refusal)
             return
-        client.views_open(trigger_id=body["trigger_id"], view=modal(approval_id))
+        self._open(body, actor, client, modal(approval.id))
+
+    def _open(self, body: dict[str, Any], actor: Actor, client: WebClient,
+              view: dict[str, Any]) -> None:
+        """Open a modal; if Slack refuses (an expired trigger, say), tell the clicker."""
+        try:
+            client.views_open(trigger_id=body["trigger_id"], view=view)
+        except (SlackApiError, OSError) as exc:
+            error = exc.response.get("error") if isinstance(exc, SlackApiError) else None
+            logger.warning("views.open failed", extra={"action": "views_open"})
+            self._tell(body, actor, "Sorry: Slack did not open the dialog "
+                                    f"({escape(str(error or 'network error'))}). "
+                                    "Click the button again.")
 
     def _tell(self, body: dict[str, Any], actor: Actor, text: str,
               layout: list[blocks.Block] | None = None) -> None:
@@ -299,6 +379,18 @@ class Listeners:
                         data={"channel": channel, "user": actor.user_id, "text": text,
                               "thread_ts": container.get("thread_ts"), "blocks": layout})
         self.deps.outbox.enqueue([notice], self.deps.clock.now())
+
+
+def _own_decision(approval: Approval, actor: Actor) -> bool:
+    """Tell whether ``actor``'s own decision closed the approval (a retried click's case)."""
+    return approval.decided_by is not None and approval.decided_by.user_id == actor.user_id
+
+
+def _people_of(approval: Approval) -> set[str]:
+    """Who may see an approval anywhere: its requester and everyone who may decide it."""
+    policy = approval.policy
+    return {approval.requester.user_id, *policy.get("approvers", ()),
+            *policy.get("escalate_to", ())}
 
 
 def _channel_of(body: dict[str, Any]) -> str:
@@ -321,8 +413,9 @@ def _actor_of_command(command: dict[str, Any]) -> Actor:
 
 
 def _value(view: dict[str, Any], block: str) -> str:
-    value = view["state"]["values"][block]["value"].get("value")
-    return str(value or "")
+    field = (((view.get("state") or {}).get("values") or {}).get(block) or {}).get("value")
+    value = field.get("value") if isinstance(field, dict) else None
+    return value if isinstance(value, str) else ""
 
 
 __all__ = ["SlackDeps", "build_app"]

@@ -84,11 +84,27 @@ def history_blocks(run_id: str, header: str, lines: list[tuple[str, int | None]]
     return blocks
 
 
+def approval_ref(approval: Approval) -> str:
+    """What a card's Approve button and the edit modal carry: the approval and the hash of
+    the arguments they show, so a decision counts only for what the person saw."""
+    return f"{approval.id}:{approval.proposed_hash}"
+
+
+def parse_approval_ref(value: str) -> tuple[str, str | None]:
+    """Return the approval id and the shown arguments' hash (None if the value has none)."""
+    approval, _, digest = value.partition(":")
+    return approval, digest or None
+
+
 def approval_card(approval: Approval) -> tuple[str, list[Block]]:
-    """The card asking for a decision, or showing the decision once taken."""
+    """The card asking for a decision, or showing the decision once taken.
+
+    A pending card shows the arguments an approval would now count for: after an edit,
+    the edited ones, with who edited what and the votes cast on them.
+    """
     if approval.status != ApprovalStatus.PENDING:
         return decided_card(approval)
-    preview = canonical(approval.args)
+    preview = canonical(approval.proposed_args)
     too_long = len(preview) > ARGS_PREVIEW
     title = ("Did this happen?" if approval.kind == ApprovalKind.OUTCOME
              else f"Approval needed: {approval.tool}")
@@ -99,8 +115,11 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
     ]
     if approval.reason_asked:
         blocks.insert(2, section(escape(approval.reason_asked)))
+    progress = _progress(approval)
+    if progress:
+        blocks.insert(2, context(progress))
     buttons = [_button("Approve" if approval.kind == ApprovalKind.TOOL_CALL else "Yes, it did",
-                       APPROVE, approval.id, style="primary"),
+                       APPROVE, approval_ref(approval), style="primary"),
                _button("Reject" if approval.kind == ApprovalKind.TOOL_CALL else "No, run it",
                        REJECT, approval.id, style="danger")]
     if approval.kind == ApprovalKind.TOOL_CALL:
@@ -153,14 +172,15 @@ def reject_modal(approval_id: str) -> dict[str, Any]:
 
 
 def edit_modal(approval: Approval) -> dict[str, Any]:
-    """The modal for editing arguments before approving."""
-    current = canonical(approval.decided_args or approval.args)
+    """The modal for editing arguments before approving (it remembers which it showed)."""
+    current = canonical(approval.proposed_args)
     element: dict[str, Any] = {"type": "plain_text_input", "action_id": "value",
                                "multiline": True, "max_length": PLAIN_TEXT_INPUT_LIMIT}
     if len(current) <= PLAIN_TEXT_INPUT_LIMIT:
         element["initial_value"] = current
     return {
-        "type": "modal", "callback_id": "approval.edit_submit", "private_metadata": approval.id,
+        "type": "modal", "callback_id": "approval.edit_submit",
+        "private_metadata": approval_ref(approval),
         "title": plain("Edit and approve", 24), "submit": plain("Approve", 24),
         "close": plain("Cancel", 24),
         "blocks": [section(f"Edit the arguments of *{escape(approval.tool)}* (JSON)."),
@@ -171,7 +191,7 @@ def edit_modal(approval: Approval) -> dict[str, Any]:
 
 def args_modal(approval: Approval) -> dict[str, Any]:
     """A read-only modal with the full arguments, split to fit Block Kit's limits."""
-    pieces = chunks(canonical(approval.args), SECTION_LIMIT - 100)
+    pieces = chunks(canonical(approval.proposed_args), SECTION_LIMIT - 100)
     blocks = [preformatted(piece) for piece in pieces[: MODAL_BLOCKS - 1]]
     if len(pieces) >= MODAL_BLOCKS:
         blocks.append(context("(truncated: the arguments are longer than a modal can show)"))
@@ -183,7 +203,20 @@ def _facts(approval: Approval) -> str:
     approvers = ", ".join(user(u) for u in approval.eligible) or "nobody"
     return (f"*Requested by* {user(approval.requester.user_id)} · *Approvers* {approvers}\n"
             f"*Deadline* {_hhmm(approval.deadline)} · "
-            f"*Arguments* sha256 `{approval.args_hash[:12]}`")
+            f"*Arguments* sha256 `{approval.proposed_hash[:12]}`")
+
+
+def _progress(approval: Approval) -> str:
+    """Who edited the arguments (votes on the old ones no longer count) and who approved."""
+    parts = []
+    if approval.diff:
+        fields = ", ".join(escape(d["field"]) for d in approval.diff)
+        parts.append(f"✏️ Edited ({fields}); earlier approvals were reset")
+    if approval.approvals:
+        needed = int(approval.policy.get("required", 1))
+        who = ", ".join(user(v["user_id"]) for v in approval.approvals)
+        parts.append(f"Approved by {who} ({len(approval.approvals)} of {needed})")
+    return " · ".join(parts)
 
 
 def _button(text: str, action_id: str, value: str, *, style: str | None = None) -> Block:

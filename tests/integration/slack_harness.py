@@ -52,6 +52,7 @@ from bot.sandbox.slack_api import (
 )
 from bot.server import dispatcher, slack_app, web_client, wsgi
 from bot.settings import Settings
+from bot.slack.blocks import parse_approval_ref
 from bot.slack.dispatcher import Dispatcher
 from bot.wiring import Services, build_services
 from store import build_engine
@@ -311,10 +312,11 @@ class SlackWorld:
     """The demo provider, the fake Slack with the scenario's people, and the bot instances."""
 
     def __init__(self, tmp_path: Path, database_url: str,
-                 *, approvers: Sequence[str] = (APPROVER,)) -> None:
+                 *, approvers: Sequence[str] = (APPROVER,), required: int = 1) -> None:
         self.tmp_path = tmp_path
         self.database_url = database_url
         self.approvers = tuple(approvers)
+        self.required = required
         self.instances: list[BotInstance] = []
         self.provider: RunningProvider = start_in_thread(tmp_path / "provider-ledger.db")
         self.slack: RunningSlackApi = start_slack_api(Workspace())
@@ -328,6 +330,7 @@ class SlackWorld:
         return Settings.from_env({
             "SIGNOFF_DATABASE_URL": self.database_url,
             "SIGNOFF_APPROVERS": ",".join(self.approvers),
+            "SIGNOFF_APPROVALS_REQUIRED": str(self.required),
             "SIGNOFF_DEMO_PROVIDER_URL": self.provider.url,
             "SIGNOFF_SLACK_API_URL": self.slack.api_url,
             "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
@@ -406,7 +409,7 @@ class SlackWorld:
         def probe() -> list[View]:
             return [v for v in self.workspace.views()
                     if v.view.get("callback_id") == callback_id
-                    and v.private_metadata == approval_id]
+                    and parse_approval_ref(v.private_metadata)[0] == approval_id]
 
         found = eventually(probe, what=f"the {callback_id} modal")
         assert len(found) == 1, f"{len(found)} {callback_id} modals for {approval_id}"

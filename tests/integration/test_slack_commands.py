@@ -77,10 +77,10 @@ def test_slash_command_starts_a_run_and_posts_the_thread_cards_and_dms(
         assert header["type"] == "header"
         assert header["text"]["text"] == f"Approval needed: {tool}"
         assert preformatted_text(card) == canonical_args(approval.args)
-        assert buttons(card) == [(APPROVE, approval.id), (REJECT, approval.id),
-                                 (EDIT, approval.id)]
+        shown = f"{approval.id}:{approval.args_hash}"
+        assert buttons(card) == [(APPROVE, shown), (REJECT, approval.id), (EDIT, approval.id)]
         assert f"<@{APPROVER}>" in block_texts(card)
-        [dm] = [m for m in dms if buttons(m) and buttons(m)[0][1] == approval.id]
+        [dm] = [m for m in dms if buttons(m) and buttons(m)[0][1] == shown]
         assert dm.blocks == card.blocks
     assert world.dm(REQUESTER) == []
     assert world.dm(OUTSIDER) == []
