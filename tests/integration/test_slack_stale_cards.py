@@ -14,6 +14,7 @@ import pytest
 
 from agent_runtime import ApprovalStatus
 from agent_runtime.approvals import args_hash
+from bot.sandbox.slack_api import View
 from bot.slack.blocks import APPROVE, EDIT
 from tests.integration.slack_harness import (
     APPROVER,
@@ -114,8 +115,11 @@ def test_an_edit_submitted_after_another_edit_is_refused_in_the_modal(
     refund = approvals_of(first, run_id)["issue_refund"]
     acked(first.click(APPROVER, EDIT, world.card(refund.id)))
     acked(second.click(SECOND_APPROVER, EDIT, world.card(refund.id)))
-    views = eventually(lambda: len(world.workspace.views()) == 2 and world.workspace.views(),
-                       what="both edit modals")
+    def both() -> list[View]:
+        views = world.workspace.views()
+        return views if len(views) == 2 else []
+
+    views = eventually(both, what="both edit modals")
     [mine] = [v for v in views if v.user == APPROVER]
     [theirs] = [v for v in views if v.user == SECOND_APPROVER]
     assert acked(first.submit(APPROVER, mine, canonical_args(OTHER_ARGS))).body == ""
