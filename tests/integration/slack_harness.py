@@ -70,6 +70,8 @@ ACK_LIMIT_S = 3.0
 HTTP_TIMEOUT_S = 10.0
 POSTING_METHODS = ("chat.postMessage", "chat.update", "chat.postEphemeral")
 FORM = "application/x-www-form-urlencoded"
+NOWHERE = "http://127.0.0.1:9/actions/response"
+"""The ``response_url`` of a click unless a test listens on one (nothing listens here)."""
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -200,7 +202,8 @@ class BotInstance:
         return self.post(self.command_body(text, user=user, channel=channel))
 
     def click_body(self, user: str, action_id: str, message: Message,
-                   *, value: str | None = None) -> tuple[bytes, str]:
+                   *, value: str | None = None,
+                   response_url: str = NOWHERE) -> tuple[bytes, str]:
         """Return the form body of a click on the button ``action_id`` of ``message``.
 
         The button's value is read from the message (as Slack does) unless ``value`` is given.
@@ -212,6 +215,7 @@ class BotInstance:
         if message.thread_ts:
             container["thread_ts"] = message.thread_ts
         payload = self._action_payload(user, action_id, message, container, trigger, value)
+        payload["response_url"] = response_url
         payload["message"] = message.to_api(team_id=self.world.workspace.team_id,
                                             app_id=self.world.workspace.app_id)
         return urlencode({"payload": json.dumps(payload)}).encode(), trigger
@@ -249,7 +253,7 @@ class BotInstance:
             "enterprise": None, "is_enterprise_install": False,
             "channel": {"id": message.channel, "name": "general"},
             "state": {"values": {}},
-            "response_url": "http://127.0.0.1:9/actions/response",
+            "response_url": NOWHERE,
             "actions": [{"type": "button", "action_id": action_id,
                          "block_id": button["block_id"],
                          "text": button["text"], "value": value or button["value"],
