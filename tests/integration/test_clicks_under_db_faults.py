@@ -70,8 +70,8 @@ def responses() -> Iterator[ResponseUrls]:
         yield receiver
 
 
-def test_clicks_during_connection_drops_are_decided_or_their_clicker_is_told(  # noqa: F811
-    cluster: Cluster, pg_url: str, responses: ResponseUrls
+def test_clicks_during_connection_drops_are_decided_or_their_clicker_is_told(
+    cluster: Cluster, pg_url: str, responses: ResponseUrls,  # noqa: F811 - the fixture
 ) -> None:
     """Every acknowledged click is decided through reconnects; none is lost in silence."""
     world = cluster.world
@@ -93,9 +93,8 @@ def test_clicks_during_connection_drops_are_decided_or_their_clicker_is_told(  #
         decided = cluster.reader.approvals.get(approval_id).status != ApprovalStatus.PENDING
         return decided or bool(responses.texts(approval_id))
 
-    for refund in refunds:
-        cluster.wait(lambda r=refund.id: settled(r), what=f"click on {refund.id} settled",
-                     timeout=60)
+    cluster.wait(lambda: all(settled(r.id) for r in refunds), what="every click settled",
+                 timeout=60)
     lost = [r.id for r in refunds
             if cluster.reader.approvals.get(r.id).status != ApprovalStatus.APPROVED]
     assert lost == [], f"clicks not decided: {lost}; told: " + repr(
