@@ -145,6 +145,29 @@ def test_two_approvers_required() -> None:
     assert h.calls["issue_refund"] == 1
 
 
+def test_a_vote_counts_only_for_the_arguments_it_was_cast_on() -> None:
+    """After an edit, an approval given with the old arguments' hash is refused as stale."""
+    h = AgentHarness([REFUND, DONE], policy=ApprovalPolicy(approvers=("U_DANA", "U_OMAR"),
+                                                           required=2))
+    run_id = _until_waiting(h)
+    (approval,) = h.pending(run_id)
+    shown = h.approvals.get(approval).proposed_hash
+    assert h.approvals.decide(approval, DANA, Decision.APPROVE, seen_hash=shown).accepted
+    edited = {"order_id": "1045", "amount_cents": 89900}
+    assert h.approvals.decide(approval, OMAR, Decision.EDIT, edited_args=edited,
+                              seen_hash=shown).accepted
+    stale = h.approvals.decide(approval, DANA, Decision.APPROVE, seen_hash=shown)
+    assert (stale.accepted, stale.refused_as) == (False, "stale")
+    assert h.approvals.get(approval).status == ApprovalStatus.PENDING
+    h.work()
+    assert h.calls["issue_refund"] == 0
+    fresh = h.approvals.get(approval).proposed_hash
+    assert h.approvals.decide(approval, DANA, Decision.APPROVE, seen_hash=fresh).accepted
+    h.work()
+    assert h.calls["issue_refund"] == 1
+    assert json.loads(h.tool_results(run_id)[0])["refunded"] == 89900
+
+
 def test_parallel_calls_are_decided_independently() -> None:
     """Two side-effecting calls in one turn wait together; rejecting one does not stop the other."""
     h = AgentHarness([BOTH, DONE])
