@@ -20,6 +20,7 @@ from agent_runtime import (
     Workflows,
 )
 from agent_runtime.testing import FrozenClock, InMemoryStore
+from tests.unit.agent_harness import DONE, LOOKUP, LOOKUP_RETRY, AgentHarness
 
 DELAY = timedelta(seconds=60)
 POLICY = RetryPolicy(max_attempts=3, initial_interval=DELAY, backoff=1)
@@ -189,3 +190,30 @@ def test_attempt_recorded_twice_fails_the_run_even_if_the_workflow_catches_it() 
     t.work_after(DELAY)
     run = t.runtime.get(run_id)
     assert (run.status, run.error and run.error.type) == (RunStatus.FAILED, "AttemptConflict")
+
+
+def test_worker_stopping_in_a_tool_retry_pause_leaves_the_retry_to_the_next_worker() -> None:
+    """In the agent loop, a tool call failed once by a stopping worker is retried as attempt 2
+    by the next worker, when due; the model is not asked again."""
+    h = AgentHarness([LOOKUP, DONE])
+    worker = h.runtime.worker(WorkerOptions(owner="first", lease_ttl=timedelta(seconds=30)))
+    failures = [ValueError("warehouse down")]
+
+    def stop_and_fail_once() -> None:
+        worker.stop()
+        if failures:
+            raise failures.pop()
+
+    h.before_lookup = stop_and_fail_once
+    run_id = h.start()
+    worker.run_once()
+    (failed,) = h.runtime.attempts(run_id)
+    run = h.run(run_id)
+    pause = LOOKUP_RETRY.initial_interval
+    assert (run.status, run.due_at) == (RunStatus.WAITING, failed.at + pause)
+    h.clock.advance(pause)
+    h.work()
+    assert h.run(run_id).status == RunStatus.COMPLETED
+    assert (h.calls["lookup_order"], len(h.model.requests)) == (2, 2)
+    (call,) = [s for s in h.runtime.journal(run_id) if s.name == "tool:lookup_order"]
+    assert (call.attempts, [a.attempt for a in h.runtime.attempts(run_id)]) == (2, [1])
