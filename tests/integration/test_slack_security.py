@@ -61,7 +61,7 @@ def test_forged_or_stale_requests_are_refused_and_change_nothing(
         ]
         assert [r.status for r in refusals] == [401] * len(refusals)
         garbage = bot.post(body, headers={"X-Slack-Request-Timestamp": "not-a-number"})
-        assert garbage.status in (401, 500), "refused (slack_sdk raises on a non-numeric one)"
+        assert garbage.status == 401, "refused like any bad signature"
 
     time.sleep(0.2)  # a listener that wrongly ran would have acted by now
     assert [r.id for r in bot.services.runtime.runs()] == [run_id]
