@@ -8,6 +8,7 @@ from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.context import RunContext
 from agent_runtime.exceptions import (
     ApprovalNotFound,
+    AttemptConflict,
     EventAlreadyDelivered,
     InvalidConfiguration,
     InvalidInput,
@@ -61,6 +62,7 @@ __all__ = [
     "ApprovalStatus",
     "ApprovalStore",
     "Approvals",
+    "AttemptConflict",
     "AttemptRecord",
     "Budget",
     "Clock",

@@ -11,11 +11,13 @@ import logging
 import threading
 import uuid as uuid_module
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from agent_runtime.clock import Clock
 from agent_runtime.exceptions import (
+    AttemptConflict,
     LeaseLost,
     NonDeterminismError,
     SignoffError,
@@ -226,31 +228,48 @@ class RunContext:
         retry: RetryPolicy,
         timeout: timedelta | None,
     ) -> StepRecord:
-        started = self._clock.now()
-        attempt = 1
+        live = _LiveStep(position, name, digest, self._clock.now())
+        failed = self._last_failure(position)
+        if failed is not None and retry.gave_up_after(failed):
+            return self._append(live.record(self._clock.now(), failed.attempt, error=failed.error))
+        if failed is not None:
+            self._park_until(retry.retry_at(failed))
+        attempt = 1 if failed is None else failed.attempt + 1
         while True:
             try:
                 result = _call(fn, args, name, timeout)
                 output = round_trip(result, what=f"the output of step {name!r}")
             except Exception as exc:
-                error = ErrorInfo.of(exc)
-                self._write(self._store.record_attempt, AttemptRecord(
-                    position=position, attempt=attempt, error=error, at=self._clock.now()))
+                failed = AttemptRecord(position=position, attempt=attempt,
+                                       error=ErrorInfo.of(exc), at=self._clock.now())
+                self._write(self._store.record_attempt, failed)
                 if not retry.should_retry(attempt, exc):
-                    return self._append(StepRecord(
-                        position=position, kind=StepKind.STEP, name=name, input_hash=digest,
-                        error=error, attempts=attempt, started_at=started,
-                        finished_at=self._clock.now()))
-                self._pause(retry.delay_after(attempt))
+                    return self._append(live.record(failed.at, attempt, error=failed.error))
+                self._pause_until(retry.retry_at(failed))
                 attempt += 1
                 continue
-            return self._append(StepRecord(
-                position=position, kind=StepKind.STEP, name=name, input_hash=digest,
-                output=output, attempts=attempt, started_at=started, finished_at=self._clock.now()))
+            return self._append(live.record(self._clock.now(), attempt, output=output))
 
-    def _pause(self, delay: timedelta) -> None:
-        if self._stopping.wait(delay.total_seconds()):
-            raise Abandon()
+    def _last_failure(self, position: int) -> AttemptRecord | None:
+        """Return the last failed attempt another execution recorded for the step at ``position``.
+
+        Only the first position past the journal can have one (the step in flight when that
+        execution ended), and only if the run was claimed before: a first claim has fence 1.
+        """
+        if position != len(self._journal) or self._lease.fence <= 1:
+            return None
+        here = [a for a in self._store.list_attempts(self.run_id) if a.position == position]
+        return max(here, key=lambda a: a.attempt, default=None)
+
+    def _pause_until(self, due: datetime) -> None:
+        """Wait here until ``due``; a worker told to stop parks the run until then instead."""
+        if self._stopping.wait(max(0.0, (due - self._clock.now()).total_seconds())):
+            raise Suspend(Wait(wake_at=due))
+
+    def _park_until(self, due: datetime) -> None:
+        """Park the run until ``due``, unless that time has come."""
+        if self._clock.now() < due:
+            raise Suspend(Wait(wake_at=due))
 
     def _append_value(
         self, position: int, kind: StepKind, name: str, digest: str, output: Any
@@ -277,7 +296,7 @@ class RunContext:
     def _write(self, write: Callable[[Lease, Any], None], record: Any) -> None:
         try:
             write(self._lease, record)
-        except LeaseLost as exc:
+        except (LeaseLost, AttemptConflict) as exc:
             self._fail(exc)
 
     def _fail(self, error: SignoffError) -> None:
@@ -287,6 +306,24 @@ class RunContext:
     def _raise_fatal(self) -> None:
         if self.fatal is not None:
             raise self.fatal
+
+
+@dataclass(frozen=True, slots=True)
+class _LiveStep:
+    """What a step run live records whatever its outcome: position, name, input, start."""
+
+    position: int
+    name: str
+    digest: str
+    started: datetime
+
+    def record(self, finished: datetime, attempts: int, *, output: Any = None,
+               error: ErrorInfo | None = None) -> StepRecord:
+        """Return the journal entry of the step's outcome after ``attempts`` attempts."""
+        return StepRecord(
+            position=self.position, kind=StepKind.STEP, name=self.name, input_hash=self.digest,
+            output=output, error=error, attempts=attempts, started_at=self.started,
+            finished_at=finished)
 
 
 def _call(

@@ -87,6 +87,17 @@ class JournalConflict(SignoffError):
         self.position = position
 
 
+class AttemptConflict(SignoffError):
+    """The run already has a failed attempt with this number for the step at this position."""
+
+    def __init__(self, run_id: str, position: int, attempt: int) -> None:
+        super().__init__(
+            f"run {run_id} already has attempt {attempt} of the step at position {position}")
+        self.run_id = run_id
+        self.position = position
+        self.attempt = attempt
+
+
 class EventAlreadyDelivered(SignoffError):
     """An event with this key was already delivered to the run."""
 

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from agent_runtime.exceptions import (
+    AttemptConflict,
     EventAlreadyDelivered,
     InvalidRunState,
     JournalConflict,
@@ -123,10 +124,14 @@ class InMemoryStore:
             self.outbox.enqueue(notices, step.finished_at)
 
     def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
-        """Record a failed attempt."""
+        """Record a failed attempt; ``AttemptConflict`` if its number is taken."""
         with self._lock:
             self._check(lease)
-            self._attempts[lease.run_id].append(attempt)
+            recorded = self._attempts[lease.run_id]
+            if any((a.position, a.attempt) == (attempt.position, attempt.attempt)
+                   for a in recorded):
+                raise AttemptConflict(lease.run_id, attempt.position, attempt.attempt)
+            recorded.append(attempt)
 
     def list_attempts(self, run_id: RunId) -> list[AttemptRecord]:
         """Return the failed attempts."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
+
+from agent_runtime.records import AttemptRecord
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +34,19 @@ class RetryPolicy:
         if attempt >= self.max_attempts or isinstance(error, self.non_retryable):
             return False
         return getattr(error, "retryable", True) is not False
+
+    def retry_at(self, failed: AttemptRecord) -> datetime:
+        """Return the earliest time for the attempt that follows the recorded ``failed`` one."""
+        return failed.at + self.delay_after(failed.attempt)
+
+    def gave_up_after(self, failed: AttemptRecord) -> bool:
+        """Tell whether a recorded failure, read back by another worker, was the step's last.
+
+        The record keeps the error's class name only, so a failure that was final through
+        the error's own ``retryable`` flag reads back as one that may be retried.
+        """
+        names = {kind.__name__ for kind in self.non_retryable}
+        return failed.attempt >= self.max_attempts or failed.error.type in names
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)

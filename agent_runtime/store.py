@@ -79,7 +79,10 @@ class Store(Protocol):
         ...
 
     def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
-        """Record a failed attempt of the step in flight."""
+        """Record a failed attempt of the step in flight.
+
+        ``AttemptConflict`` if the run already has this attempt of this step.
+        """
         ...
 
     def list_attempts(self, run_id: RunId) -> list[AttemptRecord]:

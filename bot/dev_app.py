@@ -7,7 +7,7 @@ import socketserver
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from bot.server import WSGIApp
+from bot.request_hygiene import WSGIApp
 from bot.serving import ServingThread
 
 logger = logging.getLogger(__name__)

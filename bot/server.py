@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -16,6 +16,7 @@ from slack_sdk import WebClient
 
 from agent_runtime import SystemClock, Worker
 from agent_runtime.worker import default_owner
+from bot.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
 from bot.scheduler import Job, build_scheduler
 from bot.settings import Settings, SettingsError
 from bot.slack.app import SlackDeps, build_app
@@ -27,7 +28,6 @@ from store.replay_guard import SqlReplayGuard
 logger = logging.getLogger(__name__)
 
 DISPATCH_EVERY = timedelta(milliseconds=300)
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,18 +58,12 @@ def slack_app(services: Services, client: WebClient) -> App:
 
 def wsgi(app: App) -> WSGIApp:
     """A WSGI application: Slack at ``/slack/events``, a health check at ``/healthz``."""
-    handler = SlackRequestHandler(app)
+    handler = guarded(SlackRequestHandler(app))
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "")
         if path == "/slack/events":
-            try:
-                return handler(environ, start_response)
-            except (ValueError, KeyError, TypeError, AttributeError):
-                # Bolt parses the body before anything else; a malformed one is the caller's
-                logger.warning("malformed slack request", extra={"action": "refuse"})
-                start_response("400 Bad Request", [("Content-Type", "application/json")])
-                return [b'{"error": "malformed request"}']
+            return handler(environ, start_response)
         if path == "/healthz":
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"ok\n"]
@@ -138,7 +132,8 @@ def _http(application: WSGIApp, port: int) -> None:
     from waitress.server import create_server
 
     try:
-        server = create_server(application, host="0.0.0.0", port=port, threads=8)  # noqa: S104
+        server = create_server(application, host="0.0.0.0", port=port,  # noqa: S104
+                               threads=8, max_request_body_size=MAX_BODY_BYTES)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise SettingsError(f"port {port} is already in use (set SIGNOFF_PORT)") from None

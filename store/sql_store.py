@@ -24,12 +24,14 @@ from sqlalchemy import (
     exists,
     func,
     insert,
+    literal,
     select,
     update,
 )
 from sqlalchemy import exc as sa_exc
 
 from agent_runtime.exceptions import (
+    AttemptConflict,
     InvalidRunState,
     JournalConflict,
     LeaseLost,
@@ -184,12 +186,27 @@ class SqlStore:
         return written
 
     def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
-        """Record a failed attempt under the lease."""
-        with self._tx() as conn:
-            self._check_lease(conn, lease)
-            conn.execute(insert(attempts).values(
-                run_id=lease.run_id, position=attempt.position, attempt=attempt.attempt,
-                error=attempt.error.to_json(), at=attempt.at))
+        """Record a failed attempt in one statement that checks the fence (see FencedAppend)."""
+        try:
+            with self._one() as conn:
+                statement = self._fenced_attempt(lease, attempt)
+                written = conn.execution_options(preserve_rowcount=True).execute(statement).rowcount
+        except sa_exc.IntegrityError as exc:
+            if is_unique_violation(exc):
+                raise AttemptConflict(lease.run_id, attempt.position, attempt.attempt) from exc
+            raise
+        if not written:
+            raise LeaseLost(lease.run_id, lease.fence)
+
+    def _fenced_attempt(self, lease: Lease, attempt: AttemptRecord) -> Any:
+        entry = select(
+            runs.c.id, literal(attempt.position), literal(attempt.attempt),
+            literal(attempt.error.to_json(), attempts.c.error.type),
+            literal(attempt.at, attempts.c.at.type),
+        ).where(_held(lease))
+        if self._postgres:
+            entry = entry.with_for_update(read=True)
+        return insert(attempts).from_select(["run_id", "position", "attempt", "error", "at"], entry)
 
     def list_attempts(self, run_id: RunId) -> list[AttemptRecord]:
         """Return the failed attempts, oldest first."""

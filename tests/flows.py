@@ -22,7 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from agent_runtime import NO_RETRY, Lease, RunContext, StepRecord, Workflows
+from agent_runtime import NO_RETRY, Lease, RetryPolicy, RunContext, StepRecord, Workflows
 from store import SqlStore
 
 HANG_AT_ENV = "SIGNOFF_TEST_HANG_BEFORE_COMMIT_AT"
@@ -80,6 +80,26 @@ def gated(ctx: RunContext, input: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError("the gate is closed")
     ctx.step(append, path, "step 2", name="step 2", retry=NO_RETRY)
     return {"passed": True}
+
+
+def fail_first(path: str, failures: int) -> int:
+    """Append ``attempt <n>`` to the file; fail while ``n`` is at most ``failures``."""
+    done = Path(path).read_text(encoding="utf-8").splitlines() if Path(path).exists() else []
+    number = len(done) + 1
+    append(path, f"attempt {number}")
+    if number <= failures:
+        raise RuntimeError(f"attempt {number} fails")
+    return number
+
+
+@workflows.register("test.retried", validate=_path)
+def retried(ctx: RunContext, input: dict[str, Any]) -> dict[str, Any]:
+    """One step that fails on its first ``failures`` attempts, retried every ``retry_s``
+    seconds with three attempts in all."""
+    policy = RetryPolicy(max_attempts=3, backoff=1, initial_interval=timedelta(
+        seconds=float(input.get("retry_s", 1.0))))
+    failures = int(input.get("failures", 1))
+    return {"attempt": ctx.step(fail_first, _path(input), failures, name="flaky", retry=policy)}
 
 
 def begin_and_end(path: str, index: int, delay_ms: int) -> int:

@@ -43,7 +43,7 @@ from agent_runtime.notices import Notice, Outbox
 from agent_runtime.run_control import cancel_run
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
-from bot.slack.guard import MAX_ARGS_DEPTH, error_guard, is_approval_id, too_deep
+from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
 from bot.slack.notifier import EPHEMERAL, slack_context
 from bot.slack.reconnect import AFTER_ACK, BEFORE_ACK
 from bot.slack.respond import respond
@@ -81,7 +81,7 @@ def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
               ignoring_self_events_enabled=True, request_verification_enabled=True)
     app.middleware(_drop_retries)
     app.middleware(_refuse_replays(deps))
-    app.error(error_guard(signing_secret))
+    app.error(guard_errors)
     listeners = Listeners(deps)
     app.command("/agent")(listeners.command)
     app.action(blocks.APPROVE)(listeners.approve)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from agent_runtime import (
+    AttemptConflict,
     AttemptRecord,
     ErrorInfo,
     EventAlreadyDelivered,
@@ -155,6 +156,22 @@ def test_attempts_are_recorded_under_the_lease(any_store: Store) -> None:
     assert any_store.list_attempts(run_id) == attempts
     with pytest.raises(LeaseLost):
         any_store.record_attempt(Lease(run_id, "w1", lease.fence + 7), attempts[0])
+
+
+def _failed(attempt: int, message: str = "bad") -> AttemptRecord:
+    return AttemptRecord(position=0, attempt=attempt, error=ErrorInfo(type="E", message=message),
+                         at=T0)
+
+
+def test_recording_a_taken_attempt_number_is_an_attempt_conflict(any_store: Store) -> None:
+    """A second record of the same attempt of a step raises AttemptConflict and keeps the first."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store)
+    any_store.record_attempt(lease, _failed(1, "first"))
+    with pytest.raises(AttemptConflict) as raised:
+        any_store.record_attempt(lease, _failed(1, "second"))
+    assert (raised.value.position, raised.value.attempt) == (0, 1)
+    assert any_store.list_attempts(run_id) == [_failed(1, "first")]
 
 
 def test_timer_wait_becomes_due_at_its_time(any_store: Store) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -14,6 +14,7 @@ from agent_runtime import (
     ApprovalPolicy,
     Approvals,
     Budget,
+    RetryPolicy,
     Run,
     RunId,
     Runtime,
@@ -44,6 +45,9 @@ BOTH = tool_reply(
 DONE = text_reply("done")
 """Scripted answers: look order 1042 up, refund it (and email), then answer."""
 
+LOOKUP_RETRY = RetryPolicy(max_attempts=3, initial_interval=timedelta(minutes=1))
+"""lookup_order retries a minute apart: long enough to stop a worker in the pause."""
+
 REQUESTER = Actor(user_id="U_REQ", name="rita")
 DANA = Actor(user_id="U_DANA", name="dana")
 OMAR = Actor(user_id="U_OMAR", name="omar")
@@ -67,6 +71,7 @@ class AgentHarness:
         self.calls: Counter[str] = Counter()
         self.keys: list[str] = []
         self.crash_after_refund = False
+        self.before_lookup: Callable[[], None] = lambda: None
         self.model = ScriptedModel(list(script), name="scripted")
         self.policy = policy or ApprovalPolicy(approvers=("U_DANA", "U_OMAR"))
         self.tools = self._tools(outcome)
@@ -87,6 +92,7 @@ class AgentHarness:
         def lookup_order(order_id: str) -> dict[str, Any]:
             """Look an order up."""
             calls["lookup_order"] += 1
+            self.before_lookup()
             return {"id": order_id, "amount_cents": 4999}
 
         def issue_refund(order_id: str, amount_cents: int, idempotency_key: str) -> dict[str, Any]:
@@ -104,7 +110,7 @@ class AgentHarness:
             return "sent"
 
         return Tools(
-            tool(lookup_order),
+            tool(retry=LOOKUP_RETRY)(lookup_order),
             tool(side_effect=True, approval=self.policy, on_unknown_outcome=outcome,
                  verify=lambda key: {"refunded": "verified"} if key in keys else None)(
                 issue_refund),
