@@ -9,6 +9,7 @@ verify`` runs as a real subprocess on PostgreSQL.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -24,7 +25,7 @@ from bot.settings import Settings
 from bot.wiring import Services, build_services
 from store import SqlStore
 from store.models import audit_head, audit_log
-from tests.integration import cli_ok, run_cli, signoff_env
+from tests.integration import cli_ok, lines, run_cli, signoff_command, signoff_env, wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -272,3 +273,46 @@ def test_the_secret_is_neither_stored_nor_printed(
     assert all(secret not in text for text in (*rows, anchors.read_text(encoding="utf-8"),
                                                *(o.stdout + o.stderr for o in outputs)))
     assert [o.returncode for o in outputs] == [1, 1]
+
+
+@contextmanager
+def scheduler_only(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``signoff serve --no-http --no-worker`` (its scheduler alone), SIGKILLed on exit."""
+    with log.open("w", encoding="utf-8") as handle:
+        process = subprocess.Popen([*signoff_command(), "serve", "--no-http", "--no-worker"],
+                                   env=env, cwd=log.parent, stdout=handle,
+                                   stderr=subprocess.STDOUT)
+        try:
+            yield process
+        finally:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def anchored_seqs(path: Path) -> list[int]:
+    """The entry numbers anchored in ``path`` so far, in file order."""
+    return [json.loads(line)["seq"] for line in lines(path)]
+
+
+def test_serve_anchors_the_head_whenever_it_changed(
+    services: Services, pg_url: str, tmp_path: Path
+) -> None:
+    """`signoff serve` with an anchor file appends the new head after each change, only then."""
+    write_log(services, 3)
+    anchors = tmp_path / "anchors.jsonl"
+    env = env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY, SIGNOFF_AUDIT_ANCHOR_FILE=str(anchors),
+                   SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS="0.1",
+                   SIGNOFF_SLACK_API_URL="http://127.0.0.1:9/api/")
+
+    with scheduler_only(env, tmp_path / "serve.log") as process:
+        def anchored(seq: int) -> bool:
+            assert process.poll() is None, (tmp_path / "serve.log").read_text()
+            return seq in anchored_seqs(anchors)
+
+        wait_until(lambda: anchored(3), timeout=30, what="entry 3 to be anchored")
+        write_log(services, 2)
+        wait_until(lambda: anchored(5), timeout=30, what="entry 5 to be anchored")
+
+    seqs = anchored_seqs(anchors)
+    assert (seqs[0], seqs[-1], seqs == sorted(set(seqs))) == (3, 5, True), seqs
+    assert verify(env_with(pg_url), "--anchors", str(anchors))[0] == 0
