@@ -78,11 +78,12 @@ def first_signed_anchor(anchors: Sequence[tuple[int, Anchor]]) -> int | None:
 
 def check_anchors(entries: Sequence[AuditEntry], anchors: Sequence[tuple[int, Anchor]],
                   keys: AuditKeys | None) -> list[str]:
-    """Return a problem for every anchor the log no longer matches (or, with keys, forged)."""
+    """Return a problem for every anchor that (with keys) is forged, or that the log no longer
+    matches."""
     by_seq = {entry.seq: entry for entry in entries}
     problems: list[str] = []
     for number, anchor in anchors:
-        problem = _mismatch(anchor, by_seq.get(anchor.seq)) or _forged(anchor, keys)
+        problem = _forged(anchor, keys) or _mismatch(anchor, by_seq.get(anchor.seq))
         if problem:
             problems.append(f"anchor line {number}: {problem}")
     return problems
