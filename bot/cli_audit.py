@@ -74,10 +74,9 @@ def report_lines(report: AuditReport, settings: Settings) -> list[str]:
     else:
         lines.append(NO_KEYS)
     if report.unsigned:
-        lines.append(f"{report.unsigned} entries were written before signing began "
-                     "and are unsigned")
+        lines.append(f"unsigned entries (written before signing began): {report.unsigned}")
     if report.anchors is not None:
-        lines.append(f"{report.anchors} anchors checked")
+        lines.append(f"anchors checked: {report.anchors}")
     return lines
 
 
