@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from agent_runtime.audit_keys import AuditKeys
 from agent_runtime.serialization import canonical_json
 
 GENESIS = "0" * 64
@@ -27,7 +28,7 @@ class AuditDraft:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditEntry:
-    """A chained audit entry."""
+    """A chained audit entry; ``kid`` and ``mac`` authenticate its hash when it was signed."""
 
     seq: int
     at: datetime
@@ -38,14 +39,20 @@ class AuditEntry:
     detail: dict[str, Any] | None
     prev_hash: str
     hash: str
+    kid: str | None = None
+    mac: str | None = None
 
 
-def chain(draft: AuditDraft, seq: int, prev_hash: str) -> AuditEntry:
-    """Return ``draft`` as entry number ``seq`` following the entry whose hash is ``prev_hash``."""
+def chain(draft: AuditDraft, seq: int, prev_hash: str,
+          keys: AuditKeys | None = None) -> AuditEntry:
+    """Return ``draft`` as entry number ``seq`` following the entry whose hash is ``prev_hash``,
+    signed with the first of ``keys`` when there are keys."""
     fields = dict(seq=seq, at=draft.at, approval_id=draft.approval_id, run_id=draft.run_id,
                   action=draft.action, actor=draft.actor, detail=draft.detail)
+    digest = entry_hash(prev_hash, fields)
+    kid, mac = keys.sign(seq, digest) if keys is not None else (None, None)
     return AuditEntry(**fields, prev_hash=prev_hash,  # type: ignore[arg-type]
-                      hash=entry_hash(prev_hash, fields))
+                      hash=digest, kid=kid, mac=mac)
 
 
 def entry_hash(prev_hash: str, fields: dict[str, Any]) -> str:

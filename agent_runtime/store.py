@@ -186,6 +186,10 @@ class ApprovalStore(Protocol):
         """Return every audit entry in order and the recorded head (seq, hash)."""
         ...
 
+    def last_audit_entry(self) -> AuditEntry | None:
+        """Return the newest audit entry (what an anchor records), or None if there is none."""
+        ...
+
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals whose deadline or reminder time is at or before ``now``."""
         ...

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from agent_runtime.approvals import Approval, ApprovalStatus
 from agent_runtime.audit import GENESIS, AuditDraft, AuditEntry, chain
+from agent_runtime.audit_keys import AuditKeys
 from agent_runtime.exceptions import (
     ApprovalNotFound,
 )
@@ -42,10 +43,14 @@ class FrozenClock:
             self._now += delta
 
 class InMemoryApprovalStore:
-    """An ApprovalStore in process memory, waking runs of an ``InMemoryStore``."""
+    """An ApprovalStore in process memory, waking runs of an ``InMemoryStore``.
 
-    def __init__(self, runs: InMemoryStore) -> None:
+    With ``audit_keys``, every audit entry is signed with the first of them.
+    """
+
+    def __init__(self, runs: InMemoryStore, audit_keys: AuditKeys | None = None) -> None:
         self._runs = runs
+        self._keys = audit_keys
         self._approvals: dict[str, Approval] = {}
         self._audit: list[AuditEntry] = []
         self._head: tuple[int, str] | None = None
@@ -122,6 +127,11 @@ class InMemoryApprovalStore:
         with self._runs._lock:
             return list(self._audit), self._head
 
+    def last_audit_entry(self) -> AuditEntry | None:
+        """Return the newest audit entry, or None while the log is empty."""
+        with self._runs._lock:
+            return self._audit[-1] if self._audit else None
+
     def tamper(self, index: int, entry: AuditEntry | None) -> None:
         """Replace (or, with None, delete) a stored audit entry, to test verification."""
         with self._runs._lock:
@@ -138,7 +148,7 @@ class InMemoryApprovalStore:
 
     def _append(self, audit: AuditDraft) -> AuditEntry:
         seq, prev_hash = self._head or (0, GENESIS)
-        entry = chain(audit, seq + 1, prev_hash)
+        entry = chain(audit, seq + 1, prev_hash, self._keys)
         self._audit.append(entry)
         self._head = (entry.seq, entry.hash)
         return entry

@@ -1,4 +1,4 @@
-"""Commands for agents: run one, list approvals, decide them, raise budgets, verify the audit."""
+"""Commands for agents: run one, list approvals, decide them, raise budgets."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ import argparse
 from typing import Any
 
 from agent_runtime import AgentInput, ApprovalStatus, Budget, Decision
-from agent_runtime.audit import verify
 from agent_runtime.budget_control import decide_budget
 from bot.cli_common import (
-    Parser,
     UsageError,
     actor,
     as_flag,
@@ -65,11 +63,6 @@ def add_commands(commands: Any) -> None:
     budget.add_argument("--end", action="store_true", help="end the run instead")
     as_flag(budget)
     json_flag(budget).set_defaults(handler=cmd_raise_budget)
-
-    audit = commands.add_parser("audit", help="the approvals audit log")
-    audit_commands = audit.add_subparsers(dest="audit_command", required=True, parser_class=Parser)
-    json_flag(audit_commands.add_parser("verify", help="check the hash chain")).set_defaults(
-        handler=cmd_audit_verify)
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
@@ -130,11 +123,3 @@ def cmd_raise_budget(args: argparse.Namespace, settings: Settings) -> int:
     emit(args, run_json(run), f"{'ended' if args.end else 'raised the budget of'} {run.id}")
     return 0
 
-
-def cmd_audit_verify(args: argparse.Namespace, settings: Settings) -> int:
-    """Verify the audit log's hash chain; exit 1 if broken."""
-    entries, head = build_services(settings).approvals.store.audit_log()
-    problems = verify(entries, head)
-    emit(args, {"entries": len(entries), "ok": not problems, "problems": problems},
-         "\n".join(problems) if problems else f"audit log intact: {len(entries)} entries")
-    return 1 if problems else 0

@@ -16,6 +16,7 @@ from slack_sdk import WebClient
 
 from agent_runtime import SystemClock, Worker
 from agent_runtime.worker import default_owner
+from bot.anchor_file import anchor_if_changed
 from bot.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
 from bot.scheduler import Job, build_scheduler
 from bot.settings import Settings, SettingsError
@@ -115,7 +116,18 @@ def _jobs(services: Services, client: WebClient, worker: Worker) -> list[Job]:
         Job("dispatch", dispatcher(services, client).drain, DISPATCH_EVERY),
         Job("approvals", services.approvals.sweep, poll),
         Job("wake", worker.wake, poll),
+        *_anchor_job(services),
     ]
+
+
+def _anchor_job(services: Services) -> list[Job]:
+    """Anchor the audit log's head in ``SIGNOFF_AUDIT_ANCHOR_FILE``, if set, when it changed."""
+    path, store, clock = (services.settings.audit_anchor_file, services.approvals.store,
+                          SystemClock())
+    if not path:
+        return []
+    return [Job("audit-anchor", lambda: anchor_if_changed(store, path, clock.now()),
+                services.settings.audit_anchor_interval)]
 
 
 def _front(services: Services, client: WebClient, settings: Settings, parts: Parts,

@@ -8,12 +8,15 @@ plain from the name say so where they are declared.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from agent_runtime.audit_keys import AuditKey, AuditKeys
+from agent_runtime.exceptions import InvalidConfiguration
 from store.engine import DEFAULT_URL
 
 TRACES_PATH = "/v1/traces"
@@ -59,6 +62,17 @@ class Settings:
     holds): the spans ``signoff trace`` gives for the run. Sending happens in the background
     and never holds up or fails a run; spans the endpoint does not take are logged once per
     outage and dropped. Empty (the default): nothing is sent."""
+    audit_keys: AuditKeys | None = field(default=None, repr=False)
+    """``SIGNOFF_AUDIT_KEYS`` (``kid:secret`` pairs separated by commas or spaces) or
+    ``SIGNOFF_AUDIT_KEYS_FILE`` (a file with one pair a line, ``#`` comments; a mounted
+    secret, say): the first key signs every new audit entry, every key listed verifies.
+    Secrets are at least 16 bytes; key ids 1-32 of ``A-Za-z0-9_.-``. Unset: entries are
+    only hash-chained, which someone with write access to the database can recompute."""
+    audit_anchor_file: str = ""
+    """``SIGNOFF_AUDIT_ANCHOR_FILE``: ``signoff serve`` appends the audit log's head to this
+    append-only file (one JSON line) whenever it changed, every
+    ``SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS`` (default 60). Empty: no anchoring."""
+    audit_anchor_interval: timedelta = timedelta(seconds=60)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -77,6 +91,9 @@ class Settings:
             demo_provider_port=_port(env, "SIGNOFF_DEMO_PROVIDER_PORT", 8765),
             demo_ledger_path=env.get("SIGNOFF_DEMO_LEDGER_PATH") or "signoff-demo-ledger.db",
             otlp_endpoint=_traces_endpoint(env, "SIGNOFF_OTLP_ENDPOINT"),
+            audit_keys=_audit_keys(env),
+            audit_anchor_file=env.get("SIGNOFF_AUDIT_ANCHOR_FILE", ""),
+            audit_anchor_interval=_seconds(env, "SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS", 60.0),
             **_model(env),
             **_slack(env),
         )
@@ -98,6 +115,46 @@ def _groups(value: str) -> dict[str, tuple[str, ...]]:
                 f"SIGNOFF_APPROVER_GROUPS: expected 'group:U1,U2;other:U3', not {part!r}")
         groups[name.strip()] = _split(members)
     return groups
+
+
+def _audit_keys(env: Mapping[str, str]) -> AuditKeys | None:
+    """Read the audit keys; no error message ever holds a secret."""
+    text, path = env.get("SIGNOFF_AUDIT_KEYS", ""), env.get("SIGNOFF_AUDIT_KEYS_FILE", "")
+    if text.strip() and path:
+        raise SettingsError("set SIGNOFF_AUDIT_KEYS or SIGNOFF_AUDIT_KEYS_FILE, not both")
+    if path:
+        return parse_audit_keys(_read_secret_file("SIGNOFF_AUDIT_KEYS_FILE", path),
+                                "SIGNOFF_AUDIT_KEYS_FILE")
+    return parse_audit_keys(text, "SIGNOFF_AUDIT_KEYS") if text.strip() else None
+
+
+def parse_audit_keys(text: str, source: str) -> AuditKeys:
+    """Parse ``kid:secret`` pairs (separated by commas, spaces or lines; ``#`` comments)."""
+    pairs = re.split(r"[\s,]+", re.sub(r"(?m)(^|\s)#.*$", " ", text).strip())
+    keys = []
+    for number, pair in enumerate(filter(None, pairs), start=1):
+        kid, sep, secret = pair.partition(":")
+        if not sep or not secret:
+            raise SettingsError(f"{source}: key {number} is not of the form kid:secret")
+        try:
+            keys.append(AuditKey(kid, secret.encode()))
+        except InvalidConfiguration as exc:
+            raise SettingsError(f"{source}: {exc}") from None
+    if not keys:
+        raise SettingsError(f"{source}: no kid:secret pair")
+    try:
+        return AuditKeys(tuple(keys))
+    except InvalidConfiguration as exc:
+        raise SettingsError(f"{source}: {exc}") from None
+
+
+def _read_secret_file(name: str, path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise SettingsError(f"{name}: cannot read {path}: {reason}") from None
 
 
 def _model(env: Mapping[str, str]) -> dict[str, Any]:

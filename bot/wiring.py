@@ -65,7 +65,7 @@ def build_services(settings: Settings, *, migrate: bool = True,
         for item in agent.tools:
             _add_tool(lookup, item)
     notifier = SlackNotifier(store)
-    approval_store = SqlApprovalStore(store.engine)
+    approval_store = SqlApprovalStore(store.engine, settings.audit_keys)
     approvals = Approvals(approval_store, clock, lookup, notifier)
     workflows = load_workflows(settings.workflow_modules)
 

@@ -11,6 +11,7 @@ from sqlalchemy import Connection, Engine, Row, and_, insert, or_, select, updat
 
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry, chain
+from agent_runtime.audit_keys import AuditKeys
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event
@@ -22,10 +23,14 @@ from store.wake import deliver
 
 
 class SqlApprovalStore:
-    """Implements ``agent_runtime.store.ApprovalStore`` over one SQLAlchemy engine."""
+    """Implements ``agent_runtime.store.ApprovalStore`` over one SQLAlchemy engine.
 
-    def __init__(self, engine: Engine) -> None:
+    With ``audit_keys``, every audit entry is signed with the first of them.
+    """
+
+    def __init__(self, engine: Engine, audit_keys: AuditKeys | None = None) -> None:
         self.engine = engine
+        self._keys = audit_keys
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
@@ -42,7 +47,7 @@ class SqlApprovalStore:
             if existing is not None:
                 return _approval(existing)
             conn.execute(insert(approvals).values(_row(approval)))
-            _append(conn, head, audit)
+            _append(conn, head, audit, self._keys)
             write_notices(conn, notices, audit.at)
         return approval
 
@@ -81,7 +86,7 @@ class SqlApprovalStore:
         with self._tx() as conn:
             if not conn.execute(update(approvals).where(guard).values(values)).rowcount:
                 return False
-            _append(conn, _lock_head(conn), audit)  # the chain's lock last: held briefly
+            _append(conn, _lock_head(conn), audit, self._keys)  # the chain's lock last
             write_notices(conn, notices, audit.at)
             if wake is not None:
                 deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at,
@@ -103,17 +108,22 @@ class SqlApprovalStore:
     def append_audit(self, audit: AuditDraft) -> AuditEntry:
         """Append an attempt to the audit log."""
         with self._tx() as conn:
-            return _append(conn, _lock_head(conn), audit)
+            return _append(conn, _lock_head(conn), audit, self._keys)
 
     def audit_log(self) -> tuple[list[AuditEntry], tuple[int, str] | None]:
         """Return the log in order and its recorded head."""
         with self._tx() as conn:
             rows = conn.execute(select(audit_log).order_by(audit_log.c.seq)).all()
             head = conn.execute(select(audit_head.c.seq, audit_head.c.hash)).first()
-        entries = [AuditEntry(seq=r.seq, at=r.at, approval_id=r.approval_id, run_id=r.run_id,
-                              action=r.action, actor=r.actor, detail=r.detail,
-                              prev_hash=r.prev_hash, hash=r.hash) for r in rows]
+        entries = [_entry(row) for row in rows]
         return entries, None if head is None or head.seq == 0 else (head.seq, head.hash)
+
+    def last_audit_entry(self) -> AuditEntry | None:
+        """Return the newest audit entry, or None while the log is empty."""
+        with self._tx() as conn:
+            row = conn.execute(
+                select(audit_log).order_by(audit_log.c.seq.desc()).limit(1)).first()
+        return None if row is None else _entry(row)
 
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals past their deadline or reminder time."""
@@ -133,15 +143,22 @@ def _lock_head(conn: Connection) -> tuple[int, str]:
     return row.seq, row.hash
 
 
-def _append(conn: Connection, head: tuple[int, str], audit: AuditDraft) -> AuditEntry:
-    entry = chain(audit, head[0] + 1, head[1])
+def _append(conn: Connection, head: tuple[int, str], audit: AuditDraft,
+            keys: AuditKeys | None) -> AuditEntry:
+    entry = chain(audit, head[0] + 1, head[1], keys)
     conn.execute(insert(audit_log).values(
         seq=entry.seq, at=entry.at, approval_id=entry.approval_id, run_id=entry.run_id,
         action=entry.action, actor=entry.actor, detail=entry.detail,
-        prev_hash=entry.prev_hash, hash=entry.hash))
+        prev_hash=entry.prev_hash, hash=entry.hash, kid=entry.kid, mac=entry.mac))
     conn.execute(update(audit_head).where(audit_head.c.id == 1)
                  .values(seq=entry.seq, hash=entry.hash))
     return entry
+
+
+def _entry(row: Row[Any]) -> AuditEntry:
+    return AuditEntry(seq=row.seq, at=row.at, approval_id=row.approval_id, run_id=row.run_id,
+                      action=row.action, actor=row.actor, detail=row.detail,
+                      prev_hash=row.prev_hash, hash=row.hash, kid=row.kid, mac=row.mac)
 
 
 def _row(approval: Approval) -> dict[str, Any]:

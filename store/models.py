@@ -149,7 +149,11 @@ class ApprovalRow(Base):
 
 
 class AuditRow(Base):
-    """One entry of the approvals audit log, chained to the previous one by its hash."""
+    """One entry of the approvals audit log, chained to the previous one by its hash.
+
+    ``mac`` is an HMAC of the hash under the key named ``kid``, which the database never
+    holds; both are NULL for entries written before a key was configured.
+    """
 
     __tablename__ = "audit_log"
 
@@ -162,6 +166,8 @@ class AuditRow(Base):
     detail: Mapped[Any] = mapped_column(JSONValue, nullable=True)
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
+    kid: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    mac: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class AuditHeadRow(Base):

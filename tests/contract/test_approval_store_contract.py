@@ -18,6 +18,8 @@ from agent_runtime.approvals import (
     args_hash,
 )
 from agent_runtime.audit import AuditDraft, verify
+from agent_runtime.audit_keys import AuditKey, AuditKeys
+from agent_runtime.audit_report import examine
 from agent_runtime.records import Event
 from agent_runtime.store import ApprovalStore
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
@@ -25,6 +27,7 @@ from store import SqlStore
 from store.approval_store import SqlApprovalStore
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+KEYS = AuditKeys((AuditKey("k1", b"s" * 32),))
 DANA = Actor(user_id="U_DANA", team_id="T1", name="dana")
 
 
@@ -165,3 +168,28 @@ def test_audit_chain_verifies(stores: tuple[Store, ApprovalStore]) -> None:
     entries, head = approvals.audit_log()
     assert len(entries) == 21
     assert verify(entries, head) == []
+
+
+def _signing(runs: Store, keys: AuditKeys) -> ApprovalStore:
+    """The approval store of the same implementation as ``runs``, signing with ``keys``."""
+    if isinstance(runs, SqlStore):
+        return SqlApprovalStore(runs.engine, keys)
+    assert isinstance(runs, InMemoryStore)
+    return InMemoryApprovalStore(runs, keys)
+
+
+def test_a_store_with_keys_signs_every_entry(stores: tuple[Store, ApprovalStore]) -> None:
+    """With audit keys every entry carries the first key's id and a MAC that verifies."""
+    runs, _ = stores
+    approvals = _signing(runs, KEYS)
+    assert approvals.last_audit_entry() is None
+    approval = _approval(_waiting_run(runs))
+    approvals.create_approval(approval, _draft(approval, "requested"))
+    approvals.save_approval(_approved(approval), audit=_draft(approval, "approve"),
+                            decided_before=T0, wake=None)
+    approvals.append_audit(_draft(approval, "late"))
+    entries, head = approvals.audit_log()
+    assert [(e.kid, e.mac is not None) for e in entries] == [("k1", True)] * 3
+    assert approvals.last_audit_entry() == entries[-1]
+    report = examine(entries, head, keys=KEYS)
+    assert (report.ok, report.unsigned, report.signed_from) == (True, 0, 1)

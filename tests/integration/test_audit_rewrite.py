@@ -1,0 +1,318 @@
+"""The audit log against someone who can write to the database and recompute the chain.
+
+Entries are appended through the real wiring (so they are signed with the keys in the
+settings); the attacker rewrites them with SQL UPDATEs through SQLAlchemy, recomputing
+every hash and the head with the chain function, but without the key. ``signoff audit
+verify`` runs as a real subprocess on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, delete, insert, select, update
+
+from agent_runtime.audit import GENESIS, AuditDraft, chain
+from agent_runtime.audit_report import REWRITTEN
+from bot.settings import Settings
+from bot.wiring import Services, build_services
+from store import SqlStore
+from store.models import audit_head, audit_log
+from tests.integration import cli_ok, lines, run_cli, signoff_command, signoff_env, wait_until
+
+pytestmark = pytest.mark.postgres
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+KEY = "k1:0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+ACTIONS = ["requested", "unauthorized", "approve", "requested", "reject"]
+
+
+def env_with(pg_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a ``signoff`` process on the test database."""
+    return signoff_env(pg_url, extra=extra)
+
+
+@contextmanager
+def wired(pg_url: str, keys: str) -> Iterator[Services]:
+    """Services wired from settings whose ``SIGNOFF_AUDIT_KEYS`` is ``keys``."""
+    built = build_services(Settings.from_env(env_with(pg_url, SIGNOFF_AUDIT_KEYS=keys)),
+                           migrate=False)
+    try:
+        yield built
+    finally:
+        built.store.engine.dispose()
+
+
+@pytest.fixture
+def services(pg_store: SqlStore, pg_url: str) -> Iterator[Services]:
+    """Services on the emptied test database that sign with ``KEY``."""
+    with wired(pg_url, KEY) as built:
+        yield built
+
+
+def write_log(services: Services, count: int = len(ACTIONS)) -> None:
+    """Append ``count`` entries, U_DANA approving entry 3, through the approvals store."""
+    for seq, action in enumerate(ACTIONS[:count], start=1):
+        who = "U_DANA" if action in ("approve", "reject") else "U_REQUESTER"
+        services.approvals.store.append_audit(AuditDraft(
+            at=T0 + timedelta(minutes=seq), approval_id=f"ap{seq // 4}", run_id="r1",
+            action=action, actor={"user_id": who}, detail={"by": who}))
+
+
+def rechain(engine: Engine) -> None:
+    """Recompute every entry's hash from its stored content, in order, and the head: what
+    anyone with the chain function and write access can do (the MACs stay as they are)."""
+    with engine.begin() as conn:
+        prev_hash, last = GENESIS, 0
+        for row in conn.execute(select(audit_log).order_by(audit_log.c.seq)).all():
+            draft = AuditDraft(at=row.at, approval_id=row.approval_id, run_id=row.run_id,
+                               action=row.action, actor=row.actor, detail=row.detail)
+            entry = chain(draft, row.seq, prev_hash)
+            conn.execute(update(audit_log).where(audit_log.c.seq == row.seq).values(
+                prev_hash=entry.prev_hash, hash=entry.hash))
+            prev_hash, last = entry.hash, row.seq
+        conn.execute(update(audit_head).values(seq=last, hash=prev_hash))
+
+
+def rewrite(engine: Engine, seq: int, **values: Any) -> None:
+    """Change entry ``seq`` in SQL, then recompute the chain."""
+    with engine.begin() as conn:
+        conn.execute(update(audit_log).where(audit_log.c.seq == seq).values(**values))
+    rechain(engine)
+
+
+def renumber(engine: Engine, seqs: list[int], by: int) -> None:
+    """Move entries ``seqs`` (in that order) ``by`` places."""
+    with engine.begin() as conn:
+        for seq in seqs:
+            conn.execute(update(audit_log).where(audit_log.c.seq == seq).values(seq=seq + by))
+
+
+def verify(env: dict[str, str], *flags: str) -> tuple[int, dict[str, Any]]:
+    """Run ``signoff audit verify --json``; return its exit status and report."""
+    done = run_cli(env, "audit", "verify", "--json", *flags)
+    assert done.returncode in (0, 1), done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return done.returncode, report
+
+
+def test_rewritten_and_rechained_approver_is_caught_with_the_key(
+    services: Services, pg_url: str
+) -> None:
+    """U_DANA rewritten to U_MALLORY with every hash recomputed: verify with the key exits 1."""
+    write_log(services)
+    env = env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY)
+    assert verify(env)[0] == 0
+
+    rewrite(services.store.engine, 3, actor={"user_id": "U_MALLORY"},
+            detail={"by": "U_MALLORY"})
+
+    code, report = verify(env)
+    assert code == 1
+    assert report["ok"] is False
+    assert report["problems"] == [f"entry {seq}: {REWRITTEN}" for seq in (3, 4, 5)]
+
+
+def anchor(env: dict[str, str], path: Path) -> dict[str, Any]:
+    """Run ``signoff audit anchor --file PATH --json``; return what it anchored."""
+    written: dict[str, Any] = json.loads(cli_ok(env, "audit", "anchor", "--file", str(path),
+                                                "--json"))
+    return written
+
+
+def test_without_the_key_verify_says_a_rewrite_is_undetectable(
+    services: Services, pg_url: str
+) -> None:
+    """Without keys the rewrite passes the chain check, and verify says MACs were not checked."""
+    write_log(services)
+    rewrite(services.store.engine, 3, actor={"user_id": "U_MALLORY"})
+    env = env_with(pg_url)
+
+    code, report = verify(env)
+    human = run_cli(env, "audit", "verify").stdout
+
+    assert (code, report["ok"], report["macs_verified"]) == (0, True, False)
+    assert "MACs not verified (no SIGNOFF_AUDIT_KEYS)" in human
+    assert "recompute the chain undetectably" in human
+
+
+def test_anchors_catch_a_rewrite_and_a_truncation_without_the_key(
+    services: Services, pg_url: str, tmp_path: Path
+) -> None:
+    """An anchor taken before the rewrite (or truncation) makes verify exit 1 with no key."""
+    write_log(services)
+    anchors = tmp_path / "anchors.jsonl"
+    written = anchor(env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY), anchors)
+    assert (written["seq"], written["kid"]) == (5, "k1")
+    env = env_with(pg_url)
+    assert verify(env, "--anchors", str(anchors))[0] == 0
+
+    rewrite(services.store.engine, 3, actor={"user_id": "U_MALLORY"})
+    code, report = verify(env, "--anchors", str(anchors))
+    assert (code, report["anchors"]) == (1, 1)
+    assert report["problems"] == [
+        "anchor line 1: entry 5 no longer has the anchored hash (the log was rewritten)"]
+
+    with services.store.engine.begin() as conn:
+        conn.execute(delete(audit_log).where(audit_log.c.seq >= 4))
+    rechain(services.store.engine)
+    code, report = verify(env, "--anchors", str(anchors))
+    assert (code, report["problems"]) == (1, [
+        "anchor line 1: entry 5 is missing from the log (deleted, or the log truncated)"])
+
+
+def test_stripping_every_mac_is_caught_by_the_anchors(
+    services: Services, pg_url: str, tmp_path: Path
+) -> None:
+    """MACs set to NULL everywhere look like a log from before signing, except to anchors."""
+    write_log(services)
+    anchors = tmp_path / "anchors.jsonl"
+    anchor(env_with(pg_url), anchors)
+    with services.store.engine.begin() as conn:
+        conn.execute(update(audit_log).values(kid=None, mac=None))
+    env = env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY)
+
+    assert verify(env)[1]["unsigned"] == 5, "without anchors: indistinguishable"
+    code, report = verify(env, "--anchors", str(anchors))
+
+    assert (code, report["signed_from"]) == (1, 5)
+    assert report["problems"] == ["entry 5: unsigned, though signing began at entry 5",
+                                  "anchor line 1: entry 5 no longer has the anchored MAC"]
+
+
+def test_rotated_keys_verify_old_entries_and_a_removed_key_is_unknown(
+    services: Services, pg_url: str
+) -> None:
+    """Entries signed with k1 verify while k1 is listed second; with k1 removed, they are
+    reported as signed with an unknown key id."""
+    write_log(services, 2)
+    rotated = f"k2:{'ab' * 16},{KEY}"
+    with wired(pg_url, rotated) as later:
+        write_log(later, 2)
+    kids = [e.kid for e in services.approvals.store.audit_log()[0]]
+    assert kids == ["k1", "k1", "k2", "k2"]
+
+    assert verify(env_with(pg_url, SIGNOFF_AUDIT_KEYS=rotated))[0] == 0
+    code, report = verify(env_with(pg_url, SIGNOFF_AUDIT_KEYS=f"k2:{'ab' * 16}"))
+    assert (code, report["problems"]) == (1, [
+        "entry 1: signed with unknown key id 'k1'", "entry 2: signed with unknown key id 'k1'"])
+
+
+def test_deleted_inserted_and_reordered_entries_are_caught(
+    services: Services, pg_url: str
+) -> None:
+    """Deleting, inserting or swapping entries, renumbered and re-chained: verify exits 1."""
+    write_log(services)
+    engine, env = services.store.engine, env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY)
+
+    with engine.begin() as conn:  # U_DANA's approval deleted, later entries moved up
+        conn.execute(delete(audit_log).where(audit_log.c.seq == 3))
+    renumber(engine, [4, 5], -1)
+    rechain(engine)
+    code, report = verify(env)
+    assert (code, report["problems"]) == (1, [f"entry {seq}: {REWRITTEN}" for seq in (3, 4)])
+
+    renumber(engine, [4, 3], +1)  # a forged approval inserted at 3
+    with engine.begin() as conn:
+        row = dict(conn.execute(select(audit_log).where(audit_log.c.seq == 2)).one()._mapping)
+        conn.execute(insert(audit_log).values({**row, "seq": 3, "action": "approve",
+                                               "kid": None, "mac": None}))
+    rechain(engine)
+    code, report = verify(env)
+    assert (code, report["problems"]) == (1, [
+        "entry 3: unsigned, though signing began at entry 1",
+        *(f"entry {seq}: {REWRITTEN}" for seq in (4, 5))])
+
+    with engine.begin() as conn:  # entries 1 and 2 swapped, MACs and all
+        conn.execute(update(audit_log).where(audit_log.c.seq == 1).values(seq=99))
+    renumber(engine, [2], -1)
+    renumber(engine, [99], -97)
+    rechain(engine)
+    code, report = verify(env)
+    assert code == 1
+    assert report["problems"][:2] == [f"entry {seq}: {REWRITTEN}" for seq in (1, 2)]
+
+
+def test_a_mac_copied_from_another_entry_is_caught(services: Services, pg_url: str) -> None:
+    """Entry 2's key id and MAC copied onto entry 3: the MAC does not verify for entry 3."""
+    write_log(services)
+    with services.store.engine.begin() as conn:
+        second = conn.execute(select(audit_log).where(audit_log.c.seq == 2)).one()
+        conn.execute(update(audit_log).where(audit_log.c.seq == 3).values(
+            kid=second.kid, mac=second.mac))
+
+    code, report = verify(env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY))
+
+    assert (code, report["problems"]) == (1, [f"entry 3: {REWRITTEN}"])
+
+
+def test_the_secret_is_neither_stored_nor_printed(
+    services: Services, pg_url: str, tmp_path: Path
+) -> None:
+    """The key's secret appears in no database row, no anchor and no verify output."""
+    write_log(services)
+    anchors = tmp_path / "anchors.jsonl"
+    env = env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY)
+    anchor(env, anchors)
+    rewrite(services.store.engine, 3, actor={"user_id": "U_MALLORY"})
+    secret = KEY.partition(":")[2]
+
+    outputs = [run_cli(env, "audit", "verify", *flags, "--anchors", str(anchors))
+               for flags in ((), ("--json",))]
+    with services.store.engine.connect() as conn:
+        rows = [str(row) for table in (audit_log, audit_head)
+                for row in conn.execute(select(table))]
+
+    assert all(secret not in text for text in (*rows, anchors.read_text(encoding="utf-8"),
+                                               *(o.stdout + o.stderr for o in outputs)))
+    assert [o.returncode for o in outputs] == [1, 1]
+
+
+@contextmanager
+def scheduler_only(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``signoff serve --no-http --no-worker`` (its scheduler alone), SIGKILLed on exit."""
+    with log.open("w", encoding="utf-8") as handle:
+        process = subprocess.Popen([*signoff_command(), "serve", "--no-http", "--no-worker"],
+                                   env=env, cwd=log.parent, stdout=handle,
+                                   stderr=subprocess.STDOUT)
+        try:
+            yield process
+        finally:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def anchored_seqs(path: Path) -> list[int]:
+    """The entry numbers anchored in ``path`` so far, in file order."""
+    return [json.loads(line)["seq"] for line in lines(path)]
+
+
+def test_serve_anchors_the_head_whenever_it_changed(
+    services: Services, pg_url: str, tmp_path: Path
+) -> None:
+    """`signoff serve` with an anchor file appends the new head after each change, only then."""
+    write_log(services, 3)
+    anchors = tmp_path / "anchors.jsonl"
+    env = env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY, SIGNOFF_AUDIT_ANCHOR_FILE=str(anchors),
+                   SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS="0.1",
+                   SIGNOFF_SLACK_API_URL="http://127.0.0.1:9/api/")
+
+    with scheduler_only(env, tmp_path / "serve.log") as process:
+        def anchored(seq: int) -> bool:
+            assert process.poll() is None, (tmp_path / "serve.log").read_text()
+            return seq in anchored_seqs(anchors)
+
+        wait_until(lambda: anchored(3), timeout=30, what="entry 3 to be anchored")
+        write_log(services, 2)
+        wait_until(lambda: anchored(5), timeout=30, what="entry 5 to be anchored")
+
+    seqs = anchored_seqs(anchors)
+    assert (seqs[0], seqs[-1], seqs == sorted(set(seqs))) == (3, 5, True), seqs
+    assert verify(env_with(pg_url), "--anchors", str(anchors))[0] == 0
