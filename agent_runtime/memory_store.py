@@ -21,7 +21,7 @@ from agent_runtime.exceptions import (
     RunNotFound,
 )
 from agent_runtime.ids import RunId
-from agent_runtime.notices import Delivery, Notice, QueuedNotice
+from agent_runtime.notices import DeadNotice, Delivery, Notice, QueuedNotice
 from agent_runtime.records import (
     AttemptRecord,
     ErrorInfo,
@@ -239,7 +239,7 @@ def _ended(now: datetime) -> dict[str, Any]:
 
 
 class InMemoryOutbox:
-    """An Outbox in process memory, with the same ordering rules as the SQL one."""
+    """An Outbox in process memory, with the same ordering and fencing rules as the SQL one."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -256,7 +256,8 @@ class InMemoryOutbox:
                 item_id = len(self._items) + 1
                 self._items[item_id] = {"notice": notice, "status": "pending", "attempts": 0,
                                         "next_at": now, "created_at": now, "delivery": None,
-                                        "claimed_until": None}
+                                        "claimed_until": None, "fence": 0, "sending_at": None,
+                                        "error": None}
 
     def claim_due(self, owner: str, *, now: datetime, until: datetime, limit: int) -> list[
         QueuedNotice
@@ -272,29 +273,41 @@ class InMemoryOutbox:
                 free = item["claimed_until"] is None or item["claimed_until"] <= now
                 due = item["next_at"] <= now and free and len(claimed) < limit
                 if (run_id is None or run_id not in blocked) and due:
-                    item["claimed_until"] = until
-                    item["attempts"] += 1
-                    claimed.append(QueuedNotice(id=item_id, notice=item["notice"],
-                                                attempts=item["attempts"],
-                                                created_at=item["created_at"]))
+                    claimed.append(self._claim(item_id, item, until))
                 if run_id is not None:
                     blocked.add(run_id)
             return claimed
 
-    def delivered(self, item_id: int, delivery: Delivery | None, now: datetime) -> None:
-        """Record a delivery."""
-        with self._lock:
-            self._items[item_id].update(status="sent", delivery=delivery, claimed_until=None)
+    def _claim(self, item_id: int, item: dict[str, Any], until: datetime) -> QueuedNotice:
+        item.update(claimed_until=until, attempts=item["attempts"] + 1, fence=item["fence"] + 1)
+        return QueuedNotice(id=item_id, notice=item["notice"], attempts=item["attempts"],
+                            created_at=item["created_at"], fence=item["fence"],
+                            uncertain=item["sending_at"] is not None,
+                            sending_since=item["sending_at"])
 
-    def retry_later(self, item_id: int, at: datetime, error: str) -> None:
+    def begin_send(self, item: QueuedNotice, *, now: datetime, until: datetime) -> bool:
+        """Mark the send begun and extend the claim."""
+        with self._lock:
+            sending_at = self._items[item.id]["sending_at"] or now
+            return self._fenced(item, sending_at=sending_at, claimed_until=until)
+
+    def delivered(self, item: QueuedNotice, delivery: Delivery | None, now: datetime) -> bool:
+        """Record a delivery."""
+        return self._fenced(item, status="sent", delivery=delivery, claimed_until=None,
+                            sending_at=None)
+
+    def retry_later(self, item: QueuedNotice, at: datetime, error: str, *,
+                    maybe_sent: bool = False) -> bool:
         """Release for another attempt."""
         with self._lock:
-            self._items[item_id].update(next_at=at, claimed_until=None, error=error)
+            sending_at = self._items[item.id]["sending_at"] if maybe_sent else None
+            return self._fenced(item, next_at=at, claimed_until=None, error=error,
+                                sending_at=sending_at)
 
-    def give_up(self, item_id: int, error: str) -> None:
+    def give_up(self, item: QueuedNotice, error: str) -> bool:
         """Mark the notice dead."""
-        with self._lock:
-            self._items[item_id].update(status="dead", claimed_until=None, error=error)
+        return self._fenced(item, status="dead", claimed_until=None, error=error,
+                            sending_at=None)
 
     def delivery_of(self, key: str) -> Delivery | None:
         """Return where ``key`` was delivered."""
@@ -304,6 +317,29 @@ class InMemoryOutbox:
                     delivery: Delivery | None = item["delivery"]
                     return delivery
             return None
+
+    def is_dead(self, key: str) -> bool:
+        """Tell whether ``key`` was given up."""
+        with self._lock:
+            return any(item["notice"].key == key and item["status"] == "dead"
+                       for item in self._items.values())
+
+    def dead_notices(self, limit: int) -> list[DeadNotice]:
+        """Return the notices given up, newest first."""
+        with self._lock:
+            dead = [item for _, item in sorted(self._items.items(), reverse=True)
+                    if item["status"] == "dead"][:limit]
+            return [DeadNotice(key=i["notice"].key, run_id=i["notice"].run_id,
+                               kind=i["notice"].kind, created_at=i["created_at"],
+                               attempts=i["attempts"], error=i["error"]) for i in dead]
+
+    def _fenced(self, item: QueuedNotice, **values: Any) -> bool:
+        with self._lock:
+            current = self._items[item.id]
+            if current["fence"] != item.fence or current["status"] != "pending":
+                return False
+            current.update(values)
+            return True
 
     def notices(self) -> list[Notice]:
         """Return every queued notice, oldest first (for tests)."""

@@ -69,7 +69,13 @@ class Silent:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueuedNotice:
-    """A notice in the outbox, with its delivery state."""
+    """A claimed notice, with its delivery state and the claim's fencing token.
+
+    ``fence`` is the claim's token: every later call about the notice passes the
+    ``QueuedNotice`` back, and the outbox refuses it once another claim has taken the notice.
+    ``uncertain`` says an earlier send began and its outcome was never recorded: the
+    message may already be out.
+    """
 
     id: int
     notice: Notice
@@ -77,6 +83,9 @@ class QueuedNotice:
     created_at: datetime
     channel: str | None = None
     ts: str | None = None
+    fence: int = 0
+    uncertain: bool = False
+    sending_since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,8 +96,26 @@ class Delivery:
     ts: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadNotice:
+    """A notice the outbox stopped trying to deliver, and why."""
+
+    key: str
+    run_id: str | None
+    kind: str
+    created_at: datetime
+    attempts: int
+    error: str | None
+
+
 class Outbox(Protocol):
-    """The queue of notices awaiting delivery. Claims keep N dispatchers from double work."""
+    """The queue of notices awaiting delivery.
+
+    A claim gives one dispatcher a notice for a while and a fencing token; ``begin_send``,
+    ``delivered``, ``retry_later`` and ``give_up`` are compare-and-sets on that token and
+    return False (changing nothing) for a dispatcher whose claim another has taken since.
+    Only ``give_up`` ends a notice undelivered: retrying never exhausts one.
+    """
 
     def enqueue(self, notices: Sequence[Notice], now: datetime) -> None:
         """Queue notices outside any other change (keys already queued are ignored)."""
@@ -100,18 +127,35 @@ class Outbox(Protocol):
         """Claim up to ``limit`` undelivered notices due at ``now``, oldest first."""
         ...
 
-    def delivered(self, item_id: int, delivery: Delivery | None, now: datetime) -> None:
-        """Record a delivery (None when the notice needed no message)."""
+    def begin_send(self, item: QueuedNotice, *, now: datetime, until: datetime) -> bool:
+        """Record that a send begins and hold the claim until ``until``, if it is still ours."""
         ...
 
-    def retry_later(self, item_id: int, at: datetime, error: str) -> None:
-        """Give the notice back for another attempt at ``at``."""
+    def delivered(self, item: QueuedNotice, delivery: Delivery | None, now: datetime) -> bool:
+        """Record a delivery (None when the notice needed no message), if the claim is ours."""
         ...
 
-    def give_up(self, item_id: int, error: str) -> None:
+    def retry_later(self, item: QueuedNotice, at: datetime, error: str, *,
+                    maybe_sent: bool = False) -> bool:
+        """Give the notice back for another attempt at ``at``, if the claim is ours.
+
+        ``maybe_sent`` keeps the send uncertain (a timeout, a dropped connection): the next
+        attempt must look for the message before sending it again.
+        """
+        ...
+
+    def give_up(self, item: QueuedNotice, error: str) -> bool:
         """Stop trying: the notice can never be delivered (kept, with why, for inspection)."""
         ...
 
     def delivery_of(self, key: str) -> Delivery | None:
         """Return where the notice ``key`` was delivered, if it was."""
+        ...
+
+    def is_dead(self, key: str) -> bool:
+        """Tell whether the notice ``key`` was given up."""
+        ...
+
+    def dead_notices(self, limit: int) -> list[DeadNotice]:
+        """Return up to ``limit`` notices given up, newest first."""
         ...

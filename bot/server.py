@@ -21,7 +21,7 @@ from bot.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
 from bot.scheduler import Job, build_scheduler
 from bot.settings import Settings, SettingsError
 from bot.slack.app import SlackDeps, build_app
-from bot.slack.dispatcher import Dispatcher
+from bot.slack.dispatcher import Dispatcher, DispatchOptions
 from bot.wiring import Services, build_services, worker_options
 from store.notify import WakeListener
 from store.replay_guard import SqlReplayGuard
@@ -76,8 +76,11 @@ def wsgi(app: App) -> WSGIApp:
 
 def dispatcher(services: Services, client: WebClient) -> Dispatcher:
     """The outbox dispatcher of this process."""
+    settings = services.settings
+    options = DispatchOptions(claim_for=settings.outbox_claim,
+                              backoff_cap=settings.outbox_backoff_cap)
     return Dispatcher(services.outbox, client, services.approvals, SystemClock(),
-                      owner=default_owner())
+                      owner=default_owner(), options=options)
 
 
 def serve(settings: Settings, parts: Parts) -> int:

@@ -13,11 +13,17 @@ class ServingThread:
 
     def __init__(self, server: socketserver.TCPServer, name: str, *,
                  poll_interval: float = 0.05) -> None:
+        self._name = name
+        self._poll_interval = poll_interval
+        self.serve(server)
+
+    def serve(self, server: socketserver.TCPServer) -> None:
+        """Serve ``server`` on a new thread (again, after ``stop()``, with a new server)."""
         self._socket_server = server
         self.stopped = False
         self._thread = threading.Thread(target=server.serve_forever,
-                                        kwargs={"poll_interval": poll_interval},
-                                        name=f"{name}-{self.port}", daemon=True)
+                                        kwargs={"poll_interval": self._poll_interval},
+                                        name=f"{self._name}-{self.port}", daemon=True)
         self._thread.start()
 
     @property

@@ -53,6 +53,13 @@ class Settings:
     slack_app_token: str = field(default="", repr=False)
     slack_api_url: str = "https://slack.com/api/"
     port: int = 8080
+    outbox_claim: timedelta = timedelta(seconds=60)
+    """``SIGNOFF_OUTBOX_CLAIM_SECONDS``: how long a dispatcher holds a notice it is sending;
+    Slack calls time out at a quarter of it, so no other dispatcher can take a notice whose
+    call is still in flight."""
+    outbox_backoff_cap: timedelta = timedelta(minutes=5)
+    """``SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS``: the longest wait between two attempts to
+    deliver a notice while Slack fails (429s wait for their ``Retry-After`` instead)."""
     otlp_endpoint: str = field(default="", repr=False)
     """``SIGNOFF_OTLP_ENDPOINT``: an OTLP/HTTP traces URL such as
     ``http://127.0.0.1:4318/v1/traces`` (a URL without a path gets ``/v1/traces``). When set,
@@ -94,6 +101,8 @@ class Settings:
             audit_keys=_audit_keys(env),
             audit_anchor_file=env.get("SIGNOFF_AUDIT_ANCHOR_FILE", ""),
             audit_anchor_interval=_seconds(env, "SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS", 60.0),
+            outbox_claim=_seconds(env, "SIGNOFF_OUTBOX_CLAIM_SECONDS", 60.0),
+            outbox_backoff_cap=_seconds(env, "SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS", 300.0),
             **_model(env),
             **_slack(env),
         )

@@ -15,6 +15,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -200,6 +201,10 @@ class OutboxRow(Base):
     ts: Mapped[str | None] = mapped_column(String(40), nullable=True)
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    fence: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    """Raised by every claim: only the holder of the current value may send or record."""
+    sending_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    """When the last send began, until its outcome is recorded: set means maybe sent."""
 
     __table_args__ = (
         Index(None, "status", "next_at"),

@@ -7,10 +7,10 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, case, exists, or_, select, update
+from sqlalchemy import Connection, Engine, exists, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from agent_runtime.notices import Delivery, Notice, QueuedNotice
+from agent_runtime.notices import DeadNotice, Delivery, Notice, QueuedNotice
 from store.errors import translated
 from store.models import outbox
 
@@ -22,7 +22,8 @@ def write_notices(conn: Connection, notices: Sequence[Notice], now: datetime) ->
     if not notices:
         return
     rows = [{"key": n.key, "run_id": n.run_id, "kind": n.kind, "data": n.data,
-             "created_at": now, "status": PENDING, "attempts": 0, "next_at": now}
+             "created_at": now, "status": PENDING, "attempts": 0, "next_at": now,
+             "fence": 0}
             for n in notices]
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     conn.execute(dialect.insert(outbox).values(rows).on_conflict_do_nothing(
@@ -32,9 +33,8 @@ def write_notices(conn: Connection, notices: Sequence[Notice], now: datetime) ->
 class SqlOutbox:
     """Implements ``agent_runtime.notices.Outbox`` over one SQLAlchemy engine."""
 
-    def __init__(self, engine: Engine, *, max_attempts: int = 12) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.max_attempts = max_attempts
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
@@ -66,31 +66,37 @@ class SqlOutbox:
                 return []
             rows = conn.execute(update(outbox).where(outbox.c.id.in_(ids))
                                 .values(claimed_by=owner, claimed_until=until,
-                                        attempts=outbox.c.attempts + 1)
+                                        attempts=outbox.c.attempts + 1,
+                                        fence=outbox.c.fence + 1)
                                 .returning(*outbox.c)).all()
         return sorted((_queued(r) for r in rows), key=lambda q: q.id)
 
-    def delivered(self, item_id: int, delivery: Delivery | None, now: datetime) -> None:
+    def begin_send(self, item: QueuedNotice, *, now: datetime, until: datetime) -> bool:
+        """Mark the send begun (keeping the earliest such time) and extend the claim."""
+        return self._fenced(item, sending_at=func.coalesce(outbox.c.sending_at, now),
+                            claimed_until=until)
+
+    def delivered(self, item: QueuedNotice, delivery: Delivery | None, now: datetime) -> bool:
         """Record the delivery."""
-        values: dict[str, Any] = {"status": SENT, "delivered_at": now, "claimed_until": None}
+        values: dict[str, Any] = {"status": SENT, "delivered_at": now, "claimed_until": None,
+                                  "sending_at": None}
         if delivery is not None:
             values |= {"channel": delivery.channel, "ts": delivery.ts}
-        with self._tx() as conn:
-            conn.execute(update(outbox).where(outbox.c.id == item_id).values(values))
+        return self._fenced(item, **values)
 
-    def retry_later(self, item_id: int, at: datetime, error: str) -> None:
-        """Release the claim for another attempt at ``at`` (dead after too many)."""
-        with self._tx() as conn:
-            conn.execute(
-                update(outbox).where(outbox.c.id == item_id).values(
-                    next_at=at, claimed_until=None, last_error=error[:2000],
-                    status=_status_after(outbox.c.attempts, self.max_attempts)))
+    def retry_later(self, item: QueuedNotice, at: datetime, error: str, *,
+                    maybe_sent: bool = False) -> bool:
+        """Release the claim for another attempt at ``at``."""
+        values: dict[str, Any] = {"next_at": at, "claimed_until": None,
+                                  "last_error": error[:2000]}
+        if not maybe_sent:
+            values["sending_at"] = None
+        return self._fenced(item, **values)
 
-    def give_up(self, item_id: int, error: str) -> None:
+    def give_up(self, item: QueuedNotice, error: str) -> bool:
         """Mark the notice dead: it stops holding up its run's later notices."""
-        with self._tx() as conn:
-            conn.execute(update(outbox).where(outbox.c.id == item_id).values(
-                status=DEAD, claimed_until=None, last_error=error[:2000]))
+        return self._fenced(item, status=DEAD, claimed_until=None, sending_at=None,
+                            last_error=error[:2000])
 
     def delivery_of(self, key: str) -> Delivery | None:
         """Return where ``key`` was delivered."""
@@ -101,15 +107,36 @@ class SqlOutbox:
             return None
         return Delivery(channel=row.channel, ts=row.ts)
 
+    def is_dead(self, key: str) -> bool:
+        """Tell whether ``key`` was given up."""
+        with self._tx() as conn:
+            status = conn.execute(select(outbox.c.status).where(outbox.c.key == key)).scalar()
+        return bool(status == DEAD)
 
-def _status_after(attempts: Any, max_attempts: int) -> Any:
-    return case((attempts >= max_attempts, DEAD), else_=PENDING)
+    def dead_notices(self, limit: int) -> list[DeadNotice]:
+        """Return the notices given up, newest first."""
+        query = (select(outbox).where(outbox.c.status == DEAD)
+                 .order_by(outbox.c.id.desc()).limit(limit))
+        with self._tx() as conn:
+            rows = conn.execute(query).all()
+        return [DeadNotice(key=r.key, run_id=r.run_id, kind=r.kind, created_at=r.created_at,
+                           attempts=r.attempts, error=r.last_error) for r in rows]
+
+    def _fenced(self, item: QueuedNotice, **values: Any) -> bool:
+        """Update the notice only while ``item``'s claim is the latest; tell whether it was."""
+        with self._tx() as conn:
+            result = conn.execute(update(outbox).where(
+                outbox.c.id == item.id, outbox.c.fence == item.fence,
+                outbox.c.status == PENDING).values(values))
+        return result.rowcount == 1
 
 
 def _queued(row: Any) -> QueuedNotice:
     notice = Notice(key=row.key, run_id=row.run_id, kind=row.kind, data=row.data)
     return QueuedNotice(id=row.id, notice=notice, attempts=row.attempts,
-                        created_at=row.created_at, channel=row.channel, ts=row.ts)
+                        created_at=row.created_at, channel=row.channel, ts=row.ts,
+                        fence=row.fence, uncertain=row.sending_at is not None,
+                        sending_since=row.sending_at)
 
 
 __all__ = ["SqlOutbox", "write_notices"]

@@ -34,6 +34,7 @@ class MessagesMixin(WorkspaceCore):
         thread_ts: str | None = None,
         user: str | None = None,
         reply_broadcast: bool = False,
+        metadata: JsonObject | None = None,
     ) -> Message:
         """Post a message as the bot (or as ``user``, for a person typing in the sandbox).
 
@@ -61,6 +62,7 @@ class MessagesMixin(WorkspaceCore):
                 bot_id=self.bot_id if author.is_bot else None,
                 thread_ts=None if parent is None else (parent.thread_ts or parent.ts),
                 reply_broadcast=reply_broadcast and parent is not None,
+                metadata=copy.deepcopy(metadata),
             )
             self._messages[target.id].append(message)
             event = self._event_locked("message_posted", message)

@@ -116,14 +116,17 @@ class Message:
     reply_broadcast: bool = False
     edits: tuple[MessageRevision, ...] = ()
     edited_ts: str | None = None
+    metadata: JsonObject | None = None
 
     @property
     def is_reply(self) -> bool:
         """Return whether the message is a thread reply."""
         return self.thread_ts is not None and self.thread_ts != self.ts
 
-    def to_api(self, *, team_id: str, app_id: str | None = None) -> JsonObject:
-        """Return the message object the Web API answers with."""
+    def to_api(self, *, team_id: str, app_id: str | None = None,
+               include_metadata: bool = True) -> JsonObject:
+        """Return the message object the Web API answers with (history calls show its
+        metadata only when asked, with ``include_all_metadata``)."""
         payload: JsonObject = {"type": "message", "user": self.user, "text": self.text,
                                "ts": self.ts, "team": team_id}
         if self.bot_id is not None:
@@ -138,6 +141,8 @@ class Message:
             payload["subtype"] = "thread_broadcast"
         if self.edited_ts is not None:
             payload["edited"] = {"user": self.user, "ts": self.edited_ts}
+        if self.metadata is not None and include_metadata:
+            payload["metadata"] = copy.deepcopy(self.metadata)
         return payload
 
 

@@ -79,8 +79,20 @@ class RunningSlackApi(ServingThread):
     def __init__(self, server: _ApiHttpServer, host: str, token: str) -> None:
         self._server = server
         self._host = host
+        self._port = int(server.server_address[1])
         self.token = token
         super().__init__(server, "sandbox-slack-api")
+
+    def go_offline(self) -> None:
+        """Close the listening socket: every call is refused until ``go_online()``."""
+        self.stop()
+
+    def go_online(self) -> None:
+        """Listen again, on the same port, serving the same API."""
+        if not self.stopped:
+            return
+        self._server = _ApiHttpServer((self._host, self._port), self._server.api)
+        self.serve(self._server)
 
     @property
     def url(self) -> str:

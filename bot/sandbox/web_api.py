@@ -10,11 +10,13 @@ import email.parser
 import email.policy
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
+from bot.sandbox.history import conversations_history, conversations_replies
 from bot.sandbox.records import JsonObject, WorkspaceError
 from bot.sandbox.workspace import Workspace
 
@@ -123,6 +125,17 @@ def _blocks_arg(params: Mapping[str, Any]) -> list[JsonObject] | None:
     return cast("list[JsonObject] | None", blocks)
 
 
+def _metadata_arg(params: Mapping[str, Any]) -> JsonObject | None:
+    """Message metadata as Slack takes it: ``event_type`` and an ``event_payload`` object."""
+    metadata = _json_arg(params, "metadata", "invalid_metadata_format")
+    if metadata is None:
+        return None
+    if (not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str)
+            or not metadata["event_type"] or not isinstance(metadata.get("event_payload"), dict)):
+        raise WorkspaceError("invalid_metadata_format")
+    return {"event_type": metadata["event_type"], "event_payload": metadata["event_payload"]}
+
+
 def _view_arg(params: Mapping[str, Any]) -> JsonObject:
     view = _json_arg(params, "view", "invalid_arguments")
     if view is None:
@@ -160,6 +173,8 @@ class SlackWebApi:
             "chat.postEphemeral": self._chat_post_ephemeral,
             "chat.getPermalink": self._chat_get_permalink,
             "conversations.open": self._conversations_open,
+            "conversations.history": lambda p: conversations_history(self.workspace, p),
+            "conversations.replies": lambda p: conversations_replies(self.workspace, p),
             "users.info": self._users_info,
             "views.open": self._views_open,
             "views.update": self._views_update,
@@ -191,9 +206,13 @@ class SlackWebApi:
         args = dict(params)
         token = token or _text(args, "token")
         args.pop("token", None)
+        delay = self.workspace.call_delay()
+        if delay > 0:
+            time.sleep(delay)  # the scripted slowness of a struggling Slack
         response = self._answer(method, args, token)
         error = None if response.body.get("ok") else str(response.body.get("error"))
         self.workspace.log_call(method, args, status=response.status, error=error)
+        self.workspace.wait_for_release(method)
         return response
 
     def _answer(self, method: str, args: Mapping[str, Any], token: str | None) -> ApiResponse:
@@ -232,6 +251,7 @@ class SlackWebApi:
             blocks=_blocks_arg(params),
             thread_ts=_text(params, "thread_ts") or None,
             reply_broadcast=_flag(params, "reply_broadcast"),
+            metadata=_metadata_arg(params),
         )
         return {"channel": message.channel, "ts": message.ts,
                 "message": message.to_api(team_id=ws.team_id, app_id=ws.app_id)}

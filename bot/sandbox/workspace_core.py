@@ -77,6 +77,10 @@ class WorkspaceCore:
         self._triggers: dict[str, Trigger] = {}
         self._calls: list[ApiCall] = []
         self._faults: dict[str, deque[Fault]] = {}
+        self._limited_until = 0.0
+        self._limited_retry_after = 1
+        self._delay_s = 0.0
+        self._gates: dict[str, threading.Event] = {}
         self._events: list[WorkspaceEvent] = []
         self._subscribers: list[Callable[[WorkspaceEvent], None]] = []
         self.add_channel("general")
@@ -213,9 +217,46 @@ class WorkspaceCore:
         with self._lock:
             self._faults.clear()
 
+    def rate_limit_for(self, seconds: float, *, retry_after: int = 1) -> None:
+        """Answer every call for the next ``seconds`` with HTTP 429 and ``Retry-After``."""
+        with self._lock:
+            self._limited_until = self._clock() + seconds
+            self._limited_retry_after = retry_after
+
+    def slow_down(self, seconds: float) -> None:
+        """Answer every call ``seconds`` late (0: at once again), as a struggling Slack does."""
+        with self._lock:
+            self._delay_s = seconds
+
+    def call_delay(self) -> float:
+        """Return how late calls are answered now."""
+        with self._lock:
+            return self._delay_s
+
+    def hold_answers(self, method: str) -> None:
+        """Do the work of each later call of ``method`` but keep its answer until released."""
+        with self._lock:
+            self._gates[method] = threading.Event()
+
+    def release_answers(self, method: str) -> None:
+        """Send the answers held for ``method``, and hold no more."""
+        with self._lock:
+            gate = self._gates.pop(method, None)
+        if gate is not None:
+            gate.set()
+
+    def wait_for_release(self, method: str) -> None:
+        """Block the caller (a request's thread) while answers of ``method`` are held."""
+        with self._lock:
+            gate = self._gates.get(method)
+        if gate is not None:
+            gate.wait()
+
     def take_fault(self, method: str) -> Fault | None:
         """Consume and return the next scripted fault for a call of ``method``, if any."""
         with self._lock:
+            if self._clock() < self._limited_until:
+                return Fault("ratelimited", "ratelimited", 429, self._limited_retry_after)
             for key in (method, "*"):
                 queue = self._faults.get(key)
                 if queue:

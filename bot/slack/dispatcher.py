@@ -1,45 +1,114 @@
-"""Delivers outbox notices to Slack: in order per run, retried with backoff, honouring 429."""
+"""Delivers outbox notices to Slack: once each, in order per run, through outages and 429s.
+
+Each notice is fenced: before every Slack call the dispatcher re-checks, in the database,
+that its claim is still the latest and extends it; a dispatcher whose claim another has
+taken never calls Slack for that notice again. A send that began but was never recorded
+is uncertain: before posting it again the dispatcher looks for the message (by the
+metadata every post carries). Transient failures back off and retry for as long as they
+last; a 429 holds back its lane for ``Retry-After``; only Slack's definitive refusals end
+a notice, with an error logged.
+"""
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
-from urllib.error import URLError
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TypeVar
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from agent_runtime import Approvals, Clock
-from agent_runtime.notices import Delivery, Notice, Outbox, QueuedNotice
+from agent_runtime.exceptions import StoreUnavailable
+from agent_runtime.notices import Delivery, Outbox, QueuedNotice
 from bot.slack import blocks
+from bot.slack.delivery_errors import (
+    TRANSPORT_ERRORS,
+    backoff,
+    describe,
+    is_permanent,
+    is_rate_limited,
+    is_transient,
+    never_reached_slack,
+    retry_after,
+)
 from bot.slack.notifier import CARD, CARD_UPDATE, DM, EPHEMERAL, REPLY, ROOT, root_key
+from bot.slack.rate_limits import EVERYTHING, Lane, RateLimits
+from bot.slack.sent_lookup import find_sent, metadata
 
 logger = logging.getLogger(__name__)
 
-CLAIM_FOR = timedelta(seconds=60)
+T = TypeVar("T")
+
 NOT_READY_DELAY = timedelta(milliseconds=500)
-MAX_BACKOFF = timedelta(minutes=5)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DispatchOptions:
+    """How long a claim lasts, how far backoff grows, how many notices one round claims.
+
+    Slack calls time out at a quarter of the claim, so a call in flight always ends
+    (answered or failed) well before anyone else may claim its notice.
+    """
+
+    claim_for: timedelta = timedelta(seconds=60)
+    backoff_cap: timedelta = timedelta(minutes=5)
+    batch: int = 10
+
+    @property
+    def call_timeout(self) -> float:
+        """Seconds one Slack call may take."""
+        return self.claim_for.total_seconds() / 4
 
 
 class NotReady(Exception):
     """The message this notice depends on (its thread root, or the card to update) is not out."""
 
 
+class Undeliverable(Exception):
+    """The message this notice depends on was given up: this one can never be delivered."""
+
+
+class LostClaim(Exception):
+    """Another dispatcher has claimed the notice since: this one must not call Slack for it."""
+
+
+class Held(Exception):
+    """The call's lane is held back (a 429, or Slack unreachable) until ``until``."""
+
+    def __init__(self, until: datetime, reason: str) -> None:
+        super().__init__(reason)
+        self.until = until
+        self.reason = reason
+
+
+def sending_client(client: WebClient, options: DispatchOptions) -> WebClient:
+    """The dispatcher's own client: no automatic retries (a retried post could land twice)
+    and a timeout well inside a claim."""
+    return WebClient(token=client.token, base_url=client.base_url, retry_handlers=[],
+                     timeout=max(1, int(options.call_timeout)), logger=client.logger)
+
+
 class Dispatcher:
     """Takes due notices from the outbox and sends them with the Slack Web API."""
 
     def __init__(self, outbox: Outbox, client: WebClient, approvals: Approvals, clock: Clock,
-                 owner: str) -> None:
+                 owner: str, options: DispatchOptions | None = None) -> None:
+        self._options = options or DispatchOptions()
         self._outbox = outbox
-        self._client = client
+        self._client = sending_client(client, self._options)
         self._approvals = approvals
         self._clock = clock
         self._owner = owner
+        self._limits = RateLimits()
 
-    def dispatch_once(self, limit: int = 25) -> int:
+    def dispatch_once(self, limit: int | None = None) -> int:
         """Deliver what is due now; return how many notices were claimed."""
         now = self._clock.now()
-        items = self._outbox.claim_due(self._owner, now=now, until=now + CLAIM_FOR, limit=limit)
+        items = self._outbox.claim_due(self._owner, now=now, until=now + self._options.claim_for,
+                                       limit=limit or self._options.batch)
         for item in items:
             self._deliver(item)
         return len(items)
@@ -50,99 +119,150 @@ class Dispatcher:
             if not self.dispatch_once():
                 return
 
-    def _deliver(self, item: QueuedNotice) -> None:
-        now = self._clock.now()
-        try:
-            self._outbox.delivered(item.id, self._send(item.notice), now)
-        except NotReady:
-            self._outbox.retry_later(item.id, now + NOT_READY_DELAY, "waits for an earlier message")
-        except SlackApiError as exc:
-            logger.warning("slack refused a message",
-                           extra={"action": "dispatch", "run_id": item.notice.run_id})
-            if _permanent(exc):
-                self._outbox.give_up(item.id, _describe(exc))
-            else:
-                self._outbox.retry_later(item.id, now + _delay(exc, item.attempts),
-                                         _describe(exc))
-        except (URLError, OSError) as exc:
-            self._outbox.retry_later(item.id, now + _backoff(item.attempts), str(exc)[:500])
+    # -- one notice ------------------------------------------------------------------------
 
-    def _send(self, notice: Notice) -> Delivery | None:
-        data = notice.data
+    def _deliver(self, item: QueuedNotice) -> None:
+        try:
+            delivery = self._send(item)
+        except LostClaim:
+            logger.info("notice claimed by another dispatcher",
+                        extra={"action": "dispatch", "run_id": item.notice.run_id})
+        except NotReady:
+            self._retry(item, self._clock.now() + NOT_READY_DELAY, "waits for an earlier message")
+        except Held as held:
+            self._retry(item, held.until, held.reason)
+        except Undeliverable as exc:
+            self._give_up(item, str(exc))
+        except SlackApiError as exc:
+            self._refused(item, exc)
+        except TRANSPORT_ERRORS as exc:
+            self._unreachable(item, exc)
+        else:
+            self._record(item, delivery)
+
+    def _refused(self, item: QueuedNotice, exc: SlackApiError) -> None:
+        if is_permanent(exc):
+            self._give_up(item, describe(exc))
+            return
+        logger.warning("slack failed a call; retrying",
+                       extra={"action": "dispatch", "run_id": item.notice.run_id,
+                              "error": describe(exc)})
+        self._retry(item, self._clock.now() + backoff(item.attempts, self._options.backoff_cap),
+                    describe(exc), maybe_sent=is_transient(exc))
+
+    def _unreachable(self, item: QueuedNotice, exc: BaseException) -> None:
+        until = self._clock.now() + backoff(item.attempts, self._options.backoff_cap)
+        self._limits.hold(Lane(EVERYTHING), until)
+        logger.warning("slack unreachable; retrying",
+                       extra={"action": "dispatch", "run_id": item.notice.run_id,
+                              "error": describe(exc)})
+        self._retry(item, until, describe(exc), maybe_sent=not never_reached_slack(exc))
+
+    def _retry(self, item: QueuedNotice, at: datetime, error: str, *,
+               maybe_sent: bool = False) -> None:
+        # an earlier send still unaccounted for stays so until a lookup or a delivery settles it
+        self._outbox.retry_later(item, at, error, maybe_sent=maybe_sent or item.uncertain)
+
+    def _give_up(self, item: QueuedNotice, error: str) -> None:
+        logger.error("slack notice given up", extra={
+            "action": "dispatch", "run_id": item.notice.run_id, "key": item.notice.key,
+            "kind": item.notice.kind, "error": error})
+        self._outbox.give_up(item, error)
+
+    def _record(self, item: QueuedNotice, delivery: Delivery | None) -> None:
+        """Record the delivery, once more on a fresh connection if the first one dropped."""
+        try:
+            recorded = self._outbox.delivered(item, delivery, self._clock.now())
+        except StoreUnavailable:
+            recorded = self._outbox.delivered(item, delivery, self._clock.now())
+        if not recorded:
+            logger.warning("delivery recorded by another dispatcher",
+                           extra={"action": "dispatch", "run_id": item.notice.run_id})
+
+    # -- what each notice sends -------------------------------------------------------------
+
+    def _send(self, item: QueuedNotice) -> Delivery | None:
+        notice, data = item.notice, item.notice.data
         if notice.kind == ROOT:
             text, body = blocks.run_root(str(notice.run_id), data["task"], data["requester"],
                                          data["agent"], fork=data.get("fork"))
-            return self._post(data["channel"], text, body)
+            return self._post(item, data["channel"], text, body)
         if notice.kind == REPLY:
-            root = self._root(notice)
-            return self._post(root.channel, data["text"], None, thread_ts=root.ts)
+            root = self._depends_on(root_key(str(notice.run_id)))
+            return self._post(item, root.channel, data["text"], None, thread_ts=root.ts)
         if notice.kind == CARD:
-            root = self._root(notice)
+            root = self._depends_on(root_key(str(notice.run_id)))
             text, body = blocks.approval_card(self._approvals.get(data["approval_id"]))
-            return self._post(root.channel, text, body, thread_ts=root.ts)
+            return self._post(item, root.channel, text, body, thread_ts=root.ts)
         if notice.kind == DM:
-            channel = self._client.conversations_open(users=data["user"])["channel"]["id"]
-            text, body = blocks.approval_card(self._approvals.get(data["approval_id"]))
-            return self._post(channel, text, body)
+            return self._direct(item, data["user"], data["approval_id"])
         if notice.kind == CARD_UPDATE:
-            return self._update(data["target"], data["approval_id"])
+            self._update(item, data["target"], data["approval_id"])
+            return None
         if notice.kind == EPHEMERAL:
-            self._client.chat_postEphemeral(channel=data["channel"], user=data["user"],
-                                            text=data["text"], blocks=data.get("blocks"),
-                                            thread_ts=data.get("thread_ts"))
+            self._call(item, Lane.of("chat.postEphemeral", data["channel"]),
+                       lambda: self._client.chat_postEphemeral(
+                           channel=data["channel"], user=data["user"], text=data["text"],
+                           blocks=data.get("blocks"), thread_ts=data.get("thread_ts")))
             return None
         raise ValueError(f"unknown notice kind {notice.kind!r}")
 
-    def _root(self, notice: Notice) -> Delivery:
-        root = self._outbox.delivery_of(root_key(str(notice.run_id)))
-        if root is None:
-            raise NotReady()
-        return root
+    def _depends_on(self, key: str) -> Delivery:
+        found = self._outbox.delivery_of(key)
+        if found is not None:
+            return found
+        if self._outbox.is_dead(key):
+            raise Undeliverable(f"depends on {key}, which could not be delivered")
+        raise NotReady()
 
-    def _update(self, target: str, approval_id: str) -> Delivery | None:
-        card = self._outbox.delivery_of(target)
-        if card is None:
-            raise NotReady()
+    def _direct(self, item: QueuedNotice, user: str, approval_id: str) -> Delivery:
+        opened = self._call(item, Lane.of("conversations.open", None),
+                            lambda: self._client.conversations_open(users=user))
         text, body = blocks.approval_card(self._approvals.get(approval_id))
-        self._client.chat_update(channel=card.channel, ts=card.ts, text=text, blocks=body)
-        return None
+        return self._post(item, str(opened["channel"]["id"]), text, body)
 
-    def _post(self, channel: str, text: str, body: list[blocks.Block] | None, *,
-              thread_ts: str | None = None) -> Delivery:
-        response = self._client.chat_postMessage(channel=channel, text=text, blocks=body,
-                                                 thread_ts=thread_ts, unfurl_links=False,
-                                                 unfurl_media=False)
+    def _update(self, item: QueuedNotice, target: str, approval_id: str) -> None:
+        card = self._depends_on(target)
+        text, body = blocks.approval_card(self._approvals.get(approval_id))
+        self._call(item, Lane.of("chat.update", card.channel),
+                   lambda: self._client.chat_update(channel=card.channel, ts=card.ts, text=text,
+                                                    blocks=body))
+
+    def _post(self, item: QueuedNotice, channel: str, text: str,
+              body: list[blocks.Block] | None, *, thread_ts: str | None = None) -> Delivery:
+        if item.uncertain:
+            method = "conversations.replies" if thread_ts else "conversations.history"
+            found = self._call(item, Lane.of(method, channel), lambda: find_sent(
+                self._client, item.notice.key, channel=channel, thread_ts=thread_ts,
+                since=item.sending_since))
+            if found is not None:
+                logger.info("notice found already posted", extra={
+                    "action": "dispatch", "run_id": item.notice.run_id, "key": item.notice.key})
+                return found
+        response = self._call(item, Lane.of("chat.postMessage", channel), lambda: (
+            self._client.chat_postMessage(channel=channel, text=text, blocks=body,
+                                          thread_ts=thread_ts, unfurl_links=False,
+                                          unfurl_media=False,
+                                          metadata=metadata(item.notice.key))))
         return Delivery(channel=str(response["channel"]), ts=str(response["ts"]))
 
-
-PERMANENT_ERRORS = frozenset({
-    "channel_not_found", "not_in_channel", "is_archived", "user_not_found",
-    "user_not_visible", "cannot_dm_bot", "invalid_blocks", "msg_too_long", "no_text",
-    "message_not_found", "cant_update_message",
-})
-"""Slack errors that no retry will cure for this notice. Token and scope errors are not
-among them: they hit every notice alike and are cured by fixing the app's configuration,
-so those notices wait, with backoff."""
-
-
-def _permanent(exc: SlackApiError) -> bool:
-    return exc.response is not None and exc.response.get("error") in PERMANENT_ERRORS
-
-
-def _delay(exc: SlackApiError, attempts: int) -> timedelta:
-    if exc.response.status_code == 429:
-        retry_after = exc.response.headers.get("Retry-After", "1")
-        return timedelta(seconds=float(retry_after) if str(retry_after).isdigit() else 1.0)
-    return _backoff(attempts)
+    def _call(self, item: QueuedNotice, lane: Lane, call: Callable[[], T]) -> T:
+        """Make one Slack call for ``item``: not while its lane is held, only while its claim is
+        the latest (extended for the call), and turning a 429 into a hold on the lane."""
+        now = self._clock.now()
+        held = self._limits.held_until(lane, now)
+        if held is not None:
+            raise Held(held, "waits for slack (rate limited or unreachable)")
+        if not self._outbox.begin_send(item, now=now, until=now + self._options.claim_for):
+            raise LostClaim()
+        try:
+            return call()
+        except SlackApiError as exc:
+            if not is_rate_limited(exc):
+                raise
+            until = now + retry_after(exc)
+            self._limits.hold(lane, until)
+            raise Held(until, describe(exc)) from exc
 
 
-def _backoff(attempts: int) -> timedelta:
-    return min(timedelta(seconds=0.5 * 2 ** max(0, attempts - 1)), MAX_BACKOFF)
-
-
-def _describe(exc: SlackApiError) -> str:
-    error = exc.response.get("error") if exc.response is not None else None
-    return f"slack: {error or exc}"[:500]
-
-
-__all__ = ["Dispatcher", "NotReady"]
+__all__ = ["DispatchOptions", "Dispatcher", "NotReady", "sending_client"]

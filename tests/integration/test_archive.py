@@ -189,7 +189,7 @@ def _notify(box: SqlOutbox, delivered: RunId, undelivered: RunId) -> None:
     box.enqueue([Notice(key=f"run:{delivered}:root", run_id=delivered, kind="run.root",
                         data={"channel": "C1", "task": "two steps"})], OLD)
     (item,) = box.claim_due("archive-test", now=OLD, until=OLD + timedelta(minutes=1), limit=1)
-    box.delivered(item.id, Delivery(channel="C1", ts="946728000.000100"), OLD)
+    box.delivered(item, Delivery(channel="C1", ts="946728000.000100"), OLD)
     box.enqueue([Notice(key=f"run:{undelivered}:root", run_id=undelivered, kind="run.root",
                         data={"channel": "C1"})], OLD)
 

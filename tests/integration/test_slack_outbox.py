@@ -16,7 +16,7 @@ import pytest
 from agent_runtime import RunId, RunStatus
 from agent_runtime.clock import SystemClock
 from bot.slack.blocks import APPROVE
-from bot.slack.dispatcher import CLAIM_FOR, Dispatcher
+from bot.slack.dispatcher import Dispatcher, DispatchOptions
 from tests.integration.slack_harness import (
     APPROVER,
     TASK,
@@ -31,6 +31,8 @@ from tests.integration.slack_readers import (
     posts_per_message,
     run_id_of,
 )
+
+CLAIM_FOR = DispatchOptions().claim_for
 
 POSTED_KINDS = ("run.root", "run.reply", "approval.card", "approval.dm")
 """The notices that become new messages (the others update cards or are ephemeral)."""

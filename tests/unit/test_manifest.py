@@ -22,7 +22,8 @@ SCHEMA_PATH = ROOT / "bot" / "slack" / "manifest_schema" / "manifest.schema.1.0.
 SCHEMA_MAJOR_VERSION = 1
 
 EVENTS_PATH = "/slack/events"  # Bolt's default request path, used for HTTP mode
-BOT_SCOPES = {"commands", "chat:write", "im:write"}
+BOT_SCOPES = {"commands", "chat:write", "im:write", "channels:history", "groups:history",
+              "im:history"}
 
 Json = dict[str, Any]
 
