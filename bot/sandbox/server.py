@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -13,6 +14,7 @@ from slack_sdk import WebClient
 from bot.sandbox.web_api import DEFAULT_TOKEN, ApiResponse, SlackWebApi
 from bot.sandbox.workspace import Workspace
 from bot.serving import ServingThread
+from bot.slack.scopes import BOT_SCOPES
 
 log = logging.getLogger(__name__)
 
@@ -126,10 +128,13 @@ def start_slack_api(
     port: int = 0,
     token: str = DEFAULT_TOKEN,
     host: str = "127.0.0.1",
+    scopes: Iterable[str] = BOT_SCOPES,
 ) -> RunningSlackApi:
     """Serve a workspace (a fresh one by default) as the Slack Web API in a background thread.
 
-    Port 0 picks a free port. Requests must carry ``token`` (``Authorization: Bearer``).
+    Port 0 picks a free port. Requests must carry ``token`` (``Authorization: Bearer``), which
+    was granted ``scopes``.
     """
-    api = SlackWebApi(workspace if workspace is not None else Workspace(), tokens=(token,))
+    api = SlackWebApi(workspace if workspace is not None else Workspace(), tokens=(token,),
+                      scopes=scopes)
     return RunningSlackApi(_ApiHttpServer((host, port), api), host, token)

@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl
 from bot.sandbox.history import conversations_history, conversations_replies
 from bot.sandbox.records import JsonObject, WorkspaceError
 from bot.sandbox.workspace import Workspace
+from bot.slack.scopes import BOT_SCOPES
 
 log = logging.getLogger(__name__)
 
@@ -163,9 +164,12 @@ class SlackWebApi:
     raises: every outcome is an ``ApiResponse`` and a logged ``ApiCall``.
     """
 
-    def __init__(self, workspace: Workspace, *, tokens: Iterable[str] = (DEFAULT_TOKEN,)) -> None:
+    def __init__(self, workspace: Workspace, *, tokens: Iterable[str] = (DEFAULT_TOKEN,),
+                 scopes: Iterable[str] = BOT_SCOPES) -> None:
         self.workspace = workspace
         self.tokens = frozenset(tokens)
+        self.scopes = tuple(scopes)
+        """The scopes the token was granted: Slack names them in ``x-oauth-scopes``."""
         self._handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._chat_post_message,
@@ -173,6 +177,7 @@ class SlackWebApi:
             "chat.postEphemeral": self._chat_post_ephemeral,
             "chat.getPermalink": self._chat_get_permalink,
             "conversations.open": self._conversations_open,
+            "conversations.info": self._conversations_info,
             "conversations.history": lambda p: conversations_history(self.workspace, p),
             "conversations.replies": lambda p: conversations_replies(self.workspace, p),
             "users.info": self._users_info,
@@ -228,7 +233,8 @@ class SlackWebApi:
             headers = {"Retry-After": str(fault.retry_after)} if fault.kind == "ratelimited" else {}
             return ApiResponse(fault.status, {"ok": False, "error": fault.error}, headers)
         try:
-            return ApiResponse(200, {"ok": True, **handler(args)})
+            return ApiResponse(200, {"ok": True, **handler(args)},
+                               {"x-oauth-scopes": ",".join(self.scopes)})
         except WorkspaceError as exc:
             return ApiResponse(200, _error_body(exc))
         except Exception:
@@ -283,6 +289,15 @@ class SlackWebApi:
         link = self.workspace.permalink(channel, _required(params, "message_ts",
                                                            "message_not_found"))
         return {"channel": channel, "permalink": link}
+
+    def _conversations_info(self, params: Mapping[str, Any]) -> JsonObject:
+        ws = self.workspace
+        channel = ws.channel(_required(params, "channel", "channel_not_found"))
+        if channel is None:
+            raise WorkspaceError("channel_not_found")
+        return {"channel": {"id": channel.id, "name": channel.name, "is_im": channel.is_im,
+                            "is_archived": False,
+                            "is_member": ws.is_member(channel.id, ws.bot_user.id)}}
 
     def _conversations_open(self, params: Mapping[str, Any]) -> JsonObject:
         ws = self.workspace

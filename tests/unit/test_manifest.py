@@ -14,6 +14,8 @@ import yaml
 from jsonschema.protocols import Validator
 from referencing import Registry
 
+from bot.slack.scopes import BOT_SCOPES
+
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST_PATH = ROOT / "manifest.yml"
 # Vendored unmodified from slackapi/manifest-schema (see the README next to it). The versioned
@@ -22,8 +24,6 @@ SCHEMA_PATH = ROOT / "bot" / "slack" / "manifest_schema" / "manifest.schema.1.0.
 SCHEMA_MAJOR_VERSION = 1
 
 EVENTS_PATH = "/slack/events"  # Bolt's default request path, used for HTTP mode
-BOT_SCOPES = {"commands", "chat:write", "im:write", "channels:history", "groups:history",
-              "im:history"}
 
 Json = dict[str, Any]
 
