@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, and_, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry, chain
@@ -41,14 +42,16 @@ class SqlApprovalStore:
         self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice] = ()
     ) -> Approval:
         """Store a pending approval, its audit entry and notices unless the id exists."""
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         with self._tx() as conn:
-            head = _lock_head(conn)
-            existing = conn.execute(select(approvals).where(approvals.c.id == approval.id)).first()
-            if existing is not None:
-                return _approval(existing)
-            conn.execute(insert(approvals).values(_row(approval)))
-            _append(conn, head, audit, self._keys)
+            added = conn.execute(dialect.insert(approvals).values(_row(approval))
+                                 .on_conflict_do_nothing(index_elements=["id"])
+                                 .returning(approvals.c.id)).first()
+            if added is None:  # the id exists: creating is idempotent
+                return _approval(conn.execute(
+                    select(approvals).where(approvals.c.id == approval.id)).one())
             write_notices(conn, notices, audit.at)
+            _append(conn, _lock_head(conn), audit, self._keys)  # the chain's lock last
         return approval
 
     def get_approval(self, approval_id: str) -> Approval:
@@ -86,12 +89,14 @@ class SqlApprovalStore:
         with self._tx() as conn:
             if not conn.execute(update(approvals).where(guard).values(values)).rowcount:
                 return False
-            _append(conn, _lock_head(conn), audit, self._keys)  # the chain's lock last
             write_notices(conn, notices, audit.at)
             if wake is not None:
                 deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at,
                         strict=False)
                 notify_wake(conn)
+            # every decision locks the chain's head row: lock it last, so that it is held for
+            # the append and the commit only
+            _append(conn, _lock_head(conn), audit, self._keys)
         return True
 
     def consume_approval(self, approval_id: str, position: int) -> bool:
@@ -146,12 +151,17 @@ def _lock_head(conn: Connection) -> tuple[int, str]:
 def _append(conn: Connection, head: tuple[int, str], audit: AuditDraft,
             keys: AuditKeys | None) -> AuditEntry:
     entry = chain(audit, head[0] + 1, head[1], keys)
-    conn.execute(insert(audit_log).values(
+    added = insert(audit_log).values(
         seq=entry.seq, at=entry.at, approval_id=entry.approval_id, run_id=entry.run_id,
         action=entry.action, actor=entry.actor, detail=entry.detail,
-        prev_hash=entry.prev_hash, hash=entry.hash, kid=entry.kid, mac=entry.mac))
-    conn.execute(update(audit_head).where(audit_head.c.id == 1)
-                 .values(seq=entry.seq, hash=entry.hash))
+        prev_hash=entry.prev_hash, hash=entry.hash, kid=entry.kid, mac=entry.mac)
+    moved = update(audit_head).where(audit_head.c.id == 1).values(seq=entry.seq,
+                                                                  hash=entry.hash)
+    if conn.dialect.name == "postgresql":
+        conn.execute(moved.add_cte(added.cte("appended")))  # one round trip under the lock
+    else:
+        conn.execute(added)
+        conn.execute(moved)
     return entry
 
 

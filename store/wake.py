@@ -5,12 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
-from sqlalchemy import exc as sa_exc
+from sqlalchemy import Connection, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.exceptions import EventAlreadyDelivered, InvalidRunState, RunNotFound
 from agent_runtime.records import RunStatus
-from store.errors import is_unique_violation
 from store.models import events, runs
 
 
@@ -33,15 +32,13 @@ def deliver(
         if not strict:
             return
         raise InvalidRunState(run_id, status, "signal")
-    try:
-        with conn.begin_nested():
-            conn.execute(insert(events).values(run_id=run_id, key=key, data=data,
-                                               delivered_at=now))
-    except sa_exc.IntegrityError as exc:
-        if not is_unique_violation(exc):
-            raise
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stored = conn.execute(dialect.insert(events).values(
+        run_id=run_id, key=key, data=data, delivered_at=now).on_conflict_do_nothing()
+        .returning(events.c.run_id)).first()
+    if stored is None:  # the key was delivered before
         if strict:
-            raise EventAlreadyDelivered(run_id, key) from exc
+            raise EventAlreadyDelivered(run_id, key)
         return
     conn.execute(
         update(runs)
