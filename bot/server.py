@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import Any
 
 from slack_bolt import App
-from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk import WebClient
 
 from agent_runtime import SystemClock, Worker
@@ -22,6 +21,7 @@ from bot.scheduler import Job, build_scheduler
 from bot.settings import Settings, SettingsError
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.dispatcher import Dispatcher, DispatchOptions
+from bot.slack.form_request import SlackWsgiHandler
 from bot.wiring import Services, build_services, worker_options
 from store.notify import WakeListener
 from store.replay_guard import SqlReplayGuard
@@ -59,7 +59,7 @@ def slack_app(services: Services, client: WebClient) -> App:
 
 def wsgi(app: App) -> WSGIApp:
     """A WSGI application: Slack at ``/slack/events``, a health check at ``/healthz``."""
-    handler = guarded(SlackRequestHandler(app))
+    handler = guarded(SlackWsgiHandler(app))
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "")
