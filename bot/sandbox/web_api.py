@@ -224,6 +224,8 @@ class SlackWebApi:
         if token not in self.tokens:
             return ApiResponse(200, {"ok": False, "error": "invalid_auth"})
         fault = self.workspace.take_fault(method)
+        if fault is not None and fault.kind == "bare":
+            return ApiResponse(200, {"ok": True})
         if fault is not None:
             headers = {"Retry-After": str(fault.retry_after)} if fault.kind == "ratelimited" else {}
             return ApiResponse(fault.status, {"ok": False, "error": fault.error}, headers)

@@ -70,6 +70,8 @@ class WorkspaceCore:
         self._last_ts_us = 0
         self._users: dict[str, User] = {self.bot_user.id: self.bot_user}
         self._channels: dict[str, Channel] = {}
+        self._bot_channels: set[str] = set()
+        self._archived: set[str] = set()
         self._ims: dict[str, str] = {}
         self._messages: dict[str, list[Message]] = {}
         self._ephemerals: list[EphemeralMessage] = []
@@ -104,8 +106,9 @@ class WorkspaceCore:
         self._deliver(event)
         return user
 
-    def add_channel(self, name: str, *, channel_id: str | None = None) -> Channel:
-        """Add a public channel and return it."""
+    def add_channel(self, name: str, *, channel_id: str | None = None,
+                    with_bot: bool = True) -> Channel:
+        """Add a public channel (the bot invited to it unless ``with_bot`` is False)."""
         with self._lock:
             name = name.lstrip("#")
             if any(c.name == name and not c.is_im for c in self._channels.values()):
@@ -115,6 +118,8 @@ class WorkspaceCore:
                 raise ValueError(f"channel {channel.id} already exists")
             self._channels[channel.id] = channel
             self._messages[channel.id] = []
+            if with_bot:
+                self._bot_channels.add(channel.id)
             event = self._event_locked("channel_created", channel)
         self._deliver(event)
         return channel
@@ -175,6 +180,32 @@ class WorkspaceCore:
             raise WorkspaceError("channel_not_found")
         return self.open_im(ref)
 
+    def invite_bot(self, channel_id: str) -> None:
+        """Add the bot to a channel, as ``/invite @bot`` does."""
+        with self._lock:
+            self._bot_channels.add(channel_id)
+
+    def remove_bot(self, channel_id: str) -> None:
+        """Take the bot out of a channel, as ``/remove @bot`` does."""
+        with self._lock:
+            self._bot_channels.discard(channel_id)
+
+    def archive(self, channel_id: str) -> None:
+        """Archive a channel: nothing can be posted in it any more."""
+        with self._lock:
+            self._archived.add(channel_id)
+
+    def check_bot_may_post(self, channel: Channel) -> None:
+        """Refuse as Slack does a bot post where the bot cannot post: archived, or not invited.
+
+        Raises WorkspaceError ``is_archived`` or ``not_in_channel``; the bot's IMs always work.
+        """
+        with self._lock:
+            if channel.id in self._archived:
+                raise WorkspaceError("is_archived")
+            if not channel.is_im and channel.id not in self._bot_channels:
+                raise WorkspaceError("not_in_channel")
+
     def is_member(self, channel_id: str, user_id: str) -> bool:
         """Return whether a user is in a channel: every public one, and their own IM."""
         with self._lock:
@@ -211,6 +242,11 @@ class WorkspaceCore:
     def fail(self, method: str, error: str, *, times: int = 1, status: int = 200) -> None:
         """Answer the next ``times`` calls of ``method`` (``"*"``: any) with ``error``."""
         self._add_fault(method, times, Fault("error", error, status))
+
+    def answer_bare(self, method: str, *, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``{"ok": true}`` alone, doing
+        nothing (what Slack's mock servers answer)."""
+        self._add_fault(method, times, Fault("bare", "", 200))
 
     def clear_faults(self) -> None:
         """Forget every scripted fault not yet used."""
