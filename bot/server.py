@@ -20,7 +20,8 @@ from bot.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
 from bot.scheduler import Job, build_scheduler
 from bot.settings import Settings, SettingsError
 from bot.slack.app import SlackDeps, build_app
-from bot.slack.dispatcher import Dispatcher, DispatchOptions
+from bot.slack.channel_refusals import ChannelRefusals
+from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
 from bot.slack.form_request import SlackWsgiHandler
 from bot.wiring import Services, build_services, worker_options
 from store.notify import WakeListener
@@ -78,9 +79,12 @@ def dispatcher(services: Services, client: WebClient) -> Dispatcher:
     """The outbox dispatcher of this process."""
     settings = services.settings
     options = DispatchOptions(claim_for=settings.outbox_claim,
-                              backoff_cap=settings.outbox_backoff_cap)
+                              backoff_cap=settings.outbox_backoff_cap,
+                              pace=Pace(every=settings.slack_post_interval,
+                                        burst=settings.slack_post_burst))
+    refusals = ChannelRefusals(services.runtime, services.approvals)
     return Dispatcher(services.outbox, client, services.approvals, SystemClock(),
-                      owner=default_owner(), options=options)
+                      owner=default_owner(), options=options, channel_refused=refusals.refused)
 
 
 def serve(settings: Settings, parts: Parts) -> int:
