@@ -311,11 +311,11 @@ class Dispatcher:
                                           metadata=metadata(item.notice.key))))
         return delivery_of(response.data)
 
-    def _pace(self, lane: Lane, now: datetime) -> None:
-        """Take a post slot in the lane's channel, or hold the call until one frees up."""
+    def _pace(self, item: QueuedNotice, lane: Lane, now: datetime) -> None:
+        """Take a post slot in the lane's channel, or hold the call until its booked slot."""
         if lane.method not in PER_CHANNEL or lane.channel is None:
             return
-        paced = self._pacing.take(lane.channel, now)
+        paced = self._pacing.slot(lane.channel, item.notice.key, now)
         if paced is not None:
             raise Held(paced, "paced: slack takes about one post a second per channel")
 
@@ -326,7 +326,7 @@ class Dispatcher:
         held = self._limits.held_until(lane, now)
         if held is not None:
             raise Held(held, "waits for slack (rate limited or unreachable)")
-        self._pace(lane, now)
+        self._pace(item, lane, now)
         if not self._outbox.begin_send(item, now=now, until=now + self._options.claim_for):
             raise LostClaim()
         try:

@@ -1,9 +1,11 @@
 """Pacing posts per channel as Slack asks: about one message a second, with short bursts.
 
 Slack allows roughly one ``chat.postMessage`` per second in each channel, tolerating short
-bursts, and answers 429 beyond. A token bucket per channel keeps this process under it: a
-post that finds no token waits (its notice is retried when one frees up) while posts to
-other channels go on.
+bursts, and answers 429 beyond. Each channel is a token bucket, kept as the time its next
+post is due (the generic cell rate algorithm): a post beyond the burst is booked the next
+free slot of its channel and waits for it (its notice is retried then), so the notices of
+a busy channel queue one slot apart instead of all retrying at once, and posts to other
+channels go on meanwhile.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-MAX_CHANNELS = 1024
-"""Buckets kept before full (idle) ones are forgotten."""
+MAX_ENTRIES = 1024
+"""Channels and bookings kept before idle and stale ones are forgotten."""
+STALE_AFTER = timedelta(minutes=5)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -25,36 +28,39 @@ class Pace:
 
 
 class ChannelPacing:
-    """A token bucket per channel."""
+    """The post slots of each channel, and the slots booked for posts that wait."""
 
     def __init__(self, pace: Pace) -> None:
         self._pace = pace
         self._lock = threading.Lock()
-        self._buckets: dict[str, tuple[float, datetime]] = {}
+        self._due: dict[str, datetime] = {}
+        self._booked: dict[str, datetime] = {}
 
-    def take(self, channel: str, now: datetime) -> datetime | None:
-        """Take a post slot in ``channel`` now: None if taken, else when the next one frees."""
+    def slot(self, channel: str, key: str, now: datetime) -> datetime | None:
+        """Return None if the post ``key`` may go to ``channel`` now, else its booked slot."""
         with self._lock:
-            if len(self._buckets) > MAX_CHANNELS:
-                self._forget_idle(now)
-            tokens = self._tokens(channel, now)
-            if tokens >= 1:
-                self._buckets[channel] = (tokens - 1, now)
+            booked = self._booked.pop(key, None)
+            if booked is not None:
+                if booked > now:
+                    self._booked[key] = booked
+                    return booked
                 return None
-            self._buckets[channel] = (tokens, now)
-            return now + self._pace.every * (1 - tokens)
+            return self._book(channel, key, now)
 
-    def _tokens(self, channel: str, now: datetime) -> float:
-        held = self._buckets.get(channel)
-        if held is None:
-            return float(self._pace.burst)
-        tokens, since = held
-        return min(float(self._pace.burst), tokens + max(0.0, (now - since) / self._pace.every))
+    def _book(self, channel: str, key: str, now: datetime) -> datetime | None:
+        if len(self._due) + len(self._booked) > MAX_ENTRIES:
+            self._forget_stale(now)
+        due = max(self._due.get(channel, now), now)
+        earliest = due - self._pace.every * (self._pace.burst - 1)
+        self._due[channel] = due + self._pace.every
+        if earliest <= now:
+            return None
+        self._booked[key] = earliest
+        return earliest
 
-    def _forget_idle(self, now: datetime) -> None:
-        full = [c for c in self._buckets if self._tokens(c, now) >= self._pace.burst]
-        for channel in full:
-            del self._buckets[channel]
+    def _forget_stale(self, now: datetime) -> None:
+        self._due = {c: d for c, d in self._due.items() if d > now}
+        self._booked = {k: b for k, b in self._booked.items() if b > now - STALE_AFTER}
 
 
 __all__ = ["ChannelPacing", "Pace"]
