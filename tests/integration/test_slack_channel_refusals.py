@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from datetime import timedelta
@@ -12,6 +13,8 @@ import pytest
 from agent_runtime import ApprovalStatus, RunId, RunStatus
 from bot.slack.channel_refusals import cancel_message
 from bot.slack.dispatcher import Dispatcher, DispatchOptions
+from bot.slack.notifier import ROOT, root_key
+from tests.integration import cli_ok, signoff_env
 from tests.integration.response_urls import ResponseUrls
 from tests.integration.slack_harness import (
     TASK,
@@ -110,3 +113,20 @@ def test_a_refused_token_alerts_the_operator_and_keeps_every_notice(
     dispatcher.drain()
     assert world.root_of(run_id)
     assert {r["status"] for r in outbox_rows(bot)} == {"sent"}
+
+
+def test_notices_slack_refused_are_listed_by_the_cli(
+    world: SlackWorld, bot: BotInstance, responses: ResponseUrls
+) -> None:
+    """``signoff outbox --failed [--json]`` shows each dead notice with Slack's reason."""
+    run_id = start_in(bot, channel_refusing(world, "not_in_channel"), responses.url("req"))
+    bot.drain()
+    env = signoff_env(world.database_url)
+    listed = json.loads(cli_ok(env, "outbox", "--failed", "--json"))
+    dead = listed[-1]
+    assert (dead["key"], dead["run_id"], dead["kind"], dead["error"]) == (
+        root_key(run_id), run_id, ROOT, "slack: not_in_channel"), "oldest last"
+    assert {d["error"] for d in listed[:-1]} == {
+        f"depends on {root_key(run_id)}, which could not be delivered"}
+    assert f"run.root run {run_id} after 1 attempt(s): slack: not_in_channel" in cli_ok(
+        env, "outbox", "--failed")
