@@ -85,7 +85,7 @@ class WorkspaceCore:
         self._gates: dict[str, threading.Event] = {}
         self._events: list[WorkspaceEvent] = []
         self._subscribers: list[Callable[[WorkspaceEvent], None]] = []
-        self.add_channel("general")
+        self.add_channel("general", with_bot=True)
 
     @property
     def url(self) -> str:
@@ -107,8 +107,8 @@ class WorkspaceCore:
         return user
 
     def add_channel(self, name: str, *, channel_id: str | None = None,
-                    with_bot: bool = True) -> Channel:
-        """Add a public channel (the bot invited to it unless ``with_bot`` is False)."""
+                    with_bot: bool = False) -> Channel:
+        """Add a public channel; the bot is not in it (as in Slack) unless ``with_bot``."""
         with self._lock:
             name = name.lstrip("#")
             if any(c.name == name and not c.is_im for c in self._channels.values()):

@@ -48,7 +48,7 @@ def channel_refusing(world: SlackWorld, error: str) -> str:
     """A channel where Slack refuses the bot's posts with ``error``."""
     if error == "channel_not_found":
         return "C0DELETED"
-    channel = world.workspace.add_channel("payload-team", with_bot=False).id
+    channel = world.workspace.add_channel("payload-team").id
     if error == "is_archived":
         world.workspace.invite_bot(channel)
         world.workspace.archive(channel)
@@ -81,7 +81,7 @@ def test_a_run_in_a_channel_the_bot_was_invited_to_is_posted(
     world: SlackWorld, bot: BotInstance, responses: ResponseUrls
 ) -> None:
     """After ``/invite @Signoff`` the same channel gets the run's thread and nobody is told."""
-    channel = world.workspace.add_channel("payload-team", with_bot=False).id
+    channel = world.workspace.add_channel("payload-team").id
     world.workspace.invite_bot(channel)
     run_id = start_in(bot, channel, responses.url("requester"))
     bot.work()

@@ -36,7 +36,7 @@ def test_five_runs_in_one_channel_are_paced_and_another_channel_is_not_held_up(
     world: SlackWorld, bot: BotInstance
 ) -> None:
     """A token bucket per channel: burst, then one post per interval, in order per run."""
-    quiet = world.workspace.add_channel("quiet").id
+    quiet = world.workspace.add_channel("quiet", with_bot=True).id
     busy_runs = [run_id_of(acked(bot.command(TASK))) for _ in range(BUSY_RUNS)]
     quiet_run = run_id_of(acked(bot.command(TASK, channel=quiet)))
     bot.work()
