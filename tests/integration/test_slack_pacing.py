@@ -12,8 +12,8 @@ from tests.integration.slack_harness import TASK, BotInstance, SlackWorld, acked
 from tests.integration.slack_readers import outbox_rows, run_id_of
 
 PACE = Pace(every=timedelta(milliseconds=100), burst=3)
-JITTER_S = 0.03
-"""How much earlier than its slot the fake Slack may log a post (its clock, not ours)."""
+JITTER_S = 0.1
+"""How much the fake Slack's log of a post may lag its slot (HTTP and a loaded machine)."""
 BUSY_RUNS = 5
 
 
