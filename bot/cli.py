@@ -27,6 +27,7 @@ from bot import (
     cli_dev,
     cli_doctor,
     cli_journal,
+    cli_outbox,
     cli_runs,
     cli_trace,
 )
@@ -72,6 +73,7 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     cli_archive.add_commands(commands)
     cli_agents.add_commands(commands)
     cli_audit.add_commands(commands)
+    cli_outbox.add_commands(commands)
     cli_dev.add_commands(commands)
     cli_doctor.add_commands(commands)
     add_demo_commands(commands, port=settings.demo_provider_port,

@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import Any
 
 from slack_bolt import App
-from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk import WebClient
 
 from agent_runtime import SystemClock, Worker
@@ -21,7 +20,9 @@ from bot.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
 from bot.scheduler import Job, build_scheduler
 from bot.settings import Settings, SettingsError
 from bot.slack.app import SlackDeps, build_app
-from bot.slack.dispatcher import Dispatcher, DispatchOptions
+from bot.slack.channel_refusals import ChannelRefusals
+from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
+from bot.slack.form_request import SlackWsgiHandler
 from bot.wiring import Services, build_services, worker_options
 from store.notify import WakeListener
 from store.replay_guard import SqlReplayGuard
@@ -59,7 +60,7 @@ def slack_app(services: Services, client: WebClient) -> App:
 
 def wsgi(app: App) -> WSGIApp:
     """A WSGI application: Slack at ``/slack/events``, a health check at ``/healthz``."""
-    handler = guarded(SlackRequestHandler(app))
+    handler = guarded(SlackWsgiHandler(app))
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "")
@@ -78,9 +79,12 @@ def dispatcher(services: Services, client: WebClient) -> Dispatcher:
     """The outbox dispatcher of this process."""
     settings = services.settings
     options = DispatchOptions(claim_for=settings.outbox_claim,
-                              backoff_cap=settings.outbox_backoff_cap)
+                              backoff_cap=settings.outbox_backoff_cap,
+                              pace=Pace(every=settings.slack_post_interval,
+                                        burst=settings.slack_post_burst))
+    refusals = ChannelRefusals(services.runtime, services.approvals)
     return Dispatcher(services.outbox, client, services.approvals, SystemClock(),
-                      owner=default_owner(), options=options)
+                      owner=default_owner(), options=options, channel_refused=refusals.refused)
 
 
 def serve(settings: Settings, parts: Parts) -> int:

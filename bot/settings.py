@@ -60,6 +60,12 @@ class Settings:
     outbox_backoff_cap: timedelta = timedelta(minutes=5)
     """``SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS``: the longest wait between two attempts to
     deliver a notice while Slack fails (429s wait for their ``Retry-After`` instead)."""
+    slack_post_interval: timedelta = timedelta(seconds=1)
+    """``SIGNOFF_SLACK_POST_INTERVAL_SECONDS``: each process posts to one channel at most once
+    per this interval on average (Slack's limit is about one a second per channel)."""
+    slack_post_burst: int = 3
+    """``SIGNOFF_SLACK_POST_BURST``: how many posts to one channel may go at once before the
+    interval applies."""
     otlp_endpoint: str = field(default="", repr=False)
     """``SIGNOFF_OTLP_ENDPOINT``: an OTLP/HTTP traces URL such as
     ``http://127.0.0.1:4318/v1/traces`` (a URL without a path gets ``/v1/traces``). When set,
@@ -103,6 +109,8 @@ class Settings:
             audit_anchor_interval=_seconds(env, "SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS", 60.0),
             outbox_claim=_seconds(env, "SIGNOFF_OUTBOX_CLAIM_SECONDS", 60.0),
             outbox_backoff_cap=_seconds(env, "SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS", 300.0),
+            slack_post_interval=_seconds(env, "SIGNOFF_SLACK_POST_INTERVAL_SECONDS", 1.0),
+            slack_post_burst=_count(env, "SIGNOFF_SLACK_POST_BURST", 3),
             **_model(env),
             **_slack(env),
         )
@@ -235,6 +243,15 @@ def _port(env: Mapping[str, str], name: str, default: int) -> int:
         return default
     if not raw.isdigit() or not 0 < int(raw) < 65536:
         raise SettingsError(f"{name} must be a TCP port number, not {raw!r}")
+    return int(raw)
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise SettingsError(f"{name} must be a whole number of at least 1, not {raw!r}")
     return int(raw)
 
 

@@ -38,13 +38,16 @@ class MessagesMixin(WorkspaceCore):
     ) -> Message:
         """Post a message as the bot (or as ``user``, for a person typing in the sandbox).
 
-        Raises WorkspaceError with Slack's code: ``channel_not_found``, ``no_text``,
-        ``msg_too_long``, ``invalid_blocks``, ``invalid_thread_ts``, ``thread_not_found``.
+        Raises WorkspaceError with Slack's code: ``channel_not_found``, ``not_in_channel``,
+        ``is_archived``, ``no_text``, ``msg_too_long``, ``invalid_blocks``,
+        ``invalid_thread_ts``, ``thread_not_found``.
         """
         target = self.resolve_channel(channel)
         _check_content(text, blocks)
         with self._lock:
             author = self._author(user)
+            if author.is_bot:
+                self.check_bot_may_post(target)
             parent = None
             if thread_ts is not None:
                 if not _TS_RE.match(thread_ts):

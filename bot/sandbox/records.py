@@ -204,9 +204,10 @@ class Trigger:
 
 @dataclass(frozen=True)
 class Fault:
-    """A scripted answer for the next call of a method: a 429, or an error with a status."""
+    """A scripted answer for the next call of a method: a 429, an error with a status, or a
+    bare ``{"ok": true}`` that does nothing (as Slack's own mock servers answer)."""
 
-    kind: Literal["ratelimited", "error"]
+    kind: Literal["ratelimited", "error", "bare"]
     error: str
     status: int
     retry_after: int = 0

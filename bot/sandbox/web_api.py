@@ -229,6 +229,8 @@ class SlackWebApi:
         if token not in self.tokens:
             return ApiResponse(200, {"ok": False, "error": "invalid_auth"})
         fault = self.workspace.take_fault(method)
+        if fault is not None and fault.kind == "bare":
+            return ApiResponse(200, {"ok": True})
         if fault is not None:
             headers = {"Retry-After": str(fault.retry_after)} if fault.kind == "ratelimited" else {}
             return ApiResponse(fault.status, {"ok": False, "error": fault.error}, headers)
@@ -296,7 +298,7 @@ class SlackWebApi:
         if channel is None:
             raise WorkspaceError("channel_not_found")
         return {"channel": {"id": channel.id, "name": channel.name, "is_im": channel.is_im,
-                            "is_archived": False,
+                            "is_archived": ws.is_archived(channel.id),
                             "is_member": ws.is_member(channel.id, ws.bot_user.id)}}
 
     def _conversations_open(self, params: Mapping[str, Any]) -> JsonObject:

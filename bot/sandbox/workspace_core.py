@@ -70,6 +70,8 @@ class WorkspaceCore:
         self._last_ts_us = 0
         self._users: dict[str, User] = {self.bot_user.id: self.bot_user}
         self._channels: dict[str, Channel] = {}
+        self._bot_channels: set[str] = set()
+        self._archived: set[str] = set()
         self._ims: dict[str, str] = {}
         self._messages: dict[str, list[Message]] = {}
         self._ephemerals: list[EphemeralMessage] = []
@@ -83,7 +85,7 @@ class WorkspaceCore:
         self._gates: dict[str, threading.Event] = {}
         self._events: list[WorkspaceEvent] = []
         self._subscribers: list[Callable[[WorkspaceEvent], None]] = []
-        self.add_channel("general")
+        self.add_channel("general", with_bot=True)
 
     @property
     def url(self) -> str:
@@ -104,8 +106,9 @@ class WorkspaceCore:
         self._deliver(event)
         return user
 
-    def add_channel(self, name: str, *, channel_id: str | None = None) -> Channel:
-        """Add a public channel and return it."""
+    def add_channel(self, name: str, *, channel_id: str | None = None,
+                    with_bot: bool = False) -> Channel:
+        """Add a public channel; the bot is not in it (as in Slack) unless ``with_bot``."""
         with self._lock:
             name = name.lstrip("#")
             if any(c.name == name and not c.is_im for c in self._channels.values()):
@@ -115,6 +118,8 @@ class WorkspaceCore:
                 raise ValueError(f"channel {channel.id} already exists")
             self._channels[channel.id] = channel
             self._messages[channel.id] = []
+            if with_bot:
+                self._bot_channels.add(channel.id)
             event = self._event_locked("channel_created", channel)
         self._deliver(event)
         return channel
@@ -175,13 +180,47 @@ class WorkspaceCore:
             raise WorkspaceError("channel_not_found")
         return self.open_im(ref)
 
+    def invite_bot(self, channel_id: str) -> None:
+        """Add the bot to a channel, as ``/invite @bot`` does."""
+        with self._lock:
+            self._bot_channels.add(channel_id)
+
+    def remove_bot(self, channel_id: str) -> None:
+        """Take the bot out of a channel, as ``/remove @bot`` does."""
+        with self._lock:
+            self._bot_channels.discard(channel_id)
+
+    def archive(self, channel_id: str) -> None:
+        """Archive a channel: nothing can be posted in it any more."""
+        with self._lock:
+            self._archived.add(channel_id)
+
+    def check_bot_may_post(self, channel: Channel) -> None:
+        """Refuse as Slack does a bot post where the bot cannot post: archived, or not invited.
+
+        Raises WorkspaceError ``is_archived`` or ``not_in_channel``; the bot's IMs always work.
+        """
+        with self._lock:
+            if channel.id in self._archived:
+                raise WorkspaceError("is_archived")
+            if not channel.is_im and channel.id not in self._bot_channels:
+                raise WorkspaceError("not_in_channel")
+
     def is_member(self, channel_id: str, user_id: str) -> bool:
-        """Return whether a user is in a channel: every public one, and their own IM."""
+        """Return whether a user is in a channel: a person is in every public one and their
+        own IM; the bot is in its IMs and the channels it was invited to."""
         with self._lock:
             channel = self._channels.get(channel_id)
             if channel is None or user_id not in self._users:
                 return False
-            return not channel.is_im or channel.user == user_id or user_id == self.bot_user.id
+            if user_id == self.bot_user.id:
+                return channel.is_im or channel.id in self._bot_channels
+            return not channel.is_im or channel.user == user_id
+
+    def is_archived(self, channel_id: str) -> bool:
+        """Return whether the channel was archived."""
+        with self._lock:
+            return channel_id in self._archived
 
     # -- the API log and scripted faults ------------------------------------------------------
 
@@ -211,6 +250,11 @@ class WorkspaceCore:
     def fail(self, method: str, error: str, *, times: int = 1, status: int = 200) -> None:
         """Answer the next ``times`` calls of ``method`` (``"*"``: any) with ``error``."""
         self._add_fault(method, times, Fault("error", error, status))
+
+    def answer_bare(self, method: str, *, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``{"ok": true}`` alone, doing
+        nothing (what Slack's mock servers answer)."""
+        self._add_fault(method, times, Fault("bare", "", 200))
 
     def clear_faults(self) -> None:
         """Forget every scripted fault not yet used."""

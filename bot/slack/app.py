@@ -189,8 +189,10 @@ class Listeners:
 
     def _start(self, task: str, actor: Actor, command: dict[str, Any]) -> str:
         agent = self.deps.agents.get()
+        # the response_url reaches the requester even where the bot cannot post
         context = {"slack": {"channel": command.get("channel_id", ""),
-                             "team": command.get("team_id", "")}}
+                             "team": command.get("team_id", ""),
+                             "response_url": command.get("response_url", "")}}
         data = AgentInput(task=task, requester=actor, context=context).to_json()
         run = self.deps.runtime.start(agent.workflow, data)
         return f"Started run `{run.id}`; follow it in the thread below."

@@ -32,6 +32,11 @@ PERMANENT_ERRORS = frozenset({
 among them: they hit every notice alike and are cured by fixing the app's configuration,
 so those notices wait, with backoff."""
 
+TOKEN_ERRORS = frozenset({
+    "not_authed", "invalid_auth", "token_revoked", "token_expired", "account_inactive",
+})
+"""Slack refusing the bot token itself: every call fails alike until an operator fixes it."""
+
 DEFAULT_RETRY_AFTER = timedelta(seconds=1)
 
 
@@ -50,6 +55,11 @@ def is_rate_limited(exc: SlackApiError) -> bool:
 def is_permanent(exc: SlackApiError) -> bool:
     """Tell whether Slack refused the call for good."""
     return slack_error(exc) in PERMANENT_ERRORS
+
+
+def is_token_refused(exc: SlackApiError) -> bool:
+    """Tell whether Slack refused the bot token (revoked, invalid, deactivated)."""
+    return slack_error(exc) in TOKEN_ERRORS
 
 
 def is_transient(exc: SlackApiError) -> bool:

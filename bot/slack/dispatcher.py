@@ -6,23 +6,26 @@ taken never calls Slack for that notice again. A send that began but was never r
 is uncertain: before posting it again the dispatcher looks for the message (by the
 metadata every post carries). Transient failures back off and retry for as long as they
 last; a 429 holds back its lane for ``Retry-After``; only Slack's definitive refusals end
-a notice, with an error logged.
+a notice, with an error logged. Posts are paced per channel (``bot.slack.pacing``); a
+refused bot token holds every call back and is logged as an error for the operator; a
+refused channel ends the run and tells its requester (``bot.slack.channel_refusals``).
+One notice failing in an unexpected way is logged and retried later; the batch goes on.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from agent_runtime import Approvals, Clock
 from agent_runtime.exceptions import StoreUnavailable
-from agent_runtime.notices import Delivery, Outbox, QueuedNotice
+from agent_runtime.notices import Delivery, Notice, Outbox, QueuedNotice
 from bot.slack import blocks
 from bot.slack.delivery_errors import (
     TRANSPORT_ERRORS,
@@ -30,12 +33,15 @@ from bot.slack.delivery_errors import (
     describe,
     is_permanent,
     is_rate_limited,
+    is_token_refused,
     is_transient,
     never_reached_slack,
     retry_after,
+    slack_error,
 )
 from bot.slack.notifier import CARD, CARD_UPDATE, DM, EPHEMERAL, REPLY, ROOT, root_key
-from bot.slack.rate_limits import EVERYTHING, Lane, RateLimits
+from bot.slack.pacing import ChannelPacing, Pace
+from bot.slack.rate_limits import EVERYTHING, PER_CHANNEL, Lane, RateLimits
 from bot.slack.sent_lookup import find_sent, metadata
 
 logger = logging.getLogger(__name__)
@@ -56,6 +62,7 @@ class DispatchOptions:
     claim_for: timedelta = timedelta(seconds=60)
     backoff_cap: timedelta = timedelta(minutes=5)
     batch: int = 10
+    pace: Pace = field(default_factory=Pace)
 
     @property
     def call_timeout(self) -> float:
@@ -73,6 +80,14 @@ class Undeliverable(Exception):
 
 class LostClaim(Exception):
     """Another dispatcher has claimed the notice since: this one must not call Slack for it."""
+
+
+class IncompleteAnswer(Exception):
+    """Slack answered ``ok`` without saying where the message is: not a delivery."""
+
+
+ChannelRefused = Callable[[Notice, str], None]
+"""Told of a run's post that Slack refused for good, with Slack's error code."""
 
 
 class Held(Exception):
@@ -95,7 +110,8 @@ class Dispatcher:
     """Takes due notices from the outbox and sends them with the Slack Web API."""
 
     def __init__(self, outbox: Outbox, client: WebClient, approvals: Approvals, clock: Clock,
-                 owner: str, options: DispatchOptions | None = None) -> None:
+                 owner: str, options: DispatchOptions | None = None,
+                 channel_refused: ChannelRefused | None = None) -> None:
         self._options = options or DispatchOptions()
         self._outbox = outbox
         self._client = sending_client(client, self._options)
@@ -103,6 +119,10 @@ class Dispatcher:
         self._clock = clock
         self._owner = owner
         self._limits = RateLimits()
+        self._pacing = ChannelPacing(self._options.pace)
+        self._channel_refused = channel_refused
+        # conversations.open answers the same IM id every time: one call per approver suffices
+        self._dm_channels: dict[str, str] = {}
 
     def dispatch_once(self, limit: int | None = None) -> int:
         """Deliver what is due now; return how many notices were claimed."""
@@ -110,7 +130,7 @@ class Dispatcher:
         items = self._outbox.claim_due(self._owner, now=now, until=now + self._options.claim_for,
                                        limit=limit or self._options.batch)
         for item in items:
-            self._deliver(item)
+            self._contained(item)
         return len(items)
 
     def drain(self, rounds: int = 50) -> None:
@@ -120,6 +140,20 @@ class Dispatcher:
                 return
 
     # -- one notice ------------------------------------------------------------------------
+
+    def _contained(self, item: QueuedNotice) -> None:
+        """Deliver ``item``; a failure nobody foresaw is logged and retried, and the batch
+        goes on (a lost database stops it: every notice would fail alike)."""
+        try:
+            self._deliver(item)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            logger.exception("delivering a notice failed unexpectedly", extra={
+                "action": "dispatch", "run_id": item.notice.run_id, "key": item.notice.key})
+            until = self._clock.now() + backoff(item.attempts, self._options.backoff_cap)
+            self._retry(item, until, f"unexpected: {type(exc).__name__}: {exc}",
+                        maybe_sent=True)
 
     def _deliver(self, item: QueuedNotice) -> None:
         try:
@@ -133,6 +167,12 @@ class Dispatcher:
             self._retry(item, held.until, held.reason)
         except Undeliverable as exc:
             self._give_up(item, str(exc))
+        except IncompleteAnswer as exc:
+            logger.warning("slack answered ok without the message; retrying", extra={
+                "action": "dispatch", "run_id": item.notice.run_id, "key": item.notice.key})
+            self._retry(item, self._clock.now() + backoff(item.attempts,
+                                                          self._options.backoff_cap),
+                        str(exc), maybe_sent=True)
         except SlackApiError as exc:
             self._refused(item, exc)
         except TRANSPORT_ERRORS as exc:
@@ -143,12 +183,27 @@ class Dispatcher:
     def _refused(self, item: QueuedNotice, exc: SlackApiError) -> None:
         if is_permanent(exc):
             self._give_up(item, describe(exc))
+            if self._channel_refused is not None and item.notice.kind in (ROOT, REPLY, CARD):
+                self._channel_refused(item.notice, slack_error(exc) or "")
+            return
+        if is_token_refused(exc):
+            self._token_refused(item, exc)
             return
         logger.warning("slack failed a call; retrying",
                        extra={"action": "dispatch", "run_id": item.notice.run_id,
                               "error": describe(exc)})
         self._retry(item, self._clock.now() + backoff(item.attempts, self._options.backoff_cap),
                     describe(exc), maybe_sent=is_transient(exc))
+
+    def _token_refused(self, item: QueuedNotice, exc: SlackApiError) -> None:
+        """Every call would fail alike: hold them all back, keep the notice, alert the operator."""
+        until = self._clock.now() + backoff(item.attempts, self._options.backoff_cap)
+        self._limits.hold(Lane(EVERYTHING), until)
+        logger.error("slack refused the bot token: check SLACK_BOT_TOKEN and the app's "
+                     "installation; notices wait", extra={
+                         "action": "dispatch", "run_id": item.notice.run_id,
+                         "error": describe(exc)})
+        self._retry(item, until, describe(exc))
 
     def _unreachable(self, item: QueuedNotice, exc: BaseException) -> None:
         until = self._clock.now() + backoff(item.attempts, self._options.backoff_cap)
@@ -216,10 +271,20 @@ class Dispatcher:
         raise NotReady()
 
     def _direct(self, item: QueuedNotice, user: str, approval_id: str) -> Delivery:
+        channel = self._dm_channels.get(user) or self._open_dm(item, user)
+        text, body = blocks.approval_card(self._approvals.get(approval_id))
+        try:
+            return self._post(item, channel, text, body)
+        except SlackApiError:
+            self._dm_channels.pop(user, None)  # asked again next time, in case it changed
+            raise
+
+    def _open_dm(self, item: QueuedNotice, user: str) -> str:
         opened = self._call(item, Lane.of("conversations.open", None),
                             lambda: self._client.conversations_open(users=user))
-        text, body = blocks.approval_card(self._approvals.get(approval_id))
-        return self._post(item, str(opened["channel"]["id"]), text, body)
+        channel = str(opened["channel"]["id"])
+        self._dm_channels[user] = channel
+        return channel
 
     def _update(self, item: QueuedNotice, target: str, approval_id: str) -> None:
         card = self._depends_on(target)
@@ -244,7 +309,15 @@ class Dispatcher:
                                           thread_ts=thread_ts, unfurl_links=False,
                                           unfurl_media=False,
                                           metadata=metadata(item.notice.key))))
-        return Delivery(channel=str(response["channel"]), ts=str(response["ts"]))
+        return delivery_of(response.data)
+
+    def _pace(self, item: QueuedNotice, lane: Lane, now: datetime) -> None:
+        """Take a post slot in the lane's channel, or hold the call until its booked slot."""
+        if lane.method not in PER_CHANNEL or lane.channel is None:
+            return
+        paced = self._pacing.slot(lane.channel, item.notice.key, now)
+        if paced is not None:
+            raise Held(paced, "paced: slack takes about one post a second per channel")
 
     def _call(self, item: QueuedNotice, lane: Lane, call: Callable[[], T]) -> T:
         """Make one Slack call for ``item``: not while its lane is held, only while its claim is
@@ -253,6 +326,7 @@ class Dispatcher:
         held = self._limits.held_until(lane, now)
         if held is not None:
             raise Held(held, "waits for slack (rate limited or unreachable)")
+        self._pace(item, lane, now)
         if not self._outbox.begin_send(item, now=now, until=now + self._options.claim_for):
             raise LostClaim()
         try:
@@ -265,4 +339,14 @@ class Dispatcher:
             raise Held(until, describe(exc)) from exc
 
 
-__all__ = ["DispatchOptions", "Dispatcher", "NotReady", "sending_client"]
+def delivery_of(answer: Any) -> Delivery:
+    """Where ``chat.postMessage`` says the message is; an answer without it is no delivery."""
+    channel = answer.get("channel") if isinstance(answer, dict) else None
+    ts = answer.get("ts") if isinstance(answer, dict) else None
+    if not (isinstance(channel, str) and channel and isinstance(ts, str) and ts):
+        raise IncompleteAnswer("slack: ok without channel and ts")
+    return Delivery(channel=channel, ts=ts)
+
+
+__all__ = ["ChannelRefused", "DispatchOptions", "Dispatcher", "NotReady", "Pace",
+           "delivery_of", "sending_client"]

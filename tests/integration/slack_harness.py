@@ -54,6 +54,7 @@ from bot.server import dispatcher, slack_app, web_client, wsgi
 from bot.settings import Settings
 from bot.slack.blocks import parse_approval_ref
 from bot.slack.dispatcher import Dispatcher
+from bot.slack.pacing import Pace
 from bot.wiring import Services, build_services
 from store import build_engine
 from tests.integration.slack_readers import find_button, is_card_of, run_id_of
@@ -70,6 +71,11 @@ ACK_LIMIT_S = 3.0
 HTTP_TIMEOUT_S = 10.0
 POSTING_METHODS = ("chat.postMessage", "chat.update", "chat.postEphemeral")
 FORM = "application/x-www-form-urlencoded"
+UNPACED_PACE = Pace(every=timedelta(milliseconds=1), burst=1000)
+"""Per-channel pacing lifted, for scenarios that post faster than Slack allows."""
+UNPACED = {"SIGNOFF_SLACK_POST_INTERVAL_SECONDS": str(UNPACED_PACE.every.total_seconds()),
+           "SIGNOFF_SLACK_POST_BURST": str(UNPACED_PACE.burst)}
+"""The settings of ``UNPACED_PACE``."""
 NOWHERE = "http://127.0.0.1:9/actions/response"
 """The ``response_url`` of a click unless a test listens on one (nothing listens here)."""
 
@@ -339,6 +345,7 @@ class SlackWorld:
             "SIGNOFF_SLACK_API_URL": self.slack.api_url,
             "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
             "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            **UNPACED,
         })
 
     def instance(self, *, migrate: bool = True) -> BotInstance:

@@ -64,3 +64,16 @@ def test_a_revoked_token_is_reported(sqlite_url: str, slack: RunningSlackApi) ->
     done = run_cli(env, "doctor")
     assert done.returncode == 1
     assert "FAIL  slack token: Slack answered invalid_auth" in done.stdout.splitlines()
+
+
+def test_a_channel_the_bot_has_not_joined_is_named_with_the_invite(
+    sqlite_url: str, slack: RunningSlackApi
+) -> None:
+    """``--channel`` of a channel without the bot fails with how to invite it."""
+    env = doctor_env(sqlite_url, slack)
+    cli_ok(env, "db", "upgrade")
+    channel = slack.workspace.add_channel("ops").id
+    done = run_cli(env, "doctor", "--channel", channel)
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[-1] == (
+        "FAIL  channel: the bot is not in #ops: type /invite @Signoff there")

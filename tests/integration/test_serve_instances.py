@@ -42,6 +42,7 @@ from tests.integration.slack_harness import (
     SECOND_APPROVER,
     SIGNING_SECRET,
     TASK,
+    UNPACED,
     Ack,
     BotInstance,
     SlackWorld,
@@ -157,6 +158,7 @@ class Cluster:
                                    "SIGNOFF_SLACK_API_URL": world.slack.api_url,
                                    "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
                                    "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                                   **UNPACED,
                                })
         self.processes: list[ServeProcess] = []
 

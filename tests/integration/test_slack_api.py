@@ -512,3 +512,31 @@ def test_concurrent_posts_get_distinct_ts(slack: RunningSlackApi) -> None:
     stamps = [m.ts for m in slack.workspace.messages(general(slack))]
     assert len(stamps) == len(set(stamps)) == 16
     assert stamps == sorted(stamps)
+
+
+def test_the_bot_posts_only_where_it_was_invited(
+    slack: RunningSlackApi, client: WebClient, dana: User
+) -> None:
+    """A channel the bot has not joined is not_in_channel until /invite; IMs always work."""
+    ws = slack.workspace
+    quiet = ws.add_channel("payload-team", with_bot=False).id
+    with pytest.raises(SlackApiError) as exc:
+        client.chat_postMessage(channel=quiet, text="hello")
+    assert api_error(exc) == "not_in_channel"
+    ws.post_message(quiet, text="people still talk here", user=dana.id)
+    ws.invite_bot(quiet)
+    client.chat_postMessage(channel=quiet, text="hello")
+    im = client.conversations_open(users=dana.id)["channel"]["id"]
+    client.chat_postMessage(channel=im, text="a DM needs no invitation")
+    ws.archive(quiet)
+    with pytest.raises(SlackApiError) as exc:
+        client.chat_postMessage(channel=quiet, text="hello again")
+    assert api_error(exc) == "is_archived"
+
+
+def test_a_bare_ok_answer_does_nothing(slack: RunningSlackApi, client: WebClient) -> None:
+    """``answer_bare`` answers ``{"ok": true}`` alone, as Slack's mock servers do."""
+    slack.workspace.answer_bare("chat.postMessage")
+    answer = client.chat_postMessage(channel=general(slack), text="lost")
+    assert answer.data == {"ok": True}
+    assert slack.workspace.messages(general(slack)) == []

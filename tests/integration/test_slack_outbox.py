@@ -20,6 +20,7 @@ from bot.slack.dispatcher import Dispatcher, DispatchOptions
 from tests.integration.slack_harness import (
     APPROVER,
     TASK,
+    UNPACED_PACE,
     BotInstance,
     ShiftedClock,
     SlackWorld,
@@ -40,7 +41,8 @@ POSTED_KINDS = ("run.root", "run.reply", "approval.card", "approval.dm")
 
 def dispatcher_at(bot: BotInstance, clock: ShiftedClock, owner: str) -> Dispatcher:
     """A dispatcher of ``bot``'s process that reads the time from ``clock``."""
-    return Dispatcher(bot.services.outbox, bot.client, bot.services.approvals, clock, owner)
+    return Dispatcher(bot.services.outbox, bot.client, bot.services.approvals, clock, owner,
+                      DispatchOptions(pace=UNPACED_PACE))
 
 
 def start_runs(bot: BotInstance, count: int) -> list[RunId]:
