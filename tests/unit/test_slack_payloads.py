@@ -20,11 +20,14 @@ from slack_sdk.models.views import View
 
 from agent_runtime import ApprovalStatus, RunId, RunStatus
 from agent_runtime.approvals import ApprovalKind
+from agent_runtime.models import ToolCall, text_reply, tool_reply
 from agent_runtime.records import ErrorInfo, StepKind, StepRecord
 from agent_runtime.testing import InMemoryStore
 from bot.slack import blocks
 from bot.slack.notifier import REPLY, SlackNotifier, describe_step
 from bot.slack.text import TEXT_LIMIT, escape
+from bot.slack.views import history_message
+from tests.unit.agent_harness import AgentHarness
 from tests.unit.slack_fixtures import (
     HIDDEN,
     HOSTILE,
@@ -94,6 +97,19 @@ def thread_replies(tool: str) -> Iterator[str]:
         yield from (n.data["text"] for n in notifier.run_ended(ended))
 
 
+def hostile_run_history() -> tuple[str, list[blocks.Block]]:
+    """The history of a run whose task, tool calls, results and answer are hostile."""
+    harness = AgentHarness([
+        tool_reply(ToolCall(id="c1", name=LONG_NAME, arguments=HOSTILE)),
+        tool_reply(ToolCall(id="c2", name="lookup_order", arguments={"order_id": SPOOF * 300})),
+        text_reply("<!channel> " + HIDDEN + SPOOF * 2000)])
+    run_id = harness.start("<!here> " + SPOOF * 300)
+    for _ in range(3):
+        harness.work()
+    assert harness.run(run_id).status == RunStatus.COMPLETED
+    return history_message(harness.runtime, run_id)
+
+
 def messages() -> Iterator[tuple[str, str, list[blocks.Block] | None]]:
     """Every message the bot renders: (what, fallback text, blocks)."""
     for tool in NAMES:
@@ -105,6 +121,7 @@ def messages() -> Iterator[tuple[str, str, list[blocks.Block] | None]]:
             (describe_step(s) or "", i) for i, s in enumerate(steps(tool) * 12)]
         yield (f"history {tool[:12]}", "history",
                blocks.history_blocks("r1", "*History* " + escape(HIDDEN), lines))
+    yield ("history of a run", *hostile_run_history())
     yield ("root", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME,
                                     fork={"from": "r0", "at": 3}))
 
