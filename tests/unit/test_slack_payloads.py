@@ -42,7 +42,8 @@ from tests.unit.slack_fixtures import (
 )
 
 MESSAGE_BLOCKS, MODAL_BLOCKS = 50, 100
-NAMES = ["issue_refund", LONG_NAME, "<!channel>*x*" + HIDDEN + SPOOF * 300]
+NAMES = {"plain name": "issue_refund", "long name": LONG_NAME,
+         "hostile name": "<!channel>*x*" + HIDDEN + SPOOF * 300}
 AT = datetime(2026, 3, 1, 10, tzinfo=UTC)
 TASK = "<!channel> *please* " + SPOOF + HIDDEN + "&" * 50_000
 
@@ -112,14 +113,14 @@ def hostile_run_history() -> tuple[str, list[blocks.Block]]:
 
 def messages() -> Iterator[tuple[str, str, list[blocks.Block] | None]]:
     """Every message the bot renders: (what, fallback text, blocks)."""
-    for tool in NAMES:
+    for label, tool in NAMES.items():
         for state, shown in card_states(tool):
-            yield (f"card {state} {tool[:12]}", *blocks.approval_card(shown))
+            yield (f"card {state}, {label}", *blocks.approval_card(shown))
         for i, text in enumerate(thread_replies(tool)):
-            yield f"reply {i} {tool[:12]}", text, None
+            yield f"reply {i}, {label}", text, None
         lines: list[tuple[str, int | None]] = [
             (describe_step(s) or "", i) for i, s in enumerate(steps(tool) * 12)]
-        yield (f"history {tool[:12]}", "history",
+        yield (f"history, {label}", "history",
                blocks.history_blocks("r1", "*History* " + escape(HIDDEN), lines))
     yield ("history of a run", *hostile_run_history())
     yield ("root", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME,
@@ -128,11 +129,11 @@ def messages() -> Iterator[tuple[str, str, list[blocks.Block] | None]]:
 
 def modals() -> Iterator[tuple[str, dict[str, Any]]]:
     """Every modal the bot opens, for hostile approvals."""
-    for tool in NAMES:
+    for label, tool in NAMES.items():
         for state, shown in card_states(tool):
-            yield f"edit {state}", blocks.edit_modal(shown)
-            yield f"args {state}", blocks.args_modal(shown)
-        yield "reject", blocks.reject_modal(approval(tool).id)
+            yield f"edit {state}, {label}", blocks.edit_modal(shown)
+            yield f"args {state}, {label}", blocks.args_modal(shown)
+    yield "reject", blocks.reject_modal(approval().id)
 
 
 MESSAGES = list(messages())
