@@ -15,7 +15,7 @@ NAME_LIMIT = 80
 """Characters of a tool name shown anywhere (names come from the model)."""
 
 _KEPT = frozenset("\n\t")
-_HIDING = frozenset({"Cc", "Cf", "Zl", "Zp"})
+_HIDING = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _EMOJI = "\U0001f000-\U0001faff\u2600-\u27bf"
 _EMOJI_JOINER = re.compile(f"(?<=[{_EMOJI}\ufe0f])\u200d(?=[{_EMOJI}])")
 """A zero-width joiner inside an emoji sequence (👩🏽‍💻): it shows as the emoji, so it stays."""
