@@ -61,7 +61,7 @@ def context(text: str) -> Block:
 def preformatted(text: str, limit: int = SECTION_LIMIT) -> Block:
     """A rich_text_preformatted block: text shown as written (hidden characters as escapes),
     never parsed as markup."""
-    shown_text = truncate(visible(text), limit)
+    shown_text = truncate(visible(text[: limit + 1]), limit)
     return {"type": "rich_text", "elements": [{"type": "rich_text_preformatted",
                                                "elements": [{"type": "text", "text": shown_text}]}]}
 
@@ -129,7 +129,7 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
     if approval.status != ApprovalStatus.PENDING:
         return decided_card(approval)
     preview = canonical(approval.proposed_args)
-    too_long = len(visible(preview)) > ARGS_PREVIEW
+    too_long = _fitting(preview, ARGS_PREVIEW) is None
     title = ("Did this happen?" if approval.kind == ApprovalKind.OUTCOME
              else f"Approval needed: {approval.tool}")
     blocks: list[Block] = [
@@ -243,16 +243,24 @@ def args_modal(approval: Approval) -> dict[str, Any]:
 def editable(args: dict[str, Any]) -> tuple[str | None, str]:
     """The arguments as the edit box can hold them (JSON escapes for hidden characters),
     or None; and a note saying how they are shown, or what to do when they do not fit."""
-    indented = visible(canonical(args))
-    if len(indented) <= PLAIN_TEXT_INPUT_LIMIT:
+    indented = _fitting(canonical(args), PLAIN_TEXT_INPUT_LIMIT)
+    if indented is not None:
         return indented, ""
-    short = visible(compact(args))
-    if len(short) <= PLAIN_TEXT_INPUT_LIMIT:
+    short = _fitting(compact(args), PLAIN_TEXT_INPUT_LIMIT)
+    if short is not None:
         return short, "\nShown as compact JSON: indented, they would not fit the edit box."
-    return None, (f"\nThe arguments are too long to edit here ({len(short):,} characters; the "
+    size = len(compact(args))
+    return None, (f"\nThe arguments are too long to edit here ({size:,} characters; the "
                   f"box holds {PLAIN_TEXT_INPUT_LIMIT:,}). Read them with *View full arguments*, "
                   "then approve them on the card as they are, or *Reject* with a reason asking "
                   "the agent for shorter arguments.")
+
+
+def _fitting(text: str, limit: int) -> str | None:
+    """``text`` with hidden characters as escapes, or None if that is over ``limit``."""
+    # escapes never shorten, so text over the limit is never made visible in full
+    shown_text = visible(text) if len(text) <= limit else None
+    return shown_text if shown_text is not None and len(shown_text) <= limit else None
 
 
 def _hides(approval: Approval, args: dict[str, Any]) -> bool:
