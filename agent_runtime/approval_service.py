@@ -167,11 +167,11 @@ class Approvals:
         raise StoreUnavailable(f"approval {approval} kept changing; try again")
 
     def close_run(self, run_id: str, actor: Actor | None, reason: str) -> list[Approval]:
-        """Reject every pending approval of a run that ended (say, cancelled) without them."""
+        """Close every pending approval of a run cancelled without them, as cancelled."""
         closed = []
         now = self._clock.now()
         for pending in self.store.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING):
-            new = dataclasses.replace(pending, status=ApprovalStatus.REJECTED, decided_by=actor,
+            new = dataclasses.replace(pending, status=ApprovalStatus.CANCELLED, decided_by=actor,
                                       decided_at=now, reason=reason, remind_at=None)
             audit = self._draft(pending, "closed", actor, {"reason": reason}, at=now)
             if self.store.save_approval(new, audit=audit, decided_before=None, wake=None,

@@ -31,6 +31,8 @@ class ApprovalStatus(enum.StrEnum):
     APPROVED = "approved"
     REJECTED = "rejected"
     EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    """Closed unanswered because its run was cancelled."""
 
 
 class ApprovalKind(enum.StrEnum):

@@ -10,7 +10,7 @@ from agent_runtime.runtime import Runtime
 
 
 def cancel_run(runtime: Runtime, approvals: Approvals, run_id: RunId, actor: Actor) -> Run:
-    """Cancel the run and reject its pending approvals, so no card can still be approved."""
+    """Cancel the run and close its pending approvals, so no card can still be approved."""
     run = runtime.cancel(run_id)
     approvals.close_run(run_id, actor, f"the run was cancelled by {actor.label}")
     return run

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from agent_runtime import Approval, ApprovalStatus
 from agent_runtime.approvals import ApprovalKind
-from bot.slack.text import SECTION_LIMIT, chunks, escape, truncate, user
+from bot.slack.text import (
+    SECTION_LIMIT,
+    chunks,
+    date,
+    has_hidden,
+    message,
+    shown,
+    tool_name,
+    truncate,
+    user,
+    visible,
+)
 
 Block = dict[str, Any]
 
@@ -20,11 +30,17 @@ HISTORY_FORKS = 20
 ARGS_PREVIEW = 1500
 MODAL_BLOCKS = 100
 PLAIN_TEXT_INPUT_LIMIT = 3000
+EDITED_FIELDS = 10
+"""The edited fields a decision line names before summing up the rest."""
+HIDDEN_NOTE = ("⚠️ This card contains invisible or direction-changing characters; they are "
+               "shown as `\\u…` escapes. Read the arguments as escaped before deciding.")
+ICONS = {ApprovalStatus.APPROVED: "✅", ApprovalStatus.REJECTED: "❌",
+         ApprovalStatus.EXPIRED: "⌛", ApprovalStatus.CANCELLED: "🛑"}
 
 
 def plain(text: str, limit: int = 150) -> dict[str, Any]:
-    """A plain_text object (shown literally by Slack)."""
-    return {"type": "plain_text", "text": truncate(text, limit), "emoji": True}
+    """A plain_text object (shown literally by Slack, hidden characters as escapes)."""
+    return {"type": "plain_text", "text": truncate(visible(text), limit), "emoji": True}
 
 
 def mrkdwn(text: str) -> dict[str, Any]:
@@ -42,10 +58,12 @@ def context(text: str) -> Block:
     return {"type": "context", "elements": [mrkdwn(text)]}
 
 
-def preformatted(text: str) -> Block:
-    """A rich_text_preformatted block: text shown exactly, never parsed as markup."""
+def preformatted(text: str, limit: int = SECTION_LIMIT) -> Block:
+    """A rich_text_preformatted block: text shown as written (hidden characters as escapes),
+    never parsed as markup."""
+    shown_text = truncate(visible(text[: limit + 1]), limit)
     return {"type": "rich_text", "elements": [{"type": "rich_text_preformatted",
-                                               "elements": [{"type": "text", "text": text}]}]}
+                                               "elements": [{"type": "text", "text": shown_text}]}]}
 
 
 def canonical(args: Any) -> str:
@@ -53,16 +71,22 @@ def canonical(args: Any) -> str:
     return json.dumps(args, sort_keys=True, indent=2, ensure_ascii=False)
 
 
+def compact(args: Any) -> str:
+    """Arguments as canonical JSON without spaces, for when the indented form is too long."""
+    return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def run_root(run_id: str, task: str, requester: str, agent: str,
              fork: dict[str, Any] | None = None) -> tuple[str, list[Block]]:
     """The run's root message: the task, who asked, the run id and what it was forked from."""
-    text = f"{user(requester)} started a run of {escape(agent)}: {escape(truncate(task, 500))}"
+    name = tool_name(agent)
+    text = f"{user(requester)} started a run of {name}: {shown(task, 500)}"
     origin = "" if fork is None else f" · fork of `{fork['from']}` from step {fork['at']}"
-    blocks = [section(f"*Task* from {user(requester)}\n{escape(truncate(task, 2800))}"),
-              context(f"run `{run_id}` · agent {escape(agent)}{origin} · history in this thread"),
+    blocks = [section(f"*Task* from {user(requester)}\n{shown(task, 2800)}"),
+              context(f"run `{run_id}` · agent {name}{origin} · history in this thread"),
               {"type": "actions", "block_id": f"run:{run_id}", "elements": [
                   _button("History", HISTORY, run_id)]}]
-    return text, blocks
+    return message(text), blocks
 
 
 def history_blocks(run_id: str, header: str, lines: list[tuple[str, int | None]]) -> list[Block]:
@@ -105,19 +129,21 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
     if approval.status != ApprovalStatus.PENDING:
         return decided_card(approval)
     preview = canonical(approval.proposed_args)
-    too_long = len(preview) > ARGS_PREVIEW
+    too_long = _fitting(preview, ARGS_PREVIEW) is None
     title = ("Did this happen?" if approval.kind == ApprovalKind.OUTCOME
              else f"Approval needed: {approval.tool}")
     blocks: list[Block] = [
         {"type": "header", "text": plain(title)},
         section(_facts(approval)),
-        preformatted(truncate(preview, ARGS_PREVIEW)),
+        preformatted(preview, ARGS_PREVIEW),
     ]
     if approval.reason_asked:
-        blocks.insert(2, section(escape(approval.reason_asked)))
+        blocks.insert(2, section(shown(approval.reason_asked, SECTION_LIMIT)))
     progress = _progress(approval)
     if progress:
         blocks.insert(2, context(progress))
+    if _hides(approval, approval.proposed_args):
+        blocks.insert(1, context(HIDDEN_NOTE))
     buttons = [_button("Approve" if approval.kind == ApprovalKind.TOOL_CALL else "Yes, it did",
                        APPROVE, approval_ref(approval), style="primary"),
                _button("Reject" if approval.kind == ApprovalKind.TOOL_CALL else "No, run it",
@@ -129,34 +155,49 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
     blocks.append({"type": "actions", "block_id": f"approval:{approval.id}",
                    "elements": buttons})
     asker = user(approval.requester.user_id)
-    return f"Approval needed: {escape(approval.tool)} (requested by {asker})", blocks
+    return message(f"Approval needed: {tool_name(approval.tool)} (requested by {asker})"), blocks
 
 
 def decided_card(approval: Approval) -> tuple[str, list[Block]]:
     """The card after the decision: who, when, which arguments (by hash), why; no buttons."""
     line = decision_line(approval)
+    args = approval.decided_args or approval.args
     blocks: list[Block] = [
-        section(f"*{escape(approval.tool)}* · {line}"),
-        preformatted(truncate(canonical(approval.decided_args or approval.args), ARGS_PREVIEW)),
+        section(f"*{tool_name(approval.tool)}* · {line}"),
+        preformatted(canonical(args), ARGS_PREVIEW),
         context(f"requested by {user(approval.requester.user_id)} · approval `{approval.id}`"),
     ]
-    return f"{approval.tool}: {line}", blocks
+    if _hides(approval, args):
+        blocks.insert(1, context(HIDDEN_NOTE))
+    return message(f"{tool_name(approval.tool)}: {line}"), blocks
 
 
 def decision_line(approval: Approval) -> str:
     """One line: the decision, who made it, when, the args hash, and the reason."""
-    icon = {ApprovalStatus.APPROVED: "✅", ApprovalStatus.REJECTED: "❌",
-            ApprovalStatus.EXPIRED: "⌛"}.get(approval.status, "⏳")
-    verb = approval.status.value.capitalize()
-    who = f" by {user(approval.decided_by.user_id)}" if approval.decided_by else ""
-    when = f" at {_hhmm(approval.decided_at)}" if approval.decided_at else ""
+    icon = ICONS.get(approval.status, "⏳")
+    when = f" at {date(approval.decided_at)}" if approval.decided_at else ""
     digest = approval.decided_args_hash or approval.args_hash
-    text = f"{icon} {verb}{who}{when} (args sha256 {digest[:4]}…)"
+    text = f"{icon} {_verdict(approval)}{when} (args sha256 {digest[:4]}…)"
     if approval.diff:
-        text += " · edited: " + ", ".join(escape(d["field"]) for d in approval.diff)
+        text += " · edited: " + _fields(approval.diff)
     if approval.reason:
-        text += f" · “{escape(truncate(approval.reason, 500))}”"
+        text += f" · “{shown(approval.reason, 500)}”"
     return text
+
+
+def _verdict(approval: Approval) -> str:
+    """What happened and who did it: "Approved by @dana", "Closed: run cancelled"."""
+    if approval.decided_by is None:
+        cancelled = approval.status == ApprovalStatus.CANCELLED
+        return "Closed: run cancelled" if cancelled else approval.status.value.capitalize()
+    return f"{approval.status.value.capitalize()} by {user(approval.decided_by.user_id)}"
+
+
+def _fields(diff: list[dict[str, Any]]) -> str:
+    """The edited fields' names, the first few of them, and how many more."""
+    names = ", ".join(shown(str(d["field"]), 40) for d in diff[:EDITED_FIELDS])
+    more = len(diff) - EDITED_FIELDS
+    return names + (f" and {more} more" if more > 0 else "")
 
 
 def reject_modal(approval_id: str) -> dict[str, Any]:
@@ -173,17 +214,17 @@ def reject_modal(approval_id: str) -> dict[str, Any]:
 
 def edit_modal(approval: Approval) -> dict[str, Any]:
     """The modal for editing arguments before approving (it remembers which it showed)."""
-    current = canonical(approval.proposed_args)
+    current, note = editable(approval.proposed_args)
     element: dict[str, Any] = {"type": "plain_text_input", "action_id": "value",
                                "multiline": True, "max_length": PLAIN_TEXT_INPUT_LIMIT}
-    if len(current) <= PLAIN_TEXT_INPUT_LIMIT:
+    if current is not None:
         element["initial_value"] = current
     return {
         "type": "modal", "callback_id": "approval.edit_submit",
         "private_metadata": approval_ref(approval),
         "title": plain("Edit and approve", 24), "submit": plain("Approve", 24),
         "close": plain("Cancel", 24),
-        "blocks": [section(f"Edit the arguments of *{escape(approval.tool)}* (JSON)."),
+        "blocks": [section(f"Edit the arguments of *{tool_name(approval.tool)}* (JSON).{note}"),
                    {"type": "input", "block_id": "args", "label": plain("Arguments"),
                     "element": element}],
     }
@@ -191,7 +232,7 @@ def edit_modal(approval: Approval) -> dict[str, Any]:
 
 def args_modal(approval: Approval) -> dict[str, Any]:
     """A read-only modal with the full arguments, split to fit Block Kit's limits."""
-    pieces = chunks(canonical(approval.proposed_args), SECTION_LIMIT - 100)
+    pieces = chunks(visible(canonical(approval.proposed_args)), SECTION_LIMIT - 100)
     blocks = [preformatted(piece) for piece in pieces[: MODAL_BLOCKS - 1]]
     if len(pieces) >= MODAL_BLOCKS:
         blocks.append(context("(truncated: the arguments are longer than a modal can show)"))
@@ -199,10 +240,40 @@ def args_modal(approval: Approval) -> dict[str, Any]:
             "blocks": blocks}
 
 
+def editable(args: dict[str, Any]) -> tuple[str | None, str]:
+    """The arguments as the edit box can hold them (JSON escapes for hidden characters),
+    or None; and a note saying how they are shown, or what to do when they do not fit."""
+    indented = _fitting(canonical(args), PLAIN_TEXT_INPUT_LIMIT)
+    if indented is not None:
+        return indented, ""
+    short = _fitting(compact(args), PLAIN_TEXT_INPUT_LIMIT)
+    if short is not None:
+        return short, "\nShown as compact JSON: indented, they would not fit the edit box."
+    size = len(compact(args))
+    return None, (f"\nThe arguments are too long to edit here ({size:,} characters; the "
+                  f"box holds {PLAIN_TEXT_INPUT_LIMIT:,}). Read them with *View full arguments*, "
+                  "then approve them on the card as they are, or *Reject* with a reason asking "
+                  "the agent for shorter arguments.")
+
+
+def _fitting(text: str, limit: int) -> str | None:
+    """``text`` with hidden characters as escapes, or None if that is over ``limit``."""
+    # escapes never shorten, so text over the limit is never made visible in full
+    shown_text = visible(text) if len(text) <= limit else None
+    return shown_text if shown_text is not None and len(shown_text) <= limit else None
+
+
+def _hides(approval: Approval, args: dict[str, Any]) -> bool:
+    """Tell whether the tool name, question or arguments hold hidden characters."""
+    return has_hidden(approval.tool + approval.reason_asked + canonical(args))
+
+
 def _facts(approval: Approval) -> str:
     approvers = ", ".join(user(u) for u in approval.eligible) or "nobody"
-    return (f"*Requested by* {user(approval.requester.user_id)} · *Approvers* {approvers}\n"
-            f"*Deadline* {_hhmm(approval.deadline)} · "
+    escalated = " (escalated)" if approval.escalated else ""
+    return (f"*Requested by* {user(approval.requester.user_id)} · "
+            f"*Approvers*{escalated} {approvers}\n"
+            f"*Deadline* {date(approval.deadline)} · "
             f"*Arguments* sha256 `{approval.proposed_hash[:12]}`")
 
 
@@ -210,7 +281,7 @@ def _progress(approval: Approval) -> str:
     """Who edited the arguments (votes on the old ones no longer count) and who approved."""
     parts = []
     if approval.diff:
-        fields = ", ".join(escape(d["field"]) for d in approval.diff)
+        fields = _fields(approval.diff)
         parts.append(f"✏️ Edited ({fields}); earlier approvals were reset")
     if approval.approvals:
         needed = int(approval.policy.get("required", 1))
@@ -226,6 +297,3 @@ def _button(text: str, action_id: str, value: str, *, style: str | None = None) 
         button["style"] = style
     return button
 
-
-def _hhmm(moment: datetime) -> str:
-    return moment.strftime("%H:%M UTC %b %d")

@@ -19,11 +19,13 @@ from agent_runtime import (
 from agent_runtime.notices import Notice
 from agent_runtime.records import StepKind
 from bot.slack.blocks import decision_line
-from bot.slack.text import escape, truncate
+from bot.slack.text import message, shown, tool_name
 
 ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL = (
     "run.root", "run.reply", "approval.card", "approval.dm", "approval.update", "ephemeral")
 REPLY_LIMIT = 600
+PLANS_SHOWN = 10
+"""The planned tool calls a reply names before summing up the rest."""
 
 
 def slack_context(run: Run) -> dict[str, Any] | None:
@@ -77,13 +79,13 @@ class SlackNotifier:
         if run.status == RunStatus.COMPLETED:
             answer = (run.output or {}).get("answer") if isinstance(run.output, dict) else None
             ended = (run.output or {}).get("ended") if isinstance(run.output, dict) else None
-            text = (f"🛑 Ended by a person ({escape(str(ended))} budget)." if ended
-                    else f"✅ *Done:* {escape(truncate(str(answer or run.output), 2500))}")
+            text = (f"🛑 Ended by a person ({shown(str(ended), 40)} budget)." if ended
+                    else f"✅ *Done:* {shown(str(answer or run.output), 2500)}")
         else:
             error = run.error
             icon = "🛑" if run.status == RunStatus.CANCELLED else "❌"
             text = f"{icon} *{run.status.value.capitalize()}*" + (
-                f": {escape(truncate(error.message, 2500))}" if error else "")
+                f": {shown(error.message, 2500)}" if error else "")
         return [_reply(run.id, "end", text)]
 
     def approval_changed(self, approval: Approval, action: str) -> Sequence[Notice]:
@@ -103,11 +105,11 @@ class SlackNotifier:
         if action == "escalated":
             notices += [_card(approval, u) for u in approval.policy.get("escalate_to", [])]
         if action == "reminded":
-            notices.append(_reply(run.id, f"remind:{approval.id}:{approval.version}",
-                                  f"⏰ Still waiting for a decision on *{escape(approval.tool)}*."))
+            notices.append(_reply(run.id, f"remind:{approval.id}:{approval.version}", (
+                f"⏰ Still waiting for a decision on *{tool_name(approval.tool)}*.")))
         if approval.status != ApprovalStatus.PENDING:
             notices.append(_reply(run.id, f"decided:{approval.id}",
-                                  f"*{escape(approval.tool)}*: {decision_line(approval)}"))
+                                  f"*{tool_name(approval.tool)}*: {decision_line(approval)}"))
         return notices
 
 
@@ -117,20 +119,21 @@ def describe_step(step: StepRecord) -> str | None:
         calls = (step.output or {}).get("message", {}).get("tool_calls") or []
         if not calls:
             return None
-        plans = ", ".join(f"`{escape(c['name'])}`({escape(truncate(_args(c['arguments']), 120))})"
-                          for c in calls)
-        return f"🤖 Plans: {plans}"
+        plans = ", ".join(f"`{tool_name(c['name'])}`({shown(_args(c['arguments']), 120)})"
+                          for c in calls[:PLANS_SHOWN])
+        more = len(calls) - PLANS_SHOWN
+        return f"🤖 Plans: {plans}" + (f" and {more} more calls" if more > 0 else "")
     if step.name.startswith("tool:"):
-        tool = escape(step.name.removeprefix("tool:"))
+        tool = tool_name(step.name.removeprefix("tool:"))
         if step.error is not None:
-            return f"⚠️ `{tool}` failed: {escape(truncate(step.error.message, REPLY_LIMIT))}"
-        return f"🔧 `{tool}` → {escape(truncate(_args(step.output), REPLY_LIMIT))}"
+            return f"⚠️ `{tool}` failed: {shown(step.error.message, REPLY_LIMIT)}"
+        return f"🔧 `{tool}` → {shown(_args(step.output), REPLY_LIMIT)}"
     if step.name == "budget.exhausted":
-        limit = escape(str((step.output or {}).get("limit")))
+        limit = shown(str((step.output or {}).get("limit")), 80)
         return f"💸 Budget exhausted ({limit}). An approver can raise it or end the run."
     if step.name.startswith("tool.unknown_outcome:"):
-        tool = escape(step.name.removeprefix("tool.unknown_outcome:"))
-        strategy = escape(str((step.output or {}).get("strategy")))
+        tool = tool_name(step.name.removeprefix("tool.unknown_outcome:"))
+        strategy = shown(str((step.output or {}).get("strategy")), 40)
         return f"⚠️ A crash interrupted `{tool}`; its outcome is unknown ({strategy})."
     return None
 
@@ -140,7 +143,8 @@ def _args(value: Any) -> str:
 
 
 def _reply(run_id: str, suffix: str, text: str) -> Notice:
-    return Notice(key=f"run:{run_id}:{suffix}", run_id=run_id, kind=REPLY, data={"text": text})
+    return Notice(key=f"run:{run_id}:{suffix}", run_id=run_id, kind=REPLY,
+                  data={"text": message(text)})
 
 
 def _card(approval: Approval, user: str | None) -> Notice:

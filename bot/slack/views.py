@@ -6,7 +6,7 @@ from agent_runtime import Actor, Approvals, ApprovalStatus, RunId, Runtime
 from agent_runtime.records import Run, StepRecord
 from bot.slack.blocks import Block, history_blocks
 from bot.slack.notifier import describe_step, slack_context
-from bot.slack.text import escape, truncate, user
+from bot.slack.text import escape, shown, tool_name, truncate, user
 
 RECENT = 200
 SHOWN = 15
@@ -20,7 +20,7 @@ def status_text(runtime: Runtime, run_id: RunId | None, actor: Actor) -> str:
     steps = len(runtime.journal(run.id))
     waiting = f" (waiting for `{escape(run.wait_key)}`)" if run.wait_key else ""
     return (f"Run `{run.id}`: *{run.status.value}*{waiting} · {steps} journal entries · "
-            f"task: {escape(truncate(_task(run), 200))}")
+            f"task: {shown(_task(run), 200)}")
 
 
 def history_text(runtime: Runtime, run_id: RunId) -> str:
@@ -32,7 +32,7 @@ def history_text(runtime: Runtime, run_id: RunId) -> str:
 def history_message(runtime: Runtime, run_id: RunId) -> tuple[str, list[Block]]:
     """A run's compact timeline as text, and as blocks with "Fork from here" on model calls."""
     run = runtime.get(run_id)
-    task = escape(truncate(_task(run), 200))
+    task = shown(_task(run), 200)
     header = f"*History of run* `{run.id}` ({run.status.value}): {task}"
     if run.forked_from is not None:
         header += f"\nForked from `{run.forked_from}` at step {run.fork_at}."
@@ -43,7 +43,7 @@ def history_message(runtime: Runtime, run_id: RunId) -> tuple[str, list[Block]]:
             model = step.name == "model" and step.error is None
             lines.append((f"{step.finished_at:%H:%M:%S} {text}", step.position if model else None))
     if run.error is not None:
-        lines.append((f"❌ {escape(truncate(run.error.message, 500))}", None))
+        lines.append((f"❌ {shown(run.error.message, 500)}", None))
     text = truncate("\n".join([header, *(line for line, _ in lines)]), 2900)
     return text, history_blocks(run.id, header, lines)
 
@@ -52,7 +52,7 @@ def _history_line(step: StepRecord) -> str | None:
     text = describe_step(step)
     if text is None and step.name == "model" and isinstance(step.output, dict):
         answer = str((step.output.get("message") or {}).get("content") or "")
-        return f"🤖 Answers: {escape(truncate(answer, 200))}"
+        return f"🤖 Answers: {shown(answer, 200)}"
     return text
 
 
@@ -62,7 +62,7 @@ def list_text(runtime: Runtime, channel: str) -> str:
             if (slack_context(r) or {}).get("channel") == channel][:SHOWN]
     if not runs:
         return "No runs in this channel yet."
-    return "\n".join(f"`{r.id}` {r.status.value} · {escape(truncate(_task(r), 80))}"
+    return "\n".join(f"`{r.id}` {r.status.value} · {shown(_task(r), 80)}"
                      for r in runs)
 
 
@@ -72,7 +72,7 @@ def pending_text(approvals: Approvals, actor: Actor) -> str:
             if actor.user_id in a.eligible]
     if not mine:
         return "Nothing is waiting on you."
-    return "\n".join(f"`{a.id}` *{escape(a.tool)}* for run `{a.run_id}`, asked by "
+    return "\n".join(f"`{a.id}` *{tool_name(a.tool)}* for run `{a.run_id}`, asked by "
                      f"{user(a.requester.user_id)}" for a in mine[:SHOWN])
 
 

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 LEGIT_MARKUP = re.compile(r"^<@U_[A-Z]+>$")
 """Markup the bot writes itself: mentions of the scenarios' people."""
+DATE_MARKUP = re.compile(r"^<!date\^\d+\^\{date_short_pretty\} \{time\}\|[^<>|]+>$")
+"""Markup the bot writes itself: a moment shown in each reader's time zone."""
 
 
 def run_id_of(ack: Ack) -> RunId:
@@ -83,11 +85,12 @@ def preformatted_text(message: Message) -> str:
 
 
 def unescaped_markup(texts: Iterable[str], allowed: Iterable[str] | None = None) -> list[str]:
-    """Return the ``<…>`` markup in ``texts`` other than ``allowed`` (by default the mentions
-    of the scenario's people, which the bot writes itself)."""
+    """Return the ``<…>`` markup in ``texts`` other than dates and ``allowed`` (by default the
+    mentions of the scenario's people, which the bot writes itself)."""
     permitted = set(allowed) if allowed is not None else None
     return [m for text in texts for m in re.findall(r"<[^<>]*>", text)
-            if not (m in permitted if permitted is not None else LEGIT_MARKUP.match(m))]
+            if not (DATE_MARKUP.match(m) or (
+                m in permitted if permitted is not None else LEGIT_MARKUP.match(m)))]
 
 
 def approvals_of(bot: BotInstance, run_id: str) -> dict[str, Approval]:

@@ -12,6 +12,7 @@ import json
 
 from agent_runtime import ApprovalStatus, RunId, RunStatus
 from bot.slack.blocks import APPROVE, EDIT, REJECT
+from bot.slack.text import date
 from tests.integration.slack_harness import (
     APPROVER,
     OUTSIDER,
@@ -62,7 +63,8 @@ def test_approve_updates_the_card_in_place_and_the_run_finishes(
     assert now.decided_by is not None
     assert now.decided_by.user_id == APPROVER
     assert now.decided_args_hash is not None
-    line = (f"✅ Approved by <@{APPROVER}> at {now.decided_at:%H:%M UTC %b %d} "
+    assert now.decided_at is not None
+    line = (f"✅ Approved by <@{APPROVER}> at {date(now.decided_at)} "
             f"(args sha256 {now.decided_args_hash[:4]}…)")
     assert line in block_texts(updated)
     assert [c.params["ts"] for c in world.successful("chat.update")].count(card.ts) == 1
@@ -282,7 +284,8 @@ def test_cancel_closes_the_cards_and_tells_the_thread(
                between=bot.drain, what="the click's outcome")
     assert bot.services.approvals.get(refund.id).status != ApprovalStatus.APPROVED
     [told] = world.ephemerals(APPROVER)
-    assert told.startswith("already rejected by ")
+    assert told.startswith("already cancelled by ")
+    assert "🛑 Cancelled by " in block_texts(world.card(refund.id))
     assert buttons(world.card(refund.id)) == []
     replies = world.reply_texts(run_id)
     assert "🛑 *Cancelled*" in replies

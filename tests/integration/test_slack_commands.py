@@ -157,6 +157,21 @@ UNTRUSTED_TASKS = [
 ]
 
 
+def test_a_direction_override_in_a_task_reaches_slack_as_a_visible_escape(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """A task with U+202E and U+200B runs as typed; its root message shows both as escapes."""
+    task = "refund order 1042 to \u202eexample.com@evil\u200b"
+    run_id = run_id_of(acked(bot.command(task)))
+    assert bot.services.runtime.get(run_id).input["task"] == task
+    bot.drain()
+    root = world.root_of(run_id)
+    shown = "refund order 1042 to \\u202eexample.com@evil\\u200b"
+    assert root.text is not None
+    assert root.text.endswith(shown)
+    assert (root.blocks or [{}])[0]["text"]["text"].endswith(shown)
+
+
 def test_untrusted_task_text_starts_runs_and_is_escaped_on_its_way_to_slack(
     world: SlackWorld, bot: BotInstance
 ) -> None:

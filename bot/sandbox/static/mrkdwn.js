@@ -67,6 +67,7 @@ function special(inside, users) {
     return el("span", { class: "mention", "data-user": id }, "@" + (users[id] || label || id));
   }
   if (target.startsWith("#")) return el("span", { class: "mention" }, "#" + (label || target.slice(1)));
+  if (target.startsWith("!date^")) return document.createTextNode(unescapeEntities(label));
   if (target.startsWith("!")) {
     return el("span", { class: "mention" }, "@" + (label || target.slice(1).split("^")[0]));
   }
