@@ -72,7 +72,7 @@ def test_a_run_whose_channel_refuses_the_bot_is_cancelled_and_its_requester_told
     assert bot.services.runtime.get(run_id).status == RunStatus.CANCELLED
     approvals = bot.services.approvals.store.list_approvals(run_id=run_id)
     assert approvals, "the worker had reached the approvals"
-    assert {a.status for a in approvals} == {ApprovalStatus.REJECTED}
+    assert {a.status for a in approvals} == {ApprovalStatus.CANCELLED}
     bot.drain()
     assert responses.texts("requester") == told, "told once"
 
