@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, inspect, text
 
+from store.errors import translated
+
 if TYPE_CHECKING:  # Alembic is imported only when a migration has to run
     from alembic.config import Config
 
@@ -35,6 +37,12 @@ def current_revision(engine: Engine) -> str | None:
         if not inspect(conn).has_table("alembic_version"):
             return None
         return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def is_current(engine: Engine) -> bool:
+    """Tell whether the schema is at the newest migration (``StoreUnavailable`` if unreachable)."""
+    with translated():
+        return current_revision(engine) == latest_revision()
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
