@@ -132,7 +132,8 @@ def families(stats: Stats, now: datetime) -> Iterator[GaugeMetricFamily | Counte
                  stats.approvals_pending)
     yield _gauge("signoff_approvals_oldest_pending_age_seconds",
                  "Age of the oldest pending approval", _age(stats.oldest_pending_approval, now))
-    decisions = CounterMetricFamily("signoff_approval_decisions", "Decisions by outcome",
+    decisions = CounterMetricFamily("signoff_approval_decisions",
+                                    "Approvals decided by outcome, decisions refused by reason",
                                     labels=["outcome"])
     for outcome, count in stats.decisions.items():
         decisions.add_metric([outcome], count)

@@ -10,8 +10,10 @@ from sqlalchemy import Column, Connection, Engine, func, select
 from store.errors import translated
 from store.models import approvals, audit_log, outbox, runs
 
-DECISIONS = ("approved", "rejected", "expired", "unauthorized", "late", "stale")
-"""The audit actions that are an outcome of a person's (or the deadline's) decision."""
+OUTCOMES = ("approved", "rejected", "expired")
+"""How approvals end: counted from the approvals themselves."""
+REFUSALS = ("unauthorized", "late", "stale")
+"""Decisions refused: counted from the audit log, which records each one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,7 +55,9 @@ def _grouped(conn: Connection, column: Column[str]) -> dict[str, int]:
 
 
 def _decisions(conn: Connection) -> dict[str, int]:
-    query = (select(audit_log.c.action, func.count()).where(audit_log.c.action.in_(DECISIONS))
-             .group_by(audit_log.c.action))
-    found = {str(action): int(count) for action, count in conn.execute(query)}
-    return {outcome: found.get(outcome, 0) for outcome in DECISIONS}
+    """Return how many approvals ended each way and how many decisions were refused why."""
+    refused = (select(audit_log.c.action, func.count())
+               .where(audit_log.c.action.in_(REFUSALS)).group_by(audit_log.c.action))
+    found = _grouped(conn, approvals.c.status) | {
+        str(action): int(count) for action, count in conn.execute(refused)}
+    return {outcome: found.get(outcome, 0) for outcome in (*OUTCOMES, *REFUSALS)}
