@@ -1,19 +1,30 @@
-"""``signoff worker --metrics-port`` as an orchestrator runs it: probes, metrics, SIGTERM.
+"""``--metrics-port``: ``signoff worker`` (and ``signoff serve --no-http``) as an
+orchestrator runs them: probes, metrics, SIGTERM.
 
-Each scenario runs a real ``signoff worker`` subprocess on a SQLite file and reads its
-``/healthz``, ``/readyz`` and ``/metrics`` over HTTP.
+Each scenario runs a real subprocess on a SQLite file and reads its ``/healthz``,
+``/readyz`` and ``/metrics`` over HTTP.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 
+from bot.processes import stop_process
 from store import build_engine
-from tests.integration import WorkerProcess, cli_ok, lines, signoff_env, wait_until
+from tests.integration import (
+    WorkerProcess,
+    cli_ok,
+    lines,
+    signoff_command,
+    signoff_env,
+    wait_until,
+)
 from tests.integration.ops_probes import metrics, probe, sample
 from tests.integration.test_serve_instances import free_port
 
@@ -72,3 +83,46 @@ def test_readyz_fails_while_the_schema_is_behind_the_code(
 
         assert body["failing"] == ["migrations"], body
         assert answering(worker, port, "/healthz", 200)["status"] == "ok"
+
+
+def test_a_drain_longer_than_its_timeout_ends_the_process_with_status_4(
+    tmp_path: Path, sqlite_url: str,
+) -> None:
+    """SIGTERM during a step longer than SIGNOFF_DRAIN_SECONDS: the worker exits 4 on time."""
+    env = signoff_env(sqlite_url, extra={"SIGNOFF_DRAIN_SECONDS": "0.5"})
+    effects = tmp_path / "slow.txt"
+    cli_ok(env, "db", "upgrade")
+    with WorkerProcess(env, tmp_path / "worker.log") as worker:
+        cli_ok(env, "start", "test.slow", "--input", json.dumps(
+            {"n": 1, "delay_ms": 60_000, "path": str(effects)}))
+        wait_until(lambda: lines(effects) == ["begin 1"], timeout=TIMEOUT_S,
+                   what="the long step under way", alive=worker)
+
+        assert worker.stop(timeout=TIMEOUT_S) == 4, worker.output()
+        assert "draining took too long; exiting" in worker.output()
+
+
+def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
+    tmp_path: Path, sqlite_url: str,
+) -> None:
+    """``serve --no-http --metrics-port`` reports its worker and scheduler loops."""
+    env, port = signoff_env(sqlite_url), free_port()
+    log = (tmp_path / "serve.log").open("w", encoding="utf-8")
+    process = subprocess.Popen([*signoff_command(), "serve", "--no-http", "--metrics-port",
+                                str(port)], env=env, cwd=tmp_path, stdout=log,
+                               stderr=subprocess.STDOUT)
+    try:
+        def ready() -> dict[str, Any] | None:
+            assert process.poll() is None, (tmp_path / "serve.log").read_text()
+            found = probe(port, "/readyz")
+            return found[1] if found is not None and found[0] == 200 else None
+
+        checks = wait_until(ready, timeout=TIMEOUT_S, what="/readyz")["checks"]
+        assert set(checks) == {"database", "migrations", "loop:worker", "loop:dispatch",
+                               "loop:approvals", "loop:wake"}
+        assert sample(metrics(port), "signoff_database_up") == 1
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT_S) == 0
+    finally:
+        stop_process(process)
+        log.close()
