@@ -40,7 +40,7 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     """Run the dev session until Ctrl-C or SIGTERM; exit 2 if the port is taken."""
     from bot.dev import DevOptions, run_dev
 
-    logs.configure()
+    logs.configure(log_format=settings.log_format, secrets=settings.secrets())
     logging.getLogger("apscheduler").setLevel(logging.ERROR)  # skipped overlapping rounds
     stop = threading.Event()
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}

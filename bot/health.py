@@ -2,7 +2,8 @@
 
 Alive: the process answers and none of its loops has been silent long enough for the
 watchdog to end it. Ready: besides, the database answers, its schema is at the newest
-migration, and every loop went round within its interval plus the stall allowance.
+migration this code knows (or a newer one), and every loop went round within its
+interval plus the stall allowance.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Health:
         except StoreUnavailable as exc:
             return {"database": f"unreachable: {exc}", "migrations": "unknown"}
         return {"database": OK,
-                "migrations": OK if current else "not at the newest (run signoff db upgrade)"}
+                "migrations": OK if current else "behind the code (run signoff db upgrade)"}
 
     def _loop_checks(self, grace: timedelta) -> dict[str, str]:
         stalled = self.loops.stalled(grace)

@@ -40,9 +40,11 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def is_current(engine: Engine) -> bool:
-    """Tell whether the schema is at the newest migration (``StoreUnavailable`` if unreachable)."""
+    """Tell whether the schema has every migration this code knows (``StoreUnavailable`` if
+    unreachable). A newer schema counts: during a rolling upgrade the old code runs on it."""
     with translated():
-        return current_revision(engine) == latest_revision()
+        revision = current_revision(engine)
+    return revision is not None and revision >= latest_revision()
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
