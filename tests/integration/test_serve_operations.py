@@ -101,6 +101,10 @@ def test_readyz_and_metrics_report_the_database_the_loops_and_a_whole_flow(
     assert sample(found, "signoff_slack_rate_limited_total", method="chat.postMessage") == 1
     assert (sample(found, "signoff_steps_committed_total", kind="step") or 0) > 0
     assert (sample(found, "signoff_step_duration_seconds_count", kind="step") or 0) > 0
+    assert (sample(found, "signoff_model_tokens_total", direction="input") or 0) > 0
+    assert (sample(found, "signoff_model_tokens_total", direction="output") or 0) > 0
+    assert (sample(found, "signoff_model_cost_usd_total") or 0) > 0
+    assert sample(found, "signoff_runs_lease_expired") == 0
     for loop in ("worker", "dispatch", "approvals", "wake"):
         tick = sample(found, "signoff_loop_last_tick_timestamp_seconds", loop=loop)
         assert abs(time.time() - (tick or 0)) < 30, (loop, tick)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agent_runtime import RunId, RunStatus, StepKind
 from agent_runtime.exceptions import StoreUnavailable
+from agent_runtime.observers import combined
+from agent_runtime.records import Run, StepRecord
 from bot.health import Health
 from bot.logs import MASK, formatter
 from bot.loops import Loops
@@ -89,3 +92,38 @@ def test_log_format_and_loop_limits_are_checked_when_read() -> None:
                                   "SIGNOFF_DATABASE_URL": "postgresql://u:pw@h/db"})
     assert settings.log_format == "json"
     assert set(settings.secrets()) == {"xoxb-1", "pw"}
+
+
+class Recording:
+    """A step observer that records what it is told, or fails if told to."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.seen: list[str] = []
+
+    def step_committed(self, run: Run, step: StepRecord) -> None:
+        """Record the step, or fail."""
+        if self.fail:
+            raise RuntimeError("observer bug")
+        self.seen.append(step.name)
+
+    def run_ended(self, run: Run) -> None:
+        """Record the end, or fail."""
+        if self.fail:
+            raise RuntimeError("observer bug")
+        self.seen.append(str(run.status))
+
+
+def test_combined_observers_each_hear_everything_even_when_one_fails() -> None:
+    """Metrics and the trace stream both observe; one raising does not silence the other."""
+    broken, healthy = Recording(fail=True), Recording()
+    observer = combined(broken, None, healthy)
+    assert observer is not None
+    at = datetime.now(UTC)
+    run = Run(id=RunId("r" * 32), workflow="w", status=RunStatus.COMPLETED, input=None,
+              created_at=at, updated_at=at)
+    observer.step_committed(run, StepRecord(position=0, kind=StepKind.STEP, name="s",
+                                            input_hash="h", started_at=at, finished_at=at))
+    observer.run_ended(run)
+    assert healthy.seen == ["s", "completed"]
+    assert combined(None, healthy) is healthy
