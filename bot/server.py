@@ -137,7 +137,8 @@ def _drain(services: Services, supervision: Supervision, worker: Worker,
 def _jobs(services: Services, client: WebClient, worker: Worker, metrics: Metrics) -> list[Job]:
     poll = services.settings.poll_interval
     return [
-        Job("dispatch", dispatcher(services, client, metrics).drain, DISPATCH_EVERY),
+        # one batch a round, so that a long backlog still shows the loop going round
+        Job("dispatch", dispatcher(services, client, metrics).dispatch_once, DISPATCH_EVERY),
         Job("approvals", services.approvals.sweep, poll),
         Job("wake", worker.wake, poll),
         *_anchor_job(services),
