@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from bot.health import Health, Report
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.request_hygiene import WSGIApp
 from bot.serving import ServingThread
+from bot.settings import SettingsError
 
 JSON = "application/json"
 
@@ -73,7 +75,13 @@ class _Server(ThreadingMixIn, WSGIServer):
 
 def serve_ops(ops: Ops, port: int, host: str = "0.0.0.0") -> ServingThread:  # noqa: S104
     """Answer the operator's endpoints on ``port`` on a background thread."""
-    server = make_server(host, port, ops_app(ops), server_class=_Server, handler_class=_Quiet)
+    try:
+        server = make_server(host, port, ops_app(ops), server_class=_Server,
+                             handler_class=_Quiet)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise SettingsError(f"port {port} is already in use (--metrics-port)") from None
+        raise
     return ServingThread(server, "signoff-ops")
 
 
