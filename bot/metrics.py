@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 STEP_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 30.0, 120.0, 600.0)
 RUN_STATUSES = ("pending", "running", "waiting", "completed", "failed", "cancelled")
-OUTBOX_STATUSES = ("pending", "sent", "dead")
+OUTBOX_STATUSES = ("pending", "dead")
 
 
 class Metrics:
@@ -138,8 +138,8 @@ def families(stats: Stats, now: datetime) -> Iterator[GaugeMetricFamily | Counte
     for outcome, count in stats.decisions.items():
         decisions.add_metric([outcome], count)
     yield decisions
-    yield _by("signoff_outbox_notices", "Slack notices by status (dead: given up)", "status",
-              stats.outbox, OUTBOX_STATUSES)
+    yield _by("signoff_outbox_notices", "Slack notices not delivered: pending, or dead (given up)",
+              "status", stats.outbox, OUTBOX_STATUSES)
     yield _gauge("signoff_outbox_delivery_lag_seconds",
                  "Age of the oldest notice not yet delivered", _age(stats.oldest_undelivered, now))
     yield _gauge("signoff_runs_lease_expired",

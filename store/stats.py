@@ -13,6 +13,7 @@ from store.models import approvals, audit_log, outbox, runs
 OUTCOMES = ("approved", "rejected", "expired")
 """How approvals end: counted from the approvals themselves."""
 REFUSALS = ("unauthorized", "late", "stale")
+UNSENT = ("pending", "dead")
 """Decisions refused: counted from the audit log, which records each one."""
 
 
@@ -39,7 +40,7 @@ def read_stats(engine: Engine, now: datetime) -> Stats:
             approvals_pending=int(pending[0]),
             oldest_pending_approval=pending[1],
             decisions=_decisions(conn),
-            outbox=_grouped(conn, outbox.c.status),
+            outbox=_unsent(conn),
             oldest_undelivered=conn.execute(select(func.min(outbox.c.created_at))
                                             .where(outbox.c.status == "pending")).scalar(),
             expired_leases=int(conn.execute(
@@ -52,6 +53,15 @@ def _grouped(conn: Connection, column: Column[str]) -> dict[str, int]:
     """Return the row count of each value of ``column`` (a column of one table)."""
     query = select(column, func.count()).group_by(column)
     return {str(value): int(count) for value, count in conn.execute(query)}
+
+
+def _unsent(conn: Connection) -> dict[str, int]:
+    """Return how many notices wait (``pending``) or were given up (``dead``): the sent ones,
+    nearly all of them, are left uncounted."""
+    query = (select(outbox.c.status, func.count()).where(outbox.c.status.in_(UNSENT))
+             .group_by(outbox.c.status))
+    found = {str(status): int(count) for status, count in conn.execute(query)}
+    return {status: found.get(status, 0) for status in UNSENT}
 
 
 def _decisions(conn: Connection) -> dict[str, int]:
