@@ -57,3 +57,28 @@ def guard(observer: StepObserver | None) -> Guarded | None:
     if observer is None or isinstance(observer, Guarded):
         return observer
     return Guarded(observer)
+
+
+class Several:
+    """Passes each call on to several observers, in order, each guarded."""
+
+    def __init__(self, *observers: StepObserver) -> None:
+        self._observers = tuple(Guarded(o) for o in observers)
+
+    def step_committed(self, run: Run, step: StepRecord) -> None:
+        """Tell each observer about a committed entry."""
+        for observer in self._observers:
+            observer.step_committed(run, step)
+
+    def run_ended(self, run: Run) -> None:
+        """Tell each observer that a run ended."""
+        for observer in self._observers:
+            observer.run_ended(run)
+
+
+def combined(*observers: StepObserver | None) -> StepObserver | None:
+    """Return one observer telling each of ``observers`` (None when there is none)."""
+    present = [o for o in observers if o is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+    return Several(*present)

@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -73,6 +74,8 @@ class Worker:
         self._held: dict[RunId, Lease] = {}
         self._last_sweep: datetime | None = None
         self._lock = threading.Lock()
+        self.last_tick = time.monotonic()
+        """``time.monotonic()`` when the claim loop last went round (a stuck loop stops it)."""
 
     def stop(self) -> None:
         """Ask the worker to stop: runs in flight finish their step and are released."""
@@ -92,18 +95,30 @@ class Worker:
         with ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="signoff-run") as pool:
             active: set[Future[RunStatus | None]] = set()
             while not self._stopping.is_set():
-                self._sweep()
-                claimed = self._claim(self.options.concurrency - len(active))
-                active |= {pool.submit(self._execute, run, lease) for run, lease in claimed}
-                if until_idle and not active and not claimed and self._idle():
-                    break
-                if not claimed:
-                    self._pause(active)
-                active = {f for f in active if not f.done()}
+                self.last_tick = time.monotonic()
+                try:
+                    if self._round(pool, active, until_idle=until_idle):
+                        break
+                except Exception:  # a bug or a surprise must not end the loop silently
+                    logger.exception("worker round failed", extra={"action": "worker"})
+                    self._stopping.wait(self.options.poll_interval.total_seconds())
+                active.difference_update({f for f in active if f.done()})
             wait(active)  # the heartbeat keeps their leases while they finish their step
         self._stopping.set()
         done.set()
         heartbeat.join()
+
+    def _round(self, pool: ThreadPoolExecutor, active: set[Future[RunStatus | None]], *,
+               until_idle: bool) -> bool:
+        """Sweep, claim and start what is due, then pause; return True once idle is enough."""
+        self._sweep()
+        claimed = self._claim(self.options.concurrency - len(active))
+        active.update(pool.submit(self._execute, run, lease) for run, lease in claimed)
+        if until_idle and not active and not claimed and self._idle():
+            return True
+        if not claimed:
+            self._pause(active)
+        return False
 
     def run_once(self) -> int:
         """Sweep, claim what is runnable now and execute it in this thread; return how many ran."""
@@ -148,6 +163,10 @@ class Worker:
     def _execute(self, run: Run, lease: Lease) -> RunStatus | None:
         try:
             return self._executor.execute(run, lease)
+        except Exception:  # its lease lapses and another worker takes the run over
+            logger.exception("run execution failed", extra={"action": "execute",
+                                                             "run_id": run.id})
+            return None
         finally:
             with self._lock:
                 self._held.pop(run.id, None)
@@ -163,7 +182,10 @@ class Worker:
     def _heartbeat(self, done: threading.Event) -> None:
         interval = self.options.lease_ttl.total_seconds() / 3
         while not done.wait(interval):
-            self._renew_all()
+            try:
+                self._renew_all()
+            except Exception:  # leases must keep being renewed whatever one renewal did
+                logger.exception("heartbeat failed", extra={"action": "heartbeat"})
 
     def _renew_all(self) -> None:
         with self._lock:

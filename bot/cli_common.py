@@ -62,6 +62,13 @@ def run_id(text: str) -> RunId:
         raise argparse.ArgumentTypeError(f"{text!r} is not a run id") from None
 
 
+def port_number(text: str) -> int:
+    """argparse type: a TCP port number (0: any free port)."""
+    if not text.isdigit() or not 0 <= int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"expected a TCP port number, not {text!r}")
+    return int(text)
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
     try:

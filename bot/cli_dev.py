@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import logs
-from bot.cli_common import positive_int
+from bot.cli_common import port_number, positive_int
 from bot.settings import Settings
 
 
@@ -23,7 +23,7 @@ def add_commands(commands: Any) -> None:
     """Add ``signoff dev`` to the ``signoff`` parser."""
     dev = commands.add_parser(
         "dev", help="the whole product on this machine, with a local Slack in the browser")
-    dev.add_argument("--port", type=_port, default=3000,
+    dev.add_argument("--port", type=port_number, default=3000,
                      help="where the page and the sandbox Slack listen (default 3000; "
                           "0: any free port)")
     dev.add_argument("--dir", type=Path, default=Path("signoff-dev"), metavar="DIR",
@@ -40,7 +40,7 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     """Run the dev session until Ctrl-C or SIGTERM; exit 2 if the port is taken."""
     from bot.dev import DevOptions, run_dev
 
-    logs.configure()
+    logs.configure(log_format=settings.log_format, secrets=settings.secrets())
     logging.getLogger("apscheduler").setLevel(logging.ERROR)  # skipped overlapping rounds
     stop = threading.Event()
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -58,12 +58,6 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
 
 def _say(line: str) -> None:
     print(line, flush=True)
-
-
-def _port(text: str) -> int:
-    if not text.isdigit() or not 0 <= int(text) < 65536:
-        raise argparse.ArgumentTypeError(f"expected a TCP port number, not {text!r}")
-    return int(text)
 
 
 __all__ = ["add_commands", "cmd_dev"]

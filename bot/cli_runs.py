@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import threading
 from typing import Any
 
 from agent_runtime import RunStatus
@@ -19,6 +20,7 @@ from bot.cli_common import (
     emit,
     json_argument,
     json_flag,
+    port_number,
     positive_int,
     run_id,
 )
@@ -47,6 +49,8 @@ def add_commands(commands: Any) -> None:
 
     worker = commands.add_parser("worker", help="execute runs until stopped")
     worker.add_argument("--concurrency", type=positive_int, default=4)
+    worker.add_argument("--metrics-port", type=port_number, default=None,
+                        help="answer /healthz, /readyz and /metrics on this port")
     worker.add_argument("--until-idle", action="store_true",
                         help="exit once nothing is in progress here and no run falls due "
                              "within a lease TTL (a dead worker's runs are taken over first)")
@@ -93,16 +97,33 @@ def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    """Execute runs; SIGTERM or Ctrl-C releases the leases, flushes the trace stream, exits."""
-    logs.configure()
-    services = build_services(settings, stream_traces=True)
+    """Execute runs; SIGTERM or Ctrl-C drains (steps in flight finish, their runs are
+    released, the trace stream is flushed) within ``SIGNOFF_DRAIN_SECONDS`` and exits."""
+    from bot.ops_http import ops_port
+    from bot.supervision import drain_deadline, supervised_services
+
+    logs.configure(log_format=settings.log_format, secrets=settings.secrets())
+    services, supervision = supervised_services(settings)
     worker = services.runtime.worker(worker_options(settings, concurrency=args.concurrency))
+    supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
+    deadlines: list[threading.Timer] = []
+
+    def drain(*_: object) -> None:
+        if not deadlines:
+            deadlines.append(drain_deadline(settings.drain_timeout))
+            supervision.watchdog.stop()
+        worker.stop()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: worker.stop())
-    try:
-        worker.run(until_idle=args.until_idle)
-    finally:
-        services.shutdown()
+        signal.signal(signum, drain)
+    supervision.watchdog.start()
+    with ops_port(supervision.ops, args.metrics_port):
+        try:
+            worker.run(until_idle=args.until_idle)
+        finally:
+            services.shutdown()
+    for deadline in deadlines:
+        deadline.cancel()
     return 0
 
 
@@ -178,6 +199,9 @@ def add_serve_command(commands: Any) -> None:
                        help="connect to Slack over Socket Mode instead of serving HTTP")
     serve.add_argument("--no-http", action="store_true", help="no Slack front end here")
     serve.add_argument("--no-worker", action="store_true", help="no worker here")
+    serve.add_argument("--metrics-port", type=port_number, default=None,
+                       help="with --no-http or --socket-mode: answer /healthz, /readyz and "
+                            "/metrics on this port")
     serve.add_argument("--no-scheduler", action="store_true",
                        help="no scheduler (sweeps, outbox dispatch) here")
     serve.set_defaults(handler=cmd_serve)
@@ -187,11 +211,11 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """Run the chosen parts in this process until SIGTERM or Ctrl-C."""
     from bot.server import Parts, serve
 
-    logs.configure()
+    logs.configure(log_format=settings.log_format, secrets=settings.secrets())
     signal.signal(signal.SIGTERM, _interrupt)
     parts = Parts(http=not args.no_http, worker=not args.no_worker,
                   scheduler=not args.no_scheduler, socket_mode=args.socket_mode,
-                  concurrency=args.concurrency)
+                  concurrency=args.concurrency, metrics_port=args.metrics_port)
     return serve(settings, parts)
 
 

@@ -10,12 +10,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from apscheduler.schedulers.background import BackgroundScheduler
 from slack_bolt import App
 from slack_sdk import WebClient
 
 from agent_runtime import SystemClock, Worker
 from agent_runtime.worker import default_owner
 from bot.anchor_file import anchor_if_changed
+from bot.metrics import Metrics
+from bot.ops_http import Ops, ops_app, ops_port
 from bot.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
 from bot.scheduler import Job, build_scheduler
 from bot.settings import Settings, SettingsError
@@ -23,7 +26,8 @@ from bot.slack.app import SlackDeps, build_app
 from bot.slack.channel_refusals import ChannelRefusals
 from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
 from bot.slack.form_request import SlackWsgiHandler
-from bot.wiring import Services, build_services, worker_options
+from bot.supervision import Supervision, drain_deadline, supervised_services
+from bot.wiring import Services, worker_options
 from store.notify import WakeListener
 from store.replay_guard import SqlReplayGuard
 
@@ -41,6 +45,8 @@ class Parts:
     scheduler: bool = True
     socket_mode: bool = False
     concurrency: int = 4
+    metrics_port: int | None = None
+    """Where to answer ``/healthz``, ``/readyz`` and ``/metrics`` without the HTTP front."""
 
 
 def web_client(settings: Settings) -> WebClient:
@@ -58,44 +64,47 @@ def slack_app(services: Services, client: WebClient) -> App:
     return build_app(deps, client, services.settings.slack_signing_secret)
 
 
-def wsgi(app: App) -> WSGIApp:
-    """A WSGI application: Slack at ``/slack/events``, a health check at ``/healthz``."""
+def wsgi(app: App, ops: Ops | None = None) -> WSGIApp:
+    """A WSGI application: Slack at ``/slack/events``; with ``ops``, also ``/healthz``,
+    ``/readyz`` and ``/metrics``."""
     handler = guarded(SlackWsgiHandler(app))
 
-    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        path = environ.get("PATH_INFO", "")
-        if path == "/slack/events":
+    def slack_only(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("PATH_INFO", "") == "/slack/events":
             return handler(environ, start_response)
-        if path == "/healthz":
-            start_response("200 OK", [("Content-Type", "text/plain")])
-            return [b"ok\n"]
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found\n"]
 
-    return application
+    return slack_only if ops is None else ops_app(ops, fallback=slack_only)
 
 
-def dispatcher(services: Services, client: WebClient) -> Dispatcher:
-    """The outbox dispatcher of this process."""
+def dispatcher(services: Services, client: WebClient,
+               metrics: Metrics | None = None) -> Dispatcher:
+    """The outbox dispatcher of this process (counting Slack's refusals in ``metrics``)."""
     settings = services.settings
     options = DispatchOptions(claim_for=settings.outbox_claim,
                               backoff_cap=settings.outbox_backoff_cap,
                               pace=Pace(every=settings.slack_post_interval,
-                                        burst=settings.slack_post_burst))
+                                        burst=settings.slack_post_burst),
+                              on_refused=None if metrics is None else metrics.slack_refused)
     refusals = ChannelRefusals(services.runtime, services.approvals)
     return Dispatcher(services.outbox, client, services.approvals, SystemClock(),
                       owner=default_owner(), options=options, channel_refused=refusals.refused)
 
 
 def serve(settings: Settings, parts: Parts) -> int:
-    """Run the chosen parts until SIGTERM or Ctrl-C."""
-    services = build_services(settings, stream_traces=True)
+    """Run the chosen parts until SIGTERM or Ctrl-C, then drain: stop taking Slack requests
+    and claiming runs, let each step in flight finish and its run be released, let the
+    outbox round in flight finish; all within ``SIGNOFF_DRAIN_SECONDS``."""
+    services, supervision = supervised_services(settings)
     client = web_client(settings)
     worker = services.runtime.worker(worker_options(settings, concurrency=parts.concurrency))
-    stop = threading.Event()
     threads = [threading.Thread(target=worker.run, name="signoff-worker", daemon=True)] \
         if parts.worker else []
-    scheduler = build_scheduler(_jobs(services, client, worker)) if parts.scheduler else None
+    if parts.worker:
+        supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
+    scheduler = build_scheduler(_jobs(services, client, worker, supervision.metrics),
+                                supervision.loops) if parts.scheduler else None
     listener = WakeListener(services.store.engine, worker.wake) if parts.worker else None
     for thread in threads:
         thread.start()
@@ -103,24 +112,37 @@ def serve(settings: Settings, parts: Parts) -> int:
         scheduler.start()
     if listener is not None:
         listener.start()
+    supervision.watchdog.start()
     try:
-        _front(services, client, settings, parts, stop)
+        _front(services, client, settings, parts, supervision.ops)
     finally:
-        worker.stop()
-        if scheduler is not None:
-            scheduler.shutdown(wait=False)
-        if listener is not None:
-            listener.stop()
-        for thread in threads:
-            thread.join(timeout=30)
-        services.shutdown()
+        _drain(services, supervision, worker, threads, scheduler, listener)
     return 0
 
 
-def _jobs(services: Services, client: WebClient, worker: Worker) -> list[Job]:
+def _drain(services: Services, supervision: Supervision, worker: Worker,
+           threads: list[threading.Thread], scheduler: BackgroundScheduler | None,
+           listener: WakeListener | None) -> None:
+    deadline = drain_deadline(services.settings.drain_timeout)
+    logger.info("draining", extra={"action": "drain"})
+    supervision.watchdog.stop()
+    worker.stop()
+    if scheduler is not None:
+        scheduler.shutdown(wait=True)  # the outbox round in flight finishes
+    if listener is not None:
+        listener.stop()
+    for thread in threads:
+        thread.join()
+    services.shutdown()
+    deadline.cancel()
+    logger.info("drained", extra={"action": "drain"})
+
+
+def _jobs(services: Services, client: WebClient, worker: Worker, metrics: Metrics) -> list[Job]:
     poll = services.settings.poll_interval
     return [
-        Job("dispatch", dispatcher(services, client).drain, DISPATCH_EVERY),
+        # one batch a round, so that a long backlog still shows the loop going round
+        Job("dispatch", dispatcher(services, client, metrics).dispatch_once, DISPATCH_EVERY),
         Job("approvals", services.approvals.sweep, poll),
         Job("wake", worker.wake, poll),
         *_anchor_job(services),
@@ -138,13 +160,15 @@ def _anchor_job(services: Services) -> list[Job]:
 
 
 def _front(services: Services, client: WebClient, settings: Settings, parts: Parts,
-           stop: threading.Event) -> None:
+           ops: Ops) -> None:
     if parts.socket_mode:
-        _socket_mode(slack_app(services, client), settings)
+        with ops_port(ops, parts.metrics_port):
+            _socket_mode(slack_app(services, client), settings)
     elif parts.http:
-        _http(wsgi(slack_app(services, client)), settings.port)
+        _http(wsgi(slack_app(services, client), ops), settings.port)
     else:
-        _wait_forever(stop)
+        with ops_port(ops, parts.metrics_port):
+            _wait_forever(threading.Event())
 
 
 def _http(application: WSGIApp, port: int) -> None:

@@ -86,6 +86,28 @@ class Settings:
     append-only file (one JSON line) whenever it changed, every
     ``SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS`` (default 60). Empty: no anchoring."""
     audit_anchor_interval: timedelta = timedelta(seconds=60)
+    log_format: str = "text"
+    """``SIGNOFF_LOG_FORMAT``: ``text`` (one readable line per record) or ``json`` (one JSON
+    object per line: timestamp, level, logger, message and the record's structured fields).
+    Either way the tokens, the signing secret, the API key and the audit keys are masked."""
+    loop_stall: timedelta = timedelta(seconds=60)
+    """``SIGNOFF_LOOP_STALL_SECONDS``: a background loop (worker, dispatcher, scheduler job)
+    silent for its interval plus this long makes ``/readyz`` answer 503."""
+    loop_exit: timedelta = timedelta(seconds=180)
+    """``SIGNOFF_LOOP_EXIT_SECONDS``: a loop silent for its interval plus this long ends the
+    process with exit status 3, for its orchestrator to restart it (at least the stall)."""
+    drain_timeout: timedelta = timedelta(seconds=25)
+    """``SIGNOFF_DRAIN_SECONDS``: after SIGTERM, how long ``signoff serve`` and ``signoff
+    worker`` wait for the steps and the outbox batch in flight before exiting anyway (keep it
+    under the orchestrator's grace period, 30 s by default on Kubernetes)."""
+
+    def secrets(self) -> tuple[str, ...]:
+        """Return every secret value set (never to be logged)."""
+        keys = self.audit_keys.keys if self.audit_keys is not None else ()
+        found = (self.slack_bot_token, self.slack_signing_secret, self.slack_app_token,
+                 self.model_api_key, urlsplit(self.database_url).password or "",
+                 *(key.secret.decode(errors="replace") for key in keys))
+        return tuple(secret for secret in found if secret)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -111,6 +133,8 @@ class Settings:
             outbox_backoff_cap=_seconds(env, "SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS", 300.0),
             slack_post_interval=_seconds(env, "SIGNOFF_SLACK_POST_INTERVAL_SECONDS", 1.0),
             slack_post_burst=_count(env, "SIGNOFF_SLACK_POST_BURST", 3),
+            log_format=_log_format(env),
+            **_supervision(env),
             **_model(env),
             **_slack(env),
         )
@@ -226,6 +250,22 @@ def _traces_endpoint(env: Mapping[str, str], name: str) -> str:
         raise SettingsError(
             f"{name} must be an OTLP/HTTP traces URL such as "
             f"http://127.0.0.1:4318{TRACES_PATH}") from None
+
+
+def _log_format(env: Mapping[str, str]) -> str:
+    value = (env.get("SIGNOFF_LOG_FORMAT") or "text").lower()
+    if value not in ("text", "json"):
+        raise SettingsError(f"SIGNOFF_LOG_FORMAT must be text or json, not {value!r}")
+    return value
+
+
+def _supervision(env: Mapping[str, str]) -> dict[str, Any]:
+    stall = _seconds(env, "SIGNOFF_LOOP_STALL_SECONDS", 60.0)
+    exit_after = _seconds(env, "SIGNOFF_LOOP_EXIT_SECONDS", max(180.0, stall.total_seconds()))
+    if exit_after < stall:
+        raise SettingsError("SIGNOFF_LOOP_EXIT_SECONDS must be at least SIGNOFF_LOOP_STALL_SECONDS")
+    return {"loop_stall": stall, "loop_exit": exit_after,
+            "drain_timeout": _seconds(env, "SIGNOFF_DRAIN_SECONDS", 25.0)}
 
 
 def _quorum(env: Mapping[str, str]) -> int:

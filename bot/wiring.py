@@ -20,6 +20,7 @@ from agent_runtime import (
 from agent_runtime.agent_loop import ModelResolver, agent_workflow
 from agent_runtime.demo import demo_workflows
 from agent_runtime.models import Model
+from agent_runtime.observers import StepObserver, combined
 from bot.demo.agent import demo_agent
 from bot.models import configured_model, model_from_spec
 from bot.settings import Settings, SettingsError
@@ -49,13 +50,14 @@ class Services:
             self.trace_stream.close()
 
 
-def build_services(settings: Settings, *, migrate: bool = True,
-                   stream_traces: bool = False) -> Services:
+def build_services(settings: Settings, *, migrate: bool = True, stream_traces: bool = False,
+                   observer: StepObserver | None = None) -> Services:
     """Open the configured database and wire the runtime, the agents and the approvals.
 
     With ``stream_traces`` (for processes that execute or cancel runs) and
     ``SIGNOFF_OTLP_ENDPOINT`` set, what the runtime commits is streamed as spans; call
-    ``Services.shutdown()`` before the process exits.
+    ``Services.shutdown()`` before the process exits. ``observer`` (metrics, say) also
+    hears of each entry committed and each run ended.
     """
     store = open_store(settings.database_url, migrate=migrate)
     clock = SystemClock()
@@ -78,7 +80,7 @@ def build_services(settings: Settings, *, migrate: bool = True,
     stream = (SpanStreamer.to_endpoint(settings.otlp_endpoint, store, approval_store)
               if stream_traces and settings.otlp_endpoint else None)
     runtime = Runtime(store, workflows, clock=clock, sweeps=(approvals.sweep,),
-                      notifier=notifier, observer=stream)
+                      notifier=notifier, observer=combined(stream, observer))
     return Services(settings=settings, store=store, runtime=runtime, approvals=approvals,
                     agents=agents, outbox=SqlOutbox(store.engine), models=models,
                     trace_stream=stream)

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, inspect, text
 
+from store.errors import translated
+
 if TYPE_CHECKING:  # Alembic is imported only when a migration has to run
     from alembic.config import Config
 
@@ -35,6 +37,14 @@ def current_revision(engine: Engine) -> str | None:
         if not inspect(conn).has_table("alembic_version"):
             return None
         return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def is_current(engine: Engine) -> bool:
+    """Tell whether the schema has every migration this code knows (``StoreUnavailable`` if
+    unreachable). A newer schema counts: during a rolling upgrade the old code runs on it."""
+    with translated():
+        revision = current_revision(engine)
+    return revision is not None and revision >= latest_revision()
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

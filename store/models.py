@@ -170,6 +170,8 @@ class AuditRow(Base):
     kid: Mapped[str | None] = mapped_column(String(32), nullable=True)
     mac: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
+    __table_args__ = (Index(None, "action"),)
+
 
 class AuditHeadRow(Base):
     """The last audit entry's number and hash, so that removing entries from the end shows."""

@@ -8,8 +8,12 @@ Crash point "after a step ran, before its journal entry committed": when the wor
 environment has ``SIGNOFF_TEST_HANG_BEFORE_COMMIT_AT=<position>``, importing this module
 wraps the store's journal append so that, right before the entry for that position is
 written, it creates the file named by ``SIGNOFF_TEST_HANG_MARKER`` and then blocks forever:
-a SIGKILL then lands after the step's function ran and before its commit. Without that
-variable the module changes nothing, so importing it (as the tests do) is harmless.
+a SIGKILL then lands after the step's function ran and before its commit.
+
+Loop faults: with ``SIGNOFF_TEST_CLAIM_FAULT=raise|hang`` and
+``SIGNOFF_TEST_CLAIM_FAULT_FILE=<path>``, the worker's claim fails or blocks while that file
+exists. Without these variables the module changes nothing, so importing it (as the tests
+do) is harmless.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from store import SqlStore
 
 HANG_AT_ENV = "SIGNOFF_TEST_HANG_BEFORE_COMMIT_AT"
 HANG_MARKER_ENV = "SIGNOFF_TEST_HANG_MARKER"
+CLAIM_FAULT_ENV = "SIGNOFF_TEST_CLAIM_FAULT"
+"""``raise`` or ``hang``: what the store's claim of runs does while the switch file exists."""
+CLAIM_FAULT_FILE_ENV = "SIGNOFF_TEST_CLAIM_FAULT_FILE"
 
 workflows = Workflows()
 
@@ -147,6 +154,25 @@ def _install_hang_before_commit(position: int) -> None:
 
     SqlStore.append_step = append_step  # type: ignore[method-assign]
 
+
+def _install_claim_fault(kind: str, switch: Path) -> None:
+    """While ``switch`` exists, make the worker loop's claim raise a bug-like error (``raise``)
+    or block for good (``hang``): a loop that meets a surprise, or one that is stuck."""
+    original = SqlStore.claim_runs
+
+    def claim_runs(self: SqlStore, *args: Any, **kw: Any) -> Any:
+        if switch.exists():
+            if kind == "hang":
+                threading.Event().wait()
+            raise RuntimeError("injected claim failure")
+        return original(self, *args, **kw)
+
+    SqlStore.claim_runs = claim_runs  # type: ignore[method-assign]
+
+
+_claim_fault = os.environ.get(CLAIM_FAULT_ENV)
+if _claim_fault:
+    _install_claim_fault(_claim_fault, Path(os.environ[CLAIM_FAULT_FILE_ENV]))
 
 _hang_setting = os.environ.get(HANG_AT_ENV)
 if _hang_setting:

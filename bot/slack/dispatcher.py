@@ -63,6 +63,8 @@ class DispatchOptions:
     backoff_cap: timedelta = timedelta(minutes=5)
     batch: int = 10
     pace: Pace = field(default_factory=Pace)
+    on_refused: Callable[[str, SlackApiError], object] | None = None
+    """Told of each Slack call refused, with its method (metrics count them)."""
 
     @property
     def call_timeout(self) -> float:
@@ -332,6 +334,8 @@ class Dispatcher:
         try:
             return call()
         except SlackApiError as exc:
+            if self._options.on_refused is not None:
+                self._options.on_refused(lane.method, exc)
             if not is_rate_limited(exc):
                 raise
             until = now + retry_after(exc)

@@ -1,0 +1,128 @@
+"""``--metrics-port``: ``signoff worker`` (and ``signoff serve --no-http``) as an
+orchestrator runs them: probes, metrics, SIGTERM.
+
+Each scenario runs a real subprocess on a SQLite file and reads its ``/healthz``,
+``/readyz`` and ``/metrics`` over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+
+from bot.processes import stop_process
+from store import build_engine
+from tests.integration import (
+    WorkerProcess,
+    cli_ok,
+    lines,
+    signoff_command,
+    signoff_env,
+    wait_until,
+)
+from tests.integration.ops_probes import metrics, probe, sample
+from tests.integration.test_serve_instances import free_port
+
+TIMEOUT_S = 30.0
+
+
+def answering(worker: WorkerProcess, port: int, path: str, status: int) -> dict[str, Any]:
+    """Wait until ``path`` answers ``status``; return its JSON body."""
+    def check() -> dict[str, Any] | None:
+        found = probe(port, path)
+        return found[1] if found is not None and found[0] == status else None
+
+    return wait_until(check, timeout=TIMEOUT_S, what=f"{path} answering {status}", alive=worker)
+
+
+def test_worker_probes_and_metrics_then_sigterm_releases_its_step_for_another_worker(
+    tmp_path: Path, sqlite_url: str,
+) -> None:
+    """The worker answers probes and metrics; SIGTERM mid-step exits 0 and the run resumes."""
+    env, port, effects = signoff_env(sqlite_url), free_port(), tmp_path / "slow.txt"
+    cli_ok(env, "db", "upgrade")
+    with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port)) as worker:
+        assert answering(worker, port, "/healthz", 200)["checks"] == {"loop:worker": "ok"}
+        ready = answering(worker, port, "/readyz", 200)["checks"]
+        assert ready == {"database": "ok", "migrations": "ok", "loop:worker": "ok"}
+        run_id = cli_ok(env, "start", "test.slow", "--input", json.dumps(
+            {"n": 2, "delay_ms": 1500, "path": str(effects)})).strip()
+        wait_until(lambda: lines(effects) == ["begin 1"], timeout=TIMEOUT_S,
+                   what="step 1 under way", alive=worker)
+        assert sample(metrics(port), "signoff_runs", status="running") == 1
+
+        assert worker.stop(timeout=TIMEOUT_S) == 0, worker.output()
+
+    assert lines(effects) == ["begin 1", "end 1"]
+    assert json.loads(cli_ok(env, "show", run_id, "--json"))["status"] == "pending"
+    cli_ok(env, "worker", "--until-idle")
+    assert lines(effects) == ["begin 1", "end 1", "begin 2", "end 2"]
+
+
+def test_readyz_fails_while_the_schema_is_behind_the_code(
+    tmp_path: Path, sqlite_url: str,
+) -> None:
+    """/readyz answers 503 naming the migrations while the database is not at the newest."""
+    env, port = signoff_env(sqlite_url), free_port()
+    cli_ok(env, "db", "upgrade")
+    with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port)) as worker:
+        answering(worker, port, "/readyz", 200)
+        engine = build_engine(sqlite_url)
+        try:
+            with engine.begin() as conn:
+                conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))
+        finally:
+            engine.dispose()
+
+        body = answering(worker, port, "/readyz", 503)
+
+        assert body["failing"] == ["migrations"], body
+        assert answering(worker, port, "/healthz", 200)["status"] == "ok"
+
+
+def test_a_drain_longer_than_its_timeout_ends_the_process_with_status_4(
+    tmp_path: Path, sqlite_url: str,
+) -> None:
+    """SIGTERM during a step longer than SIGNOFF_DRAIN_SECONDS: the worker exits 4 on time."""
+    env = signoff_env(sqlite_url, extra={"SIGNOFF_DRAIN_SECONDS": "0.5"})
+    effects = tmp_path / "slow.txt"
+    cli_ok(env, "db", "upgrade")
+    with WorkerProcess(env, tmp_path / "worker.log") as worker:
+        cli_ok(env, "start", "test.slow", "--input", json.dumps(
+            {"n": 1, "delay_ms": 60_000, "path": str(effects)}))
+        wait_until(lambda: lines(effects) == ["begin 1"], timeout=TIMEOUT_S,
+                   what="the long step under way", alive=worker)
+
+        assert worker.stop(timeout=TIMEOUT_S) == 4, worker.output()
+        assert "draining took too long; exiting" in worker.output()
+
+
+def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
+    tmp_path: Path, sqlite_url: str,
+) -> None:
+    """``serve --no-http --metrics-port`` reports its worker and scheduler loops."""
+    env, port = signoff_env(sqlite_url), free_port()
+    log = (tmp_path / "serve.log").open("w", encoding="utf-8")
+    process = subprocess.Popen([*signoff_command(), "serve", "--no-http", "--metrics-port",
+                                str(port)], env=env, cwd=tmp_path, stdout=log,
+                               stderr=subprocess.STDOUT)
+    try:
+        def ready() -> dict[str, Any] | None:
+            assert process.poll() is None, (tmp_path / "serve.log").read_text()
+            found = probe(port, "/readyz")
+            return found[1] if found is not None and found[0] == 200 else None
+
+        checks = wait_until(ready, timeout=TIMEOUT_S, what="/readyz")["checks"]
+        assert set(checks) == {"database", "migrations", "loop:worker", "loop:dispatch",
+                               "loop:approvals", "loop:wake"}
+        assert sample(metrics(port), "signoff_database_up") == 1
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT_S) == 0
+    finally:
+        stop_process(process)
+        log.close()
