@@ -68,23 +68,26 @@ class SweepResult:
 
 
 class ToolLookup:
-    """The current tools by name and the approver groups (for edits and staleness)."""
+    """The current tools by name, each with the approver groups of the agent that has it."""
 
-    def __init__(self, groups: Mapping[str, tuple[str, ...]] | None = None) -> None:
-        self._tools: dict[str, Tool] = {}
-        self.groups: Mapping[str, tuple[str, ...]] = dict(groups or {})
+    def __init__(self) -> None:
+        self._tools: dict[str, tuple[Tool, Mapping[str, tuple[str, ...]]]] = {}
 
-    def add(self, tool: Tool) -> None:
-        """Make ``tool`` known."""
-        self._tools[tool.name] = tool
+    def add(self, tool: Tool, groups: Mapping[str, tuple[str, ...]] | None = None) -> None:
+        """Make ``tool`` known, its policy's groups resolved with ``groups``."""
+        self._tools[tool.name] = (tool, dict(groups or {}))
 
     def get(self, name: str) -> Tool | None:
         """Return the tool called ``name``, if known."""
-        return self._tools.get(name)
+        found = self._tools.get(name)
+        return None if found is None else found[0]
 
-    def fingerprint(self, tool: Tool) -> str:
-        """Return the tool's current fingerprint."""
-        return fingerprint(tool, self.groups)
+    def fingerprint(self, tool: Tool, groups: Mapping[str, tuple[str, ...]] | None = None) -> str:
+        """Return the tool's fingerprint under ``groups`` (default: the ones it was added with)."""
+        if groups is None:
+            known = self._tools.get(tool.name)
+            groups = {} if known is None else known[1]
+        return fingerprint(tool, groups)
 
 
 class Approvals:

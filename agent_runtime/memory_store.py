@@ -206,11 +206,6 @@ class InMemoryStore:
         with self._lock:
             return self._events.get((run_id, key))
 
-    def runnable_count(self, now: datetime) -> int:
-        """Count the claimable runs."""
-        with self._lock:
-            return sum(1 for r in self._runs.values() if r.due_at is not None and r.due_at <= now)
-
     def next_due(self) -> datetime | None:
         """Return the earliest due time."""
         with self._lock:

@@ -130,10 +130,6 @@ class Store(Protocol):
         """Return the event delivered under ``key``, if any."""
         ...
 
-    def runnable_count(self, now: datetime) -> int:
-        """Count the runs a worker could claim at ``now``."""
-        ...
-
     def next_due(self) -> datetime | None:
         """Return the earliest time at which some unfinished run becomes runnable."""
         ...

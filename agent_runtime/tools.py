@@ -52,6 +52,9 @@ class Tool:
             raise ValueError(f"tool {self.name}: only side-effecting tools take an approval")
         if self.on_unknown_outcome == UnknownOutcome.VERIFY and self.verify is None:
             raise ValueError(f"tool {self.name}: on_unknown_outcome=VERIFY needs verify=")
+        if self.side_effect and self.timeout is not None:
+            raise ValueError(f"tool {self.name}: a side-effecting tool cannot have a timeout "
+                             "(a timed-out call keeps running, so a retry would repeat it)")
         jsonschema.Draft202012Validator.check_schema(self.parameters)
 
     @property

@@ -286,12 +286,6 @@ class SqlStore:
             return None
         return Event(key=row.key, data=row.data, delivered_at=row.delivered_at)
 
-    def runnable_count(self, now: datetime) -> int:
-        """Count the runs due at ``now``."""
-        with self._one() as conn:
-            return int(conn.execute(
-                select(func.count()).select_from(runs).where(runs.c.due_at <= now)).scalar_one())
-
     def next_due(self) -> datetime | None:
         """Return the earliest due time of any unfinished run."""
         with self._one() as conn:

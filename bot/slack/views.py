@@ -23,12 +23,6 @@ def status_text(runtime: Runtime, run_id: RunId | None, actor: Actor) -> str:
             f"task: {escape(truncate(_task(run), 200))}")
 
 
-def history_text(runtime: Runtime, run_id: RunId) -> str:
-    """A compact timeline of a run, from its journal."""
-    text, _ = history_message(runtime, run_id)
-    return text
-
-
 def history_message(runtime: Runtime, run_id: RunId) -> tuple[str, list[Block]]:
     """A run's compact timeline as text, and as blocks with "Fork from here" on model calls."""
     run = runtime.get(run_id)
