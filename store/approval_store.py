@@ -15,6 +15,7 @@ from agent_runtime.audit_keys import AuditKeys
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event
+from store.engine import reader
 from store.errors import translated
 from store.models import approvals, audit_head, audit_log
 from store.notify import notify_wake
@@ -37,6 +38,11 @@ class SqlApprovalStore:
         with translated(), self.engine.begin() as conn:
             yield conn
 
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with translated(), reader(self.engine).begin() as conn:
+            yield conn
+
     def create_approval(
         self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice] = ()
     ) -> Approval:
@@ -53,7 +59,7 @@ class SqlApprovalStore:
 
     def get_approval(self, approval_id: str) -> Approval:
         """Return the approval or raise ApprovalNotFound."""
-        with self._tx() as conn:
+        with self._read() as conn:
             row = conn.execute(select(approvals).where(approvals.c.id == approval_id)).first()
         if row is None:
             raise ApprovalNotFound(approval_id)
@@ -71,7 +77,7 @@ class SqlApprovalStore:
             query = query.where(approvals.c.run_id == run_id)
         if status is not None:
             query = query.where(approvals.c.status == status.value)
-        with self._tx() as conn:
+        with self._read() as conn:
             return [_approval(row) for row in conn.execute(query)]
 
     def save_approval(
@@ -112,7 +118,7 @@ class SqlApprovalStore:
 
     def audit_log(self) -> tuple[list[AuditEntry], tuple[int, str] | None]:
         """Return the log in order and its recorded head."""
-        with self._tx() as conn:
+        with self._read() as conn:
             rows = conn.execute(select(audit_log).order_by(audit_log.c.seq)).all()
             head = conn.execute(select(audit_head.c.seq, audit_head.c.hash)).first()
         entries = [_entry(row) for row in rows]
@@ -120,7 +126,7 @@ class SqlApprovalStore:
 
     def last_audit_entry(self) -> AuditEntry | None:
         """Return the newest audit entry, or None while the log is empty."""
-        with self._tx() as conn:
+        with self._read() as conn:
             row = conn.execute(
                 select(audit_log).order_by(audit_log.c.seq.desc()).limit(1)).first()
         return None if row is None else _entry(row)
@@ -130,7 +136,7 @@ class SqlApprovalStore:
         query = select(approvals).where(
             approvals.c.status == ApprovalStatus.PENDING.value,
             or_(approvals.c.deadline <= now, approvals.c.remind_at <= now))
-        with self._tx() as conn:
+        with self._read() as conn:
             return [_approval(row) for row in conn.execute(query)]
 
 

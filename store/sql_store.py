@@ -51,6 +51,7 @@ from agent_runtime.records import (
     StepRecord,
     Wait,
 )
+from store.engine import reader
 from store.errors import is_unique_violation, translated
 from store.models import attempts, events, runs, steps
 from store.notify import notify_wake
@@ -75,11 +76,18 @@ class SqlStore:
         self._autocommit = (
             engine.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else None
         )
+        self._reader = reader(engine)
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
         """A transaction for several statements."""
         with translated(), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """A connection for reading: autocommit on PostgreSQL, a deferred BEGIN on SQLite."""
+        with translated(), (self._autocommit or self._reader).connect() as conn:
             yield conn
 
     @contextmanager
@@ -118,7 +126,7 @@ class SqlStore:
 
     def get_run(self, run_id: RunId) -> Run:
         """Return the run or raise RunNotFound."""
-        with self._one() as conn:
+        with self._read() as conn:
             return self._get(conn, run_id)
 
     def list_runs(
@@ -131,7 +139,7 @@ class SqlStore:
             query = query.where(runs.c.status == status.value)
         if forked_from is not None:
             query = query.where(runs.c.forked_from == forked_from)
-        with self._one() as conn:
+        with self._read() as conn:
             return [_run(row) for row in conn.execute(query)]
 
     def claim_runs(
@@ -153,7 +161,7 @@ class SqlStore:
 
     def load_journal(self, run_id: RunId) -> list[StepRecord]:
         """Return the journal in position order."""
-        with self._one() as conn:
+        with self._read() as conn:
             return [_step(row) for row in conn.execute(JOURNAL_QUERY, {"run_id": run_id})]
 
     def append_step(self, lease: Lease, step: StepRecord, notices: Sequence[Notice] = ()) -> None:
@@ -212,7 +220,7 @@ class SqlStore:
         """Return the failed attempts, oldest first."""
         query = (select(attempts).where(attempts.c.run_id == run_id)
                  .order_by(attempts.c.position, attempts.c.attempt))
-        with self._one() as conn:
+        with self._read() as conn:
             return [
                 AttemptRecord(position=r.position, attempt=r.attempt,
                               error=ErrorInfo.from_json(r.error), at=r.at)
@@ -280,7 +288,7 @@ class SqlStore:
     def get_event(self, run_id: RunId, key: str) -> Event | None:
         """Return the event delivered under ``key``."""
         query = select(events).where(events.c.run_id == run_id, events.c.key == key)
-        with self._one() as conn:
+        with self._read() as conn:
             row = conn.execute(query).first()
         if row is None:
             return None
@@ -288,7 +296,7 @@ class SqlStore:
 
     def next_due(self) -> datetime | None:
         """Return the earliest due time of any unfinished run."""
-        with self._one() as conn:
+        with self._read() as conn:
             value: datetime | None = conn.execute(select(func.min(runs.c.due_at))).scalar()
         return value
 
