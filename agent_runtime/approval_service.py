@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,8 +25,9 @@ from agent_runtime.approvals import (
 from agent_runtime.audit import AuditDraft
 from agent_runtime.clock import Clock
 from agent_runtime.exceptions import InvalidInput, StoreUnavailable
-from agent_runtime.notices import Notifier, Silent
-from agent_runtime.records import Event
+from agent_runtime.ids import RunId
+from agent_runtime.notices import Notice, Notifier, Silent
+from agent_runtime.records import Event, Run
 from agent_runtime.serialization import canonical_json
 from agent_runtime.store import ApprovalStore
 from agent_runtime.tools import Tool
@@ -169,18 +170,19 @@ class Approvals:
                 return DecisionResult(accepted=True, message=_accepted(verdict), approval=verdict)
         raise StoreUnavailable(f"approval {approval} kept changing; try again")
 
-    def close_run(self, run_id: str, actor: Actor | None, reason: str) -> list[Approval]:
-        """Reject every pending approval of a run that ended (say, cancelled) without them."""
-        closed = []
-        now = self._clock.now()
-        for pending in self.store.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING):
+    def cancel_run(self, run_id: RunId, actor: Actor | None, notices: Sequence[Notice],
+                   now: datetime) -> Run:
+        """Cancel the run and reject its pending approvals in one transaction, so no card
+        of a cancelled run can still be approved."""
+        reason = "the run was cancelled" + ("" if actor is None else f" by {actor.label}")
+
+        def close(pending: Approval) -> tuple[Approval, AuditDraft, Sequence[Notice]]:
             new = dataclasses.replace(pending, status=ApprovalStatus.REJECTED, decided_by=actor,
                                       decided_at=now, reason=reason, remind_at=None)
             audit = self._draft(pending, "closed", actor, {"reason": reason}, at=now)
-            if self.store.save_approval(new, audit=audit, decided_before=None, wake=None,
-                                        notices=self.notifier.approval_changed(new, "closed")):
-                closed.append(new)
-        return closed
+            return new, audit, self.notifier.approval_changed(new, "closed")
+
+        return self.store.cancel_run(run_id, now, notices, close)
 
     def refusal_for(self, approval: str, actor: Actor) -> str | None:
         """Tell why ``actor`` could not decide the approval now (None if they could)."""

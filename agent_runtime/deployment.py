@@ -46,7 +46,7 @@ class Deployment:
                                validate=AgentInput.from_json)
         self.runtime = Runtime(store, self.workflows, clock=self.clock,
                                sweeps=(self.approvals.sweep, *sweeps), notifier=notifier,
-                               observer=observer)
+                               observer=observer, approvals=self.approvals)
 
 
 def tool_lookup(agents: Agents) -> ToolLookup:

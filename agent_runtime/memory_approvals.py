@@ -13,7 +13,8 @@ from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.ids import RunId
 from agent_runtime.memory_store import InMemoryStore
 from agent_runtime.notices import Notice
-from agent_runtime.records import Event
+from agent_runtime.records import Event, Run
+from agent_runtime.store import Closing
 
 
 class InMemoryApprovalStore:
@@ -105,6 +106,21 @@ class InMemoryApprovalStore:
         """Return the newest audit entry, or None while the log is empty."""
         with self._runs._lock:
             return self._audit[-1] if self._audit else None
+
+    def cancel_run(self, run_id: RunId, now: datetime, notices: Sequence[Notice],
+                   close: Closing) -> Run:
+        """Cancel the run and close its pending approvals under one lock."""
+        with self._runs._lock:
+            found = self.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING,
+                                        limit=len(self._approvals))
+            closings = [(pending, *close(pending)) for pending in found]
+            run = self._runs.cancel(run_id, now, notices)
+            for pending, closed, audit, more in closings:
+                self._approvals[pending.id] = dataclasses.replace(
+                    closed, version=pending.version + 1)
+                self._append(audit)
+                self._runs.outbox.enqueue(more, audit.at)
+            return run
 
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals past their deadline or reminder time."""

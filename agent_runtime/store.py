@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -136,6 +136,10 @@ class Store(Protocol):
 
 
 
+Closing = Callable[[Approval], tuple[Approval, AuditDraft, Sequence[Notice]]]
+"""Given a pending approval of a cancelled run: the closed approval, its audit entry, notices."""
+
+
 class ApprovalStore(Protocol):
     """Durable approvals and their audit log. Decisions are compare-and-set on ``version``."""
 
@@ -188,4 +192,10 @@ class ApprovalStore(Protocol):
 
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals whose deadline or reminder time is at or before ``now``."""
+        ...
+
+    def cancel_run(self, run_id: RunId, now: datetime, notices: Sequence[Notice],
+                   close: Closing) -> Run:
+        """Cancel the run as ``Store.cancel`` does and, in the same transaction, store what
+        ``close`` makes of each of its pending approvals (with its audit entry and notices)."""
         ...

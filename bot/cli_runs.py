@@ -9,7 +9,6 @@ from typing import Any
 from agent_runtime import RunStatus
 from agent_runtime.budget_control import usage_of
 from agent_runtime.history import timeline
-from agent_runtime.run_control import cancel_run
 from bot import logs
 from bot.cli_common import (
     Parser,
@@ -140,7 +139,7 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     services = build_services(settings, stream_traces=True)
     who = actor(args) if args.actor else cli_user()
     try:
-        run = cancel_run(services.runtime, services.approvals, args.run, who)
+        run = services.runtime.cancel(args.run, by=who)
     finally:
         services.shutdown()
     emit(args, run_json(run), f"cancelled {run.id}")

@@ -13,13 +13,16 @@ from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatu
 from agent_runtime.audit import AuditDraft, AuditEntry, chain
 from agent_runtime.audit_keys import AuditKeys
 from agent_runtime.exceptions import ApprovalNotFound
+from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
-from agent_runtime.records import Event
+from agent_runtime.records import Event, Run
+from agent_runtime.store import Closing
 from store.engine import reader
 from store.errors import translated
 from store.models import approvals, audit_head, audit_log
 from store.notify import notify_wake
 from store.outbox import write_notices
+from store.sql_store import cancel_in
 from store.wake import deliver
 
 
@@ -130,6 +133,31 @@ class SqlApprovalStore:
             row = conn.execute(
                 select(audit_log).order_by(audit_log.c.seq.desc()).limit(1)).first()
         return None if row is None else _entry(row)
+
+    def cancel_run(self, run_id: RunId, now: datetime, notices: Sequence[Notice],
+                   close: Closing) -> Run:
+        """Cancel the run and close its pending approvals in one transaction.
+
+        Locks are taken in a decision's order (approvals, audit head, run), so a decision
+        racing the cancel waits for it or is refused, never deadlocks.
+        """
+        pending = (select(approvals).where(approvals.c.run_id == run_id,
+                                           approvals.c.status == ApprovalStatus.PENDING.value)
+                   .order_by(approvals.c.id))
+        with self._tx() as conn:
+            if conn.dialect.name == "postgresql":
+                pending = pending.with_for_update()
+            found = [_approval(row) for row in conn.execute(pending)]
+            head = _lock_head(conn)
+            run = cancel_in(conn, run_id, now, notices)
+            for approval in found:
+                closed, audit, more = close(approval)
+                conn.execute(update(approvals).where(approvals.c.id == approval.id)
+                             .values(_row(closed) | {"version": approval.version + 1}))
+                entry = _append(conn, head, audit, self._keys)
+                head = (entry.seq, entry.hash)
+                write_notices(conn, more, audit.at)
+        return run
 
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals past their deadline or reminder time."""

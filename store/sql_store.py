@@ -264,11 +264,8 @@ class SqlStore:
 
     def cancel(self, run_id: RunId, now: datetime, notices: Sequence[Notice] = ()) -> Run:
         """Cancel an unfinished run; bumping the fence locks its worker out."""
-        stmt = (update(runs)
-                .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED))
-                .values(status=RunStatus.CANCELLED.value, fence=runs.c.fence + 1, **_ended(now))
-                .returning(*runs.c))
-        return self._transition(stmt, run_id, "cancel", notices, now)
+        with self._tx() as conn:
+            return cancel_in(conn, run_id, now, notices)
 
     def resume(self, run_id: RunId, now: datetime) -> Run:
         """Make a failed run pending again."""
@@ -301,10 +298,7 @@ class SqlStore:
         return value
 
     def _get(self, conn: Connection, run_id: RunId) -> Run:
-        row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
-        if row is None:
-            raise RunNotFound(run_id)
-        return _run(row)
+        return load_run(conn, run_id)
 
     def _transition(self, stmt: Any, run_id: RunId, operation: str,
                     notices: Sequence[Notice] = (), now: datetime | None = None) -> Run:
@@ -503,6 +497,29 @@ def _claim_statement(postgres: bool) -> Any:
                 due_at=bindparam("expires_at", type_=runs.c.due_at.type), updated_at=now)
         .returning(*runs.c)
     )
+
+
+def load_run(conn: Connection, run_id: RunId) -> Run:
+    """Return the run or raise ``RunNotFound``."""
+    row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
+    if row is None:
+        raise RunNotFound(run_id)
+    return _run(row)
+
+
+def cancel_in(conn: Connection, run_id: RunId, now: datetime, notices: Sequence[Notice]) -> Run:
+    """Cancel an unfinished run in ``conn``'s transaction; bumping the fence locks its worker
+    out. ``InvalidRunState`` for a finished run."""
+    stmt = (update(runs)
+            .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED))
+            .values(status=RunStatus.CANCELLED.value, fence=runs.c.fence + 1, **_ended(now))
+            .returning(*runs.c))
+    row = conn.execute(stmt).first()
+    if row is None:
+        raise InvalidRunState(run_id, load_run(conn, run_id).status, "cancel")
+    write_notices(conn, notices, now)
+    notify_wake(conn)
+    return _run(row)
 
 
 def _ended(now: datetime) -> dict[str, Any]:

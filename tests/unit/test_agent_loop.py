@@ -298,3 +298,15 @@ def test_input_estimate_keeps_its_formula_while_measuring_each_message_once() ->
                     + sum(len(json.dumps(t.to_json())) for t in tools)) // 4 + 1
         assert estimate.tokens(messages) == expected
         messages += [LOOKUP.message, Message(role="tool", tool_call_id="c1", content=f"r{turn}")]
+
+
+def test_cancelling_a_run_rejects_its_pending_approvals() -> None:
+    """Runtime.cancel alone leaves no approval of the cancelled run pending."""
+    h = AgentHarness([BOTH, DONE])
+    run_id = _until_waiting(h)
+    assert len(h.pending(run_id)) == 2
+    h.runtime.cancel(run_id)
+    assert h.pending(run_id) == []
+    closed = h.approval_store.list_approvals(run_id=run_id)
+    assert {(a.status, a.reason) for a in closed} == {
+        (ApprovalStatus.REJECTED, "the run was cancelled")}
