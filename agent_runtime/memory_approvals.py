@@ -52,14 +52,16 @@ class InMemoryApprovalStore:
 
     def list_approvals(
         self, *, run_id: str | None = None, status: ApprovalStatus | None = None,
-        limit: int = 100,
+        limit: int = 100, decidable_by: str | None = None, offset: int = 0,
     ) -> list[Approval]:
         """Return approvals, newest first."""
         with self._runs._lock:
             found = [a for a in self._approvals.values()
                      if (run_id is None or a.run_id == run_id)
-                     and (status is None or a.status == status)]
-        return sorted(found, key=lambda a: (a.requested_at, a.position), reverse=True)[:limit]
+                     and (status is None or a.status == status)
+                     and (decidable_by is None or decidable_by in a.eligible)]
+        ordered = sorted(found, key=lambda a: (a.requested_at, a.position, a.id), reverse=True)
+        return ordered[offset:offset + limit]
 
     def save_approval(
         self, approval: Approval, *, audit: AuditDraft, decided_before: datetime | None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -71,9 +71,11 @@ class Runtime:
         """Return the run or raise ``RunNotFound``."""
         return self.store.get_run(run_id)
 
-    def runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[Run]:
-        """Return the newest runs first."""
-        return self.store.list_runs(status=status, limit=limit)
+    def runs(self, *, status: RunStatus | None = None, limit: int = 100,
+             input_fields: Mapping[str, str] | None = None, offset: int = 0) -> list[Run]:
+        """Return the newest runs first (see ``Store.list_runs``)."""
+        return self.store.list_runs(status=status, limit=limit, input_fields=input_fields,
+                                    offset=offset)
 
     def journal(self, run_id: RunId) -> list[StepRecord]:
         """Return the run's journal; ``RunNotFound`` for an unknown run."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -47,10 +47,12 @@ class Store(Protocol):
 
     def list_runs(
         self, *, status: RunStatus | None = None, limit: int = 100,
-        forked_from: RunId | None = None,
+        forked_from: RunId | None = None, input_fields: Mapping[str, str] | None = None,
+        offset: int = 0,
     ) -> list[Run]:
-        """Return the newest runs first, optionally only those with ``status`` or forked from
-        ``forked_from``."""
+        """Return the newest runs first (skipping ``offset``), optionally only those with
+        ``status``, forked from ``forked_from``, or whose input holds each string of
+        ``input_fields`` at its dotted path (``{"requester.user_id": "U1"}``)."""
         ...
 
     def claim_runs(self, owner: str, *, limit: int, now: datetime, expires_at: datetime) -> list[
@@ -156,9 +158,10 @@ class ApprovalStore(Protocol):
 
     def list_approvals(
         self, *, run_id: str | None = None, status: ApprovalStatus | None = None,
-        limit: int = 100,
+        limit: int = 100, decidable_by: str | None = None, offset: int = 0,
     ) -> list[Approval]:
-        """Return approvals, newest first."""
+        """Return approvals, newest first (skipping ``offset``), optionally only those of
+        ``run_id``, with ``status``, or whose eligible deciders include ``decidable_by``."""
         ...
 
     def save_approval(

@@ -7,7 +7,17 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, and_, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Row,
+    and_,
+    insert,
+    or_,
+    select,
+    update,
+)
 
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry, chain
@@ -19,6 +29,7 @@ from agent_runtime.records import Event, Run
 from agent_runtime.store import Closing
 from store.engine import reader
 from store.errors import translated
+from store.json_filters import array_has
 from store.models import approvals, audit_head, audit_log
 from store.notify import notify_wake
 from store.outbox import write_notices
@@ -70,12 +81,15 @@ class SqlApprovalStore:
 
     def list_approvals(
         self, *, run_id: str | None = None, status: ApprovalStatus | None = None,
-        limit: int = 100,
+        limit: int = 100, decidable_by: str | None = None, offset: int = 0,
     ) -> list[Approval]:
         """Return approvals, newest first."""
         query = (select(approvals)
-                 .order_by(approvals.c.requested_at.desc(), approvals.c.position.desc())
-                 .limit(limit))
+                 .order_by(approvals.c.requested_at.desc(), approvals.c.position.desc(),
+                           approvals.c.id.desc())
+                 .limit(limit).offset(offset))
+        if decidable_by is not None:
+            query = query.where(self._decidable_by(decidable_by))
         if run_id is not None:
             query = query.where(approvals.c.run_id == run_id)
         if status is not None:
@@ -158,6 +172,15 @@ class SqlApprovalStore:
                 head = (entry.seq, entry.hash)
                 write_notices(conn, more, audit.at)
         return run
+
+    def _decidable_by(self, user_id: str) -> ColumnElement[bool]:
+        """Whether ``user_id`` is among the approvers (the escalation list once escalated)."""
+        dialect = self.engine.dialect.name
+        return or_(
+            and_(approvals.c.escalated.is_(False),
+                 array_has(approvals.c.policy, "approvers", user_id, dialect)),
+            and_(approvals.c.escalated.is_(True),
+                 array_has(approvals.c.policy, "escalate_to", user_id, dialect)))
 
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals past their deadline or reminder time."""

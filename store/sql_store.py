@@ -6,7 +6,7 @@ import contextlib
 import functools
 import os
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,6 +53,7 @@ from agent_runtime.records import (
 )
 from store.engine import reader
 from store.errors import is_unique_violation, translated
+from store.json_filters import text_is
 from store.models import attempts, events, runs, steps
 from store.notify import notify_wake
 from store.outbox import write_notices
@@ -131,10 +132,14 @@ class SqlStore:
 
     def list_runs(
         self, *, status: RunStatus | None = None, limit: int = 100,
-        forked_from: RunId | None = None,
+        forked_from: RunId | None = None, input_fields: Mapping[str, str] | None = None,
+        offset: int = 0,
     ) -> list[Run]:
         """Return the newest runs first."""
-        query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
+        query = (select(runs).order_by(runs.c.created_at.desc(), runs.c.id.desc())
+                 .limit(limit).offset(offset))
+        for path, value in (input_fields or {}).items():
+            query = query.where(text_is(runs.c.input, path, value, self.engine.dialect.name))
         if status is not None:
             query = query.where(runs.c.status == status.value)
         if forked_from is not None:

@@ -232,3 +232,21 @@ def test_a_failed_cancel_changes_nothing(stores: tuple[Store, ApprovalStore]) ->
         approvals.cancel_run(run_id, T0, [], broken)
     assert runs.get_run(run_id).status == RunStatus.WAITING
     assert approvals.get_approval(approval.id).status == ApprovalStatus.PENDING
+
+
+def test_list_approvals_finds_those_a_person_may_decide(
+        stores: tuple[Store, ApprovalStore]) -> None:
+    """Only approvals listing the person as approver (or, escalated, as escalation) match."""
+    runs, approvals = stores
+    run_id = _waiting_run(runs)
+    mine, theirs, escalated = (_approval(run_id, p) for p in (3, 5, 7))
+    theirs = dataclasses.replace(theirs, policy={"approvers": ["U_OMAR"], "required": 1})
+    escalated = dataclasses.replace(escalated, escalated=True, policy={
+        "approvers": ["U_DANA"], "escalate_to": ["U_BOSS"], "required": 1})
+    for approval in (mine, theirs, escalated):
+        approvals.create_approval(approval, _draft(approval, "requested"))
+    assert [a.id for a in approvals.list_approvals(decidable_by="U_DANA")] == [mine.id]
+    assert [a.id for a in approvals.list_approvals(decidable_by="U_BOSS")] == [escalated.id]
+    assert [a.id for a in approvals.list_approvals(decidable_by="U_OMAR")] == [theirs.id]
+    assert approvals.list_approvals(decidable_by="U_DAN") == []
+    assert [a.id for a in approvals.list_approvals(limit=1, offset=1)] == [theirs.id]
