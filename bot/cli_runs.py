@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 from typing import Any
 
 from agent_runtime import RunStatus
@@ -154,9 +155,14 @@ def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_signal(args: argparse.Namespace, settings: Settings) -> int:
-    """Deliver an event."""
+    """Deliver an event; exit status 1 when the run waits for something else."""
     data = json_argument("--data", args.data)
     run = build_services(settings).runtime.signal(args.run, args.key, data)
+    if run.status == RunStatus.WAITING:
+        awaited = "a timer" if run.wait_key is None else f"the event {run.wait_key!r}"
+        print(f"signoff: run {run.id} waits for {awaited}, not {args.key!r}: it was not "
+              f"woken ({args.key!r} is kept for a later wait for it)", file=sys.stderr)
+        return 1
     emit(args, run_json(run), f"delivered {args.key!r} to {run.id} ({run.status.value})")
     return 0
 
