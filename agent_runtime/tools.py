@@ -105,7 +105,9 @@ def tool(
     """Make a tool of a typed function; its schema comes from the hints and the docstring.
 
     A parameter named ``idempotency_key`` is not shown to the model: the runtime passes the
-    call's key, stable across retries, resumes and instances.
+    call's key, stable across retries, resumes and instances. ``timeout`` is for tools
+    without side effects: a timed-out call cannot be stopped and keeps running in its
+    thread while the retry starts, so a side-effecting tool with a timeout is refused.
     """
 
     def make(function: Callable[..., Any]) -> Tool:
