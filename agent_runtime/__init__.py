@@ -6,6 +6,7 @@ from agent_runtime.approvals import Actor, Approval, ApprovalId, ApprovalStatus,
 from agent_runtime.budget import Budget, Price, PriceTable
 from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.context import RunContext
+from agent_runtime.deployment import Deployment
 from agent_runtime.exceptions import (
     ApprovalNotFound,
     AttemptConflict,
@@ -68,6 +69,7 @@ __all__ = [
     "Clock",
     "Decision",
     "DecisionResult",
+    "Deployment",
     "ErrorInfo",
     "Event",
     "EventAlreadyDelivered",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,8 +25,9 @@ from agent_runtime.approvals import (
 from agent_runtime.audit import AuditDraft
 from agent_runtime.clock import Clock
 from agent_runtime.exceptions import InvalidInput, StoreUnavailable
-from agent_runtime.notices import Notifier, Silent
-from agent_runtime.records import Event
+from agent_runtime.ids import RunId
+from agent_runtime.notices import Notice, Notifier, Silent
+from agent_runtime.records import Event, Run
 from agent_runtime.serialization import canonical_json
 from agent_runtime.store import ApprovalStore
 from agent_runtime.tools import Tool
@@ -68,23 +69,26 @@ class SweepResult:
 
 
 class ToolLookup:
-    """The current tools by name and the approver groups (for edits and staleness)."""
+    """The current tools by name, each with the approver groups of the agent that has it."""
 
-    def __init__(self, groups: Mapping[str, tuple[str, ...]] | None = None) -> None:
-        self._tools: dict[str, Tool] = {}
-        self.groups: Mapping[str, tuple[str, ...]] = dict(groups or {})
+    def __init__(self) -> None:
+        self._tools: dict[str, tuple[Tool, Mapping[str, tuple[str, ...]]]] = {}
 
-    def add(self, tool: Tool) -> None:
-        """Make ``tool`` known."""
-        self._tools[tool.name] = tool
+    def add(self, tool: Tool, groups: Mapping[str, tuple[str, ...]] | None = None) -> None:
+        """Make ``tool`` known, its policy's groups resolved with ``groups``."""
+        self._tools[tool.name] = (tool, dict(groups or {}))
 
     def get(self, name: str) -> Tool | None:
         """Return the tool called ``name``, if known."""
-        return self._tools.get(name)
+        found = self._tools.get(name)
+        return None if found is None else found[0]
 
-    def fingerprint(self, tool: Tool) -> str:
-        """Return the tool's current fingerprint."""
-        return fingerprint(tool, self.groups)
+    def fingerprint(self, tool: Tool, groups: Mapping[str, tuple[str, ...]] | None = None) -> str:
+        """Return the tool's fingerprint under ``groups`` (default: the ones it was added with)."""
+        if groups is None:
+            known = self._tools.get(tool.name)
+            groups = {} if known is None else known[1]
+        return fingerprint(tool, groups)
 
 
 class Approvals:
@@ -166,18 +170,19 @@ class Approvals:
                 return DecisionResult(accepted=True, message=_accepted(verdict), approval=verdict)
         raise StoreUnavailable(f"approval {approval} kept changing; try again")
 
-    def close_run(self, run_id: str, actor: Actor | None, reason: str) -> list[Approval]:
-        """Close every pending approval of a run cancelled without them, as cancelled."""
-        closed = []
-        now = self._clock.now()
-        for pending in self.store.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING):
+    def cancel_run(self, run_id: RunId, actor: Actor | None, notices: Sequence[Notice],
+                   now: datetime) -> Run:
+        """Cancel the run and close its pending approvals (as cancelled) in one transaction,
+        so no card of a cancelled run can still be approved."""
+        reason = "the run was cancelled" + ("" if actor is None else f" by {actor.label}")
+
+        def close(pending: Approval) -> tuple[Approval, AuditDraft, Sequence[Notice]]:
             new = dataclasses.replace(pending, status=ApprovalStatus.CANCELLED, decided_by=actor,
                                       decided_at=now, reason=reason, remind_at=None)
             audit = self._draft(pending, "closed", actor, {"reason": reason}, at=now)
-            if self.store.save_approval(new, audit=audit, decided_before=None, wake=None,
-                                        notices=self.notifier.approval_changed(new, "closed")):
-                closed.append(new)
-        return closed
+            return new, audit, self.notifier.approval_changed(new, "closed")
+
+        return self.store.cancel_run(run_id, now, notices, close)
 
     def refusal_for(self, approval: str, actor: Actor) -> str | None:
         """Tell why ``actor`` could not decide the approval now (None if they could)."""

@@ -263,7 +263,7 @@ class RunContext:
 
     def _pause_until(self, due: datetime) -> None:
         """Wait here until ``due``; a worker told to stop parks the run until then instead."""
-        if self._stopping.wait(max(0.0, (due - self._clock.now()).total_seconds())):
+        if self._clock.wait(self._stopping, (due - self._clock.now()).total_seconds()):
             raise Suspend(Wait(wake_at=due))
 
     def _park_until(self, due: datetime) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -74,14 +74,18 @@ class InMemoryStore:
 
     def list_runs(
         self, *, status: RunStatus | None = None, limit: int = 100,
-        forked_from: RunId | None = None,
+        forked_from: RunId | None = None, input_fields: Mapping[str, str] | None = None,
+        offset: int = 0,
     ) -> list[Run]:
         """Return the newest runs first."""
+        fields = input_fields or {}
         with self._lock:
             runs = [r for r in self._runs.values()
                     if (status is None or r.status == status)
-                    and (forked_from is None or r.forked_from == forked_from)]
-        return sorted(runs, key=lambda r: r.created_at, reverse=True)[:limit]
+                    and (forked_from is None or r.forked_from == forked_from)
+                    and all(_at_path(r.input, path) == v for path, v in fields.items())]
+        ordered = sorted(runs, key=lambda r: (r.created_at, r.id), reverse=True)
+        return ordered[offset:offset + limit]
 
     def claim_runs(
         self, owner: str, *, limit: int, now: datetime, expires_at: datetime
@@ -205,11 +209,6 @@ class InMemoryStore:
         """Return the event delivered under ``key``."""
         with self._lock:
             return self._events.get((run_id, key))
-
-    def runnable_count(self, now: datetime) -> int:
-        """Count the claimable runs."""
-        with self._lock:
-            return sum(1 for r in self._runs.values() if r.due_at is not None and r.due_at <= now)
 
     def next_due(self) -> datetime | None:
         """Return the earliest due time."""
@@ -345,3 +344,12 @@ class InMemoryOutbox:
         """Return every queued notice, oldest first (for tests)."""
         with self._lock:
             return [item["notice"] for _, item in sorted(self._items.items())]
+
+
+def _at_path(document: Any, path: str) -> Any:
+    """Return the value at the dotted ``path`` of a JSON document (None if absent)."""
+    for key in path.split("."):
+        if not isinstance(document, dict):
+            return None
+        document = document.get(key)
+    return document

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from agent_runtime.approval_service import Approvals
+from agent_runtime.approvals import Actor
 from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.exceptions import InvalidInput
 from agent_runtime.ids import RunId, new_run_id
@@ -33,10 +35,13 @@ class Runtime:
         sweeps: Sequence[Callable[[], object]] = (),
         notifier: Notifier | None = None,
         observer: StepObserver | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         """``observer`` hears of what this process commits: entries and ends of the runs its
-        workers execute, and the end of a run it cancels while no worker holds it."""
+        workers execute, and the end of a run it cancels while no worker holds it. With
+        ``approvals``, a cancel rejects the run's pending approvals in its transaction."""
         self.store = store
+        self.approvals = approvals
         self.workflows = workflows
         self.clock = clock or SystemClock()
         self.sweeps = tuple(sweeps)
@@ -66,9 +71,11 @@ class Runtime:
         """Return the run or raise ``RunNotFound``."""
         return self.store.get_run(run_id)
 
-    def runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[Run]:
-        """Return the newest runs first."""
-        return self.store.list_runs(status=status, limit=limit)
+    def runs(self, *, status: RunStatus | None = None, limit: int = 100,
+             input_fields: Mapping[str, str] | None = None, offset: int = 0) -> list[Run]:
+        """Return the newest runs first (see ``Store.list_runs``)."""
+        return self.store.list_runs(status=status, limit=limit, input_fields=input_fields,
+                                    offset=offset)
 
     def journal(self, run_id: RunId) -> list[StepRecord]:
         """Return the run's journal; ``RunNotFound`` for an unknown run."""
@@ -79,16 +86,19 @@ class Runtime:
         """Return the run's failed attempts, oldest first."""
         return self.store.list_attempts(run_id)
 
-    def cancel(self, run_id: RunId) -> Run:
+    def cancel(self, run_id: RunId, by: Actor | None = None) -> Run:
         """Cancel a pending, running or waiting run; its worker can write nothing more.
 
+        Its pending approvals are closed in the same transaction (as cancelled ``by``).
         The observer hears of the end here unless the run was running: then its worker,
         refused its next write, tells its own observer.
         """
         now = self.clock.now()
         run = self.store.get_run(run_id)
         cancelled = replace(run, status=RunStatus.CANCELLED, updated_at=now)
-        ended = self.store.cancel(run_id, now, self.notifier.run_ended(cancelled))
+        notices = self.notifier.run_ended(cancelled)
+        ended = (self.store.cancel(run_id, now, notices) if self.approvals is None
+                 else self.approvals.cancel_run(run_id, by, notices, now))
         if self.observer is not None and _unheld(run, ended):
             self.observer.run_ended(ended)
         return ended

@@ -55,6 +55,9 @@ def type_schema(hint: Any) -> dict[str, Any]:
         return {"enum": list(args)}
     if origin in (Union, types.UnionType):
         return {"anyOf": [type_schema(a) for a in args]}
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        return {"type": "array", "prefixItems": [type_schema(a) for a in args],
+                "items": False, "minItems": len(args)}
     if origin in (list, tuple) or hint in (list, tuple):
         return {"type": "array", **({"items": type_schema(args[0])} if args else {})}
     if origin is dict or hint is dict:

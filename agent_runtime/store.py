@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -47,10 +47,12 @@ class Store(Protocol):
 
     def list_runs(
         self, *, status: RunStatus | None = None, limit: int = 100,
-        forked_from: RunId | None = None,
+        forked_from: RunId | None = None, input_fields: Mapping[str, str] | None = None,
+        offset: int = 0,
     ) -> list[Run]:
-        """Return the newest runs first, optionally only those with ``status`` or forked from
-        ``forked_from``."""
+        """Return the newest runs first (skipping ``offset``), optionally only those with
+        ``status``, forked from ``forked_from``, or whose input holds each string of
+        ``input_fields`` at its dotted path (``{"requester.user_id": "U1"}``)."""
         ...
 
     def claim_runs(self, owner: str, *, limit: int, now: datetime, expires_at: datetime) -> list[
@@ -130,14 +132,14 @@ class Store(Protocol):
         """Return the event delivered under ``key``, if any."""
         ...
 
-    def runnable_count(self, now: datetime) -> int:
-        """Count the runs a worker could claim at ``now``."""
-        ...
-
     def next_due(self) -> datetime | None:
         """Return the earliest time at which some unfinished run becomes runnable."""
         ...
 
+
+
+Closing = Callable[[Approval], tuple[Approval, AuditDraft, Sequence[Notice]]]
+"""Given a pending approval of a cancelled run: the closed approval, its audit entry, notices."""
 
 
 class ApprovalStore(Protocol):
@@ -156,9 +158,10 @@ class ApprovalStore(Protocol):
 
     def list_approvals(
         self, *, run_id: str | None = None, status: ApprovalStatus | None = None,
-        limit: int = 100,
+        limit: int = 100, decidable_by: str | None = None, offset: int = 0,
     ) -> list[Approval]:
-        """Return approvals, newest first."""
+        """Return approvals, newest first (skipping ``offset``), optionally only those of
+        ``run_id``, with ``status``, or whose eligible deciders include ``decidable_by``."""
         ...
 
     def save_approval(
@@ -192,4 +195,10 @@ class ApprovalStore(Protocol):
 
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals whose deadline or reminder time is at or before ``now``."""
+        ...
+
+    def cancel_run(self, run_id: RunId, now: datetime, notices: Sequence[Notice],
+                   close: Closing) -> Run:
+        """Cancel the run as ``Store.cancel`` does and, in the same transaction, store what
+        ``close`` makes of each of its pending approvals (with its audit entry and notices)."""
         ...

@@ -52,6 +52,9 @@ class Tool:
             raise ValueError(f"tool {self.name}: only side-effecting tools take an approval")
         if self.on_unknown_outcome == UnknownOutcome.VERIFY and self.verify is None:
             raise ValueError(f"tool {self.name}: on_unknown_outcome=VERIFY needs verify=")
+        if self.side_effect and self.timeout is not None:
+            raise ValueError(f"tool {self.name}: a side-effecting tool cannot have a timeout "
+                             "(a timed-out call keeps running, so a retry would repeat it)")
         jsonschema.Draft202012Validator.check_schema(self.parameters)
 
     @property
@@ -102,7 +105,9 @@ def tool(
     """Make a tool of a typed function; its schema comes from the hints and the docstring.
 
     A parameter named ``idempotency_key`` is not shown to the model: the runtime passes the
-    call's key, stable across retries, resumes and instances.
+    call's key, stable across retries, resumes and instances. ``timeout`` is for tools
+    without side effects: a timed-out call cannot be stopped and keeps running in its
+    thread while the retry starts, so a side-effecting tool with a timeout is refused.
     """
 
     def make(function: Callable[..., Any]) -> Tool:

@@ -31,21 +31,18 @@ from agent_runtime import (
     Actor,
     Agent,
     AgentInput,
-    Approvals,
     RunId,
     Runtime,
     Tools,
     WorkerOptions,
-    Workflows,
     tool,
 )
-from agent_runtime.agent_loop import agent_workflow
-from agent_runtime.clock import SystemClock
+from agent_runtime.deployment import Deployment
 from agent_runtime.evals import compare
 from agent_runtime.model_input import model_input, model_positions
 from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, ToolCall
 from agent_runtime.models.scripted import text_reply, tool_reply
-from store import SqlStore, open_store
+from store import open_store
 from store.approval_store import SqlApprovalStore
 
 TURN_COUNTS = (10, 50, 200)
@@ -72,10 +69,7 @@ def _agent(turns: int) -> Agent:
                  tools=Tools(tool(_lookup)), max_turns=turns + 1)
 
 
-def _record(store: SqlStore, agent: Agent, approvals: Approvals) -> RunId:
-    workflows = Workflows()
-    workflows.add(agent.workflow, agent_workflow(agent, approvals))
-    runtime = Runtime(store, workflows)
+def _record(runtime: Runtime, agent: Agent) -> RunId:
     data = AgentInput(task="look the orders up", requester=Actor(user_id="U_BENCH")).to_json()
     run_id = runtime.start(agent.workflow, data).id
     runtime.worker(WorkerOptions(owner="bench", lease_ttl=timedelta(minutes=5))).run_once()
@@ -91,9 +85,10 @@ def _timed(action: Callable[[], object]) -> float:
 def measure(turns: int, repeats: int, directory: Path) -> dict[str, float]:
     """Median milliseconds of load, inspect and eval for a run of ``turns`` tool turns."""
     store = open_store(f"sqlite:///{directory / f'replay-{turns}.db'}")
-    approvals = Approvals(SqlApprovalStore(store.engine), SystemClock())
     agent = _agent(turns)
-    run_id = _record(store, agent, approvals)
+    deployment = Deployment(store, SqlApprovalStore(store.engine), [agent])
+    approvals = deployment.approvals
+    run_id = _record(deployment.runtime, agent)
 
     def load() -> tuple[Any, Any]:
         return store.get_run(run_id), store.load_journal(run_id)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 from typing import Any
 
 from agent_runtime import RunStatus
 from agent_runtime.budget_control import usage_of
 from agent_runtime.history import timeline
-from agent_runtime.run_control import cancel_run
 from bot import logs
 from bot.cli_common import (
     Parser,
@@ -161,7 +161,7 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     services = build_services(settings, stream_traces=True)
     who = actor(args) if args.actor else cli_user()
     try:
-        run = cancel_run(services.runtime, services.approvals, args.run, who)
+        run = services.runtime.cancel(args.run, by=who)
     finally:
         services.shutdown()
     emit(args, run_json(run), f"cancelled {run.id}")
@@ -176,9 +176,14 @@ def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_signal(args: argparse.Namespace, settings: Settings) -> int:
-    """Deliver an event."""
+    """Deliver an event; exit status 1 when the run waits for something else."""
     data = json_argument("--data", args.data)
     run = build_services(settings).runtime.signal(args.run, args.key, data)
+    if run.status == RunStatus.WAITING:
+        awaited = "a timer" if run.wait_key is None else f"the event {run.wait_key!r}"
+        print(f"signoff: run {run.id} waits for {awaited}, not {args.key!r}: it was not "
+              f"woken ({args.key!r} is kept for a later wait for it)", file=sys.stderr)
+        return 1
     emit(args, run_json(run), f"delivered {args.key!r} to {run.id} ({run.status.value})")
     return 0
 

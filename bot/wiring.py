@@ -7,18 +7,16 @@ from dataclasses import dataclass
 
 from agent_runtime import (
     Agent,
-    AgentInput,
     Agents,
     Approvals,
     Runtime,
     SystemClock,
-    Tool,
-    ToolLookup,
     WorkerOptions,
     Workflows,
 )
-from agent_runtime.agent_loop import ModelResolver, agent_workflow
+from agent_runtime.agent_loop import ModelResolver
 from agent_runtime.demo import demo_workflows
+from agent_runtime.deployment import Deployment
 from agent_runtime.models import Model
 from agent_runtime.observers import StepObserver, combined
 from bot.demo.agent import demo_agent
@@ -60,35 +58,21 @@ def build_services(settings: Settings, *, migrate: bool = True, stream_traces: b
     hears of each entry committed and each run ended.
     """
     store = open_store(settings.database_url, migrate=migrate)
-    clock = SystemClock()
     agents = load_agents(settings)
-    lookup = ToolLookup(settings.approver_groups)
-    for agent in agents:
-        for item in agent.tools:
-            _add_tool(lookup, item)
     notifier = SlackNotifier(store)
     approval_store = SqlApprovalStore(store.engine, settings.audit_keys)
-    approvals = Approvals(approval_store, clock, lookup, notifier)
-    workflows = load_workflows(settings.workflow_modules)
 
     def models(spec: str) -> Model:
         return model_from_spec(spec, settings)
 
-    for agent in agents:
-        workflows.add(agent.workflow, agent_workflow(agent, approvals, models),
-                      validate=AgentInput.from_json)
     stream = (SpanStreamer.to_endpoint(settings.otlp_endpoint, store, approval_store)
               if stream_traces and settings.otlp_endpoint else None)
-    runtime = Runtime(store, workflows, clock=clock, sweeps=(approvals.sweep,),
-                      notifier=notifier, observer=combined(stream, observer))
-    return Services(settings=settings, store=store, runtime=runtime, approvals=approvals,
-                    agents=agents, outbox=SqlOutbox(store.engine), models=models,
-                    trace_stream=stream)
-
-
-def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
-    """Return just the runtime (see ``build_services``)."""
-    return build_services(settings, migrate=migrate).runtime
+    deployment = Deployment(store, approval_store, agents, clock=SystemClock(),
+                            workflows=load_workflows(settings.workflow_modules), models=models,
+                            notifier=notifier, observer=combined(stream, observer))
+    return Services(settings=settings, store=store, runtime=deployment.runtime,
+                    approvals=deployment.approvals, agents=agents,
+                    outbox=SqlOutbox(store.engine), models=models, trace_stream=stream)
 
 
 def load_agents(settings: Settings) -> Agents:
@@ -121,29 +105,21 @@ def worker_options(settings: Settings, *, concurrency: int) -> WorkerOptions:
                          poll_interval=settings.poll_interval)
 
 
-def _add_tool(lookup: ToolLookup, item: Tool) -> None:
-    """Make ``item`` known to approvals. Agents may share a tool name (a new prompt for the
-    same tools, say) only when the tools are the same to approvals: same schema, same
-    policy, and both or neither with side effects."""
-    existing = lookup.get(item.name)
-    if existing is not None and existing is not item and (
-            lookup.fingerprint(existing) != lookup.fingerprint(item)
-            or existing.side_effect != item.side_effect):
-        raise SettingsError(f"two agents define different tools named {item.name!r}")
-    if existing is None:
-        lookup.add(item)
-
-
 def _import(variable: str, spec: str, kinds: tuple[type, ...]) -> object:
     module_name, _, attribute = spec.partition(":")
+    names = " or ".join(k.__name__ for k in kinds)
+    if not module_name or not attribute:
+        raise SettingsError(f"{variable}: {spec!r} must be module:attribute, the attribute "
+                            f"naming a {names} (as in 'mypkg.agents:support')")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise SettingsError(f"{variable}: cannot import {module_name!r}: {exc}") from exc
-    found = getattr(module, attribute or "workflows", None)
+    found = getattr(module, attribute, None)
+    if found is None:
+        raise SettingsError(f"{variable}: module {module_name!r} has no attribute {attribute!r}")
     if callable(found) and not isinstance(found, kinds):
         found = found()
     if not isinstance(found, kinds):
-        names = " or ".join(k.__name__ for k in kinds)
         raise SettingsError(f"{variable}: {spec!r} must name a {names} (module:attribute)")
     return found

@@ -7,19 +7,34 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, and_, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Row,
+    and_,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry, chain
 from agent_runtime.audit_keys import AuditKeys
 from agent_runtime.exceptions import ApprovalNotFound
+from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
-from agent_runtime.records import Event
+from agent_runtime.records import Event, Run
+from agent_runtime.store import Closing
+from store.engine import reader
 from store.errors import translated
+from store.json_filters import array_has
 from store.models import approvals, audit_head, audit_log
 from store.notify import notify_wake
 from store.outbox import write_notices
+from store.sql_store import cancel_in
 from store.wake import deliver
 
 
@@ -36,6 +51,11 @@ class SqlApprovalStore:
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
         with translated(), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with translated(), reader(self.engine).begin() as conn:
             yield conn
 
     def create_approval(
@@ -56,7 +76,7 @@ class SqlApprovalStore:
 
     def get_approval(self, approval_id: str) -> Approval:
         """Return the approval or raise ApprovalNotFound."""
-        with self._tx() as conn:
+        with self._read() as conn:
             row = conn.execute(select(approvals).where(approvals.c.id == approval_id)).first()
         if row is None:
             raise ApprovalNotFound(approval_id)
@@ -64,17 +84,20 @@ class SqlApprovalStore:
 
     def list_approvals(
         self, *, run_id: str | None = None, status: ApprovalStatus | None = None,
-        limit: int = 100,
+        limit: int = 100, decidable_by: str | None = None, offset: int = 0,
     ) -> list[Approval]:
         """Return approvals, newest first."""
         query = (select(approvals)
-                 .order_by(approvals.c.requested_at.desc(), approvals.c.position.desc())
-                 .limit(limit))
+                 .order_by(approvals.c.requested_at.desc(), approvals.c.position.desc(),
+                           approvals.c.id.desc())
+                 .limit(limit).offset(offset))
+        if decidable_by is not None:
+            query = query.where(self._decidable_by(decidable_by))
         if run_id is not None:
             query = query.where(approvals.c.run_id == run_id)
         if status is not None:
             query = query.where(approvals.c.status == status.value)
-        with self._tx() as conn:
+        with self._read() as conn:
             return [_approval(row) for row in conn.execute(query)]
 
     def save_approval(
@@ -117,7 +140,7 @@ class SqlApprovalStore:
 
     def audit_log(self) -> tuple[list[AuditEntry], tuple[int, str] | None]:
         """Return the log in order and its recorded head."""
-        with self._tx() as conn:
+        with self._read() as conn:
             rows = conn.execute(select(audit_log).order_by(audit_log.c.seq)).all()
             head = conn.execute(select(audit_head.c.seq, audit_head.c.hash)).first()
         entries = [_entry(row) for row in rows]
@@ -125,17 +148,51 @@ class SqlApprovalStore:
 
     def last_audit_entry(self) -> AuditEntry | None:
         """Return the newest audit entry, or None while the log is empty."""
-        with self._tx() as conn:
+        with self._read() as conn:
             row = conn.execute(
                 select(audit_log).order_by(audit_log.c.seq.desc()).limit(1)).first()
         return None if row is None else _entry(row)
+
+    def cancel_run(self, run_id: RunId, now: datetime, notices: Sequence[Notice],
+                   close: Closing) -> Run:
+        """Cancel the run and close its pending approvals in one transaction.
+
+        Locks are taken in a decision's order (approvals, audit head, run), so a decision
+        racing the cancel waits for it or is refused, never deadlocks.
+        """
+        pending = (select(approvals).where(approvals.c.run_id == run_id,
+                                           approvals.c.status == ApprovalStatus.PENDING.value)
+                   .order_by(approvals.c.id))
+        with self._tx() as conn:
+            if conn.dialect.name == "postgresql":
+                pending = pending.with_for_update()
+            found = [_approval(row) for row in conn.execute(pending)]
+            head = _lock_head(conn)
+            run = cancel_in(conn, run_id, now, notices)
+            for approval in found:
+                closed, audit, more = close(approval)
+                conn.execute(update(approvals).where(approvals.c.id == approval.id)
+                             .values(_row(closed) | {"version": approval.version + 1}))
+                entry = _append(conn, head, audit, self._keys)
+                head = (entry.seq, entry.hash)
+                write_notices(conn, more, audit.at)
+        return run
+
+    def _decidable_by(self, user_id: str) -> ColumnElement[bool]:
+        """Whether ``user_id`` is among the approvers (the escalation list once escalated)."""
+        dialect = self.engine.dialect.name
+        return or_(
+            and_(approvals.c.escalated.is_(False),
+                 array_has(approvals.c.policy, "approvers", user_id, dialect)),
+            and_(approvals.c.escalated.is_(True),
+                 array_has(approvals.c.policy, "escalate_to", user_id, dialect)))
 
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals past their deadline or reminder time."""
         query = select(approvals).where(
             approvals.c.status == ApprovalStatus.PENDING.value,
             or_(approvals.c.deadline <= now, approvals.c.remind_at <= now))
-        with self._tx() as conn:
+        with self._read() as conn:
             return [_approval(row) for row in conn.execute(query)]
 
 

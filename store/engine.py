@@ -13,6 +13,8 @@ from agent_runtime.exceptions import InvalidConfiguration
 
 DEFAULT_URL = "sqlite:///signoff.db"
 SQLITE_BUSY_TIMEOUT_S = 30
+READ_ONLY = "signoff_read_only"
+"""The execution option of connections that only read (see ``reader``)."""
 
 
 def build_engine(url: str) -> Engine:
@@ -48,9 +50,16 @@ def _sqlite_engine(url: str) -> Engine:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def begin_immediate(connection: Any) -> None:
-        # Take the write lock up front: a deferred transaction that reads and then writes
-        # fails with SQLITE_BUSY under concurrency instead of waiting its turn.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    def begin(connection: Any) -> None:
+        # A writing transaction takes the write lock up front: a deferred one that reads and
+        # then writes fails with SQLITE_BUSY under concurrency instead of waiting its turn.
+        # A reading one never needs it: in WAL mode it reads a snapshot beside any writer.
+        reading = connection.get_execution_options().get(READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def reader(engine: Engine) -> Engine:
+    """Return ``engine`` for transactions that only read (on SQLite: without the write lock)."""
+    return engine.execution_options(**{READ_ONLY: True})

@@ -6,7 +6,7 @@ import contextlib
 import functools
 import os
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -51,7 +51,9 @@ from agent_runtime.records import (
     StepRecord,
     Wait,
 )
+from store.engine import reader
 from store.errors import is_unique_violation, translated
+from store.json_filters import text_is
 from store.models import attempts, events, runs, steps
 from store.notify import notify_wake
 from store.outbox import write_notices
@@ -75,11 +77,18 @@ class SqlStore:
         self._autocommit = (
             engine.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else None
         )
+        self._reader = reader(engine)
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
         """A transaction for several statements."""
         with translated(), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """A connection for reading: autocommit on PostgreSQL, a deferred BEGIN on SQLite."""
+        with translated(), (self._autocommit or self._reader).connect() as conn:
             yield conn
 
     @contextmanager
@@ -118,20 +127,24 @@ class SqlStore:
 
     def get_run(self, run_id: RunId) -> Run:
         """Return the run or raise RunNotFound."""
-        with self._one() as conn:
+        with self._read() as conn:
             return self._get(conn, run_id)
 
     def list_runs(
         self, *, status: RunStatus | None = None, limit: int = 100,
-        forked_from: RunId | None = None,
+        forked_from: RunId | None = None, input_fields: Mapping[str, str] | None = None,
+        offset: int = 0,
     ) -> list[Run]:
         """Return the newest runs first."""
-        query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
+        query = (select(runs).order_by(runs.c.created_at.desc(), runs.c.id.desc())
+                 .limit(limit).offset(offset))
+        for path, value in (input_fields or {}).items():
+            query = query.where(text_is(runs.c.input, path, value, self.engine.dialect.name))
         if status is not None:
             query = query.where(runs.c.status == status.value)
         if forked_from is not None:
             query = query.where(runs.c.forked_from == forked_from)
-        with self._one() as conn:
+        with self._read() as conn:
             return [_run(row) for row in conn.execute(query)]
 
     def claim_runs(
@@ -153,7 +166,7 @@ class SqlStore:
 
     def load_journal(self, run_id: RunId) -> list[StepRecord]:
         """Return the journal in position order."""
-        with self._one() as conn:
+        with self._read() as conn:
             return [_step(row) for row in conn.execute(JOURNAL_QUERY, {"run_id": run_id})]
 
     def append_step(self, lease: Lease, step: StepRecord, notices: Sequence[Notice] = ()) -> None:
@@ -212,7 +225,7 @@ class SqlStore:
         """Return the failed attempts, oldest first."""
         query = (select(attempts).where(attempts.c.run_id == run_id)
                  .order_by(attempts.c.position, attempts.c.attempt))
-        with self._one() as conn:
+        with self._read() as conn:
             return [
                 AttemptRecord(position=r.position, attempt=r.attempt,
                               error=ErrorInfo.from_json(r.error), at=r.at)
@@ -256,11 +269,8 @@ class SqlStore:
 
     def cancel(self, run_id: RunId, now: datetime, notices: Sequence[Notice] = ()) -> Run:
         """Cancel an unfinished run; bumping the fence locks its worker out."""
-        stmt = (update(runs)
-                .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED))
-                .values(status=RunStatus.CANCELLED.value, fence=runs.c.fence + 1, **_ended(now))
-                .returning(*runs.c))
-        return self._transition(stmt, run_id, "cancel", notices, now)
+        with self._tx() as conn:
+            return cancel_in(conn, run_id, now, notices)
 
     def resume(self, run_id: RunId, now: datetime) -> Run:
         """Make a failed run pending again."""
@@ -280,29 +290,20 @@ class SqlStore:
     def get_event(self, run_id: RunId, key: str) -> Event | None:
         """Return the event delivered under ``key``."""
         query = select(events).where(events.c.run_id == run_id, events.c.key == key)
-        with self._one() as conn:
+        with self._read() as conn:
             row = conn.execute(query).first()
         if row is None:
             return None
         return Event(key=row.key, data=row.data, delivered_at=row.delivered_at)
 
-    def runnable_count(self, now: datetime) -> int:
-        """Count the runs due at ``now``."""
-        with self._one() as conn:
-            return int(conn.execute(
-                select(func.count()).select_from(runs).where(runs.c.due_at <= now)).scalar_one())
-
     def next_due(self) -> datetime | None:
         """Return the earliest due time of any unfinished run."""
-        with self._one() as conn:
+        with self._read() as conn:
             value: datetime | None = conn.execute(select(func.min(runs.c.due_at))).scalar()
         return value
 
     def _get(self, conn: Connection, run_id: RunId) -> Run:
-        row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
-        if row is None:
-            raise RunNotFound(run_id)
-        return _run(row)
+        return load_run(conn, run_id)
 
     def _transition(self, stmt: Any, run_id: RunId, operation: str,
                     notices: Sequence[Notice] = (), now: datetime | None = None) -> Run:
@@ -501,6 +502,29 @@ def _claim_statement(postgres: bool) -> Any:
                 due_at=bindparam("expires_at", type_=runs.c.due_at.type), updated_at=now)
         .returning(*runs.c)
     )
+
+
+def load_run(conn: Connection, run_id: RunId) -> Run:
+    """Return the run or raise ``RunNotFound``."""
+    row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
+    if row is None:
+        raise RunNotFound(run_id)
+    return _run(row)
+
+
+def cancel_in(conn: Connection, run_id: RunId, now: datetime, notices: Sequence[Notice]) -> Run:
+    """Cancel an unfinished run in ``conn``'s transaction; bumping the fence locks its worker
+    out. ``InvalidRunState`` for a finished run."""
+    stmt = (update(runs)
+            .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED))
+            .values(status=RunStatus.CANCELLED.value, fence=runs.c.fence + 1, **_ended(now))
+            .returning(*runs.c))
+    row = conn.execute(stmt).first()
+    if row is None:
+        raise InvalidRunState(run_id, load_run(conn, run_id).status, "cancel")
+    write_notices(conn, notices, now)
+    notify_wake(conn)
+    return _run(row)
 
 
 def _ended(now: datetime) -> dict[str, Any]:

@@ -127,6 +127,23 @@ def slow(ctx: RunContext, input: dict[str, Any]) -> dict[str, Any]:
     return {"steps": n}
 
 
+def held_step(path: str, index: int, gate: str) -> str:
+    """From step 2 on, wait until the file ``gate`` exists; then append ``step <index>``."""
+    while index > 1 and not Path(gate).exists():
+        time.sleep(0.02)
+    return append(path, f"step {index}")
+
+
+@workflows.register("test.held", validate=_path)
+def held(ctx: RunContext, input: dict[str, Any]) -> dict[str, Any]:
+    """``n`` steps; each after the first waits for the file ``gate`` before its effect, so a
+    test can kill a worker while it holds the run with exactly one step committed."""
+    path, n = _path(input), int(input.get("n", 3))
+    for index in range(1, n + 1):
+        ctx.step(held_step, path, index, str(input["gate"]), name=f"step {index}")
+    return {"steps": n}
+
+
 def _hang(position: int) -> None:
     """Announce through the marker file that the hang point is reached, then block forever."""
     marker = os.environ.get(HANG_MARKER_ENV)

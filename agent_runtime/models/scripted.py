@@ -55,14 +55,6 @@ class ScriptedModel:
         """The configured name."""
         return self._name
 
-    @property
-    def remaining(self) -> int | None:
-        """Scripted responses not yet returned; ``None`` when answering from a function."""
-        if self._responder is not None:
-            return None
-        with self._lock:
-            return len(self._script) - self.calls
-
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Return the next scripted response, or raise ``ScriptExhausted``."""
         kept = dataclasses.replace(request, messages=tuple(request.messages),

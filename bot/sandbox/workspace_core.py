@@ -256,11 +256,6 @@ class WorkspaceCore:
         nothing (what Slack's mock servers answer)."""
         self._add_fault(method, times, Fault("bare", "", 200))
 
-    def clear_faults(self) -> None:
-        """Forget every scripted fault not yet used."""
-        with self._lock:
-            self._faults.clear()
-
     def rate_limit_for(self, seconds: float, *, retry_after: int = 1) -> None:
         """Answer every call for the next ``seconds`` with HTTP 429 and ``Retry-After``."""
         with self._lock:

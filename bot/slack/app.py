@@ -40,7 +40,6 @@ from agent_runtime.budget_control import NotAllowed
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.forking import fork_run
 from agent_runtime.notices import Notice, Outbox
-from agent_runtime.run_control import cancel_run
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
@@ -165,7 +164,7 @@ class Listeners:
     def _cancel(self, run_id: RunId, actor: Actor, channel: str) -> str:
         self._check_visible(run_id, actor, channel)
         self._check_control(self.deps.runtime.get(run_id), actor, "cancel")
-        cancel_run(self.deps.runtime, self.deps.approvals, run_id, actor)
+        self.deps.runtime.cancel(run_id, by=actor)
         return f"Cancelled run `{run_id}`."
 
     def _check_visible(self, run_id: RunId, actor: Actor, channel: str) -> None:

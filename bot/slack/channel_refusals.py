@@ -13,7 +13,6 @@ import logging
 
 from agent_runtime import Actor, Approvals, RunId, Runtime, SignoffError
 from agent_runtime.notices import Notice
-from agent_runtime.run_control import cancel_run
 from bot.slack.notifier import slack_context
 from bot.slack.respond import respond
 
@@ -54,7 +53,7 @@ class ChannelRefusals:
             return
         run_id = RunId(notice.run_id)
         try:
-            cancel_run(self._runtime, self._approvals, run_id, SIGNOFF)
+            self._runtime.cancel(run_id, by=SIGNOFF)
         except SignoffError:
             return  # the run had already ended (or was ended by an earlier refusal)
         where = slack_context(self._runtime.get(run_id)) or {}

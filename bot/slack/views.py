@@ -5,10 +5,9 @@ from __future__ import annotations
 from agent_runtime import Actor, Approvals, ApprovalStatus, RunId, Runtime
 from agent_runtime.records import Run, StepRecord
 from bot.slack.blocks import Block, history_blocks
-from bot.slack.notifier import describe_step, slack_context
+from bot.slack.notifier import describe_step
 from bot.slack.text import escape, shown, tool_name, truncate, user
 
-RECENT = 200
 SHOWN = 15
 
 
@@ -21,12 +20,6 @@ def status_text(runtime: Runtime, run_id: RunId | None, actor: Actor) -> str:
     waiting = f" (waiting for `{escape(run.wait_key)}`)" if run.wait_key else ""
     return (f"Run `{run.id}`: *{run.status.value}*{waiting} · {steps} journal entries · "
             f"task: {shown(_task(run), 200)}")
-
-
-def history_text(runtime: Runtime, run_id: RunId) -> str:
-    """A compact timeline of a run, from its journal."""
-    text, _ = history_message(runtime, run_id)
-    return text
 
 
 def history_message(runtime: Runtime, run_id: RunId) -> tuple[str, list[Block]]:
@@ -58,8 +51,7 @@ def _history_line(step: StepRecord) -> str | None:
 
 def list_text(runtime: Runtime, channel: str) -> str:
     """The recent runs started in ``channel``."""
-    runs = [r for r in runtime.runs(limit=RECENT)
-            if (slack_context(r) or {}).get("channel") == channel][:SHOWN]
+    runs = runtime.runs(input_fields={"context.slack.channel": channel}, limit=SHOWN)
     if not runs:
         return "No runs in this channel yet."
     return "\n".join(f"`{r.id}` {r.status.value} · {shown(_task(r), 80)}"
@@ -68,8 +60,8 @@ def list_text(runtime: Runtime, channel: str) -> str:
 
 def pending_text(approvals: Approvals, actor: Actor) -> str:
     """Approvals that ``actor`` may decide now."""
-    mine = [a for a in approvals.store.list_approvals(status=ApprovalStatus.PENDING)
-            if actor.user_id in a.eligible]
+    mine = approvals.store.list_approvals(status=ApprovalStatus.PENDING,
+                                          decidable_by=actor.user_id, limit=SHOWN)
     if not mine:
         return "Nothing is waiting on you."
     return "\n".join(f"`{a.id}` *{tool_name(a.tool)}* for run `{a.run_id}`, asked by "
@@ -77,11 +69,8 @@ def pending_text(approvals: Approvals, actor: Actor) -> str:
 
 
 def _latest(runtime: Runtime, actor: Actor) -> Run | None:
-    for run in runtime.runs(limit=RECENT):
-        requester = run.input.get("requester", {}) if isinstance(run.input, dict) else {}
-        if requester.get("user_id") == actor.user_id:
-            return run
-    return None
+    found = runtime.runs(input_fields={"requester.user_id": actor.user_id}, limit=1)
+    return found[0] if found else None
 
 
 def _task(run: Run) -> str:

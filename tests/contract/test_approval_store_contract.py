@@ -20,6 +20,7 @@ from agent_runtime.approvals import (
 from agent_runtime.audit import AuditDraft, verify
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.audit_report import examine
+from agent_runtime.notices import Notice
 from agent_runtime.records import Event
 from agent_runtime.store import ApprovalStore
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
@@ -193,3 +194,59 @@ def test_a_store_with_keys_signs_every_entry(stores: tuple[Store, ApprovalStore]
     assert approvals.last_audit_entry() == entries[-1]
     report = examine(entries, head, keys=KEYS)
     assert (report.ok, report.unsigned, report.signed_from) == (True, 0, 1)
+
+
+def _closed(approval: Approval) -> tuple[Approval, AuditDraft, list[Notice]]:
+    closed = dataclasses.replace(approval, status=ApprovalStatus.REJECTED, decided_by=DANA,
+                                 decided_at=T0, reason="cancelled")
+    return closed, _draft(approval, "closed"), []
+
+
+def test_cancel_run_closes_its_pending_approvals_with_it(
+        stores: tuple[Store, ApprovalStore]) -> None:
+    """Cancelling a run rejects its pending approvals and audits each, leaving others alone."""
+    runs, approvals = stores
+    run_id, other = _waiting_run(runs), _waiting_run(runs)
+    first, second, elsewhere = _approval(run_id, 3), _approval(run_id, 5), _approval(other, 3)
+    for approval in (first, second, elsewhere):
+        approvals.create_approval(approval, _draft(approval, "requested"))
+    assert approvals.cancel_run(run_id, T0, [], _closed).status == RunStatus.CANCELLED
+    assert [approvals.get_approval(a.id).status for a in (first, second, elsewhere)] == [
+        ApprovalStatus.REJECTED, ApprovalStatus.REJECTED, ApprovalStatus.PENDING]
+    entries, head = approvals.audit_log()
+    assert [e.action for e in entries][-2:] == ["closed", "closed"]
+    assert verify(entries, head) == []
+
+
+def test_a_failed_cancel_changes_nothing(stores: tuple[Store, ApprovalStore]) -> None:
+    """If closing an approval fails, the run is not cancelled either: one transaction."""
+    runs, approvals = stores
+    run_id = _waiting_run(runs)
+    approval = _approval(run_id)
+    approvals.create_approval(approval, _draft(approval, "requested"))
+
+    def broken(pending: Approval) -> tuple[Approval, AuditDraft, list[Notice]]:
+        raise RuntimeError("closing failed")
+
+    with pytest.raises(RuntimeError):
+        approvals.cancel_run(run_id, T0, [], broken)
+    assert runs.get_run(run_id).status == RunStatus.WAITING
+    assert approvals.get_approval(approval.id).status == ApprovalStatus.PENDING
+
+
+def test_list_approvals_finds_those_a_person_may_decide(
+        stores: tuple[Store, ApprovalStore]) -> None:
+    """Only approvals listing the person as approver (or, escalated, as escalation) match."""
+    runs, approvals = stores
+    run_id = _waiting_run(runs)
+    mine, theirs, escalated = (_approval(run_id, p) for p in (3, 5, 7))
+    theirs = dataclasses.replace(theirs, policy={"approvers": ["U_OMAR"], "required": 1})
+    escalated = dataclasses.replace(escalated, escalated=True, policy={
+        "approvers": ["U_DANA"], "escalate_to": ["U_BOSS"], "required": 1})
+    for approval in (mine, theirs, escalated):
+        approvals.create_approval(approval, _draft(approval, "requested"))
+    assert [a.id for a in approvals.list_approvals(decidable_by="U_DANA")] == [mine.id]
+    assert [a.id for a in approvals.list_approvals(decidable_by="U_BOSS")] == [escalated.id]
+    assert [a.id for a in approvals.list_approvals(decidable_by="U_OMAR")] == [theirs.id]
+    assert approvals.list_approvals(decidable_by="U_DAN") == []
+    assert [a.id for a in approvals.list_approvals(limit=1, offset=1)] == [theirs.id]

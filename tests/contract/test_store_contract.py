@@ -185,7 +185,6 @@ def test_timer_wait_becomes_due_at_its_time(any_store: Store) -> None:
     assert any_store.claim_runs("w", limit=1, now=wake - timedelta(seconds=1),
                                 expires_at=wake + TTL) == []
     assert any_store.next_due() == wake
-    assert any_store.runnable_count(wake) == 1
     assert len(any_store.claim_runs("w", limit=1, now=wake, expires_at=wake + TTL)) == 1
 
 
@@ -254,7 +253,8 @@ def test_cancel_a_waiting_run(any_store: Store) -> None:
     run_id = _new(any_store)
     any_store.suspend(_claim_one(any_store), Wait(wake_at=T0 + TTL), T0)
     assert any_store.cancel(run_id, T0).status == RunStatus.CANCELLED
-    assert any_store.runnable_count(T0 + TTL * 2) == 0
+    assert any_store.next_due() is None
+    assert any_store.claim_runs("w", limit=1, now=T0 + TTL * 2, expires_at=T0 + TTL * 3) == []
 
 
 def test_resume_makes_a_failed_run_pending_with_its_journal(any_store: Store) -> None:
@@ -321,3 +321,23 @@ def test_fork_of_an_unknown_run_creates_nothing(any_store: Store) -> None:
     with pytest.raises(RunNotFound):
         any_store.create_run(new_run_id(), "wf", None, T0, fork=fork)
     assert len(any_store.list_runs()) == before
+
+
+def test_list_runs_filters_on_input_fields_and_pages(any_store: Store) -> None:
+    """Runs are filtered on strings in their input at dotted paths, newest first, by page."""
+    def started(user: Any, channel: str, minute: int) -> RunId:
+        data = {"requester": {"user_id": user}, "context": {"slack": {"channel": channel}}}
+        return _new(any_store, data, T0 + timedelta(minutes=minute))
+
+    ann = [started("U_ANN", "C1", m) for m in range(3)]
+    started("U_BOB", "C1", 3)
+    started(7, "C2", 4)
+    _new(any_store, "not a document", T0 + timedelta(minutes=5))
+    mine = {"requester.user_id": "U_ANN"}
+    assert [r.id for r in any_store.list_runs(input_fields=mine)] == ann[::-1]
+    assert [r.id for r in any_store.list_runs(input_fields=mine, limit=2, offset=1)] == [
+        ann[1], ann[0]]
+    both = {"requester.user_id": "U_ANN", "context.slack.channel": "C2"}
+    assert any_store.list_runs(input_fields=both) == []
+    assert any_store.list_runs(input_fields={"requester.user_id": "7"}) == []
+    assert len(any_store.list_runs(input_fields={"context.slack.channel": "C1"})) == 4

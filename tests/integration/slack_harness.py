@@ -115,6 +115,13 @@ class ShiftedClock:
         """Advance instead of sleeping."""
         self.offset += timedelta(seconds=seconds)
 
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        """Return at once: True if ``event`` is set, else after advancing."""
+        if event.is_set():
+            return True
+        self.sleep(seconds)
+        return False
+
 
 class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True

@@ -23,7 +23,6 @@ from agent_runtime import (
     Agent,
     AgentInput,
     ApprovalPolicy,
-    Approvals,
     ApprovalStatus,
     Decision,
     RetryPolicy,
@@ -31,13 +30,12 @@ from agent_runtime import (
     RunId,
     RunStatus,
     Runtime,
-    ToolLookup,
     Tools,
     WorkerOptions,
     Workflows,
     tool,
 )
-from agent_runtime.agent_loop import agent_workflow
+from agent_runtime.deployment import Deployment
 from agent_runtime.models import ScriptedModel, ToolCall, text_reply, tool_reply
 from agent_runtime.notices import Delivery, Notice
 from agent_runtime.testing import FrozenClock
@@ -142,13 +140,13 @@ def build_scene(url: str) -> Scene:
     store = open_store(url)
     clock = FrozenClock(OLD)
     agent = _agent()
-    service = Approvals(SqlApprovalStore(store.engine), clock, _lookup(agent))
     flows = Workflows()
     for name, fn in (("archive.steps", two_steps), ("archive.fails", fails),
                      ("archive.waits", waits)):
         flows.add(name, fn)
-    flows.add(agent.workflow, agent_workflow(agent, service))
-    runtime = Runtime(store, flows, clock=clock)
+    deployment = Deployment(store, SqlApprovalStore(store.engine), [agent], clock=clock,
+                            workflows=flows)
+    service, runtime = deployment.approvals, deployment.runtime
     work = runtime.worker(WORK).run_once
 
     old = {"completed": runtime.start("archive.steps", {"n": 2}).id,
@@ -175,13 +173,6 @@ def build_scene(url: str) -> Scene:
     scene = Scene(store=store, old=old, kept=kept)
     _check_states(scene)
     return scene
-
-
-def _lookup(agent: Agent) -> ToolLookup:
-    lookup = ToolLookup()
-    for item in agent.tools:
-        lookup.add(item)
-    return lookup
 
 
 def _notify(box: SqlOutbox, delivered: RunId, undelivered: RunId) -> None:

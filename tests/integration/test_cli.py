@@ -220,6 +220,18 @@ def test_signal_wakes_a_waiting_run(tmp_path: Path) -> None:
     assert lines(out) == ["step 1", "step 2"]
 
 
+def test_signal_with_a_key_the_run_does_not_wait_for_says_so(tmp_path: Path) -> None:
+    """`signoff signal` with another key than the awaited one exits 1, naming the awaited key."""
+    db, out = tmp_path / "signoff.db", tmp_path / "out.txt"
+    env = _env(db)
+    run_id = cli_ok(env, "start", "test.waiter", "--input", json.dumps({"path": str(out)})).strip()
+    cli_ok(env, "worker", "--until-idle")
+    done = run_cli(env, "signal", run_id, "approved")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert f"run {run_id} waits for the event 'go', not 'approved'" in done.stderr
+    assert _status(db, run_id) == ("waiting", "go")
+
+
 def test_resume_a_failed_run_keeps_its_journal(tmp_path: Path) -> None:
     """`signoff resume` re-runs a failed run from its journal: step 1 is not executed again."""
     db, out, gate = tmp_path / "signoff.db", tmp_path / "out.txt", tmp_path / "gate"

@@ -10,22 +10,17 @@ from typing import Any
 from agent_runtime import (
     Actor,
     Agent,
-    AgentInput,
     ApprovalPolicy,
-    Approvals,
     Budget,
     RetryPolicy,
     Run,
     RunId,
-    Runtime,
-    ToolLookup,
     Tools,
     UnknownOutcome,
     WorkerOptions,
-    Workflows,
     tool,
 )
-from agent_runtime.agent_loop import ModelResolver, agent_workflow
+from agent_runtime.agent_loop import ModelResolver
 from agent_runtime.models import (
     Model,
     ModelResponse,
@@ -34,7 +29,7 @@ from agent_runtime.models import (
     text_reply,
     tool_reply,
 )
-from agent_runtime.testing import FrozenClock, InMemoryApprovalStore, InMemoryStore
+from agent_runtime.testing import AgentEnvironment
 
 LOOKUP = tool_reply(ToolCall(id="c1", name="lookup_order", arguments={"order_id": "1042"}))
 REFUND = tool_reply(ToolCall(id="c2", name="issue_refund",
@@ -65,9 +60,6 @@ class AgentHarness:
                  budget: Budget | None = None,
                  outcome: UnknownOutcome = UnknownOutcome.RETRY,
                  models: ModelResolver | None = None, model: Model | None = None) -> None:
-        self.clock = FrozenClock()
-        self.store = InMemoryStore()
-        self.approval_store = InMemoryApprovalStore(self.store)
         self.calls: Counter[str] = Counter()
         self.keys: list[str] = []
         self.crash_after_refund = False
@@ -75,16 +67,15 @@ class AgentHarness:
         self.model = ScriptedModel(list(script), name="scripted")
         self.policy = policy or ApprovalPolicy(approvers=("U_DANA", "U_OMAR"))
         self.tools = self._tools(outcome)
-        self.agent = Agent(name="t", model=model or self.model, system_prompt="be careful",
-                           tools=self.tools, budget=budget or Budget())
-        lookup = ToolLookup()
-        for item in self.tools:
-            lookup.add(item)
-        self.approvals = Approvals(self.approval_store, self.clock, lookup)
-        workflows = Workflows()
-        workflows.add(self.agent.workflow, agent_workflow(self.agent, self.approvals, models))
-        self.runtime = Runtime(self.store, workflows, clock=self.clock,
-                               sweeps=(self.approvals.sweep,))
+        self.env = AgentEnvironment(
+            Agent(name="t", model=model or self.model, system_prompt="be careful",
+                  tools=self.tools, budget=budget or Budget()), models=models)
+        self.agent = self.env.agent
+        self.clock = self.env.clock
+        self.store = self.env.store
+        self.approval_store = self.env.approval_store
+        self.approvals = self.env.approvals
+        self.runtime = self.env.runtime
 
     def _tools(self, outcome: UnknownOutcome) -> Tools:
         calls, keys = self.calls, self.keys
@@ -119,8 +110,7 @@ class AgentHarness:
 
     def start(self, task: str = "refund order 1042") -> RunId:
         """Start a run as the requester."""
-        data = AgentInput(task=task, requester=REQUESTER).to_json()
-        return self.runtime.start(self.agent.workflow, data).id
+        return self.env.start(task, requester=REQUESTER)
 
     def work(self) -> None:
         """Run whatever is due now."""
@@ -132,10 +122,7 @@ class AgentHarness:
 
     def pending(self, run_id: RunId) -> list[str]:
         """Return the ids of the run's pending approvals, oldest first."""
-        from agent_runtime import ApprovalStatus
-
-        found = self.approval_store.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING)
-        return [a.id for a in reversed(found)]
+        return [a.id for a in self.env.pending(run_id)]
 
     def tool_results(self, run_id: RunId) -> list[str]:
         """Return what the model was told about each tool call, in order."""

@@ -8,7 +8,9 @@ from datetime import timedelta
 import pytest
 
 from agent_runtime import (
+    Agents,
     ApprovalPolicy,
+    Approvals,
     ApprovalStatus,
     Budget,
     Decision,
@@ -19,6 +21,7 @@ from agent_runtime import (
     UnknownOutcome,
 )
 from agent_runtime.agent_loop import InputEstimate
+from agent_runtime.deployment import tool_lookup
 from agent_runtime.models import Message, ToolCall, ToolSpec, tool_reply
 from agent_runtime.testing import FrozenClock
 from tests.unit.agent_harness import (
@@ -225,12 +228,7 @@ def test_changed_policy_makes_the_approval_stale() -> None:
     h = AgentHarness([REFUND, DONE])
     (approval,) = h.pending(_until_waiting(h))
     changed = AgentHarness([REFUND, DONE], policy=ApprovalPolicy(approvers=("U_DANA",)))
-    changed.approval_store = h.approval_store
-    from agent_runtime import Approvals, ToolLookup
-
-    lookup = ToolLookup()
-    for item in changed.tools:
-        lookup.add(item)
+    lookup = tool_lookup(Agents(changed.agent))
     result = Approvals(h.approval_store, h.clock, lookup).decide(approval, DANA, Decision.APPROVE)
     assert not result.accepted
     assert "stale" in result.message
@@ -298,3 +296,15 @@ def test_input_estimate_keeps_its_formula_while_measuring_each_message_once() ->
                     + sum(len(json.dumps(t.to_json())) for t in tools)) // 4 + 1
         assert estimate.tokens(messages) == expected
         messages += [LOOKUP.message, Message(role="tool", tool_call_id="c1", content=f"r{turn}")]
+
+
+def test_cancelling_a_run_closes_its_pending_approvals() -> None:
+    """Runtime.cancel alone leaves no approval of the cancelled run pending."""
+    h = AgentHarness([BOTH, DONE])
+    run_id = _until_waiting(h)
+    assert len(h.pending(run_id)) == 2
+    h.runtime.cancel(run_id)
+    assert h.pending(run_id) == []
+    closed = h.approval_store.list_approvals(run_id=run_id)
+    assert {(a.status, a.reason) for a in closed} == {
+        (ApprovalStatus.CANCELLED, "the run was cancelled")}

@@ -35,7 +35,6 @@ def test_returns_the_script_in_order_and_counts_calls() -> None:
     assert second.message.content == "done"
     assert model.calls == 2
     assert [r.messages[0].content for r in model.requests] == ["one", "two"]
-    assert model.remaining == 0
 
 
 def test_zero_calls_until_asked() -> None:
@@ -43,7 +42,6 @@ def test_zero_calls_until_asked() -> None:
     model = ScriptedModel([text_reply("unused")])
     assert model.calls == 0
     assert model.requests == []
-    assert model.remaining == 1
 
 
 def test_running_out_of_script_is_a_clear_non_retryable_error() -> None:
@@ -63,7 +61,6 @@ def test_answers_from_a_function_of_the_request() -> None:
     assert model.complete(_request("ping")).message.content == "echo ping"
     assert model.complete(_request("pong")).message.content == "echo pong"
     assert model.calls == 2
-    assert model.remaining is None
 
 
 def test_estimates_usage_deterministically_when_the_script_gives_none() -> None:

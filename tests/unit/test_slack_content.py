@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from agent_runtime import ApprovalStatus
 from agent_runtime.approvals import args_hash
 from agent_runtime.models import ToolCall, text_reply, tool_reply
-from agent_runtime.run_control import cancel_run
 from bot.slack import blocks
 from bot.slack.text import date, escape, truncate, user
 from tests.unit.agent_harness import AgentHarness
@@ -129,7 +128,7 @@ def test_a_cancelled_runs_cards_say_cancelled() -> None:
     run_id = harness.start()
     harness.work()
     [pending] = harness.pending(run_id)
-    cancel_run(harness.runtime, harness.approvals, run_id, DANA)
+    harness.runtime.cancel(run_id, by=DANA)
     closed = harness.approval_store.get_approval(pending)
     assert closed.status == ApprovalStatus.CANCELLED
     line = blocks.decision_line(closed)

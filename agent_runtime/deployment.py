@@ -1,0 +1,69 @@
+"""The wiring of agents to stores: the tool lookup, the approvals service and the runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from agent_runtime.agent import Agent, AgentInput, Agents
+from agent_runtime.agent_loop import ModelResolver, agent_workflow
+from agent_runtime.approval_service import Approvals, ToolLookup
+from agent_runtime.clock import Clock, SystemClock
+from agent_runtime.exceptions import InvalidConfiguration
+from agent_runtime.notices import Notifier
+from agent_runtime.observers import StepObserver
+from agent_runtime.runtime import Runtime
+from agent_runtime.store import ApprovalStore, Store
+from agent_runtime.workflows import Workflows
+
+
+class Deployment:
+    """Agents wired to a store: one place builds the runtime, approvals and tool lookup.
+
+    Each agent's tools are known to approvals with that agent's approver groups, which
+    are also the groups its approval policies are resolved with: one source for both.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        approval_store: ApprovalStore,
+        agents: Agents | Sequence[Agent],
+        *,
+        clock: Clock | None = None,
+        workflows: Workflows | None = None,
+        models: ModelResolver | None = None,
+        notifier: Notifier | None = None,
+        observer: StepObserver | None = None,
+        sweeps: Sequence[Callable[[], object]] = (),
+    ) -> None:
+        self.clock = clock or SystemClock()
+        self.agents = agents if isinstance(agents, Agents) else Agents(*agents)
+        self.tools = tool_lookup(self.agents)
+        self.approvals = Approvals(approval_store, self.clock, self.tools, notifier)
+        self.workflows = workflows or Workflows()
+        for agent in self.agents:
+            self.workflows.add(agent.workflow, agent_workflow(agent, self.approvals, models),
+                               validate=AgentInput.from_json)
+        self.runtime = Runtime(store, self.workflows, clock=self.clock,
+                               sweeps=(self.approvals.sweep, *sweeps), notifier=notifier,
+                               observer=observer, approvals=self.approvals)
+
+
+def tool_lookup(agents: Agents) -> ToolLookup:
+    """Return every agent's tools, each with its agent's approver groups.
+
+    Agents may share a tool name (a new prompt for the same tools, say) only when the
+    tools are the same to approvals: same schema, same resolved policy, and both or
+    neither with side effects; otherwise ``InvalidConfiguration``.
+    """
+    lookup = ToolLookup()
+    for agent in agents:
+        for item in agent.tools:
+            existing = lookup.get(item.name)
+            if existing is None:
+                lookup.add(item, agent.approver_groups)
+            elif existing is not item and (
+                    lookup.fingerprint(existing) != lookup.fingerprint(item, agent.approver_groups)
+                    or existing.side_effect != item.side_effect):
+                raise InvalidConfiguration(f"two agents define different tools named {item.name!r}")
+    return lookup

@@ -1,0 +1,138 @@
+"""An ApprovalStore in process memory, over an ``InMemoryStore`` (for tests and examples)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime
+
+from agent_runtime.approvals import Approval, ApprovalStatus
+from agent_runtime.audit import GENESIS, AuditDraft, AuditEntry, chain
+from agent_runtime.audit_keys import AuditKeys
+from agent_runtime.exceptions import ApprovalNotFound
+from agent_runtime.ids import RunId
+from agent_runtime.memory_store import InMemoryStore
+from agent_runtime.notices import Notice
+from agent_runtime.records import Event, Run
+from agent_runtime.store import Closing
+
+
+class InMemoryApprovalStore:
+    """An ApprovalStore in process memory, waking runs of an ``InMemoryStore``.
+
+    With ``audit_keys``, every audit entry is signed with the first of them.
+    """
+
+    def __init__(self, runs: InMemoryStore, audit_keys: AuditKeys | None = None) -> None:
+        self._runs = runs
+        self._keys = audit_keys
+        self._approvals: dict[str, Approval] = {}
+        self._audit: list[AuditEntry] = []
+        self._head: tuple[int, str] | None = None
+
+    def create_approval(
+        self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice] = ()
+    ) -> Approval:
+        """Store a pending approval unless its id exists."""
+        with self._runs._lock:
+            if approval.id in self._approvals:
+                return self._approvals[approval.id]
+            self._approvals[approval.id] = approval
+            self._append(audit)
+            self._runs.outbox.enqueue(notices, audit.at)
+            return approval
+
+    def get_approval(self, approval_id: str) -> Approval:
+        """Return the approval or raise ApprovalNotFound."""
+        with self._runs._lock:
+            try:
+                return self._approvals[approval_id]
+            except KeyError:
+                raise ApprovalNotFound(approval_id) from None
+
+    def list_approvals(
+        self, *, run_id: str | None = None, status: ApprovalStatus | None = None,
+        limit: int = 100, decidable_by: str | None = None, offset: int = 0,
+    ) -> list[Approval]:
+        """Return approvals, newest first."""
+        with self._runs._lock:
+            found = [a for a in self._approvals.values()
+                     if (run_id is None or a.run_id == run_id)
+                     and (status is None or a.status == status)
+                     and (decidable_by is None or decidable_by in a.eligible)]
+        ordered = sorted(found, key=lambda a: (a.requested_at, a.position, a.id), reverse=True)
+        return ordered[offset:offset + limit]
+
+    def save_approval(
+        self, approval: Approval, *, audit: AuditDraft, decided_before: datetime | None,
+        wake: Event | None, notices: Sequence[Notice] = (),
+    ) -> bool:
+        """Compare-and-set on the version (and the deadline when deciding)."""
+        with self._runs._lock:
+            stored = self._approvals.get(approval.id)
+            if stored is None or stored.version != approval.version:
+                return False
+            if decided_before is not None and stored.deadline <= decided_before:
+                return False
+            self._approvals[approval.id] = dataclasses.replace(
+                approval, version=approval.version + 1)
+            self._append(audit)
+            self._runs.outbox.enqueue(notices, audit.at)
+            run_id = RunId(approval.run_id)
+            if wake is not None and not self._runs.get_run(run_id).status.finished and (
+                    self._runs.get_event(run_id, wake.key) is None):
+                self._runs.deliver_event(RunId(approval.run_id), wake.key, wake.data,
+                                         wake.delivered_at)
+            return True
+
+    def consume_approval(self, approval_id: str, position: int) -> bool:
+        """Mark the approval used by the execution at ``position``."""
+        with self._runs._lock:
+            stored = self.get_approval(approval_id)
+            if stored.consumed_by not in (None, position):
+                return False
+            self._approvals[approval_id] = dataclasses.replace(stored, consumed_by=position)
+            return True
+
+    def append_audit(self, audit: AuditDraft) -> AuditEntry:
+        """Append an attempt to the audit log."""
+        with self._runs._lock:
+            return self._append(audit)
+
+    def audit_log(self) -> tuple[list[AuditEntry], tuple[int, str] | None]:
+        """Return the log and its head."""
+        with self._runs._lock:
+            return list(self._audit), self._head
+
+    def last_audit_entry(self) -> AuditEntry | None:
+        """Return the newest audit entry, or None while the log is empty."""
+        with self._runs._lock:
+            return self._audit[-1] if self._audit else None
+
+    def cancel_run(self, run_id: RunId, now: datetime, notices: Sequence[Notice],
+                   close: Closing) -> Run:
+        """Cancel the run and close its pending approvals under one lock."""
+        with self._runs._lock:
+            found = self.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING,
+                                        limit=len(self._approvals))
+            closings = [(pending, *close(pending)) for pending in found]
+            run = self._runs.cancel(run_id, now, notices)
+            for pending, closed, audit, more in closings:
+                self._approvals[pending.id] = dataclasses.replace(
+                    closed, version=pending.version + 1)
+                self._append(audit)
+                self._runs.outbox.enqueue(more, audit.at)
+            return run
+
+    def due_approvals(self, now: datetime) -> list[Approval]:
+        """Return pending approvals past their deadline or reminder time."""
+        with self._runs._lock:
+            return [a for a in self._approvals.values() if a.status == ApprovalStatus.PENDING
+                    and (a.deadline <= now or (a.remind_at is not None and a.remind_at <= now))]
+
+    def _append(self, audit: AuditDraft) -> AuditEntry:
+        seq, prev_hash = self._head or (0, GENESIS)
+        entry = chain(audit, seq + 1, prev_hash, self._keys)
+        self._audit.append(entry)
+        self._head = (entry.seq, entry.hash)
+        return entry

@@ -1,0 +1,84 @@
+"""The composition root: agents named by SIGNOFF_AGENT, and the groups their approvals use."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from agent_runtime import (
+    Actor,
+    Agent,
+    AgentInput,
+    ApprovalPolicy,
+    ApprovalStatus,
+    Decision,
+    RunStatus,
+    Tools,
+    WorkerOptions,
+    tool,
+)
+from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, ToolCall
+from agent_runtime.models.scripted import text_reply, tool_reply
+from bot.settings import Settings, SettingsError
+from bot.wiring import Services, build_services
+
+DANA = Actor(user_id="U_DANA")
+
+
+def _pay(amount_cents: int, idempotency_key: str) -> str:
+    """Pay a supplier."""
+    return f"paid {amount_cents}"
+
+
+def _answer(request: ModelRequest) -> ModelResponse:
+    if any(m.role == "tool" for m in request.messages):
+        return text_reply("done")
+    return tool_reply(ToolCall(id="c1", name="pay", arguments={"amount_cents": 100}))
+
+
+def _finance(members: tuple[str, ...]) -> Agent:
+    pay = tool(side_effect=True, approval=ApprovalPolicy(groups=("finance",)), name="pay")(_pay)
+    return Agent(name="payer", model=ScriptedModel(_answer), system_prompt="pay",
+                 tools=Tools(pay), approver_groups={"finance": members})
+
+
+def finance_agent() -> Agent:
+    """The payer agent while Dana is in finance."""
+    return _finance(("U_DANA",))
+
+
+def reorganised_agent() -> Agent:
+    """The payer agent once finance is Omar alone."""
+    return _finance(("U_OMAR",))
+
+
+def _services(url: str, agent: str) -> Services:
+    return build_services(Settings(database_url=url, agent=f"{__name__}:{agent}"))
+
+
+def test_an_agents_own_groups_decide_whether_its_approvals_are_stale(sqlite_url: str) -> None:
+    """Moving a person out of the agent's approver group makes the pending approval stale."""
+    before = _services(sqlite_url, "finance_agent")
+    data = AgentInput(task="pay the supplier", requester=Actor(user_id="U_REQ")).to_json()
+    run_id = before.runtime.start("agent:payer", data).id
+    before.runtime.worker(WorkerOptions(owner="w", lease_ttl=timedelta(minutes=1))).run_once()
+    assert before.runtime.get(run_id).status == RunStatus.WAITING
+    (pending,) = before.approvals.store.list_approvals(run_id=run_id,
+                                                        status=ApprovalStatus.PENDING)
+    after = _services(sqlite_url, "reorganised_agent")
+    result = after.approvals.decide(pending.id, DANA, Decision.APPROVE)
+    assert not result.accepted
+    assert result.refused_as == "stale"
+
+
+def test_an_agent_spec_without_attribute_is_refused_clearly(sqlite_url: str) -> None:
+    """SIGNOFF_AGENT=module (no :attribute) says the spec needs an attribute naming the agent."""
+    with pytest.raises(SettingsError, match=r"must be module:attribute.*'mypkg.agents:support'"):
+        build_services(Settings(database_url=sqlite_url, agent=__name__))
+
+
+def test_a_missing_agent_attribute_is_named(sqlite_url: str) -> None:
+    """SIGNOFF_AGENT=module:missing names the attribute the module lacks."""
+    with pytest.raises(SettingsError, match="has no attribute 'missing'"):
+        build_services(Settings(database_url=sqlite_url, agent=f"{__name__}:missing"))
