@@ -20,7 +20,16 @@ from agent_runtime import (
     WorkflowNotFound,
 )
 from agent_runtime.budget_control import NotAllowed
-from bot import cli_agents, cli_archive, cli_audit, cli_dev, cli_journal, cli_runs, cli_trace
+from bot import (
+    cli_agents,
+    cli_archive,
+    cli_audit,
+    cli_dev,
+    cli_journal,
+    cli_mcp,
+    cli_runs,
+    cli_trace,
+)
 from bot.cli_common import Parser, UsageError
 from bot.demo.ledger_cli import add_demo_commands
 from bot.settings import Settings, SettingsError
@@ -64,6 +73,7 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     cli_agents.add_commands(commands)
     cli_audit.add_commands(commands)
     cli_dev.add_commands(commands)
+    cli_mcp.add_commands(commands)
     add_demo_commands(commands, port=settings.demo_provider_port,
                       ledger_path=settings.demo_ledger_path,
                       provider_url=settings.demo_provider_url)

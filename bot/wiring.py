@@ -21,6 +21,8 @@ from agent_runtime.agent_loop import ModelResolver, agent_workflow
 from agent_runtime.demo import demo_workflows
 from agent_runtime.models import Model
 from bot.demo.agent import demo_agent
+from bot.mcp import parking
+from bot.mcp.tools import GatewayTools
 from bot.models import configured_model, model_from_spec
 from bot.settings import Settings, SettingsError
 from bot.slack.notifier import SlackNotifier
@@ -60,7 +62,7 @@ def build_services(settings: Settings, *, migrate: bool = True,
     store = open_store(settings.database_url, migrate=migrate)
     clock = SystemClock()
     agents = load_agents(settings)
-    lookup = ToolLookup(settings.approver_groups)
+    lookup = GatewayTools(settings.approver_groups)
     for agent in agents:
         for item in agent.tools:
             _add_tool(lookup, item)
@@ -106,6 +108,7 @@ def load_agents(settings: Settings) -> Agents:
 def load_workflows(modules: tuple[str, ...]) -> Workflows:
     """Return the built-in workflows plus each ``module:attribute`` registry named."""
     registry = demo_workflows()
+    parking.register(registry)
     for spec in modules:
         found = _import("SIGNOFF_WORKFLOWS", spec, (Workflows,))
         assert isinstance(found, Workflows)

@@ -1,0 +1,189 @@
+"""The MCP approval gateway: an MCP server to its client, an MCP client to the real server.
+
+``tools/list`` passes through (gated tools say that a person signs them off). Each
+``tools/call`` is journaled in the gateway's run; a gated one waits for a recorded
+decision (progress notifications meanwhile, if the client asked for them) and reaches
+the upstream server at most once, with exactly the approved arguments. The MCP SDK is
+async; Signoff's services are synchronous and are called through ``anyio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp import ClientSession, StdioServerParameters, stdio_client, stdio_server, types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+from agent_runtime import Actor
+from agent_runtime.approvals import args_hash
+from agent_runtime.side_effects import ToolResult
+from bot.mcp.calls import Call
+from bot.mcp.policy import GatePolicy
+from bot.mcp.session_run import GatewayRun, SessionKey, attach
+from bot.mcp.signoffs import CallRequest, Go, SignOffs
+from bot.wiring import Services
+
+logger = logging.getLogger(__name__)
+
+SIGNED_OFF = " [Signoff: a person signs off each call of this tool before it runs.]"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Upstream:
+    """How to start the real MCP server (stdio)."""
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewayOptions:
+    """What one gateway process serves, for whom, under which policy."""
+
+    key: SessionKey
+    upstream: Upstream
+    requester: Actor
+    policy: GatePolicy = field(default_factory=GatePolicy)
+    poll_interval: timedelta = timedelta(seconds=0.25)
+
+
+class Gateway:
+    """Answers one client's MCP requests from the upstream server and the run's journal."""
+
+    def __init__(self, options: GatewayOptions, services: Services, run: GatewayRun,
+                 upstream: ClientSession) -> None:
+        self.options = options
+        self.services = services
+        self.upstream = upstream
+        self.signoffs = SignOffs(run, options.requester)
+        self._tools: dict[str, types.Tool] = {}
+
+    def server(self) -> Server[Any]:
+        """Return the MCP server the client talks to."""
+        return Server(f"signoff-{self.options.key.gateway}", on_list_tools=self.list_tools,
+                      on_call_tool=self.call_tool)
+
+    async def list_tools(self, ctx: ServerRequestContext[Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        """Pass the upstream tools through, saying which ones a person signs off."""
+        listed = await self._refresh(params)
+        tools = [self._described(t) for t in listed.tools]
+        return types.ListToolsResult(tools=tools, next_cursor=listed.next_cursor)
+
+    async def call_tool(self, ctx: ServerRequestContext[Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        """Journal the call, wait for its sign-off if gated, and call upstream at most once."""
+        request = await self._request(params.name, params.arguments or {})
+        call = await anyio.to_thread.run_sync(self.signoffs.open, request)
+        if call.result is None:
+            await self._settle(ctx, call, request.definition)
+        assert call.result is not None
+        return types.CallToolResult.model_validate(call.result)
+
+    async def _refresh(self, params: types.PaginatedRequestParams | None = None,
+                       ) -> types.ListToolsResult:
+        listed = await self.upstream.list_tools(params=params)
+        self._tools.update({t.name: t for t in listed.tools})
+        return listed
+
+    async def _settle(self, ctx: ServerRequestContext[Any], call: Call, definition: str) -> None:
+        await self._finish(call, await self._outcome(ctx, call, definition))
+
+    async def _outcome(self, ctx: ServerRequestContext[Any], call: Call,
+                       definition: str) -> types.CallToolResult:
+        if call.started:
+            return _error(f"not executed again: the gateway stopped while calling {call.tool}, "
+                          "so whether it happened is unknown")
+        if call.gated:
+            decision = await self._wait_for_decision(ctx, call)
+            if decision["status"] != "approved":
+                return _error(ToolResult.declined(decision).content)
+        go = await anyio.to_thread.run_sync(self.signoffs.start, call, definition)
+        if isinstance(go, str):
+            return _error(f"not executed: {go}")
+        return await self._call_upstream(call.tool, go)
+
+    async def _wait_for_decision(self, ctx: ServerRequestContext[Any],
+                                 call: Call) -> dict[str, Any]:
+        token = (ctx.meta or {}).get("progress_token")
+        polls = 0
+        while True:
+            decision = await anyio.to_thread.run_sync(self.signoffs.decision, call)
+            if decision is not None:
+                return decision
+            if token is not None:
+                polls += 1
+                await ctx.session.send_progress_notification(
+                    token, polls, message=f"waiting for sign-off (approval {call.approval_id})",
+                    related_request_id=None if ctx.request_id is None else str(ctx.request_id))
+            await anyio.sleep(self.options.poll_interval.total_seconds())
+
+    async def _call_upstream(self, tool: str, go: Go) -> types.CallToolResult:
+        meta: Any = {"io.signoff/idempotency-key": go.key}
+        try:
+            return await self.upstream.call_tool(tool, go.args, meta=meta)
+        except Exception as exc:  # the upstream's failure is the call's answer
+            logger.warning("upstream call failed", extra={"action": "mcp.call"})
+            return _error(f"the upstream server failed: {exc}")
+
+    async def _finish(self, call: Call, result: types.CallToolResult) -> None:
+        answer = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        await anyio.to_thread.run_sync(self.signoffs.finish, call, answer)
+
+    async def _request(self, name: str, args: dict[str, Any]) -> CallRequest:
+        if name not in self._tools:
+            await self._refresh()
+        definition = self._tools.get(name)
+        annotations = None if definition is None or definition.annotations is None else (
+            definition.annotations.model_dump(by_alias=True, exclude_none=True))
+        gated = self.options.policy.gated(name, annotations)
+        policy = self.options.policy.approval(name, self.services.settings.approvers).snapshot(
+            self.services.settings.approver_groups) if gated else {}
+        digest = args_hash({"tool": None if definition is None else definition.model_dump(
+            mode="json", by_alias=True, exclude_none=True), "gated": gated, "policy": policy})
+        return CallRequest(tool=name, args=args, gated=gated, definition=digest, policy=policy)
+
+    def _described(self, tool: types.Tool) -> types.Tool:
+        annotations = None if tool.annotations is None else tool.annotations.model_dump(
+            by_alias=True, exclude_none=True)
+        if not self.options.policy.gated(tool.name, annotations):
+            return tool
+        return tool.model_copy(update={"description": (tool.description or "") + SIGNED_OFF})
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+async def serve(options: GatewayOptions, services: Services, *, patience: timedelta) -> None:
+    """Serve one MCP client on stdio until it disconnects."""
+    run = await anyio.to_thread.run_sync(
+        lambda: attach(services, options.key, patience=patience))
+    try:
+        async with _upstream(options.upstream) as upstream:
+            gateway = Gateway(options, services, run, upstream)
+            server = gateway.server()
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+    finally:
+        await anyio.to_thread.run_sync(run.detach)
+
+
+@asynccontextmanager
+async def _upstream(upstream: Upstream) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=upstream.command, args=list(upstream.args),
+                                   env=None if upstream.env is None else dict(upstream.env))
+    async with AsyncExitStack() as stack:
+        read, write = await stack.enter_async_context(stdio_client(params))
+        session = await stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        yield session
