@@ -13,7 +13,6 @@ import anyio
 
 from agent_runtime import Actor
 from bot.cli_common import UsageError, positive_float
-from bot.mcp.gateway import GatewayOptions, Upstream, serve
 from bot.mcp.policy import load_policy
 from bot.mcp.session_run import SessionKey
 from bot.settings import Settings
@@ -48,6 +47,8 @@ def add_commands(commands: Any) -> None:
 
 def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     """Serve one MCP client until it disconnects."""
+    from bot.mcp.gateway import GatewayOptions, Upstream, serve  # the MCP SDK is slow to import
+
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout speaks MCP
     command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
     if not command:

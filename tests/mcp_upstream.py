@@ -1,7 +1,8 @@
 """A small real MCP server for the gateway's tests: ``python -m tests.mcp_upstream LEDGER``.
 
-``read_note`` only reads (``readOnlyHint``); ``delete_note`` is destructive and appends one
-line per real call to the LEDGER file, so a test can count the calls that happened.
+``read_note`` only reads (``readOnlyHint``); ``delete_note`` is destructive and
+``archive_note`` reaches the open world (``openWorldHint``): each real call of those two
+appends one line to the LEDGER file, so a test can count the calls that happened.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ TOOLS = [
                input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
                annotations=types.ToolAnnotations(destructive_hint=True,
                                                  read_only_hint=False)),
+    types.Tool(name="archive_note", description="Send a note to the archive service.",
+               input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
+               annotations=types.ToolAnnotations(destructive_hint=False, open_world_hint=True)),
 ]
 
 
 def build(ledger: Path) -> Server[Any]:
-    """Return the server, appending each real ``delete_note`` call to ``ledger``."""
+    """Return the server, appending each real call with a side effect to ``ledger``."""
 
     async def list_tools(ctx: ServerRequestContext[Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -37,11 +41,11 @@ def build(ledger: Path) -> Server[Any]:
     async def call_tool(ctx: ServerRequestContext[Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
         args = params.arguments or {}
-        if params.name == "delete_note":
-            with ledger.open("a", encoding="utf-8") as out:
-                out.write(json.dumps(args, sort_keys=True) + "\n")
-            return _text(f"deleted {args.get('title')}")
-        return _text(f"the note {args.get('title')} says hello")
+        if params.name == "read_note":
+            return _text(f"the note {args.get('title')} says hello")
+        with ledger.open("a", encoding="utf-8") as out:
+            out.write(json.dumps({"tool": params.name, **args}, sort_keys=True) + "\n")
+        return _text(f"{params.name}: done with {args.get('title')}")
 
     return Server("notes", on_list_tools=list_tools, on_call_tool=call_tool)
 

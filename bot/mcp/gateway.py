@@ -165,17 +165,34 @@ def _error(message: str) -> types.CallToolResult:
 
 
 async def serve(options: GatewayOptions, services: Services, *, patience: timedelta) -> None:
-    """Serve one MCP client on stdio until it disconnects."""
-    run = await anyio.to_thread.run_sync(
-        lambda: attach(services, options.key, patience=patience))
+    """Serve one MCP client on stdio until it disconnects.
+
+    The run is taken (after a crash: once the dead gateway's lease expired) while the
+    upstream server starts.
+    """
+    attached: list[GatewayRun] = []
+    ready = anyio.Event()
+
+    async def take_run() -> None:
+        attached.append(await anyio.to_thread.run_sync(
+            lambda: attach(services, options.key, patience=patience)))
+        ready.set()
+
     try:
-        async with _upstream(options.upstream) as upstream:
-            gateway = Gateway(options, services, run, upstream)
-            server = gateway.server()
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(take_run)
+            async with _upstream(options.upstream) as upstream:
+                await ready.wait()
+                await _serve_client(Gateway(options, services, attached[0], upstream))
     finally:
-        await anyio.to_thread.run_sync(run.detach)
+        if attached:
+            await anyio.to_thread.run_sync(attached[0].detach)
+
+
+async def _serve_client(gateway: Gateway) -> None:
+    server = gateway.server()
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
 
 
 @asynccontextmanager

@@ -7,123 +7,146 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import Future
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.to_thread
 import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp.shared.dispatcher import ProgressFnT
 
 from agent_runtime import Actor, Approval, ApprovalStatus, Decision, RunStatus
 from bot.mcp.session_run import SessionKey
 from bot.settings import Settings
 from bot.wiring import Services, build_services
-from tests.integration import REPO_ROOT, cli_ok, owner_pid, signoff_command, signoff_env
+from tests.integration import (
+    REPO_ROOT,
+    cli_ok,
+    owner_pid,
+    signoff_command,
+    signoff_env,
+    wait_until,
+)
 
 APPROVER = "U_APPROVER"
 CLIENT = "U_AGENT"
-KEY = SessionKey(gateway="notes", client=CLIENT)
-DEADLINE_S = 20.0
+DEADLINE_S = 30.0
+POLICY = "tools:\n  archive_note: {deadline_seconds: 1}\n"
 
 
 @dataclass
 class World:
-    """A SQLite file, the upstream's ledger of real calls, and the services over the file."""
+    """A SQLite file, a policy file, the upstream's ledger of real calls, and services."""
 
     tmp: Path
     services: Services
     env: dict[str, str]
-    policy: Path | None = None
-    progress: list[float] = field(default_factory=list)
 
     @property
     def ledger(self) -> Path:
-        """The file the upstream's destructive tool appends one line to per real call."""
+        """The file the upstream appends one line to per real call with a side effect."""
         return self.tmp / "ledger.txt"
 
-    def calls(self) -> list[dict[str, Any]]:
-        """Return the upstream's real ``delete_note`` calls."""
+    def calls(self, title: str) -> list[dict[str, Any]]:
+        """Return the upstream's real calls on the note ``title``."""
         if not self.ledger.exists():
             return []
-        return [json.loads(line) for line in self.ledger.read_text().splitlines()]
+        found = [json.loads(line) for line in self.ledger.read_text().splitlines()]
+        return [c for c in found if c["title"] == title]
 
-    def approvals(self) -> list[Approval]:
-        """Return the gateway run's approvals."""
-        return self.services.approvals.store.list_approvals(run_id=KEY.run_id)
+    def approvals(self, session: str, title: str) -> list[Approval]:
+        """Return the approvals asked in ``session`` for calls on the note ``title``."""
+        run = SessionKey(gateway="notes", client=CLIENT, session=session).run_id
+        found = self.services.approvals.store.list_approvals(run_id=run)
+        return [a for a in found if a.args.get("title") == title]
 
-    def pending(self) -> Approval | None:
-        """Return the gateway run's pending approval, if any."""
-        found = [a for a in self.approvals() if a.status == ApprovalStatus.PENDING]
+    def pending(self, session: str, title: str) -> Approval | None:
+        """Return the pending approval of a call on ``title``, if any."""
+        found = [a for a in self.approvals(session, title)
+                 if a.status == ApprovalStatus.PENDING]
         return found[0] if found else None
 
-    def gateway(self) -> StdioServerParameters:
-        """Return how the client starts ``signoff mcp proxy``."""
+    def gateway(self, session: str) -> StdioServerParameters:
+        """Return how the client starts ``signoff mcp proxy`` for ``session``."""
         command = signoff_command()
-        policy = [] if self.policy is None else ["--policy", str(self.policy)]
         return StdioServerParameters(
             command=command[0], cwd=REPO_ROOT, env=self.env,
             args=[*command[1:], "mcp", "proxy", "--name", "notes", "--as", CLIENT,
-                  "--poll-interval", "0.05", *policy, "--",
+                  "--session", session, "--policy", str(self.tmp / "policy.yaml"),
+                  "--poll-interval", "0.05", "--",
                   sys.executable, "-m", "tests.mcp_upstream", str(self.ledger)])
-
-    async def on_progress(self, progress: float, total: float | None,
-                          message: str | None) -> None:
-        """Record a progress notification."""
-        self.progress.append(progress)
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    """A fresh database file with its services (approvers: U_APPROVER)."""
-    url = f"sqlite:///{tmp_path / 'signoff.db'}"
-    env = signoff_env(url, extra={"SIGNOFF_APPROVERS": APPROVER})
-    services = build_services(Settings(database_url=url, approvers=(APPROVER,)))
-    yield World(tmp=tmp_path, services=services, env=env)
-    services.store.engine.dispose()
 
 
 @asynccontextmanager
-async def connected(world: World) -> AsyncIterator[ClientSession]:
+async def connected(world: World, session: str) -> AsyncIterator[ClientSession]:
     """Start a gateway and connect an initialised MCP client session to it."""
-    async with stdio_client(world.gateway()) as (read, write), \
-            ClientSession(read, write) as session:
+    async with stdio_client(world.gateway(session)) as (read, write), \
+            ClientSession(read, write) as client:
         with anyio.fail_after(DEADLINE_S):
-            await session.initialize()
-        yield session
+            await client.initialize()
+        yield client
 
 
-async def eventually(probe: Callable[[], Any], what: str) -> Any:
-    """Poll ``probe`` (in a thread) until it returns something truthy; fail after a deadline."""
-    with anyio.fail_after(DEADLINE_S):
-        while True:
-            value = await anyio.to_thread.run_sync(probe)
-            if value:
-                return value
-            await anyio.sleep(0.05)
-    raise AssertionError(what)  # pragma: no cover - fail_after raises first
+@dataclass
+class Client:
+    """An MCP client connected to one gateway for the whole module, driven from tests."""
+
+    world: World
+    portal: BlockingPortal
+    session: ClientSession
+
+    def call(self, tool: str, title: str) -> types.CallToolResult:
+        """Call ``tool`` on the note ``title`` and return the answer."""
+        return self.portal.call(self._call, tool, title, None)
+
+    def call_deciding(self, tool: str, title: str,
+                      decide: Callable[[Approval], object]) -> types.CallToolResult:
+        """Call ``tool``; once it waits for a sign-off and said so, ``decide`` it."""
+        progress: list[float] = []
+        answer: Future[types.CallToolResult] = self.portal.start_task_soon(
+            self._call, tool, title, progress)
+        approval = wait_until(lambda: self.world.pending("main", title), timeout=DEADLINE_S,
+                              what="a pending approval")
+        wait_until(lambda: progress, timeout=DEADLINE_S, what="a progress notification")
+        assert self.world.calls(title) == []
+        decide(approval)
+        return answer.result(timeout=DEADLINE_S)
+
+    async def _call(self, tool: str, title: str,
+                    notes: list[float] | None) -> types.CallToolResult:
+        async def heard(progress: float, total: float | None, message: str | None) -> None:
+            assert notes is not None
+            notes.append(progress)
+
+        callback: ProgressFnT | None = None if notes is None else heard
+        with anyio.fail_after(DEADLINE_S):
+            return await self.session.call_tool(tool, {"title": title},
+                                                progress_callback=callback)
 
 
-async def decide_when_asked(world: World, decide: Callable[[Approval], Awaitable[None]],
-                            session: ClientSession, args: dict[str, Any]) -> types.CallToolResult:
-    """Call ``delete_note``; once it waits for a sign-off (and said so), run ``decide``."""
-    result: list[types.CallToolResult] = []
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """A fresh database file with its services (approvers: U_APPROVER) and a policy file."""
+    tmp = tmp_path_factory.mktemp("mcp")
+    (tmp / "policy.yaml").write_text(POLICY)
+    url = f"sqlite:///{tmp / 'signoff.db'}"
+    services = build_services(Settings(database_url=url, approvers=(APPROVER,)))
+    yield World(tmp=tmp, services=services,
+                env=signoff_env(url, extra={"SIGNOFF_APPROVERS": APPROVER}))
+    services.store.engine.dispose()
 
-    async def call() -> None:
-        result.append(await session.call_tool("delete_note", args,
-                                              progress_callback=world.on_progress))
 
-    with anyio.fail_after(DEADLINE_S):
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(call)
-            approval: Approval = await eventually(world.pending, "a pending approval")
-            await eventually(lambda: world.progress, "a progress notification")
-            assert world.calls() == []
-            await decide(approval)
-    return result[0]
+@pytest.fixture(scope="module")
+def client(world: World) -> Iterator[Client]:
+    """One gateway (session ``main``) and its client, shared by the module's tests."""
+    with start_blocking_portal() as portal, \
+            portal.wrap_async_context_manager(connected(world, "main")) as session:
+        yield Client(world=world, portal=portal, session=session)
 
 
 def text(result: types.CallToolResult) -> str:
@@ -131,133 +154,106 @@ def text(result: types.CallToolResult) -> str:
     return " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
-def decide(world: World, decision: Decision, **kwargs: Any) -> Callable[[Approval],
-                                                                        Awaitable[None]]:
+def decide(world: World, decision: Decision, **kwargs: Any) -> Callable[[Approval], object]:
     """Return a decider that records ``decision`` as the approver through the services API."""
 
-    async def decider(approval: Approval) -> None:
-        result = await anyio.to_thread.run_sync(lambda: world.services.approvals.decide(
-            approval.id, Actor(user_id=APPROVER), decision, **kwargs))
+    def decider(approval: Approval) -> None:
+        result = world.services.approvals.decide(approval.id, Actor(user_id=APPROVER),
+                                                 decision, **kwargs)
         assert result.accepted, result.message
 
     return decider
 
 
-def test_read_only_tool_passes_through_without_approval(world: World) -> None:
+def test_tools_list_says_which_tools_a_person_signs_off(client: Client) -> None:
+    """``tools/list`` passes through; destructive and open-world tools say they are gated."""
+    listed = client.portal.call(client.session.list_tools)
+    signed = {t.name: "signs off" in (t.description or "") for t in listed.tools}
+    assert signed == {"read_note": False, "delete_note": True, "archive_note": True}
+
+
+def test_read_only_tool_passes_through_without_approval(client: Client) -> None:
     """A read-only tool is called at once, with no approval, and journaled in the run."""
-
-    async def scenario() -> None:
-        async with connected(world) as session:
-            listed = await session.list_tools()
-            result = await session.call_tool("read_note", {"title": "a"})
-        descriptions = {t.name: t.description or "" for t in listed.tools}
-        assert "signs off" in descriptions["delete_note"]
-        assert "signs off" not in descriptions["read_note"]
-        assert not result.is_error
-        assert text(result) == "the note a says hello"
-
-    anyio.run(scenario)
-    assert world.approvals() == []
-    names = [s.name for s in world.services.runtime.journal(KEY.run_id)]
-    assert names == ["mcp.call:read_note", "tool.started:read_note", "tool:read_note"]
-
-
-def test_destructive_call_runs_once_after_signoff_approve(world: World) -> None:
-    """A destructive call waits, sending progress, and runs once after ``signoff approve``."""
-
-    async def approve(approval: Approval) -> None:
-        await anyio.to_thread.run_sync(
-            lambda: cli_ok(world.env, "approve", approval.id, "--as", APPROVER))
-
-    async def scenario() -> types.CallToolResult:
-        async with connected(world) as session:
-            return await decide_when_asked(world, approve, session, {"title": "b"})
-
-    result = anyio.run(scenario)
+    result = client.call("read_note", "a")
     assert not result.is_error
-    assert text(result) == "deleted b"
-    assert world.calls() == [{"title": "b"}]
-    [approval] = world.approvals()
+    assert text(result) == "the note a says hello"
+    assert client.world.approvals("main", "a") == []
+    run = SessionKey(gateway="notes", client=CLIENT, session="main").run_id
+    names = [s.name for s in client.world.services.runtime.journal(run)]
+    assert names[-3:] == ["mcp.call:read_note", "tool.started:read_note", "tool:read_note"]
+
+
+def test_destructive_call_runs_once_after_signoff_approve(client: Client) -> None:
+    """A destructive call waits, sending progress, and runs once after ``signoff approve``."""
+    world = client.world
+    result = client.call_deciding("delete_note", "b", lambda approval: cli_ok(
+        world.env, "approve", approval.id, "--as", APPROVER))
+    assert not result.is_error
+    assert text(result) == "delete_note: done with b"
+    assert world.calls("b") == [{"tool": "delete_note", "title": "b"}]
+    [approval] = world.approvals("main", "b")
     assert approval.tool == "mcp:notes:delete_note"
     assert approval.requester.user_id == CLIENT
     assert approval.consumed_by is not None
 
 
-def test_edited_arguments_are_the_ones_called(world: World) -> None:
+def test_edited_arguments_are_the_ones_called(client: Client) -> None:
     """An edit-then-approve runs the upstream tool with exactly the edited arguments."""
-
-    async def scenario() -> types.CallToolResult:
-        async with connected(world) as session:
-            return await decide_when_asked(
-                world, decide(world, Decision.EDIT, edited_args={"title": "c-copy"}),
-                session, {"title": "c"})
-
-    result = anyio.run(scenario)
-    assert text(result) == "deleted c-copy"
-    assert world.calls() == [{"title": "c-copy"}]
+    result = client.call_deciding(
+        "delete_note", "c", decide(client.world, Decision.EDIT, edited_args={"title": "c2"}))
+    assert text(result) == "delete_note: done with c2"
+    assert client.world.calls("c") == []
+    assert client.world.calls("c2") == [{"tool": "delete_note", "title": "c2"}]
 
 
-def test_rejected_call_returns_the_reason_and_never_runs(world: World) -> None:
+def test_rejected_call_returns_the_reason_and_never_runs(client: Client) -> None:
     """A rejection reaches the client as a tool error carrying the reason."""
-
-    async def scenario() -> types.CallToolResult:
-        async with connected(world) as session:
-            return await decide_when_asked(
-                world, decide(world, Decision.REJECT, reason="keep that note"),
-                session, {"title": "d"})
-
-    result = anyio.run(scenario)
+    result = client.call_deciding(
+        "delete_note", "d", decide(client.world, Decision.REJECT, reason="keep that note"))
     assert result.is_error
     assert "keep that note" in text(result)
-    assert world.calls() == []
+    assert client.world.calls("d") == []
 
 
-def test_deadline_fails_closed(world: World) -> None:
-    """An undecided call is refused at its deadline, without the upstream being called."""
-    world.policy = world.tmp / "policy.yaml"
-    world.policy.write_text("tools:\n  delete_note: {deadline_seconds: 1}\n")
-
-    async def scenario() -> types.CallToolResult:
-        async with connected(world) as session:
-            with anyio.fail_after(DEADLINE_S):
-                return await session.call_tool("delete_note", {"title": "e"})
-
-    result = anyio.run(scenario)
+def test_deadline_fails_closed(client: Client) -> None:
+    """An open-world call left undecided is refused at its deadline, never run."""
+    result = client.call("archive_note", "e")
     assert result.is_error
     assert "deadline" in text(result)
-    assert world.calls() == []
-    assert [a.status for a in world.approvals()] == [ApprovalStatus.EXPIRED]
+    assert client.world.calls("e") == []
+    assert [a.status for a in client.world.approvals("main", "e")] == [ApprovalStatus.EXPIRED]
 
 
 def test_gateway_killed_while_waiting_gives_the_decided_result_once(world: World) -> None:
     """A client retrying after the gateway was SIGKILLed gets the approved call's result;
     the upstream tool ran once and only one approval was ever asked."""
-    args = {"title": "f"}
+    run = SessionKey(gateway="notes", client=CLIENT, session="crash").run_id
 
-    async def killed_while_waiting() -> None:
-        async with connected(world) as session, anyio.create_task_group() as tasks:
-            tasks.start_soon(_call_until_cut, session, args)
-            approval = await eventually(world.pending, "a pending approval")
-            pid = owner_pid(world.services.runtime.get(KEY.run_id).lease_owner)
+    async def killed_while_waiting() -> Approval:
+        async with connected(world, "crash") as session, anyio.create_task_group() as tasks:
+            tasks.start_soon(_call_until_cut, session)
+            approval: Approval = await anyio.to_thread.run_sync(lambda: wait_until(
+                lambda: world.pending("crash", "f"), timeout=DEADLINE_S, what="an approval"))
+            pid = owner_pid(world.services.runtime.get(run).lease_owner)
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
-        assert world.services.approvals.decide(
-            approval.id, Actor(user_id=APPROVER), Decision.APPROVE).accepted
+        return approval
 
     async def retried() -> types.CallToolResult:
-        async with connected(world) as session:
+        async with connected(world, "crash") as session:
             with anyio.fail_after(DEADLINE_S):
-                return await session.call_tool("delete_note", args)
+                return await session.call_tool("delete_note", {"title": "f"})
 
-    anyio.run(killed_while_waiting)
-    first, again = anyio.run(retried), anyio.run(retried)
-    assert text(first) == text(again) == "deleted f"
-    assert world.calls() == [args]
-    assert len(world.approvals()) == 1
-    assert world.services.runtime.get(KEY.run_id).status == RunStatus.WAITING
+    approval = anyio.run(killed_while_waiting)
+    decide(world, Decision.APPROVE)(approval)
+    result = anyio.run(retried)
+    assert text(result) == "delete_note: done with f"
+    assert world.calls("f") == [{"tool": "delete_note", "title": "f"}]
+    assert len(world.approvals("crash", "f")) == 1
+    assert world.services.runtime.get(run).status == RunStatus.WAITING
 
 
-async def _call_until_cut(session: ClientSession, args: dict[str, Any]) -> None:
+async def _call_until_cut(session: ClientSession) -> None:
     """Call the tool; the connection is cut before any answer comes."""
     with anyio.fail_after(DEADLINE_S), pytest.raises(Exception):  # noqa: B017, PT011
-        await session.call_tool("delete_note", args)
+        await session.call_tool("delete_note", {"title": "f"})
