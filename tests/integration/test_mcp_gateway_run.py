@@ -1,0 +1,71 @@
+"""A gateway's run across gateway deaths: adopted by id, fenced, parked by any worker."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent_runtime import LeaseLost, RunStatus, StepKind, StepRecord, SystemClock
+from bot.mcp.parking import DETACHED, WORKFLOW
+from bot.mcp.session_run import SessionKey, attach
+from bot.settings import Settings
+from bot.wiring import build_services
+from store import SqlStore
+
+KEY = SessionKey(gateway="notes", client="U_AGENT")
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+TTL = timedelta(seconds=30)
+
+
+def _entry(position: int) -> StepRecord:
+    return StepRecord(position=position, kind=StepKind.STEP, name="mcp.call:x", input_hash="0",
+                      output={}, started_at=T0, finished_at=T0)
+
+
+@pytest.fixture(params=["sqlite_store", "pg_store"])
+def store(request: pytest.FixtureRequest) -> SqlStore:
+    """Each SQL store in turn."""
+    found: SqlStore = request.getfixturevalue(request.param)
+    return found
+
+
+def test_adopt_run_waits_for_a_live_lease_and_fences_the_old_holder(store: SqlStore) -> None:
+    """A run is adopted by id only when no live lease holds it; the old holder can no longer
+    write, and a finished run is never adopted."""
+    store.create_run(KEY.run_id, WORKFLOW, KEY.to_json(), T0)
+    first = store.adopt_run(KEY.run_id, "gateway-1", now=T0, expires_at=T0 + TTL)
+    assert first is not None
+    assert store.adopt_run(KEY.run_id, "gateway-2", now=T0 + TTL / 2,
+                           expires_at=T0 + TTL) is None
+    second = store.adopt_run(KEY.run_id, "gateway-2", now=T0 + TTL, expires_at=T0 + 2 * TTL)
+    assert second is not None
+    assert second.fence == first.fence + 1
+    with pytest.raises(LeaseLost):
+        store.append_step(first, _entry(0))
+    store.append_step(second, _entry(0))
+    store.cancel(KEY.run_id, T0 + TTL)
+    assert store.adopt_run(KEY.run_id, "gateway-3", now=T0 + 3 * TTL,
+                           expires_at=T0 + 4 * TTL) is None
+
+
+def test_a_worker_parks_a_dead_gateways_run_for_the_next_gateway(sqlite_url: str) -> None:
+    """A worker that claims a dead gateway's run parks it, journaling nothing; the next
+    gateway for the same client adopts it at once."""
+    services = build_services(Settings(database_url=sqlite_url))
+    now = SystemClock().now()
+    services.store.create_run(KEY.run_id, WORKFLOW, KEY.to_json(), now)
+    dead = services.store.adopt_run(KEY.run_id, "dead-gateway", now=now, expires_at=now)
+    assert dead is not None
+    services.store.append_step(dead, _entry(0))
+    assert services.runtime.worker().run_once() == 1
+    parked = services.runtime.get(KEY.run_id)
+    assert (parked.status, parked.wait_key) == (RunStatus.WAITING, DETACHED)
+    assert len(services.runtime.journal(KEY.run_id)) == 1
+    run = attach(services, KEY, patience=timedelta(0))
+    try:
+        assert run.next_position == 1
+        assert services.runtime.get(KEY.run_id).status == RunStatus.RUNNING
+    finally:
+        run.detach()
+        services.store.engine.dispose()
