@@ -36,6 +36,9 @@ def add_commands(commands: Any) -> None:
     proxy.add_argument("--session", default="default",
                        help="a key naming the client's session: the same NAME, --as and "
                             "--session continue the same run after a restart")
+    proxy.add_argument("--channel", metavar="CHANNEL",
+                       help="a Slack channel id for the run's thread and approval cards "
+                            "(posted by signoff serve)")
     proxy.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                        help="an environment variable for the upstream server (repeatable)")
     proxy.add_argument("--poll-interval", type=positive_float, default=0.25, metavar="SECONDS",
@@ -59,7 +62,7 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
         upstream=Upstream(command=command[0], args=tuple(command[1:]),
                           env=_env(args.env)),
         requester=Actor(user_id=client), policy=load_policy(args.policy),
-        poll_interval=timedelta(seconds=args.poll_interval))
+        poll_interval=timedelta(seconds=args.poll_interval), channel=args.channel)
     services = build_services(settings)
     try:
         anyio.run(lambda: serve(options, services, patience=2 * settings.lease_ttl))

@@ -53,6 +53,8 @@ class GatewayOptions:
     upstream: Upstream
     requester: Actor
     policy: GatePolicy = field(default_factory=GatePolicy)
+    channel: str | None = None
+    """The Slack channel of the run's thread and approval cards (None: no Slack)."""
     poll_interval: timedelta = timedelta(seconds=0.25)
 
 
@@ -175,7 +177,7 @@ async def serve(options: GatewayOptions, services: Services, *, patience: timede
 
     async def take_run() -> None:
         attached.append(await anyio.to_thread.run_sync(
-            lambda: attach(services, options.key, patience=patience)))
+            lambda: attach(services, options.key, patience=patience, channel=options.channel)))
         ready.set()
 
     try:

@@ -19,6 +19,7 @@ from typing import Any
 
 from agent_runtime import (
     Lease,
+    Run,
     RunId,
     RunNotFound,
     RunStatus,
@@ -51,9 +52,16 @@ class SessionKey:
         text = f"{self.gateway}\x00{self.client}\x00{self.session}"
         return RunId(uuid.uuid5(_NAMESPACE, text).hex)
 
-    def to_json(self) -> dict[str, str]:
-        """Return the run's input."""
-        return {"gateway": self.gateway, "client": self.client, "session": self.session}
+    def to_json(self, channel: str | None = None) -> dict[str, Any]:
+        """Return the run's input; with ``channel`` its thread and cards go to that Slack
+        channel (through ``signoff serve``)."""
+        data: dict[str, Any] = {
+            "gateway": self.gateway, "client": self.client, "session": self.session,
+            "task": f"MCP gateway {self.gateway}: tool calls of {self.client}",
+            "requester": {"user_id": self.client}}
+        if channel:
+            data["context"] = {"slack": {"channel": channel, "team": ""}}
+        return data
 
 
 class GatewayRun:
@@ -118,10 +126,12 @@ class GatewayRun:
                 return
 
 
-def attach(services: Services, key: SessionKey, *, patience: timedelta) -> GatewayRun:
-    """Create or adopt the run of ``key``, waiting up to ``patience`` for a dead gateway's
-    lease to expire; ``RunUnavailable`` if it is finished or still held."""
-    _ensure_run(services, key)
+def attach(services: Services, key: SessionKey, *, patience: timedelta,
+           channel: str | None = None) -> GatewayRun:
+    """Create (posting to ``channel``, if named) or adopt the run of ``key``, waiting up to
+    ``patience`` for a dead gateway's lease to expire; ``RunUnavailable`` if it is finished
+    or still held."""
+    _ensure_run(services, key, channel)
     deadline = time.monotonic() + patience.total_seconds()
     while True:
         lease = _adopt(services, key)
@@ -132,12 +142,15 @@ def attach(services: Services, key: SessionKey, *, patience: timedelta) -> Gatew
         time.sleep(0.1)  # polling for the previous holder's lease to expire
 
 
-def _ensure_run(services: Services, key: SessionKey) -> None:
+def _ensure_run(services: Services, key: SessionKey, channel: str | None) -> None:
     try:
         run = services.store.get_run(key.run_id)
     except RunNotFound:
         now = services.runtime.clock.now()
-        services.store.create_run(key.run_id, WORKFLOW, key.to_json(), now)
+        draft = Run(id=key.run_id, workflow=WORKFLOW, status=RunStatus.PENDING,
+                    input=key.to_json(channel), created_at=now, updated_at=now, due_at=now)
+        services.store.create_run(draft.id, WORKFLOW, draft.input, now,
+                                  services.runtime.notifier.run_started(draft))
         return
     if run.status.finished:
         raise RunUnavailable(key.run_id, f"is {run.status.value}")

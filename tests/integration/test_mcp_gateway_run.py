@@ -1,17 +1,30 @@
-"""A gateway's run across gateway deaths: adopted by id, fenced, parked by any worker."""
+"""A gateway's run: adopted by id across gateway deaths, fenced, parked by any worker, and
+projected to Slack like a native run."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import select
 
-from agent_runtime import LeaseLost, RunStatus, StepKind, StepRecord, SystemClock
+from agent_runtime import (
+    Actor,
+    ApprovalPolicy,
+    LeaseLost,
+    RunStatus,
+    StepKind,
+    StepRecord,
+    SystemClock,
+)
 from bot.mcp.parking import DETACHED, WORKFLOW
 from bot.mcp.session_run import SessionKey, attach
+from bot.mcp.signoffs import CallRequest, SignOffs
 from bot.settings import Settings
+from bot.slack.notifier import card_key, root_key
 from bot.wiring import build_services
 from store import SqlStore
+from store.models import outbox
 
 KEY = SessionKey(gateway="notes", client="U_AGENT")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -66,6 +79,27 @@ def test_a_worker_parks_a_dead_gateways_run_for_the_next_gateway(sqlite_url: str
     try:
         assert run.next_position == 1
         assert services.runtime.get(KEY.run_id).status == RunStatus.RUNNING
+    finally:
+        run.detach()
+        services.store.engine.dispose()
+
+
+def test_a_gated_call_is_asked_in_the_slack_channel_named(sqlite_url: str) -> None:
+    """With a channel, the run's root message and the approval's cards (thread and each
+    approver's DM) are queued for Slack with the approval, like a native tool's."""
+    services = build_services(Settings(database_url=sqlite_url))
+    run = attach(services, KEY, patience=timedelta(0), channel="C_GATEWAY")
+    try:
+        policy = ApprovalPolicy(approvers=("U1", "U2")).snapshot({})
+        call = SignOffs(run, Actor(user_id="U_AGENT")).open(CallRequest(
+            tool="delete_note", args={"title": "a"}, gated=True, definition="d", policy=policy))
+        with services.store.engine.connect() as conn:
+            keys = set(conn.execute(select(outbox.c.key)).scalars())
+        approval = call.approval_id
+        assert approval is not None
+        assert keys == {root_key(KEY.run_id), card_key(approval), card_key(approval, "U1"),
+                        card_key(approval, "U2")}
+        assert services.approvals.get(approval).tool == "mcp:notes:delete_note"
     finally:
         run.detach()
         services.store.engine.dispose()
