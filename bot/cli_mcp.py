@@ -13,6 +13,7 @@ import anyio
 
 from agent_runtime import Actor
 from bot.cli_common import UsageError, positive_float
+from bot.mcp.options import GatewayOptions, Upstream
 from bot.mcp.policy import load_policy
 from bot.mcp.session_run import SessionKey
 from bot.settings import Settings
@@ -43,24 +44,23 @@ def add_commands(commands: Any) -> None:
                        help="an environment variable for the upstream server (repeatable)")
     proxy.add_argument("--poll-interval", type=positive_float, default=0.25, metavar="SECONDS",
                        help="how often a waiting call looks for its decision")
+    proxy.add_argument("--upstream-url", metavar="URL",
+                       help="the upstream MCP server's Streamable HTTP endpoint, instead of "
+                            "a COMMAND")
     proxy.add_argument("upstream", nargs=argparse.REMAINDER,
-                       help="-- COMMAND [ARGS...]: the upstream MCP server")
+                       help="-- COMMAND [ARGS...]: the upstream MCP server (stdio)")
     proxy.set_defaults(handler=cmd_proxy)
 
 
 def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     """Serve one MCP client until it disconnects."""
-    from bot.mcp.gateway import GatewayOptions, Upstream, serve  # the MCP SDK is slow to import
+    from bot.mcp.gateway import serve  # the MCP SDK is slow to import
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout speaks MCP
-    command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
-    if not command:
-        raise UsageError("name the upstream server after --: -- COMMAND [ARGS...]")
     client = args.client or f"mcp:{args.name}"
     options = GatewayOptions(
         key=SessionKey(gateway=args.name, client=client, session=args.session),
-        upstream=Upstream(command=command[0], args=tuple(command[1:]),
-                          env=_env(args.env)),
+        upstream=_upstream(args),
         requester=Actor(user_id=client), policy=load_policy(args.policy),
         poll_interval=timedelta(seconds=args.poll_interval), channel=args.channel)
     services = build_services(settings)
@@ -69,6 +69,17 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         services.shutdown()
     return 0
+
+
+def _upstream(args: argparse.Namespace) -> Upstream:
+    """Return the ``Upstream`` the command line names: a URL, or a command after ``--``."""
+    command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
+    if bool(command) == bool(args.upstream_url):
+        raise UsageError("name the upstream server either after --: -- COMMAND [ARGS...], "
+                         "or with --upstream-url URL")
+    if args.upstream_url:
+        return Upstream(url=args.upstream_url)
+    return Upstream(command=command[0], args=tuple(command[1:]), env=_env(args.env))
 
 
 def _env(pairs: list[str]) -> dict[str, str] | None:

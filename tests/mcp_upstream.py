@@ -1,4 +1,5 @@
-"""A small real MCP server for the gateway's tests: ``python -m tests.mcp_upstream LEDGER``.
+"""A small real MCP server for the gateway's tests: ``python -m tests.mcp_upstream LEDGER``
+on stdio, or ``... LEDGER --http-fd FD`` over Streamable HTTP on an inherited listening socket.
 
 ``read_note`` only reads (``readOnlyHint``); ``delete_note`` is destructive and
 ``archive_note`` reaches the open world (``openWorldHint``): each real call of those two
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import uvicorn
 from mcp import stdio_server, types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -61,5 +63,13 @@ async def main(ledger: Path) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
+def serve_http(ledger: Path, fd: int) -> None:
+    """Serve Streamable HTTP at ``/mcp`` on the listening socket ``fd``."""
+    uvicorn.run(build(ledger).streamable_http_app(), fd=fd, log_level="warning")
+
+
 if __name__ == "__main__":
-    anyio.run(main, Path(sys.argv[1]))
+    if sys.argv[2:3] == ["--http-fd"]:
+        serve_http(Path(sys.argv[1]), int(sys.argv[3]))
+    else:
+        anyio.run(main, Path(sys.argv[1]))

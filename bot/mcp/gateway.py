@@ -10,52 +10,29 @@ async; Signoff's services are synchronous and are called through ``anyio.to_thre
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
 import anyio
 import anyio.to_thread
 from mcp import ClientSession, StdioServerParameters, stdio_client, stdio_server, types
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
-from agent_runtime import Actor
 from agent_runtime.approvals import args_hash
 from agent_runtime.side_effects import ToolResult
 from bot.mcp.calls import Call
-from bot.mcp.policy import GatePolicy
-from bot.mcp.session_run import GatewayRun, SessionKey, attach
+from bot.mcp.options import GatewayOptions, Upstream
+from bot.mcp.session_run import GatewayRun, attach
 from bot.mcp.signoffs import CallRequest, Go, SignOffs
 from bot.wiring import Services
 
 logger = logging.getLogger(__name__)
 
 SIGNED_OFF = " [Signoff: a person signs off each call of this tool before it runs.]"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Upstream:
-    """How to start the real MCP server (stdio)."""
-
-    command: str
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GatewayOptions:
-    """What one gateway process serves, for whom, under which policy."""
-
-    key: SessionKey
-    upstream: Upstream
-    requester: Actor
-    policy: GatePolicy = field(default_factory=GatePolicy)
-    channel: str | None = None
-    """The Slack channel of the run's thread and approval cards (None: no Slack)."""
-    poll_interval: timedelta = timedelta(seconds=0.25)
 
 
 class Gateway:
@@ -199,10 +176,16 @@ async def _serve_client(gateway: Gateway) -> None:
 
 @asynccontextmanager
 async def _upstream(upstream: Upstream) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=upstream.command, args=list(upstream.args),
-                                   env=None if upstream.env is None else dict(upstream.env))
     async with AsyncExitStack() as stack:
-        read, write = await stack.enter_async_context(stdio_client(params))
+        read, write = await stack.enter_async_context(_transport(upstream))
         session = await stack.enter_async_context(ClientSession(read, write))
         await session.initialize()
         yield session
+
+
+def _transport(upstream: Upstream) -> AbstractAsyncContextManager[tuple[Any, Any]]:
+    if upstream.url is not None:
+        return streamable_http_client(upstream.url)
+    params = StdioServerParameters(command=upstream.command, args=list(upstream.args),
+                                   env=None if upstream.env is None else dict(upstream.env))
+    return stdio_client(params)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
@@ -71,21 +73,24 @@ class World:
                  if a.status == ApprovalStatus.PENDING]
         return found[0] if found else None
 
-    def gateway(self, session: str) -> StdioServerParameters:
-        """Return how the client starts ``signoff mcp proxy`` for ``session``."""
+    def gateway(self, session: str, url: str | None) -> StdioServerParameters:
+        """Return how the client starts ``signoff mcp proxy`` for ``session`` (in front of
+        the upstream at ``url``, else of one it starts)."""
         command = signoff_command()
+        upstream = ["--upstream-url", url] if url else [
+            "--", sys.executable, "-m", "tests.mcp_upstream", str(self.ledger)]
         return StdioServerParameters(
             command=command[0], cwd=REPO_ROOT, env=self.env,
             args=[*command[1:], "mcp", "proxy", "--name", "notes", "--as", CLIENT,
                   "--session", session, "--policy", str(self.tmp / "policy.yaml"),
-                  "--poll-interval", "0.05", "--",
-                  sys.executable, "-m", "tests.mcp_upstream", str(self.ledger)])
+                  "--poll-interval", "0.05", *upstream])
 
 
 @asynccontextmanager
-async def connected(world: World, session: str) -> AsyncIterator[ClientSession]:
+async def connected(world: World, session: str,
+                    url: str | None = None) -> AsyncIterator[ClientSession]:
     """Start a gateway and connect an initialised MCP client session to it."""
-    async with stdio_client(world.gateway(session)) as (read, write), \
+    async with stdio_client(world.gateway(session, url)) as (read, write), \
             ClientSession(read, write) as client:
         with anyio.fail_after(DEADLINE_S):
             await client.initialize()
@@ -99,6 +104,7 @@ class Client:
     world: World
     portal: BlockingPortal
     session: ClientSession
+    name: str = "main"
 
     def call(self, tool: str, title: str) -> types.CallToolResult:
         """Call ``tool`` on the note ``title`` and return the answer."""
@@ -110,7 +116,7 @@ class Client:
         progress: list[float] = []
         answer: Future[types.CallToolResult] = self.portal.start_task_soon(
             self._call, tool, title, progress)
-        approval = wait_until(lambda: self.world.pending("main", title), timeout=DEADLINE_S,
+        approval = wait_until(lambda: self.world.pending(self.name, title), timeout=DEADLINE_S,
                               what="a pending approval")
         wait_until(lambda: progress, timeout=DEADLINE_S, what="a progress notification")
         assert self.world.calls(title) == []
@@ -257,3 +263,30 @@ async def _call_until_cut(session: ClientSession) -> None:
     """Call the tool; the connection is cut before any answer comes."""
     with anyio.fail_after(DEADLINE_S), pytest.raises(Exception):  # noqa: B017, PT011
         await session.call_tool("delete_note", {"title": "f"})
+
+
+@pytest.fixture
+def http_upstream(world: World) -> Iterator[str]:
+    """The test server over Streamable HTTP, on a socket listening before it starts."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        fd = listener.fileno()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "tests.mcp_upstream", str(world.ledger), "--http-fd", str(fd)],
+            cwd=REPO_ROOT, env=world.env, pass_fds=[fd])
+        try:
+            yield f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+        finally:
+            server.kill()
+            server.wait()
+
+
+def test_a_streamable_http_upstream_is_gated_too(world: World, http_upstream: str) -> None:
+    """With ``--upstream-url`` reads pass at once and a destructive call waits for its
+    sign-off, then runs once on the HTTP server."""
+    with start_blocking_portal() as portal, \
+            portal.wrap_async_context_manager(connected(world, "http", http_upstream)) as session:
+        client = Client(world=world, portal=portal, session=session, name="http")
+        assert text(client.call("read_note", "g")) == "the note g says hello"
+        result = client.call_deciding("delete_note", "g", decide(world, Decision.APPROVE))
+    assert text(result) == "delete_note: done with g"
+    assert world.calls("g") == [{"tool": "delete_note", "title": "g"}]
