@@ -162,10 +162,18 @@ async def serve(options: GatewayOptions, services: Services, *, patience: timede
             tasks.start_soon(take_run)
             async with _upstream(options.upstream) as upstream:
                 await ready.wait()
-                await _serve_client(Gateway(options, services, attached[0], upstream))
+                try:
+                    await _serve_client(Gateway(options, services, attached[0], upstream))
+                finally:
+                    await _detach(attached[0])  # before the upstream closes, which is slow
     finally:
         if attached:
-            await anyio.to_thread.run_sync(attached[0].detach)
+            await _detach(attached[0])
+
+
+async def _detach(run: GatewayRun) -> None:
+    with anyio.CancelScope(shield=True):  # park the run even when interrupted
+        await anyio.to_thread.run_sync(run.detach)
 
 
 async def _serve_client(gateway: Gateway) -> None:

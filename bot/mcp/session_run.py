@@ -19,6 +19,7 @@ from typing import Any
 
 from agent_runtime import (
     Lease,
+    LeaseLost,
     Run,
     RunId,
     RunNotFound,
@@ -110,11 +111,18 @@ class GatewayRun:
         return record.position
 
     def detach(self) -> None:
-        """Stop the heartbeat and park the run until this client's next gateway adopts it."""
+        """Stop the heartbeat and park the run until this client's next gateway adopts it
+        (once: later calls do nothing)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._heartbeat.join()
         now = self.services.runtime.clock.now()
-        self.services.store.suspend(self._lease, Wait(wake_at=None, key=DETACHED), now)
+        try:
+            self.services.store.suspend(self._lease, Wait(wake_at=None, key=DETACHED), now)
+        except LeaseLost:
+            logger.info("gateway run taken or cancelled", extra={"action": "detach",
+                                                                "run_id": self.run_id})
 
     def _beat(self) -> None:
         ttl = self.services.settings.lease_ttl

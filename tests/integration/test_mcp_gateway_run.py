@@ -86,7 +86,8 @@ def test_a_worker_parks_a_dead_gateways_run_for_the_next_gateway(sqlite_url: str
 
 def test_a_gated_call_is_asked_in_the_slack_channel_named(sqlite_url: str) -> None:
     """With a channel, the run's root message and the approval's cards (thread and each
-    approver's DM) are queued for Slack with the approval, like a native tool's."""
+    approver's DM) are queued for Slack with the approval, like a native tool's; the
+    gateway parks its run when it detaches."""
     services = build_services(Settings(database_url=sqlite_url))
     run = attach(services, KEY, patience=timedelta(0), channel="C_GATEWAY")
     try:
@@ -103,3 +104,5 @@ def test_a_gated_call_is_asked_in_the_slack_channel_named(sqlite_url: str) -> No
     finally:
         run.detach()
         services.store.engine.dispose()
+    parked = services.runtime.get(KEY.run_id)
+    assert (parked.status, parked.wait_key) == (RunStatus.WAITING, DETACHED)
