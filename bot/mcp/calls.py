@@ -32,6 +32,8 @@ class Call:
     gated: bool
     definition: str
     """The digest of the tool's definition and policy when the call was made."""
+    read_only: bool = False
+    """The tool says it only reads (``readOnlyHint``): a retry of it may well be a new call."""
     entries: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -76,7 +78,7 @@ def read_calls(journal: Sequence[StepRecord]) -> list[Call]:
             calls[record.position] = Call(
                 position=record.position, tool=output["tool"], args=output["args"],
                 args_hash=output["args_hash"], gated=output["gated"],
-                definition=output["definition"])
+                definition=output["definition"], read_only=output.get("read_only", False))
         elif "call" in output and output["call"] in calls:
             calls[output["call"]].entries[kind] = output
     return list(calls.values())
@@ -84,8 +86,8 @@ def read_calls(journal: Sequence[StepRecord]) -> list[Call]:
 
 def retry_candidates(calls: Sequence[Call]) -> list[Call]:
     """Return the calls a reconnecting client may be retrying: the unanswered ones and the
-    last one (its answer may have been lost with the connection)."""
+    last one unless it only read (its answer may have been lost with the connection)."""
     found = [c for c in calls if c.result is None]
-    if calls and calls[-1] not in found:
+    if calls and calls[-1] not in found and not calls[-1].read_only:
         found.append(calls[-1])
     return found

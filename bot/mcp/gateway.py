@@ -129,7 +129,8 @@ class Gateway:
             self.services.settings.approver_groups) if gated else {}
         digest = args_hash({"tool": None if definition is None else definition.model_dump(
             mode="json", by_alias=True, exclude_none=True), "gated": gated, "policy": policy})
-        return CallRequest(tool=name, args=args, gated=gated, definition=digest, policy=policy)
+        return CallRequest(tool=name, args=args, gated=gated, definition=digest, policy=policy,
+                           read_only=(annotations or {}).get("readOnlyHint") is True)
 
     def _described(self, tool: types.Tool) -> types.Tool:
         annotations = None if tool.annotations is None else tool.annotations.model_dump(

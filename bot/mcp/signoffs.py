@@ -41,6 +41,8 @@ class CallRequest:
     """A digest of the tool's upstream definition and the policy it is called under."""
     policy: dict[str, Any]
     """The approval policy snapshot for a gated call."""
+    read_only: bool = False
+    """The tool's annotations say it only reads."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,11 +113,13 @@ class SignOffs:
 
     def _new(self, request: CallRequest, digest: str) -> Call:
         output = {"tool": request.tool, "args": request.args, "args_hash": digest,
-                  "gated": request.gated, "definition": request.definition}
+                  "gated": request.gated, "definition": request.definition,
+                  "read_only": request.read_only}
         position = self._run.append(entry_name(CALL, request.tool),
                                     {"tool": request.tool, "args_hash": digest}, output)
         return Call(position=position, tool=request.tool, args=request.args, args_hash=digest,
-                    gated=request.gated, definition=request.definition)
+                    gated=request.gated, definition=request.definition,
+                    read_only=request.read_only)
 
     def _request(self, call: Call, policy: dict[str, Any]) -> None:
         position = self._run.next_position
