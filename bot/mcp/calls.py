@@ -1,4 +1,5 @@
-"""The tool calls a gateway run has journaled, read back from its journal.
+"""The tool calls a gateway run has journaled, read back from its journal, and how a call
+from the client is recognised as one of them retried.
 
 Each call is a sequence of journal entries whose output names the call by the position
 of its first entry: ``mcp.call`` (tool, arguments, whether gated), then for a gated call
@@ -84,10 +85,14 @@ def read_calls(journal: Sequence[StepRecord]) -> list[Call]:
     return list(calls.values())
 
 
-def retry_candidates(calls: Sequence[Call]) -> list[Call]:
-    """Return the calls a reconnecting client may be retrying: the unanswered ones and the
-    last one unless it only read (its answer may have been lost with the connection)."""
-    found = [c for c in calls if c.result is None]
-    if calls and calls[-1] not in found and not calls[-1].read_only:
-        found.append(calls[-1])
-    return found
+def unanswered(calls: Sequence[Call]) -> list[Call]:
+    """Return the calls whose client got no answer: a call of the same tool with the same
+    arguments joins one of them instead of starting anew."""
+    return [c for c in calls if c.result is None]
+
+
+def lost_answer(calls: Sequence[Call]) -> Call | None:
+    """Return the last call if it had a side effect and was answered: its answer may have
+    been lost with the connection, so the first identical call of a new gateway gets it."""
+    last = calls[-1] if calls else None
+    return None if last is None or last.result is None or last.read_only else last

@@ -45,6 +45,8 @@ class Gateway:
         self.upstream = upstream
         self.signoffs = SignOffs(run, options.requester)
         self._tools: dict[str, types.Tool] = {}
+        self._settling: dict[int, anyio.Lock] = {}
+        """One lock per call: a retry joining a call in flight waits for its answer."""
 
     def server(self) -> Server[Any]:
         """Return the MCP server the client talks to."""
@@ -63,8 +65,9 @@ class Gateway:
         """Journal the call, wait for its sign-off if gated, and call upstream at most once."""
         request = await self._request(params.name, params.arguments or {})
         call = await anyio.to_thread.run_sync(self.signoffs.open, request)
-        if call.result is None:
-            await self._settle(ctx, call, request.definition)
+        async with self._settling.setdefault(call.position, anyio.Lock()):
+            if call.result is None:  # else another request for the same call settled it
+                await self._settle(ctx, call, request.definition)
         assert call.result is not None
         return types.CallToolResult.model_validate(call.result)
 

@@ -23,8 +23,9 @@ from bot.mcp.calls import (
     STARTED,
     Call,
     entry_name,
+    lost_answer,
     read_calls,
-    retry_candidates,
+    unanswered,
 )
 from bot.mcp.session_run import GatewayRun
 from bot.mcp.tools import qualified_name, upstream_tool
@@ -61,14 +62,21 @@ class SignOffs:
         self._approvals = run.services.approvals
         self._clock = run.services.runtime.clock
         self._requester = requester
-        self._candidates = retry_candidates(read_calls(run.journal()))
+        calls = read_calls(run.journal())
+        self._unanswered = unanswered(calls)
+        self._lost = lost_answer(calls)
 
     def open(self, request: CallRequest) -> Call:
-        """Return the journaled call a retry names, else journal a new one; ask for sign-off
-        if it needs one and none was asked yet."""
+        """Return the call this one retries, else journal a new one; ask for sign-off if it
+        needs one and none was asked yet.
+
+        A call retries an unanswered call of the same tool with the same arguments (its
+        client timed out, or the gateway died); the first call with a side effect in a new
+        gateway may also retry the last call, whose answer may have been lost.
+        """
         digest = args_hash(request.args)
         with self._run.lock:
-            call = self._retried(request.tool, digest) or self._new(request, digest)
+            call = self._retried(request, digest) or self._new(request, digest)
             if call.gated and call.approval_id is None and call.result is None:
                 self._request(call, request.policy)
             return call
@@ -103,13 +111,14 @@ class SignOffs:
         """Journal what the client is answered."""
         with self._run.lock:
             self._append(call, RESULT, {"call": call.position, "result": result})
+            self._unanswered.remove(call)
 
-    def _retried(self, tool: str, digest: str) -> Call | None:
-        for call in self._candidates:
-            if call.matches(tool, digest):
-                self._candidates.remove(call)
-                return call
-        return None
+    def _retried(self, request: CallRequest, digest: str) -> Call | None:
+        joined = next((c for c in self._unanswered if c.matches(request.tool, digest)), None)
+        if joined is not None or request.read_only:
+            return joined
+        lost, self._lost = self._lost, None  # only the first call with a side effect
+        return lost if lost is not None and lost.matches(request.tool, digest) else None
 
     def _new(self, request: CallRequest, digest: str) -> Call:
         output = {"tool": request.tool, "args": request.args, "args_hash": digest,
@@ -117,9 +126,11 @@ class SignOffs:
                   "read_only": request.read_only}
         position = self._run.append(entry_name(CALL, request.tool),
                                     {"tool": request.tool, "args_hash": digest}, output)
-        return Call(position=position, tool=request.tool, args=request.args, args_hash=digest,
+        call = Call(position=position, tool=request.tool, args=request.args, args_hash=digest,
                     gated=request.gated, definition=request.definition,
                     read_only=request.read_only)
+        self._unanswered.append(call)
+        return call
 
     def _request(self, call: Call, policy: dict[str, Any]) -> None:
         position = self._run.next_position

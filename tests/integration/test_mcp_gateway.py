@@ -13,13 +13,14 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
 from mcp.shared.dispatcher import ProgressFnT
 
 from agent_runtime import Actor, Approval, ApprovalStatus, Decision
@@ -219,6 +220,18 @@ def test_rejected_call_returns_the_reason_and_never_runs(client: Client) -> None
     assert result.is_error
     assert "keep that note" in text(result)
     assert client.world.calls("d") == []
+
+
+def test_a_call_retried_after_a_client_timeout_joins_the_waiting_one(client: Client) -> None:
+    """A client that gives up waiting and calls again is asked no second approval; the
+    upstream tool runs once."""
+    with pytest.raises(MCPError):
+        client.portal.call(partial(client.session.call_tool, "delete_note", {"title": "h"},
+                                   read_timeout_seconds=0.5))
+    result = client.call_deciding("delete_note", "h", decide(client.world, Decision.APPROVE))
+    assert text(result) == "delete_note: done with h"
+    assert len(client.world.approvals("main", "h")) == 1
+    assert client.world.calls("h") == [{"tool": "delete_note", "title": "h"}]
 
 
 def test_deadline_fails_closed(client: Client) -> None:

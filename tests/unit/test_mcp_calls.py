@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent_runtime import StepKind, StepRecord
-from bot.mcp.calls import Call, read_calls, retry_candidates
+from bot.mcp.calls import Call, lost_answer, read_calls, unanswered
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -39,13 +39,17 @@ def test_entries_are_grouped_by_the_call_they_name() -> None:
 
 
 def test_unanswered_calls_and_the_last_side_effect_may_be_retried() -> None:
-    """A call left unanswered, or the last one if it had a side effect, is a retry
-    candidate; an earlier answered call is not, and neither is a last call that only read."""
+    """Calls left unanswered may be retried, and so may the last call if it had a side
+    effect (its answer may be lost); an earlier answered call may not, nor a last read."""
     journal = [_call(0, "wipe"), _answer(1, 0, "wipe"), _call(2, "wipe"), _call(3, "wipe"),
                _answer(4, 3, "wipe")]
-    assert [c.position for c in retry_candidates(read_calls(journal))] == [2, 3]
+    calls = read_calls(journal)
+    assert [c.position for c in unanswered(calls)] == [2]
+    lost = lost_answer(calls)
+    assert lost is not None
+    assert lost.position == 3
     journal += [_call(5, "read", read_only=True), _answer(6, 5, "read")]
-    assert [c.position for c in retry_candidates(read_calls(journal))] == [2]
+    assert lost_answer(read_calls(journal)) is None
 
 
 def test_a_retry_matches_on_tool_and_arguments() -> None:
