@@ -106,3 +106,28 @@ def test_a_gated_call_is_asked_in_the_slack_channel_named(sqlite_url: str) -> No
         services.store.engine.dispose()
     parked = services.runtime.get(KEY.run_id)
     assert (parked.status, parked.wait_key) == (RunStatus.WAITING, DETACHED)
+
+
+def test_a_new_gateway_answers_the_last_call_again_once(sqlite_url: str) -> None:
+    """The first identical call in a new gateway gets the last call's journaled answer (the
+    client may never have received it); a further identical call is a new call."""
+    services = build_services(Settings(database_url=sqlite_url))
+    request = CallRequest(tool="wipe", args={"n": 1}, gated=False, definition="d", policy={})
+    client = Actor(user_id="U_AGENT")
+    run = attach(services, KEY, patience=timedelta(0))
+    signoffs = SignOffs(run, client)
+    first = signoffs.open(request)
+    assert not isinstance(signoffs.start(first, "d"), str)
+    signoffs.finish(first, {"content": [], "isError": False})
+    run.detach()
+    run = attach(services, KEY, patience=timedelta(0))
+    try:
+        again = SignOffs(run, client)
+        retried = again.open(request)
+        assert (retried.position, retried.result) == (first.position, first.result)
+        fresh = again.open(request)
+        assert fresh.position > first.position
+        assert fresh.result is None
+    finally:
+        run.detach()
+        services.store.engine.dispose()
