@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
+from agent_runtime import LeaseLost
 from agent_runtime.approvals import args_hash
 from agent_runtime.side_effects import ToolResult
 from bot.mcp.calls import Call
@@ -33,6 +34,8 @@ from bot.wiring import Services
 logger = logging.getLogger(__name__)
 
 SIGNED_OFF = " [Signoff: a person signs off each call of this tool before it runs.]"
+RUN_LOST = ("refused: this gateway's run was cancelled or taken over, so nothing more can be "
+            "recorded in it; no new call reaches the upstream server")
 
 
 class Gateway:
@@ -64,10 +67,13 @@ class Gateway:
                         params: types.CallToolRequestParams) -> types.CallToolResult:
         """Journal the call, wait for its sign-off if gated, and call upstream at most once."""
         request = await self._request(params.name, params.arguments or {})
-        call = await anyio.to_thread.run_sync(self.signoffs.open, request)
-        async with self._settling.setdefault(call.position, anyio.Lock()):
-            if call.result is None:  # else another request for the same call settled it
-                await self._settle(ctx, call, request.definition)
+        try:
+            call = await anyio.to_thread.run_sync(self.signoffs.open, request)
+            async with self._settling.setdefault(call.position, anyio.Lock()):
+                if call.result is None:  # else another request for the same call settled it
+                    await self._settle(ctx, call, request.definition)
+        except LeaseLost:
+            return _error(RUN_LOST)
         assert call.result is not None
         return types.CallToolResult.model_validate(call.result)
 

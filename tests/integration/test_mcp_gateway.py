@@ -243,6 +243,23 @@ def test_deadline_fails_closed(client: Client) -> None:
     assert [a.status for a in client.world.approvals("main", "e")] == [ApprovalStatus.EXPIRED]
 
 
+def test_a_cancelled_gateway_run_refuses_every_call(world: World) -> None:
+    """Once a person cancels the gateway's run, a call gets a tool error and never runs."""
+    run = SessionKey(gateway="notes", client=CLIENT, session="cancel").run_id
+
+    async def scenario() -> types.CallToolResult:
+        async with connected(world, "cancel") as session:
+            await anyio.to_thread.run_sync(lambda: cli_ok(world.env, "cancel", run))
+            with anyio.fail_after(DEADLINE_S):
+                return await session.call_tool("delete_note", {"title": "i"})
+
+    result = anyio.run(scenario)
+    assert result.is_error
+    assert "cancelled" in text(result)
+    assert world.approvals("cancel", "i") == []
+    assert world.calls("i") == []
+
+
 def test_gateway_killed_while_waiting_gives_the_decided_result_once(world: World) -> None:
     """A client retrying after the gateway was SIGKILLed gets the approved call's result;
     the upstream tool ran once and only one approval was ever asked."""
