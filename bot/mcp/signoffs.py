@@ -95,10 +95,12 @@ class SignOffs:
     def start(self, call: Call, definition: str) -> Go | str:
         """Journal that the upstream call is about to be made; or say why it must not be."""
         with self._run.lock:
+            if definition != call.definition:
+                return "the tool or its policy changed since the call was made"
             args: dict[str, Any] = call.args
             approval = None
             if call.gated:
-                checked = self._approved(call, definition)
+                checked = self._approved(call)
                 if isinstance(checked, str):
                     return checked
                 approval, args = checked.id, checked.proposed_args
@@ -150,7 +152,7 @@ class SignOffs:
             approval = self._approvals.get(call.approval_id)
         return approval
 
-    def _approved(self, call: Call, definition: str) -> Approval | str:
+    def _approved(self, call: Call) -> Approval | str:
         assert call.approval_id is not None
         approval = self._approvals.get(call.approval_id)
         if approval.run_id != self._run.run_id or approval.tool != self._name(call):
@@ -159,8 +161,6 @@ class SignOffs:
             return f"the approval is {approval.status.value}"
         if approval.decided_args_hash != args_hash(approval.proposed_args):
             return "the arguments differ from the approved ones"
-        if definition != call.definition:
-            return "the tool or its policy changed since the call was approved"
         if not self._approvals.store.consume_approval(approval.id, call.position):
             return "the approval was already used by another call"
         return approval

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from agent_runtime import (
     Actor,
     ApprovalPolicy,
+    Decision,
     LeaseLost,
     RunStatus,
     StepKind,
@@ -128,6 +129,32 @@ def test_a_new_gateway_answers_the_last_call_again_once(sqlite_url: str) -> None
         fresh = again.open(request)
         assert fresh.position > first.position
         assert fresh.result is None
+    finally:
+        run.detach()
+        services.store.engine.dispose()
+
+
+def test_an_approved_call_runs_only_as_approved_and_once(sqlite_url: str) -> None:
+    """An approved call is refused if the tool or its policy changed since it was asked;
+    otherwise it goes with the approved (edited) arguments, consuming the approval."""
+    services = build_services(Settings(database_url=sqlite_url))
+    run = attach(services, KEY, patience=timedelta(0))
+    try:
+        signoffs = SignOffs(run, Actor(user_id="U_AGENT"))
+        policy = ApprovalPolicy(approvers=("U1",)).snapshot({})
+        call = signoffs.open(CallRequest(tool="wipe", args={"n": 1}, gated=True,
+                                         definition="before", policy=policy))
+        assert call.approval_id is not None
+        services.approvals.decide(call.approval_id, Actor(user_id="U1"), Decision.EDIT,
+                                  edited_args={"n": 2})
+        assert signoffs.decision(call) is not None
+        assert signoffs.start(call, "after") == (
+            "the tool or its policy changed since the call was made")
+        assert services.approvals.get(call.approval_id).consumed_by is None
+        go = signoffs.start(call, "before")
+        assert not isinstance(go, str)
+        assert go.args == {"n": 2}
+        assert services.approvals.get(call.approval_id).consumed_by == call.position
     finally:
         run.detach()
         services.store.engine.dispose()
