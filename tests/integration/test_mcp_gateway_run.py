@@ -135,8 +135,9 @@ def test_a_new_gateway_answers_the_last_call_again_once(sqlite_url: str) -> None
 
 
 def test_an_approved_call_runs_only_as_approved_and_once(sqlite_url: str) -> None:
-    """An approved call is refused if the tool or its policy changed since it was asked;
-    otherwise it goes with the approved (edited) arguments, consuming the approval."""
+    """A call is refused if the tool or its policy changed since it was made (gated or not:
+    the policy may gate it now); an approved one goes with the approved (edited) arguments,
+    consuming the approval."""
     services = build_services(Settings(database_url=sqlite_url))
     run = attach(services, KEY, patience=timedelta(0))
     try:
@@ -155,6 +156,9 @@ def test_an_approved_call_runs_only_as_approved_and_once(sqlite_url: str) -> Non
         assert not isinstance(go, str)
         assert go.args == {"n": 2}
         assert services.approvals.get(call.approval_id).consumed_by == call.position
+        ungated = signoffs.open(CallRequest(tool="wipe", args={"n": 3}, gated=False,
+                                            definition="before", policy={}))
+        assert isinstance(signoffs.start(ungated, "after"), str)
     finally:
         run.detach()
         services.store.engine.dispose()
