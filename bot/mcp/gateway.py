@@ -10,6 +10,7 @@ async; Signoff's services are synchronous and are called through ``anyio.to_thre
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import timedelta
@@ -170,15 +171,26 @@ async def serve(options: GatewayOptions, services: Services, *, patience: timede
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(take_run)
+            tasks.start_soon(_stop_on_signal, tasks.cancel_scope)
             async with _upstream(options.upstream) as upstream:
                 await ready.wait()
                 try:
                     await _serve_client(Gateway(options, services, attached[0], upstream))
                 finally:
                     await _detach(attached[0])  # before the upstream closes, which is slow
+            tasks.cancel_scope.cancel()
     finally:
         if attached:
             await _detach(attached[0])
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    """Stop serving on SIGTERM or SIGINT, so that the run is parked on the way out (not left
+    leased until its lease expires, which would hold up the next gateway)."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
 
 
 async def _detach(run: GatewayRun) -> None:

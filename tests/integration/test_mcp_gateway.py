@@ -23,7 +23,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
 from mcp.shared.dispatcher import ProgressFnT
 
-from agent_runtime import Actor, Approval, ApprovalStatus, Decision
+from agent_runtime import Actor, Approval, ApprovalStatus, Decision, RunStatus
 from bot.mcp.session_run import SessionKey
 from bot.settings import Settings
 from bot.wiring import Services, build_services
@@ -258,6 +258,26 @@ def test_a_cancelled_gateway_run_refuses_every_call(world: World) -> None:
     assert "cancelled" in text(result)
     assert world.approvals("cancel", "i") == []
     assert world.calls("i") == []
+
+
+def test_a_terminated_gateway_parks_its_run(world: World) -> None:
+    """On SIGTERM the gateway parks its run on the way out, so the next gateway for the
+    same client need not wait for a lease to expire."""
+    run = SessionKey(gateway="notes", client=CLIENT, session="term").run_id
+
+    def parked() -> bool:
+        found = world.services.runtime.get(run)
+        return found.status == RunStatus.WAITING and found.lease_owner is None
+
+    async def scenario() -> None:
+        async with connected(world, "term"):
+            pid = owner_pid(world.services.runtime.get(run).lease_owner)
+            assert pid is not None
+            os.kill(pid, signal.SIGTERM)
+            await anyio.to_thread.run_sync(lambda: wait_until(
+                parked, timeout=DEADLINE_S, what="the run parked"))
+
+    anyio.run(scenario)
 
 
 def test_gateway_killed_while_waiting_gives_the_decided_result_once(world: World) -> None:
