@@ -66,9 +66,24 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     services = build_services(settings)
     try:
         anyio.run(lambda: serve(options, services, patience=2 * settings.lease_ttl))
+    except BaseExceptionGroup as group:
+        raise _sole_error(group) from None
     finally:
         services.shutdown()
     return 0
+
+
+def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """Return the one error the gateway's task group ended with (or the group, if several)."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        error = pending.pop()
+        if isinstance(error, BaseExceptionGroup):
+            pending.extend(error.exceptions)
+        else:
+            leaves.append(error)
+    return leaves[0] if len(leaves) == 1 else group
 
 
 def _upstream(args: argparse.Namespace) -> Upstream:

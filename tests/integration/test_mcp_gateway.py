@@ -31,6 +31,7 @@ from tests.integration import (
     REPO_ROOT,
     cli_ok,
     owner_pid,
+    run_cli,
     signoff_command,
     signoff_env,
     wait_until,
@@ -74,17 +75,19 @@ class World:
                  if a.status == ApprovalStatus.PENDING]
         return found[0] if found else None
 
-    def gateway(self, session: str, url: str | None) -> StdioServerParameters:
-        """Return how the client starts ``signoff mcp proxy`` for ``session`` (in front of
-        the upstream at ``url``, else of one it starts)."""
-        command = signoff_command()
+    def proxy(self, session: str, url: str | None = None) -> list[str]:
+        """Return the ``signoff`` arguments of a gateway for ``session`` (in front of the
+        upstream at ``url``, else of one it starts)."""
         upstream = ["--upstream-url", url] if url else [
             "--", sys.executable, "-m", "tests.mcp_upstream", str(self.ledger)]
-        return StdioServerParameters(
-            command=command[0], cwd=REPO_ROOT, env=self.env,
-            args=[*command[1:], "mcp", "proxy", "--name", "notes", "--as", CLIENT,
-                  "--session", session, "--policy", str(self.tmp / "policy.yaml"),
-                  "--poll-interval", "0.05", *upstream])
+        return ["mcp", "proxy", "--name", "notes", "--as", CLIENT, "--session", session,
+                "--policy", str(self.tmp / "policy.yaml"), "--poll-interval", "0.05", *upstream]
+
+    def gateway(self, session: str, url: str | None) -> StdioServerParameters:
+        """Return how the client starts the gateway (see ``proxy``)."""
+        command = signoff_command()
+        return StdioServerParameters(command=command[0], cwd=REPO_ROOT, env=self.env,
+                                     args=[*command[1:], *self.proxy(session, url)])
 
 
 @asynccontextmanager
@@ -244,7 +247,8 @@ def test_deadline_fails_closed(client: Client) -> None:
 
 
 def test_a_cancelled_gateway_run_refuses_every_call(world: World) -> None:
-    """Once a person cancels the gateway's run, a call gets a tool error and never runs."""
+    """Once a person cancels the gateway's run, a call gets a tool error and never runs, and
+    a new gateway for that client says why it cannot serve."""
     run = SessionKey(gateway="notes", client=CLIENT, session="cancel").run_id
 
     async def scenario() -> types.CallToolResult:
@@ -258,6 +262,9 @@ def test_a_cancelled_gateway_run_refuses_every_call(world: World) -> None:
     assert "cancelled" in text(result)
     assert world.approvals("cancel", "i") == []
     assert world.calls("i") == []
+    restarted = run_cli(world.env, *world.proxy("cancel"), cwd=REPO_ROOT)
+    assert restarted.returncode == 1
+    assert restarted.stderr.strip() == f"signoff: error: the gateway run {run} is cancelled"
 
 
 def test_a_terminated_gateway_parks_its_run(world: World) -> None:
