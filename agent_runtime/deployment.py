@@ -35,10 +35,11 @@ class Deployment:
         notifier: Notifier | None = None,
         observer: StepObserver | None = None,
         sweeps: Sequence[Callable[[], object]] = (),
+        tools: ToolLookup | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
         self.agents = agents if isinstance(agents, Agents) else Agents(*agents)
-        self.tools = tool_lookup(self.agents)
+        self.tools = tool_lookup(self.agents, tools)
         self.approvals = Approvals(approval_store, self.clock, self.tools, notifier)
         self.workflows = workflows or Workflows()
         for agent in self.agents:
@@ -49,14 +50,15 @@ class Deployment:
                                observer=observer, approvals=self.approvals)
 
 
-def tool_lookup(agents: Agents) -> ToolLookup:
-    """Return every agent's tools, each with its agent's approver groups.
+def tool_lookup(agents: Agents, lookup: ToolLookup | None = None) -> ToolLookup:
+    """Return ``lookup`` (a new one by default) knowing every agent's tools, each with its
+    agent's approver groups.
 
     Agents may share a tool name (a new prompt for the same tools, say) only when the
     tools are the same to approvals: same schema, same resolved policy, and both or
     neither with side effects; otherwise ``InvalidConfiguration``.
     """
-    lookup = ToolLookup()
+    lookup = ToolLookup() if lookup is None else lookup
     for agent in agents:
         for item in agent.tools:
             existing = lookup.get(item.name)

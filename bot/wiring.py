@@ -20,6 +20,8 @@ from agent_runtime.deployment import Deployment
 from agent_runtime.models import Model
 from agent_runtime.observers import StepObserver, combined
 from bot.demo.agent import demo_agent
+from bot.mcp import parking
+from bot.mcp.tools import GatewayTools
 from bot.models import configured_model, model_from_spec
 from bot.settings import Settings, SettingsError
 from bot.slack.notifier import SlackNotifier
@@ -69,7 +71,8 @@ def build_services(settings: Settings, *, migrate: bool = True, stream_traces: b
               if stream_traces and settings.otlp_endpoint else None)
     deployment = Deployment(store, approval_store, agents, clock=SystemClock(),
                             workflows=load_workflows(settings.workflow_modules), models=models,
-                            notifier=notifier, observer=combined(stream, observer))
+                            notifier=notifier, observer=combined(stream, observer),
+                            tools=GatewayTools())
     return Services(settings=settings, store=store, runtime=deployment.runtime,
                     approvals=deployment.approvals, agents=agents,
                     outbox=SqlOutbox(store.engine), models=models, trace_stream=stream)
@@ -92,6 +95,7 @@ def load_agents(settings: Settings) -> Agents:
 def load_workflows(modules: tuple[str, ...]) -> Workflows:
     """Return the built-in workflows plus each ``module:attribute`` registry named."""
     registry = demo_workflows()
+    parking.register(registry)
     for spec in modules:
         found = _import("SIGNOFF_WORKFLOWS", spec, (Workflows,))
         assert isinstance(found, Workflows)

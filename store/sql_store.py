@@ -25,6 +25,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    or_,
     select,
     update,
 )
@@ -155,6 +156,24 @@ class SqlStore:
         with self._one() as conn:
             rows = conn.execute(self._claim, params).all()
         return [(_run(row), Lease(RunId(row.id), owner, row.fence)) for row in rows]
+
+    def adopt_run(
+        self, run_id: RunId, owner: str, *, now: datetime, expires_at: datetime
+    ) -> Lease | None:
+        """Lease this one unfinished run to ``owner`` unless another holds a live lease on it.
+
+        Pending and waiting runs are taken whether due or not (their owner process asks for
+        them by id); a running one only once its lease has expired. The fence increases.
+        """
+        free = or_(runs.c.status != RUNNING, runs.c.due_at <= now)
+        stmt = (update(runs)
+                .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED), free)
+                .values(status=RUNNING, lease_owner=owner, fence=runs.c.fence + 1,
+                        due_at=expires_at, wait_key=None, updated_at=now)
+                .returning(runs.c.fence))
+        with self._one() as conn:
+            fence = conn.execute(stmt).scalar()
+        return None if fence is None else Lease(run_id, owner, int(fence))
 
     def renew_lease(self, lease: Lease, expires_at: datetime) -> bool:
         """Extend a held lease."""

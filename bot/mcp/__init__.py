@@ -1,0 +1,1 @@
+"""The MCP approval gateway: Signoff in front of agents it does not run."""

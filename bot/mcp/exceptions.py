@@ -1,0 +1,29 @@
+"""Errors of the MCP gateway."""
+
+from __future__ import annotations
+
+from agent_runtime.exceptions import InvalidConfiguration, SignoffError
+
+
+class GatewayError(SignoffError):
+    """The gateway cannot serve its client."""
+
+
+class PolicyError(InvalidConfiguration):
+    """The gateway's policy file cannot be used as written."""
+
+    def __init__(self, source: str, problem: str) -> None:
+        super().__init__(f"{source}: {problem}")
+        self.source = source
+        self.problem = problem
+
+
+class RunUnavailable(GatewayError):
+    """The gateway's run is finished (cancelled, say) or held by another live gateway."""
+
+    retryable = True
+
+    def __init__(self, run_id: str, why: str) -> None:
+        super().__init__(f"the gateway run {run_id} {why}")
+        self.run_id = run_id
+        self.why = why

@@ -1,0 +1,221 @@
+"""The MCP approval gateway: an MCP server to its client, an MCP client to the real server.
+
+``tools/list`` passes through (gated tools say that a person signs them off). Each
+``tools/call`` is journaled in the gateway's run; a gated one waits for a recorded
+decision (progress notifications meanwhile, if the client asked for them) and reaches
+the upstream server at most once, with exactly the approved arguments. The MCP SDK is
+async; Signoff's services are synchronous and are called through ``anyio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp import ClientSession, StdioServerParameters, stdio_client, stdio_server, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+from agent_runtime import LeaseLost
+from agent_runtime.approvals import args_hash
+from agent_runtime.side_effects import ToolResult
+from bot.mcp.calls import Call
+from bot.mcp.options import GatewayOptions, Upstream
+from bot.mcp.session_run import GatewayRun, attach
+from bot.mcp.signoffs import CallRequest, Go, SignOffs
+from bot.wiring import Services
+
+logger = logging.getLogger(__name__)
+
+SIGNED_OFF = " [Signoff: a person signs off each call of this tool before it runs.]"
+RUN_LOST = ("refused: this gateway's run was cancelled or taken over, so nothing more can be "
+            "recorded in it; no new call reaches the upstream server")
+
+
+class Gateway:
+    """Answers one client's MCP requests from the upstream server and the run's journal."""
+
+    def __init__(self, options: GatewayOptions, services: Services, run: GatewayRun,
+                 upstream: ClientSession) -> None:
+        self.options = options
+        self.services = services
+        self.upstream = upstream
+        self.signoffs = SignOffs(run, options.requester)
+        self._tools: dict[str, types.Tool] = {}
+        self._settling: dict[int, anyio.Lock] = {}
+        """One lock per call: a retry joining a call in flight waits for its answer."""
+
+    def server(self) -> Server[Any]:
+        """Return the MCP server the client talks to."""
+        return Server(f"signoff-{self.options.key.gateway}", on_list_tools=self.list_tools,
+                      on_call_tool=self.call_tool)
+
+    async def list_tools(self, ctx: ServerRequestContext[Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        """Pass the upstream tools through, saying which ones a person signs off."""
+        listed = await self._refresh(params)
+        tools = [self._described(t) for t in listed.tools]
+        return types.ListToolsResult(tools=tools, next_cursor=listed.next_cursor)
+
+    async def call_tool(self, ctx: ServerRequestContext[Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        """Journal the call, wait for its sign-off if gated, and call upstream at most once."""
+        request = await self._request(params.name, params.arguments or {})
+        try:
+            call = await anyio.to_thread.run_sync(self.signoffs.open, request)
+            async with self._settling.setdefault(call.position, anyio.Lock()):
+                if call.result is None:  # else another request for the same call settled it
+                    await self._settle(ctx, call, request.definition)
+        except LeaseLost:
+            return _error(RUN_LOST)
+        assert call.result is not None
+        return types.CallToolResult.model_validate(call.result)
+
+    async def _refresh(self, params: types.PaginatedRequestParams | None = None,
+                       ) -> types.ListToolsResult:
+        listed = await self.upstream.list_tools(params=params)
+        self._tools.update({t.name: t for t in listed.tools})
+        return listed
+
+    async def _settle(self, ctx: ServerRequestContext[Any], call: Call, definition: str) -> None:
+        await self._finish(call, await self._outcome(ctx, call, definition))
+
+    async def _outcome(self, ctx: ServerRequestContext[Any], call: Call,
+                       definition: str) -> types.CallToolResult:
+        if call.started:
+            return _error(f"not executed again: the gateway stopped while calling {call.tool}, "
+                          "so whether it happened is unknown")
+        if call.gated:
+            decision = await self._wait_for_decision(ctx, call)
+            if decision["status"] != "approved":
+                return _error(ToolResult.declined(decision).content)
+        go = await anyio.to_thread.run_sync(self.signoffs.start, call, definition)
+        if isinstance(go, str):
+            return _error(f"not executed: {go}")
+        return await self._call_upstream(call.tool, go)
+
+    async def _wait_for_decision(self, ctx: ServerRequestContext[Any],
+                                 call: Call) -> dict[str, Any]:
+        token = (ctx.meta or {}).get("progress_token")
+        polls = 0
+        while True:
+            decision = await anyio.to_thread.run_sync(self.signoffs.decision, call)
+            if decision is not None:
+                return decision
+            if token is not None:
+                polls += 1
+                await ctx.session.send_progress_notification(
+                    token, polls, message=f"waiting for sign-off (approval {call.approval_id})",
+                    related_request_id=None if ctx.request_id is None else str(ctx.request_id))
+            await anyio.sleep(self.options.poll_interval.total_seconds())
+
+    async def _call_upstream(self, tool: str, go: Go) -> types.CallToolResult:
+        meta: Any = {"io.signoff/idempotency-key": go.key}
+        try:
+            return await self.upstream.call_tool(tool, go.args, meta=meta)
+        except Exception as exc:  # the upstream's failure is the call's answer
+            logger.warning("upstream call failed", extra={"action": "mcp.call"})
+            return _error(f"the upstream server failed: {exc}")
+
+    async def _finish(self, call: Call, result: types.CallToolResult) -> None:
+        answer = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        await anyio.to_thread.run_sync(self.signoffs.finish, call, answer)
+
+    async def _request(self, name: str, args: dict[str, Any]) -> CallRequest:
+        if name not in self._tools:
+            await self._refresh()
+        definition = self._tools.get(name)
+        annotations = None if definition is None or definition.annotations is None else (
+            definition.annotations.model_dump(by_alias=True, exclude_none=True))
+        gated = self.options.policy.gated(name, annotations)
+        policy = self.options.policy.approval(name, self.services.settings.approvers).snapshot(
+            self.services.settings.approver_groups) if gated else {}
+        digest = args_hash({"tool": None if definition is None else definition.model_dump(
+            mode="json", by_alias=True, exclude_none=True), "gated": gated, "policy": policy})
+        return CallRequest(tool=name, args=args, gated=gated, definition=digest, policy=policy,
+                           read_only=(annotations or {}).get("readOnlyHint") is True)
+
+    def _described(self, tool: types.Tool) -> types.Tool:
+        annotations = None if tool.annotations is None else tool.annotations.model_dump(
+            by_alias=True, exclude_none=True)
+        if not self.options.policy.gated(tool.name, annotations):
+            return tool
+        return tool.model_copy(update={"description": (tool.description or "") + SIGNED_OFF})
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+async def serve(options: GatewayOptions, services: Services, *, patience: timedelta) -> None:
+    """Serve one MCP client on stdio until it disconnects.
+
+    The run is taken (after a crash: once the dead gateway's lease expired) while the
+    upstream server starts.
+    """
+    attached: list[GatewayRun] = []
+    ready = anyio.Event()
+
+    async def take_run() -> None:
+        attached.append(await anyio.to_thread.run_sync(
+            lambda: attach(services, options.key, patience=patience, channel=options.channel)))
+        ready.set()
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(take_run)
+            tasks.start_soon(_stop_on_signal, tasks.cancel_scope)
+            async with _upstream(options.upstream) as upstream:
+                await ready.wait()
+                try:
+                    await _serve_client(Gateway(options, services, attached[0], upstream))
+                finally:
+                    await _detach(attached[0])  # before the upstream closes, which is slow
+            tasks.cancel_scope.cancel()
+    finally:
+        if attached:
+            await _detach(attached[0])
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    """Stop serving on SIGTERM or SIGINT, so that the run is parked on the way out (not left
+    leased until its lease expires, which would hold up the next gateway)."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+async def _detach(run: GatewayRun) -> None:
+    with anyio.CancelScope(shield=True):  # park the run even when interrupted
+        await anyio.to_thread.run_sync(run.detach)
+
+
+async def _serve_client(gateway: Gateway) -> None:
+    server = gateway.server()
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+@asynccontextmanager
+async def _upstream(upstream: Upstream) -> AsyncIterator[ClientSession]:
+    async with AsyncExitStack() as stack:
+        read, write = await stack.enter_async_context(_transport(upstream))
+        session = await stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        yield session
+
+
+def _transport(upstream: Upstream) -> AbstractAsyncContextManager[tuple[Any, Any]]:
+    if upstream.url is not None:
+        return streamable_http_client(upstream.url)
+    params = StdioServerParameters(command=upstream.command, args=list(upstream.args),
+                                   env=None if upstream.env is None else dict(upstream.env))
+    return stdio_client(params)

@@ -1,0 +1,148 @@
+"""Which upstream tools need a person's sign-off, and under which approval policy.
+
+By default a tool is gated unless its MCP annotations say it only reads
+(``readOnlyHint``) or say it is neither destructive nor open-world (both hints false;
+the MCP defaults of an unannotated tool are destructive and open-world). A policy file
+(JSON, or YAML when its name ends in ``.yaml``/``.yml``) overrides this per tool::
+
+    approvers: [U0AAA, U0BBB]   # default approvers (else SIGNOFF_APPROVERS)
+    groups: [ops]               # approver groups (SIGNOFF_APPROVER_GROUPS)
+    required: 1                 # approvals needed
+    deadline_seconds: 3600      # undecided by then: rejected (fail-closed)
+    allow_requester: false      # may the MCP client's identity approve its own calls
+    tools:
+      delete_note: {gated: true, approvers: [U0CCC], required: 2, deadline_seconds: 600}
+      read_note: {gated: false}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent_runtime import ApprovalPolicy
+from bot.mcp.exceptions import PolicyError
+
+RULE_KEYS = frozenset({"gated", "approvers", "groups", "required", "deadline_seconds",
+                       "allow_requester"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolRule:
+    """What the policy says about one tool (None: not said, the default applies)."""
+
+    gated: bool | None = None
+    approvers: tuple[str, ...] | None = None
+    groups: tuple[str, ...] | None = None
+    required: int | None = None
+    deadline: timedelta | None = None
+    allow_requester: bool | None = None
+
+    def over(self, base: ToolRule) -> ToolRule:
+        """Return ``base`` with what this rule says put over it."""
+        said = {k: getattr(self, k) for k in _FIELDS if getattr(self, k) is not None}
+        return replace(base, **said)
+
+
+_FIELDS = ("gated", "approvers", "groups", "required", "deadline", "allow_requester")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatePolicy:
+    """The gateway's policy: a default rule and per-tool rules."""
+
+    default: ToolRule = ToolRule()
+    tools: Mapping[str, ToolRule] = field(default_factory=dict)
+
+    def gated(self, tool: str, annotations: Mapping[str, Any] | None) -> bool:
+        """Tell whether calls of ``tool`` wait for a person."""
+        rule = self.tools.get(tool, ToolRule())
+        return rule.gated if rule.gated is not None else needs_person(annotations)
+
+    def approval(self, tool: str, approvers: tuple[str, ...]) -> ApprovalPolicy:
+        """Return the approval policy of ``tool``; ``approvers`` when the policy names none."""
+        rule = self.tools.get(tool, ToolRule()).over(self.default)
+        return ApprovalPolicy(
+            approvers=approvers if rule.approvers is None and not rule.groups
+            else rule.approvers or (),
+            groups=rule.groups or (), required=int(rule.required or 1),
+            deadline=rule.deadline or timedelta(hours=24),
+            allow_requester=bool(rule.allow_requester))
+
+
+def needs_person(annotations: Mapping[str, Any] | None) -> bool:
+    """Tell whether MCP tool annotations call for a person (MCP defaults when unsaid)."""
+    hints = annotations or {}
+    if hints.get("readOnlyHint") is True:
+        return False
+    return hints.get("destructiveHint", True) is not False or (
+        hints.get("openWorldHint", True) is not False)
+
+
+def load_policy(path: Path | None) -> GatePolicy:
+    """Read a policy file (see the module's docstring); no file: the default policy."""
+    if path is None:
+        return GatePolicy()
+    data = _parse(path)
+    if not isinstance(data, dict):
+        raise PolicyError(str(path), "the policy must be a mapping")
+    tools = data.pop("tools", None) or {}
+    if not isinstance(tools, dict):
+        raise PolicyError(str(path), "'tools' must map tool names to rules")
+    default = _rule(str(path), "the default", data)
+    return GatePolicy(default=default,
+                      tools={str(k): _rule(str(path), f"tool {k!r}", v) for k, v in tools.items()})
+
+
+def _parse(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix in (".yaml", ".yml"):
+            return yaml.safe_load(text)
+        return json.loads(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise PolicyError(str(path), f"cannot read the policy: {exc}") from exc
+
+
+def _rule(source: str, what: str, data: Any) -> ToolRule:
+    if not isinstance(data, dict) or set(data) - RULE_KEYS:
+        raise PolicyError(source, f"{what}: a rule is a mapping with keys among "
+                                  f"{', '.join(sorted(RULE_KEYS))}")
+    try:
+        return ToolRule(
+            gated=_optional(data, "gated", bool),
+            approvers=_names(data.get("approvers")), groups=_names(data.get("groups")),
+            required=_positive(data.get("required")),
+            deadline=None if data.get("deadline_seconds") is None
+            else timedelta(seconds=_positive(data["deadline_seconds"]) or 0),
+            allow_requester=_optional(data, "allow_requester", bool))
+    except (TypeError, ValueError) as exc:
+        raise PolicyError(source, f"{what}: {exc}") from exc
+
+
+def _optional(data: dict[str, Any], key: str, kind: type[bool]) -> bool | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise TypeError(f"{key} must be true or false")
+    return value
+
+
+def _names(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError("approvers and groups are lists of names")
+    return tuple(value)
+
+
+def _positive(value: Any) -> Any:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                              or value <= 0):
+        raise ValueError("required and deadline_seconds must be positive numbers")
+    return value
