@@ -13,7 +13,11 @@ MARKED = re.compile(r"<!-- example: (\S+) -->\n```\w*\n(.*?)```", re.S)
 def test_marked_readme_blocks_are_the_tested_example_files() -> None:
     """Each README block marked with an example file is, byte for byte, that file."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for path, body in MARKED.findall(readme):
+    marked = MARKED.findall(readme)
+    assert sorted(path for path, _ in marked) == [
+        "examples/approval_workflow.py", "examples/refund_agent.py",
+        "examples/test_refund_agent.py"]
+    for path, body in marked:
         assert body == (ROOT / path).read_text(encoding="utf-8"), f"README block != {path}"
 
 
