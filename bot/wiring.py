@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from dataclasses import dataclass
 
 from agent_runtime import (
@@ -109,16 +111,26 @@ def worker_options(settings: Settings, *, concurrency: int) -> WorkerOptions:
                          poll_interval=settings.poll_interval)
 
 
+def _import_from_here() -> None:
+    """Let ``module:attribute`` names a user gives resolve from the current directory, as
+    ``python -m`` and other servers' app loaders do."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+
+
 def _import(variable: str, spec: str, kinds: tuple[type, ...]) -> object:
     module_name, _, attribute = spec.partition(":")
     names = " or ".join(k.__name__ for k in kinds)
     if not module_name or not attribute:
         raise SettingsError(f"{variable}: {spec!r} must be module:attribute, the attribute "
                             f"naming a {names} (as in 'mypkg.agents:support')")
+    _import_from_here()
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise SettingsError(f"{variable}: cannot import {module_name!r}: {exc}") from exc
+        raise SettingsError(f"{variable}: cannot import {module_name!r} (from the current "
+                            f"directory, PYTHONPATH or the installed packages): {exc}") from exc
     found = getattr(module, attribute, None)
     if found is None:
         raise SettingsError(f"{variable}: module {module_name!r} has no attribute {attribute!r}")

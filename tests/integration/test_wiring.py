@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, Too
 from agent_runtime.models.scripted import text_reply, tool_reply
 from bot.settings import Settings, SettingsError
 from bot.wiring import Services, build_services
+from tests.integration import run_cli, signoff_env
 
 DANA = Actor(user_id="U_DANA")
 
@@ -82,3 +84,15 @@ def test_a_missing_agent_attribute_is_named(sqlite_url: str) -> None:
     """SIGNOFF_AGENT=module:missing names the attribute the module lacks."""
     with pytest.raises(SettingsError, match="has no attribute 'missing'"):
         build_services(Settings(database_url=sqlite_url, agent=f"{__name__}:missing"))
+
+
+def test_a_workflow_module_in_the_current_directory_is_found(tmp_path: Path) -> None:
+    """``SIGNOFF_WORKFLOWS`` names a module beside the user, with no PYTHONPATH set up."""
+    (tmp_path / "local_flows.py").write_text(
+        "from agent_runtime import Workflows\n\nworkflows = Workflows()\n\n\n"
+        "@workflows.register('local.hello')\ndef hello(ctx, data):\n    return 'hi'\n")
+    env = signoff_env(f"sqlite:///{tmp_path / 'signoff.db'}",
+                      extra={"SIGNOFF_WORKFLOWS": "local_flows:workflows"})
+    done = run_cli(env, "start", "local.hello", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.strip()) == 32
