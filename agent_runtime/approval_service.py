@@ -139,14 +139,17 @@ class Approvals:
             "kind": kind.value, "tool": tool.name, "args": args, "args_hash": approval.args_hash,
             "policy": policy, "deadline": approval.deadline.isoformat()})
         notices = self.notifier.approval_changed(approval, "requested")
-        verdict = self.rules.verdict(tool.name, args, RuleContext(
-            requester=requester.user_id, groups=self._tools.groups(tool.name)))
+        verdict = self.rules.verdict(tool.name, args, self.rule_context(tool.name, requester))
         if kind != ApprovalKind.TOOL_CALL or (verdict.rule is None and not verdict.shadows):
             return self.store.create_approval(approval, audit, notices)
         return self.store.create_ruled_approval(approval, audit, notices, ruling(
             approval, verdict, now, lambda a, action, actor, detail: self._draft(
                 a, action, actor, detail, at=now),
             self.notifier.approval_changed, lambda decided: self._wake(decided, now)))
+
+    def rule_context(self, tool: str, requester: Actor) -> RuleContext:
+        """Return what rules see of a call of ``tool`` besides its arguments."""
+        return RuleContext(requester=requester.user_id, groups=self._tools.groups(tool))
 
     def get(self, approval: str) -> Approval:
         """Return the approval or raise ``ApprovalNotFound``."""
