@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus, args_hash
+from agent_runtime.approvals import (
+    Actor,
+    Approval,
+    ApprovalKind,
+    ApprovalStatus,
+    approval_id,
+    args_hash,
+)
 from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.rules import RuleAction, RuleContext, Rules
 from bot.settings import Settings, SettingsError
@@ -82,7 +89,7 @@ def test_a_bad_rules_file_is_refused_naming_the_fault(data: Any, message: str) -
 
 def _given(run_id: str, minutes_ago: int, amount: int) -> Approval:
     args = {"amount_cents": amount}
-    return Approval(id=f"{run_id}{minutes_ago}", run_id=run_id, position=1,
+    return Approval(id=approval_id(run_id, minutes_ago), run_id=run_id, position=1,
                     kind=ApprovalKind.TOOL_CALL, tool="refund", args=args,
                     args_hash=args_hash(args), fingerprint="f", policy={},
                     requester=Actor(user_id="U_SAM"), requested_at=T0, deadline=T0,
