@@ -129,7 +129,6 @@ class InMemoryApprovalStore:
                 return self._approvals[approval.id]
             self._approvals[approval.id] = approval
             self._append(audit)
-            self._runs.outbox.enqueue(notices, audit.at)
             for draft in ruling.shadows:
                 self._append(draft)
             used = [a for a in self._approvals.values() if ruled_since(a, ruling.since, approval)]
@@ -138,6 +137,7 @@ class InMemoryApprovalStore:
             if last is not None:
                 self._append(last)
             if not allowed or ruling.decided is None:
+                self._runs.outbox.enqueue(notices, audit.at)
                 return approval
             stored = dataclasses.replace(ruling.decided, version=approval.version + 1)
             self._approvals[approval.id] = stored

@@ -54,7 +54,8 @@ def ruling(
 
     return Ruling(since=limit_window(now), shadows=shadows, decided=decided,
                   decision=draft(approval, decision.value, rule_actor(rule), detail),
-                  notices=changed(decided, decision.value), wake=wake(decided),
+                  notices=[*changed(decided, "requested"), *changed(decided, decision.value)],
+                  wake=wake(decided),
                   limited=limited, allowed=allowed)
 
 

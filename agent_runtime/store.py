@@ -150,8 +150,9 @@ class Ruling:
     ``shadows`` are always appended. ``allowed`` is given the approvals that rules approved
     since ``since`` or in the same run, read inside that transaction, and tells whether the
     deciding rule's limits still allow it: if so, ``decided`` (when not None) replaces the
-    pending approval with ``decision`` as its audit entry, ``notices`` and ``wake``;
-    if not, ``limited`` (when not None) is appended and the approval stays pending.
+    pending approval with ``decision`` as its audit entry, ``wake``, and ``notices`` instead
+    of the request's; if not, ``limited`` (when not None) is appended and the approval
+    stays pending, with the request's notices.
     """
 
     since: datetime
@@ -236,7 +237,8 @@ class ApprovalStore(Protocol):
 
     def create_ruled_approval(self, approval: Approval, audit: AuditDraft,
                               notices: Sequence[Notice], ruling: Ruling) -> Approval:
-        """Store the approval as ``create_approval`` does and, in the same transaction, apply
-        ``ruling`` if its ``allowed`` says so: safe against concurrent rulings, so that two
-        processes never both use a rule's last allowed approval. Returns the approval stored."""
+        """Store the approval with its audit entry and, in the same transaction, ``ruling``
+        (see ``Ruling``): safe against concurrent rulings, so two processes never both use a
+        rule's last allowed approval. If the id exists, change nothing and return the stored
+        approval; else return the approval as stored (decided or pending)."""
         ...

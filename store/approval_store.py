@@ -82,7 +82,6 @@ class SqlApprovalStore:
             existing = _insert(conn, approval)
             if existing is not None:
                 return existing
-            write_notices(conn, notices, audit.at)
             if ruling.wake is not None:  # a decision's lock order: the run before the head
                 conn.execute(select(runs.c.id).where(runs.c.id == approval.run_id)
                              .with_for_update())
@@ -94,6 +93,7 @@ class SqlApprovalStore:
             if last is not None:
                 _append(conn, (entry.seq, entry.hash), last, self._keys)
             if not allowed or ruling.decided is None:
+                write_notices(conn, notices, audit.at)
                 return approval
             stored = replace(ruling.decided, version=approval.version + 1)
             conn.execute(update(approvals).where(approvals.c.id == approval.id)

@@ -6,6 +6,7 @@ import dataclasses
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
 
@@ -27,6 +28,7 @@ from agent_runtime.store import ApprovalStore, Ruling
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
 from store import SqlStore
 from store.approval_store import SqlApprovalStore
+from store.outbox import SqlOutbox
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KEYS = AuditKeys((AuditKey("k1", b"s" * 32),))
@@ -272,14 +274,29 @@ def _ruling(approval: Approval, *, limit: int | None = None, seen: list[int] | N
                   allowed=allowed)
 
 
+def _queued(runs: Store) -> list[str]:
+    outbox = runs.outbox if isinstance(runs, InMemoryStore) else SqlOutbox(
+        cast(SqlStore, runs).engine)
+    return [q.notice.key for q in outbox.claim_due("t", now=T0, until=T0 + timedelta(minutes=1),
+                                                   limit=10)]
+
+
+def _notices(approval: Approval, *names: str) -> list[Notice]:
+    return [Notice(key=f"{name}:{approval.id}", run_id=approval.run_id, kind="run.reply",
+                   data={}) for name in names]
+
+
 def test_a_ruling_within_its_limit_decides_and_wakes_the_run(
         stores: tuple[Store, ApprovalStore]) -> None:
-    """An allowed ruling stores the decided approval, its entries and the wake at once."""
+    """An allowed ruling stores the decided approval, its entries, notices and wake at once."""
     runs, approvals = stores
     run_id = _waiting_run(runs)
     approval = _approval(run_id)
-    stored = approvals.create_ruled_approval(approval, _draft(approval, "requested"), (),
-                                             _ruling(approval, limit=1))
+    ruling = dataclasses.replace(_ruling(approval, limit=1),
+                                 notices=_notices(approval, "decided"))
+    stored = approvals.create_ruled_approval(approval, _draft(approval, "requested"),
+                                             _notices(approval, "asked"), ruling)
+    assert _queued(runs) == [f"decided:{approval.id}"]
     assert (stored.status, stored.version) == (ApprovalStatus.APPROVED, 1)
     assert approvals.get_approval(approval.id) == stored
     assert runs.get_run(run_id).status == RunStatus.PENDING
@@ -301,9 +318,11 @@ def test_a_ruling_past_its_limit_leaves_the_approval_pending(
     seen: list[int] = []
     approvals.create_ruled_approval(first, _draft(first, "requested"), (),
                                     _ruling(first, limit=1, seen=seen))
-    stored = approvals.create_ruled_approval(second, _draft(second, "requested"), (),
-                                             _ruling(second, limit=1, seen=seen))
+    stored = approvals.create_ruled_approval(
+        second, _draft(second, "requested"), _notices(second, "asked"), dataclasses.replace(
+            _ruling(second, limit=1, seen=seen), notices=_notices(second, "decided")))
     assert seen == [0, 1]
+    assert _queued(runs) == [f"asked:{second.id}"]
     assert stored.status == ApprovalStatus.PENDING
     assert approvals.get_approval(second.id).status == ApprovalStatus.PENDING
     assert [e.action for e in approvals.audit_log()[0]][3:] == [
