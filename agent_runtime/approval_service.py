@@ -28,6 +28,8 @@ from agent_runtime.exceptions import InvalidInput, StoreUnavailable
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice, Notifier, Silent
 from agent_runtime.records import Event, Run
+from agent_runtime.rule_decisions import ruling
+from agent_runtime.rules import RuleContext, Rules
 from agent_runtime.serialization import canonical_json
 from agent_runtime.store import ApprovalStore
 from agent_runtime.tools import Tool
@@ -83,6 +85,11 @@ class ToolLookup:
         found = self._tools.get(name)
         return None if found is None else found[0]
 
+    def groups(self, name: str) -> Mapping[str, tuple[str, ...]]:
+        """Return the approver groups the tool called ``name`` was added with."""
+        found = self._tools.get(name)
+        return {} if found is None else found[1]
+
     def fingerprint(self, tool: Tool, groups: Mapping[str, tuple[str, ...]] | None = None) -> str:
         """Return the tool's fingerprint under ``groups`` (default: the ones it was added with)."""
         if groups is None:
@@ -96,12 +103,13 @@ class Approvals:
 
     def __init__(
         self, store: ApprovalStore, clock: Clock, tools: ToolLookup | None = None,
-        notifier: Notifier | None = None,
+        notifier: Notifier | None = None, rules: Rules | None = None,
     ) -> None:
         self.store = store
         self._clock = clock
         self._tools = tools or ToolLookup()
         self.notifier: Notifier = notifier or Silent()
+        self.rules = rules or Rules()
 
     def request(
         self,
@@ -116,7 +124,8 @@ class Approvals:
         kind: ApprovalKind = ApprovalKind.TOOL_CALL,
         question: str = "",
     ) -> Approval:
-        """Record a pending approval (idempotent: the id comes from run and position)."""
+        """Record an approval (idempotent: the id comes from run and position), pending unless
+        a rule about the tool decides it at once (see ``agent_runtime.rules``)."""
         interval = policy.get("remind_every_seconds")
         approval = Approval(
             id=approval_id(run_id, position), run_id=run_id, position=position, kind=kind,
@@ -129,8 +138,18 @@ class Approvals:
         audit = self._draft(approval, "requested", requester, {
             "kind": kind.value, "tool": tool.name, "args": args, "args_hash": approval.args_hash,
             "policy": policy, "deadline": approval.deadline.isoformat()})
-        return self.store.create_approval(
-            approval, audit, self.notifier.approval_changed(approval, "requested"))
+        notices = self.notifier.approval_changed(approval, "requested")
+        verdict = self.rules.verdict(tool.name, args, self.rule_context(tool.name, requester))
+        if kind != ApprovalKind.TOOL_CALL or (verdict.rule is None and not verdict.shadows):
+            return self.store.create_approval(approval, audit, notices)
+        return self.store.create_ruled_approval(approval, audit, notices, ruling(
+            approval, verdict, now, lambda a, action, actor, detail: self._draft(
+                a, action, actor, detail, at=now),
+            self.notifier.approval_changed, lambda decided: self._wake(decided, now)))
+
+    def rule_context(self, tool: str, requester: Actor) -> RuleContext:
+        """Return what rules see of a call of ``tool`` besides its arguments."""
+        return RuleContext(requester=requester.user_id, groups=self._tools.groups(tool))
 
     def get(self, approval: str) -> Approval:
         """Return the approval or raise ``ApprovalNotFound``."""

@@ -11,6 +11,7 @@ from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.notices import Notifier
 from agent_runtime.observers import StepObserver
+from agent_runtime.rules import Rules
 from agent_runtime.runtime import Runtime
 from agent_runtime.store import ApprovalStore, Store
 from agent_runtime.workflows import Workflows
@@ -36,11 +37,12 @@ class Deployment:
         observer: StepObserver | None = None,
         sweeps: Sequence[Callable[[], object]] = (),
         tools: ToolLookup | None = None,
+        rules: Rules | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
         self.agents = agents if isinstance(agents, Agents) else Agents(*agents)
         self.tools = tool_lookup(self.agents, tools)
-        self.approvals = Approvals(approval_store, self.clock, self.tools, notifier)
+        self.approvals = Approvals(approval_store, self.clock, self.tools, notifier, rules)
         self.workflows = workflows or Workflows()
         for agent in self.agents:
             self.workflows.add(agent.workflow, agent_workflow(agent, self.approvals, models),

@@ -34,6 +34,7 @@ from agent_runtime.memory_store import InMemoryStore
 from agent_runtime.models.base import ModelResponse
 from agent_runtime.models.scripted import Responder, ScriptedModel
 from agent_runtime.records import Run, RunStatus, StepRecord
+from agent_runtime.rules import Rules
 from agent_runtime.tools import Tool, Tools
 from agent_runtime.worker import WorkerOptions
 
@@ -59,8 +60,9 @@ class AgentEnvironment:
 
     def __init__(self, agent: Agent, script: Sequence[ModelResponse] | Responder | None = None,
                  *, models: ModelResolver | None = None, clock: FrozenClock | None = None,
-                 ) -> None:
-        """With ``script`` the agent's model is replaced by a ``ScriptedModel`` of it."""
+                 rules: Rules | None = None) -> None:
+        """With ``script`` the agent's model is replaced by a ``ScriptedModel`` of it; with
+        ``rules`` its approvals are first put to those approval rules."""
         self.clock = clock or FrozenClock()
         self.model = None if script is None else ScriptedModel(script, name=agent.model.name)
         self.tool_calls: list[ToolCallRecord] = []
@@ -70,7 +72,7 @@ class AgentEnvironment:
         self.store = InMemoryStore()
         self.approval_store = InMemoryApprovalStore(self.store)
         self.deployment = Deployment(self.store, self.approval_store, [self.agent],
-                                     clock=self.clock, models=models)
+                                     clock=self.clock, models=models, rules=rules)
         self.runtime = self.deployment.runtime
         self.approvals = self.deployment.approvals
 

@@ -14,7 +14,7 @@ from agent_runtime.ids import RunId
 from agent_runtime.memory_store import InMemoryStore
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
-from agent_runtime.store import Closing
+from agent_runtime.store import Closing, Ruling, ruled_since
 
 
 class InMemoryApprovalStore:
@@ -78,11 +78,8 @@ class InMemoryApprovalStore:
                 approval, version=approval.version + 1)
             self._append(audit)
             self._runs.outbox.enqueue(notices, audit.at)
-            run_id = RunId(approval.run_id)
-            if wake is not None and not self._runs.get_run(run_id).status.finished and (
-                    self._runs.get_event(run_id, wake.key) is None):
-                self._runs.deliver_event(RunId(approval.run_id), wake.key, wake.data,
-                                         wake.delivered_at)
+            if wake is not None:
+                self._wake(RunId(approval.run_id), wake)
             return True
 
     def consume_approval(self, approval_id: str, position: int) -> bool:
@@ -124,11 +121,42 @@ class InMemoryApprovalStore:
                 self._runs.outbox.enqueue(more, audit.at)
             return run
 
+    def create_ruled_approval(self, approval: Approval, audit: AuditDraft,
+                              notices: Sequence[Notice], ruling: Ruling) -> Approval:
+        """Store the approval and, if its limits allow, the ruling, under one lock."""
+        with self._runs._lock:
+            if approval.id in self._approvals:
+                return self._approvals[approval.id]
+            self._approvals[approval.id] = approval
+            self._append(audit)
+            for draft in ruling.shadows:
+                self._append(draft)
+            used = [a for a in self._approvals.values() if ruled_since(a, ruling.since, approval)]
+            allowed = ruling.allowed(used)
+            last = ruling.decision if allowed else ruling.limited
+            if last is not None:
+                self._append(last)
+            if not allowed or ruling.decided is None:
+                self._runs.outbox.enqueue(notices, audit.at)
+                return approval
+            stored = dataclasses.replace(ruling.decided, version=approval.version + 1)
+            self._approvals[approval.id] = stored
+            self._runs.outbox.enqueue(ruling.notices, audit.at)
+            if ruling.wake is not None:
+                self._wake(RunId(approval.run_id), ruling.wake)
+            return stored
+
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals past their deadline or reminder time."""
         with self._runs._lock:
             return [a for a in self._approvals.values() if a.status == ApprovalStatus.PENDING
                     and (a.deadline <= now or (a.remind_at is not None and a.remind_at <= now))]
+
+    def _wake(self, run_id: RunId, wake: Event) -> None:
+        """Deliver ``wake`` unless the run finished or already has it."""
+        if not self._runs.get_run(run_id).status.finished and (
+                self._runs.get_event(run_id, wake.key) is None):
+            self._runs.deliver_event(run_id, wake.key, wake.data, wake.delivered_at)
 
     def _append(self, audit: AuditDraft) -> AuditEntry:
         seq, prev_hash = self._head or (0, GENESIS)

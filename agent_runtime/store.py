@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -142,6 +143,37 @@ Closing = Callable[[Approval], tuple[Approval, AuditDraft, Sequence[Notice]]]
 """Given a pending approval of a cancelled run: the closed approval, its audit entry, notices."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ruling:
+    """What rules make of a new approval, to be stored with it in one transaction.
+
+    ``shadows`` are always appended. ``allowed`` is given the approvals that rules approved
+    since ``since`` or in the same run, read inside that transaction, and tells whether the
+    deciding rule's limits still allow it: if so, ``decided`` (when not None) replaces the
+    pending approval with ``decision`` as its audit entry, ``wake``, and ``notices`` instead
+    of the request's; if not, ``limited`` (when not None) is appended and the approval
+    stays pending, with the request's notices.
+    """
+
+    since: datetime
+    shadows: Sequence[AuditDraft] = ()
+    decided: Approval | None = None
+    decision: AuditDraft | None = None
+    notices: Sequence[Notice] = ()
+    wake: Event | None = None
+    limited: AuditDraft | None = None
+    allowed: Callable[[Sequence[Approval]], bool] = lambda used: True
+
+
+def ruled_since(approval: Approval, since: datetime, new: Approval) -> bool:
+    """Tell whether a rule approved ``approval`` since ``since`` or in ``new``'s run."""
+    by = approval.decided_by
+    return (approval.status == ApprovalStatus.APPROVED and approval.id != new.id
+            and by is not None and by.user_id.startswith("rule:")
+            and (approval.run_id == new.run_id
+                 or (approval.decided_at is not None and approval.decided_at >= since)))
+
+
 class ApprovalStore(Protocol):
     """Durable approvals and their audit log. Decisions are compare-and-set on ``version``."""
 
@@ -201,4 +233,12 @@ class ApprovalStore(Protocol):
                    close: Closing) -> Run:
         """Cancel the run as ``Store.cancel`` does and, in the same transaction, store what
         ``close`` makes of each of its pending approvals (with its audit entry and notices)."""
+        ...
+
+    def create_ruled_approval(self, approval: Approval, audit: AuditDraft,
+                              notices: Sequence[Notice], ruling: Ruling) -> Approval:
+        """Store the approval with its audit entry and, in the same transaction, ``ruling``
+        (see ``Ruling``): safe against concurrent rulings, so two processes never both use a
+        rule's last allowed approval. If the id exists, change nothing and return the stored
+        approval; else return the approval as stored (decided or pending)."""
         ...

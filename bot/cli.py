@@ -29,6 +29,7 @@ from bot import (
     cli_journal,
     cli_mcp,
     cli_outbox,
+    cli_rules,
     cli_runs,
     cli_trace,
 )
@@ -78,6 +79,7 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     cli_dev.add_commands(commands)
     cli_doctor.add_commands(commands)
     cli_mcp.add_commands(commands)
+    cli_rules.add_commands(commands)
     add_demo_commands(commands, port=settings.demo_provider_port,
                       ledger_path=settings.demo_ledger_path,
                       provider_url=settings.demo_provider_url)

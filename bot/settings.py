@@ -15,8 +15,11 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+import yaml
+
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.exceptions import InvalidConfiguration
+from agent_runtime.rules import Rules
 from store.engine import DEFAULT_URL
 
 TRACES_PATH = "/v1/traces"
@@ -100,6 +103,11 @@ class Settings:
     """``SIGNOFF_DRAIN_SECONDS``: after SIGTERM, how long ``signoff serve`` and ``signoff
     worker`` wait for the steps and the outbox batch in flight before exiting anyway (keep it
     under the orchestrator's grace period, 30 s by default on Kubernetes)."""
+    rules: Rules = field(default_factory=Rules)
+    """``SIGNOFF_RULES_FILE``: a YAML or JSON file of approval rules (``rules:`` a list of
+    ``{id, tool, action, mode, reason, when, limits}``; see ``agent_runtime.rules``) that
+    approve or deny some calls without a person, or only record what they would do
+    (``mode: shadow``). Unset: every approval waits for people."""
 
     def secrets(self) -> tuple[str, ...]:
         """Return every secret value set (never to be logged)."""
@@ -134,10 +142,31 @@ class Settings:
             slack_post_interval=_seconds(env, "SIGNOFF_SLACK_POST_INTERVAL_SECONDS", 1.0),
             slack_post_burst=_count(env, "SIGNOFF_SLACK_POST_BURST", 3),
             log_format=_log_format(env),
+            rules=_rules(env),
             **_supervision(env),
             **_model(env),
             **_slack(env),
         )
+
+
+def read_rules_file(path: str, name: str = "SIGNOFF_RULES_FILE") -> Rules:
+    """Read approval rules from a YAML or JSON file, raising SettingsError naming the fault."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            data = yaml.safe_load(file)  # JSON is YAML too
+    except OSError as exc:
+        raise SettingsError(f"{name}: cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"{name}: {path} is not valid YAML or JSON: {exc}") from None
+    try:
+        return Rules.parse(data, f"{name} {path}")
+    except InvalidConfiguration as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def _rules(env: Mapping[str, str]) -> Rules:
+    path = env.get("SIGNOFF_RULES_FILE", "").strip()
+    return read_rules_file(path) if path else Rules()
 
 
 def _split(value: str) -> tuple[str, ...]:

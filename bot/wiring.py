@@ -74,7 +74,7 @@ def build_services(settings: Settings, *, migrate: bool = True, stream_traces: b
     deployment = Deployment(store, approval_store, agents, clock=SystemClock(),
                             workflows=load_workflows(settings.workflow_modules), models=models,
                             notifier=notifier, observer=combined(stream, observer),
-                            tools=GatewayTools())
+                            tools=GatewayTools(), rules=settings.rules)
     return Services(settings=settings, store=store, runtime=deployment.runtime,
                     approvals=deployment.approvals, agents=agents,
                     outbox=SqlOutbox(store.engine), models=models, trace_stream=stream)

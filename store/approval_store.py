@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -27,11 +28,11 @@ from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
-from agent_runtime.store import Closing
+from agent_runtime.store import Closing, Ruling, ruled_since
 from store.engine import reader
 from store.errors import translated
 from store.json_filters import array_has
-from store.models import approvals, audit_head, audit_log
+from store.models import approvals, audit_head, audit_log, runs
 from store.notify import notify_wake
 from store.outbox import write_notices
 from store.sql_store import cancel_in
@@ -62,17 +63,48 @@ class SqlApprovalStore:
         self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice] = ()
     ) -> Approval:
         """Store a pending approval, its audit entry and notices unless the id exists."""
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         with self._tx() as conn:
-            added = conn.execute(dialect.insert(approvals).values(_row(approval))
-                                 .on_conflict_do_nothing(index_elements=["id"])
-                                 .returning(approvals.c.id)).first()
-            if added is None:  # the id exists: creating is idempotent
-                return _approval(conn.execute(
-                    select(approvals).where(approvals.c.id == approval.id)).one())
+            existing = _insert(conn, approval)
+            if existing is not None:
+                return existing
             write_notices(conn, notices, audit.at)
             _append(conn, _lock_head(conn), audit, self._keys)  # the chain's lock last
         return approval
+
+    def create_ruled_approval(self, approval: Approval, audit: AuditDraft,
+                              notices: Sequence[Notice], ruling: Ruling) -> Approval:
+        """Store the approval and, if its limits allow, the ruling, in one transaction.
+
+        The rules' earlier approvals are read after the audit head is locked: every
+        ruling holds that lock until it commits, so the count includes all of them.
+        """
+        with self._tx() as conn:
+            existing = _insert(conn, approval)
+            if existing is not None:
+                return existing
+            if ruling.wake is not None:  # a decision's lock order: the run before the head
+                conn.execute(select(runs.c.id).where(runs.c.id == approval.run_id)
+                             .with_for_update())
+            entry = _append(conn, _lock_head(conn), audit, self._keys)
+            for draft in ruling.shadows:
+                entry = _append(conn, (entry.seq, entry.hash), draft, self._keys)
+            allowed = ruling.allowed(_ruled(conn, approval, ruling.since))
+            last = ruling.decision if allowed else ruling.limited
+            if last is not None:
+                _append(conn, (entry.seq, entry.hash), last, self._keys)
+            if not allowed or ruling.decided is None:
+                write_notices(conn, notices, audit.at)
+                return approval
+            stored = replace(ruling.decided, version=approval.version + 1)
+            conn.execute(update(approvals).where(approvals.c.id == approval.id)
+                         .values(_row(stored)))
+            write_notices(conn, ruling.notices, audit.at)
+            if ruling.wake is not None:
+                wake = ruling.wake
+                deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at,
+                        strict=False)
+                notify_wake(conn)
+        return stored
 
     def get_approval(self, approval_id: str) -> Approval:
         """Return the approval or raise ApprovalNotFound."""
@@ -194,6 +226,26 @@ class SqlApprovalStore:
             or_(approvals.c.deadline <= now, approvals.c.remind_at <= now))
         with self._read() as conn:
             return [_approval(row) for row in conn.execute(query)]
+
+
+def _insert(conn: Connection, approval: Approval) -> Approval | None:
+    """Insert the approval; if its id exists, return the stored one instead."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    added = conn.execute(dialect.insert(approvals).values(_row(approval))
+                         .on_conflict_do_nothing(index_elements=["id"])
+                         .returning(approvals.c.id)).first()
+    if added is not None:
+        return None
+    return _approval(conn.execute(select(approvals).where(approvals.c.id == approval.id)).one())
+
+
+def _ruled(conn: Connection, new: Approval, since: datetime) -> list[Approval]:
+    """Return the approvals rules approved since ``since`` or in ``new``'s run."""
+    query = select(approvals).where(
+        approvals.c.status == ApprovalStatus.APPROVED.value,
+        or_(approvals.c.decided_at >= since, approvals.c.run_id == new.run_id))
+    found = (_approval(row) for row in conn.execute(query))
+    return [approval for approval in found if ruled_since(approval, since, new)]
 
 
 def _lock_head(conn: Connection) -> tuple[int, str]:

@@ -7,10 +7,12 @@ from typing import Any
 
 from agent_runtime import Approval, ApprovalStatus
 from agent_runtime.approvals import ApprovalKind
+from agent_runtime.rules import RULE_ACTOR_PREFIX
 from bot.slack.text import (
     SECTION_LIMIT,
     chunks,
     date,
+    escape,
     has_hidden,
     message,
     shown,
@@ -186,11 +188,15 @@ def decision_line(approval: Approval) -> str:
 
 
 def _verdict(approval: Approval) -> str:
-    """What happened and who did it: "Approved by @dana", "Closed: run cancelled"."""
+    """What happened and who did it: "Approved by @dana", "Approved, decided by rule:small",
+    "Closed: run cancelled"."""
     if approval.decided_by is None:
         cancelled = approval.status == ApprovalStatus.CANCELLED
         return "Closed: run cancelled" if cancelled else approval.status.value.capitalize()
-    return f"{approval.status.value.capitalize()} by {user(approval.decided_by.user_id)}"
+    by = approval.decided_by.user_id
+    if by.startswith(RULE_ACTOR_PREFIX):
+        return f"{approval.status.value.capitalize()}, decided by {escape(by)}"
+    return f"{approval.status.value.capitalize()} by {user(by)}"
 
 
 def _fields(diff: list[dict[str, Any]]) -> str:

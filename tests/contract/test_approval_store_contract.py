@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
 
@@ -22,10 +24,11 @@ from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.audit_report import examine
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event
-from agent_runtime.store import ApprovalStore
+from agent_runtime.store import ApprovalStore, Ruling
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
 from store import SqlStore
 from store.approval_store import SqlApprovalStore
+from store.outbox import SqlOutbox
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KEYS = AuditKeys((AuditKey("k1", b"s" * 32),))
@@ -250,3 +253,103 @@ def test_list_approvals_finds_those_a_person_may_decide(
     assert [a.id for a in approvals.list_approvals(decidable_by="U_OMAR")] == [theirs.id]
     assert approvals.list_approvals(decidable_by="U_DAN") == []
     assert [a.id for a in approvals.list_approvals(limit=1, offset=1)] == [theirs.id]
+
+
+RULE = Actor(user_id="rule:small-refunds", name="rule:small-refunds")
+
+
+def _ruling(approval: Approval, *, limit: int | None = None, seen: list[int] | None = None,
+            ) -> Ruling:
+    decided = dataclasses.replace(_approved(approval), decided_by=RULE)
+
+    def allowed(used: Sequence[Approval]) -> bool:
+        if seen is not None:
+            seen.append(len(used))
+        return limit is None or len(used) < limit
+
+    return Ruling(since=T0 - timedelta(days=1), shadows=[_draft(approval, "rule.shadow")],
+                  decided=decided, decision=_draft(approval, "approve"),
+                  limited=_draft(approval, "rule.limited"),
+                  wake=Event(key="approval:x", data={"status": "approved"}, delivered_at=T0),
+                  allowed=allowed)
+
+
+def _queued(runs: Store) -> list[str]:
+    outbox = runs.outbox if isinstance(runs, InMemoryStore) else SqlOutbox(
+        cast(SqlStore, runs).engine)
+    return [q.notice.key for q in outbox.claim_due("t", now=T0, until=T0 + timedelta(minutes=1),
+                                                   limit=10)]
+
+
+def _notices(approval: Approval, *names: str) -> list[Notice]:
+    return [Notice(key=f"{name}:{approval.id}", run_id=approval.run_id, kind="run.reply",
+                   data={}) for name in names]
+
+
+def test_a_ruling_within_its_limit_decides_and_wakes_the_run(
+        stores: tuple[Store, ApprovalStore]) -> None:
+    """An allowed ruling stores the decided approval, its entries, notices and wake at once."""
+    runs, approvals = stores
+    run_id = _waiting_run(runs)
+    approval = _approval(run_id)
+    ruling = dataclasses.replace(_ruling(approval, limit=1),
+                                 notices=_notices(approval, "decided"))
+    stored = approvals.create_ruled_approval(approval, _draft(approval, "requested"),
+                                             _notices(approval, "asked"), ruling)
+    assert _queued(runs) == [f"decided:{approval.id}"]
+    assert (stored.status, stored.version) == (ApprovalStatus.APPROVED, 1)
+    assert approvals.get_approval(approval.id) == stored
+    assert runs.get_run(run_id).status == RunStatus.PENDING
+    entries, head = approvals.audit_log()
+    assert [e.action for e in entries] == ["requested", "rule.shadow", "approve"]
+    assert verify(entries, head) == []
+    again = approvals.create_ruled_approval(approval, _draft(approval, "requested"), (),
+                                            _ruling(approval))
+    assert again == stored
+    assert len(approvals.audit_log()[0]) == 3
+
+
+def test_a_ruling_past_its_limit_leaves_the_approval_pending(
+        stores: tuple[Store, ApprovalStore]) -> None:
+    """A rule's earlier approvals count against it: past the limit, nothing is decided."""
+    runs, approvals = stores
+    run_id = _waiting_run(runs)
+    first, second = _approval(run_id, position=3), _approval(run_id, position=5)
+    seen: list[int] = []
+    approvals.create_ruled_approval(first, _draft(first, "requested"), (),
+                                    _ruling(first, limit=1, seen=seen))
+    stored = approvals.create_ruled_approval(
+        second, _draft(second, "requested"), _notices(second, "asked"), dataclasses.replace(
+            _ruling(second, limit=1, seen=seen), notices=_notices(second, "decided")))
+    assert seen == [0, 1]
+    assert _queued(runs) == [f"asked:{second.id}"]
+    assert stored.status == ApprovalStatus.PENDING
+    assert approvals.get_approval(second.id).status == ApprovalStatus.PENDING
+    assert [e.action for e in approvals.audit_log()[0]][3:] == [
+        "requested", "rule.shadow", "rule.limited"]
+
+
+def test_concurrent_rulings_never_exceed_a_limit_of_one(
+        stores: tuple[Store, ApprovalStore]) -> None:
+    """Requesters racing for a rule's last allowed approval: exactly one of them gets it."""
+    runs, approvals = stores
+    asked = [_approval(_waiting_run(runs), position=n) for n in range(6)]
+    start = threading.Barrier(len(asked))
+    results: list[Approval] = []
+
+    def request(approval: Approval) -> None:
+        start.wait(timeout=30)
+        results.append(approvals.create_ruled_approval(
+            approval, _draft(approval, "requested"), (), _ruling(approval, limit=1)))
+
+    threads = [threading.Thread(target=request, args=(a,)) for a in asked]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == len(asked)
+    assert [r.status for r in results].count(ApprovalStatus.APPROVED) == 1
+    stored = [approvals.get_approval(a.id).status for a in asked]
+    assert stored.count(ApprovalStatus.APPROVED) == 1
+    entries, head = approvals.audit_log()
+    assert verify(entries, head) == []
