@@ -49,3 +49,20 @@ def test_the_root_says_a_cancelled_run_was_cancelled(world: SlackWorld, bot: Bot
     bot.drain()
     assert "🛑 *Cancelled*" in block_texts(world.root_of(run_id))
     assert bot.services.runtime.get(run_id).status == RunStatus.CANCELLED
+
+
+def test_an_approved_refund_runs_and_shows_while_the_email_still_waits(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """The refund approved first is charged and reported in the thread before the email's
+    decision, and the root then waits only for the email."""
+    run_id = start_refund_run(world, bot)
+    approvals = approvals_of(bot, run_id)
+    acked(bot.click(APPROVER, APPROVE, world.card(approvals["issue_refund"].id)))
+    bot.work()
+    bot.drain()
+    assert [c.order_id for c in world.provider.ledger.charges()] == ["1042"]
+    assert any(r.startswith("🔧 `issue_refund` → ") for r in world.reply_texts(run_id))
+    assert world.provider.ledger.emails() == []
+    assert block_texts(world.root_of(run_id)).count("sign-off on") == 1
+    assert "*send_email*" in block_texts(world.root_of(run_id))
