@@ -328,17 +328,17 @@ class Dispatcher:
         return blocks.run_root(run_id, fields["task"], fields["requester"], fields["agent"],
                                fork=fields.get("fork"), status=status)
 
-    def _live(self, run_id: str) -> tuple[Run, list[Approval]] | None:
-        """The run and its pending approvals (oldest first), if the run can be read."""
+    def _live(self, run_id: str) -> tuple[Run, list[Approval], list[Approval]] | None:
+        """The run and its pending and approved approvals (oldest first), if it can be read."""
         if self._runs is None:
             return None
         try:
             run = self._runs.get_run(RunId(run_id))
         except RunNotFound:
             return None
-        pending = self._approvals.store.list_approvals(run_id=run_id,
-                                                       status=ApprovalStatus.PENDING)
-        return run, pending[::-1]
+        pending, approved = (self._approvals.store.list_approvals(run_id=run_id, status=status)
+                             for status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED))
+        return run, pending[::-1], approved[::-1]
 
     def _update_root(self, item: QueuedNotice, run_id: str) -> None:
         if self._live(run_id) is None:

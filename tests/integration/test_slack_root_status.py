@@ -66,3 +66,18 @@ def test_an_approved_refund_runs_and_shows_while_the_email_still_waits(
     assert world.provider.ledger.emails() == []
     assert block_texts(world.root_of(run_id)).count("sign-off on") == 1
     assert "*send_email*" in block_texts(world.root_of(run_id))
+
+
+def test_a_later_call_approved_first_is_shown_waiting_for_the_earlier_one(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """The email approved before the refund is decided: the root says it runs after the refund."""
+    run_id = start_refund_run(world, bot)
+    approvals = approvals_of(bot, run_id)
+    acked(bot.click(APPROVER, APPROVE, world.card(approvals["send_email"].id)))
+    bot.work()
+    bot.drain()
+    assert world.provider.ledger.emails() == []
+    status = block_texts(world.root_of(run_id))
+    assert (f"⏳ *Waiting* for <@{APPROVER}>'s sign-off on *issue_refund* · *send_email* "
+            "approved, runs once the calls before it are decided") in status
