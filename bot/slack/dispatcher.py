@@ -108,6 +108,9 @@ class IncompleteAnswer(Exception):
     """Slack answered ``ok`` without saying where the message is: not a delivery."""
 
 
+Live = tuple[Run, list[Approval], list[Approval]]
+"""A run as it stands: the run, its pending and its approved approvals, oldest first."""
+
 ChannelRefused = Callable[[Notice, str], None]
 """Told of a run's post that Slack refused for good, with Slack's error code."""
 
@@ -263,7 +266,7 @@ class Dispatcher:
     def _send(self, item: QueuedNotice) -> Delivery | None:
         notice, data = item.notice, item.notice.data
         if notice.kind == ROOT:
-            text, body = self._root(str(notice.run_id), data)
+            text, body = self._root(str(notice.run_id), data, self._live(str(notice.run_id)))
             return self._post(item, data["channel"], text, body)
         if notice.kind == ROOT_UPDATE:
             self._update_root(item, str(notice.run_id))
@@ -319,16 +322,17 @@ class Dispatcher:
                    lambda: self._client.chat_update(channel=card.channel, ts=card.ts, text=text,
                                                     blocks=body))
 
-    def _root(self, run_id: str, fields: dict[str, Any]) -> tuple[str, list[blocks.Block]]:
-        """The root message as the run stands now (the fields given, if its status is unknown)."""
-        live = self._live(run_id)
+    @staticmethod
+    def _root(run_id: str, fields: dict[str, Any], live: Live | None
+              ) -> tuple[str, list[blocks.Block]]:
+        """The root message as the run stands (``fields`` without a status, if unknown)."""
         status = None
         if live is not None:
             fields, status = root_fields(live[0]), status_line(*live)
         return blocks.run_root(run_id, fields["task"], fields["requester"], fields["agent"],
                                fork=fields.get("fork"), status=status)
 
-    def _live(self, run_id: str) -> tuple[Run, list[Approval], list[Approval]] | None:
+    def _live(self, run_id: str) -> Live | None:
         """The run and its pending and approved approvals (oldest first), if it can be read."""
         if self._runs is None:
             return None
@@ -341,10 +345,11 @@ class Dispatcher:
         return run, pending[::-1], approved[::-1]
 
     def _update_root(self, item: QueuedNotice, run_id: str) -> None:
-        if self._live(run_id) is None:
-            return
         root = self._depends_on(root_key(run_id))
-        text, body = self._root(run_id, {})
+        live = self._live(run_id)
+        if live is None:
+            return
+        text, body = self._root(run_id, {}, live)
         self._call(item, Lane.of("chat.update", root.channel),
                    lambda: self._client.chat_update(channel=root.channel, ts=root.ts, text=text,
                                                     blocks=body))
