@@ -348,11 +348,13 @@ class WorkspaceCore:
     def saved_state(self) -> SavedState:
         """Return what outlives a restart: people, channels, messages, ephemerals."""
         with self._lock:
+            next_id = next(self._ids)
+            self._ids = itertools.count(next_id)  # saving uses up no id
             return SavedState(
                 users=list(self._users.values()), channels=list(self._channels.values()),
                 bot_channels=sorted(self._bot_channels), archived=sorted(self._archived),
                 messages=[m for ms in self._messages.values() for m in ms],
-                ephemerals=list(self._ephemerals), next_id=next(self._ids),
+                ephemerals=list(self._ephemerals), next_id=next_id,
                 last_ts_us=self._last_ts_us)
 
     def restore(self, state: SavedState) -> None:
