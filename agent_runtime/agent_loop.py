@@ -34,6 +34,9 @@ class TurnLimitReached(SignoffError):
     """The agent used all its turns without giving a final answer."""
 
 
+AS_DECIDED = "tools.as_decided"
+"""The journal mark of a turn whose calls each run once decided, not after every decision."""
+
 ModelResolver = Callable[[str], Model]
 """Builds the model a run's input names (``AgentInput.model``); ``ValueError`` if unknown."""
 
@@ -169,10 +172,28 @@ class AgentLoop:
         return decision
 
     def _tool_turn(self, calls: tuple[ToolCall, ...]) -> list[Message]:
+        """Run a turn's calls in order, each as soon as it (and every call before it) is decided.
+
+        Journals written before calls ran as decided waited for every decision first; they
+        replay that way, so a run in flight across an upgrade stays deterministic.
+        """
         plans = [self._plan(call) for call in calls]
-        decisions = {plan.approval_id: self.ctx.wait_for(wake_key(plan.approval_id))
-                     for plan in plans if plan.approval_id}
-        return [self._answer(plan, decisions) for plan in plans]
+        if not any(plan.approval_id for plan in plans) or self._runs_as_decided():
+            return [self._answer(plan, self._decision(plan)) for plan in plans]
+        decisions = [self._decision(plan) for plan in plans]
+        return [self._answer(plan, decision) for plan, decision in zip(plans, decisions,
+                                                                       strict=True)]
+
+    def _runs_as_decided(self) -> bool:
+        """Journal (or replay) the mark of a turn whose calls run as they are decided."""
+        if self.ctx.replaying and self.ctx.next_step_name() != AS_DECIDED:
+            return False
+        self.ctx.step(_record, {}, name=AS_DECIDED)
+        return True
+
+    def _decision(self, plan: ToolPlan) -> Any:
+        """Wait for the person deciding ``plan``'s call, if it needs one."""
+        return self.ctx.wait_for(wake_key(plan.approval_id)) if plan.approval_id else None
 
     def _plan(self, call: ToolCall) -> ToolPlan:
         tool = self.agent.tools.get(call.name)
@@ -187,10 +208,9 @@ class AgentLoop:
             return ToolPlan(call, tool, None)
         return ToolPlan(call, tool, None, self.effects.request_approval(tool, call.arguments))
 
-    def _answer(self, plan: ToolPlan, decisions: dict[str, Any]) -> Message:
+    def _answer(self, plan: ToolPlan, decision: Any) -> Message:
         result = plan.result
         if result is None and plan.tool is not None:
-            decision = decisions.get(plan.approval_id or "")
             result = self._run_tool(plan.tool, plan.call.arguments, decision)
         assert result is not None
         return Message(role="tool", tool_call_id=plan.call.id, content=result.content,

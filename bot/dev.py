@@ -26,6 +26,7 @@ from bot.dev_app import RunningApp
 from bot.dev_panel import DevPanel
 from bot.dev_worker import WorkerSupervisor, worker_command
 from bot.sandbox.app_link import AppLink
+from bot.sandbox.saved import keep_saved, load_workspace
 from bot.sandbox.ui_api import Persona, SandboxUi
 from bot.sandbox.web import PortTaken, SandboxServer, bind_sandbox
 from bot.sandbox.web_api import SlackWebApi
@@ -72,6 +73,11 @@ class DevOptions:
     def worker_log(self) -> Path:
         """Return the file the worker child writes its log to."""
         return self.data_dir / "worker.log"
+
+    @property
+    def slack_file(self) -> Path:
+        """Return the file the sandbox keeps its channels, messages and cards in."""
+        return self.data_dir / "slack.json"
 
     @property
     def hold_file(self) -> Path:
@@ -165,7 +171,8 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
         services = build_services(settings, stream_traces=True)
         cleanup.callback(services.store.engine.dispose)
         cleanup.callback(services.shutdown)
-        workspace = Workspace()
+        workspace = load_workspace(options.slack_file)
+        cleanup.callback(keep_saved(workspace, options.slack_file))
         client = web_client(settings)
         app = RunningApp(wsgi(slack_app(services, client)), host=options.host)
         cleanup.callback(app.stop)
@@ -194,7 +201,8 @@ def reset(options: DevOptions) -> None:
     for path in (options.database, options.ledger):
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
-    for path in (options.worker_log, options.hold_file, Path(f"{options.hold_file}.arm")):
+    for path in (options.slack_file, options.worker_log, options.hold_file,
+                 Path(f"{options.hold_file}.arm")):
         path.unlink(missing_ok=True)
 
 
@@ -240,7 +248,7 @@ def banner(stack: DevStack) -> list[str]:
         f"signoff dev: open {stack.url} in a browser",
         f"  people   {roles}",
         "  try      /agent refund order 1042 and email the customer",
-        f"  data     {data}/ (signoff.db, ledger.db, worker.log); --reset starts afresh",
+        f"  data     {data}/ (signoff.db, ledger.db, slack.json, worker.log); --reset: afresh",
         f"  slack    Web API {stack.web.api_url} · app {stack.app.request_url}",
         "  Ctrl-C stops everything",
     ]

@@ -89,7 +89,8 @@ def dispatcher(services: Services, client: WebClient,
                               on_refused=None if metrics is None else metrics.slack_refused)
     refusals = ChannelRefusals(services.runtime, services.approvals)
     return Dispatcher(services.outbox, client, services.approvals, SystemClock(),
-                      owner=default_owner(), options=options, channel_refused=refusals.refused)
+                      owner=default_owner(), options=options, channel_refused=refusals.refused,
+                      runs=services.store)
 
 
 def serve(settings: Settings, parts: Parts) -> int:

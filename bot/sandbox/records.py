@@ -221,3 +221,17 @@ class WorkspaceEvent:
     kind: EventKind
     at: float
     subject: Message | EphemeralMessage | View | Channel | User | ApiCall
+
+
+@dataclass(frozen=True)
+class SavedState:
+    """What a workspace keeps across restarts: people, channels, messages and ephemerals."""
+
+    users: list[User]
+    channels: list[Channel]
+    bot_channels: list[str]
+    archived: list[str]
+    messages: list[Message]
+    ephemerals: list[EphemeralMessage]
+    next_id: int
+    last_ts_us: int

@@ -47,7 +47,7 @@ class SandboxServer(ThreadingHTTPServer):
     """A threading HTTP server for the sandbox; routes are attached by ``start()``."""
 
     daemon_threads = True
-    allow_reuse_address = False
+    allow_reuse_address = True  # a restart must not wait out the TIME_WAIT of the last run
     request_queue_size = 64
 
     def __init__(self, address: tuple[str, int]) -> None:

@@ -22,6 +22,7 @@ from bot.sandbox.records import (
     EventKind,
     Fault,
     Message,
+    SavedState,
     Trigger,
     User,
     View,
@@ -341,6 +342,35 @@ class WorkspaceCore:
         """Wait until ``predicate()`` (re-checked after each change) holds; False on timeout."""
         with self._changed:
             return self._changed.wait_for(predicate, timeout)
+
+    # -- saving and loading ------------------------------------------------------------------
+
+    def saved_state(self) -> SavedState:
+        """Return what outlives a restart: people, channels, messages, ephemerals."""
+        with self._lock:
+            next_id = next(self._ids)
+            self._ids = itertools.count(next_id)  # saving uses up no id
+            return SavedState(
+                users=list(self._users.values()), channels=list(self._channels.values()),
+                bot_channels=sorted(self._bot_channels), archived=sorted(self._archived),
+                messages=[m for ms in self._messages.values() for m in ms],
+                ephemerals=list(self._ephemerals), next_id=next_id,
+                last_ts_us=self._last_ts_us)
+
+    def restore(self, state: SavedState) -> None:
+        """Replace people, channels, messages and ephemerals with ``state`` (before serving)."""
+        with self._lock:
+            self._users = {u.id: u for u in state.users}
+            self._users.setdefault(self.bot_user.id, self.bot_user)
+            self._channels = {c.id: c for c in state.channels}
+            self._ims = {c.user: c.id for c in state.channels if c.is_im and c.user}
+            self._bot_channels, self._archived = set(state.bot_channels), set(state.archived)
+            self._messages = {c.id: [] for c in state.channels}
+            for message in state.messages:
+                self._messages.setdefault(message.channel, []).append(message)
+            self._ephemerals = list(state.ephemerals)
+            self._ids = itertools.count(state.next_id)
+            self._last_ts_us = max(self._last_ts_us, state.last_ts_us)
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -79,12 +79,16 @@ def compact(args: Any) -> str:
 
 
 def run_root(run_id: str, task: str, requester: str, agent: str,
-             fork: dict[str, Any] | None = None) -> tuple[str, list[Block]]:
-    """The run's root message: the task, who asked, the run id and what it was forked from."""
+             fork: dict[str, Any] | None = None, *,
+             status: str | None = None) -> tuple[str, list[Block]]:
+    """The run's root message: the task, who asked, its status (already mrkdwn), the run id
+    and what it was forked from."""
     name = tool_name(agent)
-    text = f"{user(requester)} started a run of {name}: {shown(task, 500)}"
+    text = f"{user(requester)} started a run of {name}: {shown(task, 500)}" + (
+        f"\n{status}" if status else "")
     origin = "" if fork is None else f" · fork of `{fork['from']}` from step {fork['at']}"
     blocks = [section(f"*Task* from {user(requester)}\n{shown(task, 2800)}"),
+              *([section(status)] if status else []),
               context(f"run `{run_id}` · agent {name}{origin} · history in this thread"),
               {"type": "actions", "block_id": f"run:{run_id}", "elements": [
                   _button("History", HISTORY, run_id)]}]

@@ -23,7 +23,16 @@ from typing import Any, TypeVar
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from agent_runtime import Approvals, Clock
+from agent_runtime import (
+    Approval,
+    Approvals,
+    ApprovalStatus,
+    Clock,
+    Run,
+    RunId,
+    RunNotFound,
+    Store,
+)
 from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.notices import Delivery, Notice, Outbox, QueuedNotice
 from bot.slack import blocks
@@ -39,9 +48,20 @@ from bot.slack.delivery_errors import (
     retry_after,
     slack_error,
 )
-from bot.slack.notifier import CARD, CARD_UPDATE, DM, EPHEMERAL, REPLY, ROOT, root_key
+from bot.slack.notifier import (
+    CARD,
+    CARD_UPDATE,
+    DM,
+    EPHEMERAL,
+    REPLY,
+    ROOT,
+    ROOT_UPDATE,
+    root_fields,
+    root_key,
+)
 from bot.slack.pacing import ChannelPacing, Pace
 from bot.slack.rate_limits import EVERYTHING, PER_CHANNEL, Lane, RateLimits
+from bot.slack.run_status import status_line
 from bot.slack.sent_lookup import find_sent, metadata
 
 logger = logging.getLogger(__name__)
@@ -88,6 +108,9 @@ class IncompleteAnswer(Exception):
     """Slack answered ``ok`` without saying where the message is: not a delivery."""
 
 
+Live = tuple[Run, list[Approval], list[Approval]]
+"""A run as it stands: the run, its pending and its approved approvals, oldest first."""
+
 ChannelRefused = Callable[[Notice, str], None]
 """Told of a run's post that Slack refused for good, with Slack's error code."""
 
@@ -113,7 +136,8 @@ class Dispatcher:
 
     def __init__(self, outbox: Outbox, client: WebClient, approvals: Approvals, clock: Clock,
                  owner: str, options: DispatchOptions | None = None,
-                 channel_refused: ChannelRefused | None = None) -> None:
+                 channel_refused: ChannelRefused | None = None,
+                 runs: Store | None = None) -> None:
         self._options = options or DispatchOptions()
         self._outbox = outbox
         self._client = sending_client(client, self._options)
@@ -123,6 +147,7 @@ class Dispatcher:
         self._limits = RateLimits()
         self._pacing = ChannelPacing(self._options.pace)
         self._channel_refused = channel_refused
+        self._runs = runs  # without it, root messages show no live status
         # conversations.open answers the same IM id every time: one call per approver suffices
         self._dm_channels: dict[str, str] = {}
 
@@ -241,9 +266,11 @@ class Dispatcher:
     def _send(self, item: QueuedNotice) -> Delivery | None:
         notice, data = item.notice, item.notice.data
         if notice.kind == ROOT:
-            text, body = blocks.run_root(str(notice.run_id), data["task"], data["requester"],
-                                         data["agent"], fork=data.get("fork"))
+            text, body = self._root(str(notice.run_id), data, self._live(str(notice.run_id)))
             return self._post(item, data["channel"], text, body)
+        if notice.kind == ROOT_UPDATE:
+            self._update_root(item, str(notice.run_id))
+            return None
         if notice.kind == REPLY:
             root = self._depends_on(root_key(str(notice.run_id)))
             return self._post(item, root.channel, data["text"], None, thread_ts=root.ts)
@@ -293,6 +320,38 @@ class Dispatcher:
         text, body = blocks.approval_card(self._approvals.get(approval_id))
         self._call(item, Lane.of("chat.update", card.channel),
                    lambda: self._client.chat_update(channel=card.channel, ts=card.ts, text=text,
+                                                    blocks=body))
+
+    @staticmethod
+    def _root(run_id: str, fields: dict[str, Any], live: Live | None
+              ) -> tuple[str, list[blocks.Block]]:
+        """The root message as the run stands (``fields`` without a status, if unknown)."""
+        status = None
+        if live is not None:
+            fields, status = root_fields(live[0]), status_line(*live)
+        return blocks.run_root(run_id, fields["task"], fields["requester"], fields["agent"],
+                               fork=fields.get("fork"), status=status)
+
+    def _live(self, run_id: str) -> Live | None:
+        """The run and its pending and approved approvals (oldest first), if it can be read."""
+        if self._runs is None:
+            return None
+        try:
+            run = self._runs.get_run(RunId(run_id))
+        except RunNotFound:
+            return None
+        pending, approved = (self._approvals.store.list_approvals(run_id=run_id, status=status)
+                             for status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED))
+        return run, pending[::-1], approved[::-1]
+
+    def _update_root(self, item: QueuedNotice, run_id: str) -> None:
+        root = self._depends_on(root_key(run_id))
+        live = self._live(run_id)
+        if live is None:
+            return
+        text, body = self._root(run_id, {}, live)
+        self._call(item, Lane.of("chat.update", root.channel),
+                   lambda: self._client.chat_update(channel=root.channel, ts=root.ts, text=text,
                                                     blocks=body))
 
     def _post(self, item: QueuedNotice, channel: str, text: str,

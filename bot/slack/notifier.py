@@ -21,8 +21,9 @@ from agent_runtime.records import StepKind
 from bot.slack.blocks import decision_line
 from bot.slack.text import message, shown, tool_name
 
-ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL = (
-    "run.root", "run.reply", "approval.card", "approval.dm", "approval.update", "ephemeral")
+ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE = (
+    "run.root", "run.reply", "approval.card", "approval.dm", "approval.update", "ephemeral",
+    "run.root.update")
 REPLY_LIMIT = 600
 PLANS_SHOWN = 10
 """The planned tool calls a reply names before summing up the rest."""
@@ -33,6 +34,16 @@ def slack_context(run: Run) -> dict[str, Any] | None:
     data = run.input if isinstance(run.input, dict) else {}
     found = (data.get("context") or {}).get("slack")
     return found if isinstance(found, dict) and found.get("channel") else None
+
+
+def root_fields(run: Run) -> dict[str, Any]:
+    """What the root message says of a run besides its status: task, requester, agent, fork."""
+    data = run.input if isinstance(run.input, dict) else {}
+    return {"task": data.get("task", ""),
+            "requester": (data.get("requester") or {}).get("user_id", ""),
+            "agent": run.workflow.removeprefix("agent:"),
+            "fork": None if run.forked_from is None else {"from": run.forked_from,
+                                                          "at": run.fork_at}}
 
 
 def root_key(run_id: str) -> str:
@@ -56,12 +67,8 @@ class SlackNotifier:
         where = slack_context(run)
         if where is None:
             return ()
-        return [Notice(key=root_key(run.id), run_id=run.id, kind=ROOT, data={
-            "channel": where["channel"], "task": run.input.get("task", ""),
-            "requester": (run.input.get("requester") or {}).get("user_id", ""),
-            "agent": run.workflow.removeprefix("agent:"),
-            "fork": None if run.forked_from is None else {"from": run.forked_from,
-                                                           "at": run.fork_at}})]
+        return [Notice(key=root_key(run.id), run_id=run.id, kind=ROOT,
+                       data={"channel": where["channel"]} | root_fields(run))]
 
     def step_committed(self, run: Run, step: StepRecord) -> Sequence[Notice]:
         """A concise thread reply for the steps a person cares about."""
@@ -70,7 +77,8 @@ class SlackNotifier:
         text = describe_step(step)
         if text is None:
             return ()
-        return [_reply(run.id, f"step:{step.position}", text)]
+        status = [_root_update(run.id, f"step:{step.position}")] if _waits(step) else []
+        return [_reply(run.id, f"step:{step.position}", text), *status]
 
     def run_ended(self, run: Run) -> Sequence[Notice]:
         """The final answer or the error, in the thread."""
@@ -86,7 +94,7 @@ class SlackNotifier:
             icon = "🛑" if run.status == RunStatus.CANCELLED else "❌"
             text = f"{icon} *{run.status.value.capitalize()}*" + (
                 f": {shown(error.message, 2500)}" if error else "")
-        return [_reply(run.id, "end", text)]
+        return [_reply(run.id, "end", text), _root_update(run.id, "end")]
 
     def approval_changed(self, approval: Approval, action: str) -> Sequence[Notice]:
         """Post the card (and DMs) when asked; update them and tell the thread after."""
@@ -96,8 +104,10 @@ class SlackNotifier:
             return ()
         if slack_context(run) is None:
             return ()
+        status = _root_update(run.id, f"approval:{approval.id}:{action}:v{approval.version}")
         if action == "requested":
-            return [_card(approval, None), *(_card(approval, u) for u in approval.eligible)]
+            return [_card(approval, None), *(_card(approval, u) for u in approval.eligible),
+                    status]
         dms = list(approval.policy.get("approvers", []))
         if approval.escalated and action != "escalated":
             dms += approval.policy.get("escalate_to", [])
@@ -110,7 +120,7 @@ class SlackNotifier:
         if approval.status != ApprovalStatus.PENDING:
             notices.append(_reply(run.id, f"decided:{approval.id}",
                                   f"*{tool_name(approval.tool)}*: {decision_line(approval)}"))
-        return notices
+        return [*notices, status]
 
 
 def describe_step(step: StepRecord) -> str | None:
@@ -145,6 +155,16 @@ def _args(value: Any) -> str:
 def _reply(run_id: str, suffix: str, text: str) -> Notice:
     return Notice(key=f"run:{run_id}:{suffix}", run_id=run_id, kind=REPLY,
                   data={"text": message(text)})
+
+
+def _waits(step: StepRecord) -> bool:
+    """Whether the step puts the run in a wait its root message should show."""
+    return step.name == "budget.exhausted"
+
+
+def _root_update(run_id: str, suffix: str) -> Notice:
+    """Update the root message to the run's status when sent (a later state, if any, wins)."""
+    return Notice(key=f"{root_key(run_id)}:{suffix}", run_id=run_id, kind=ROOT_UPDATE)
 
 
 def _card(approval: Approval, user: str | None) -> Notice:

@@ -83,10 +83,10 @@ LIVE_WORKERS = 2
 LEASE_TTL_S = 0.8
 """Short, so that a standby takes a killed worker's run over soon; long enough that a
 worker on a loaded machine does not lose its lease while it waits for the provider."""
-LAST_ENTRY = 16
-"""The demo run's last journal position (``check_run`` asserts its 17 entries)."""
-BEFORE_THE_REFUND = 11
-"""The journal length at which the demo run waits for the email's approval, the last stop
+LAST_ENTRY = 17
+"""The demo run's last journal position (it has 18 entries)."""
+BEFORE_THE_REFUND = 10
+"""The journal length at which the demo run waits for the refund's approval, the last stop
 before the refund: a run kept for the kill between charge and commit is killed before it."""
 SCENARIO_TIMEOUT_S = 150.0
 CLAIMED, AT_STEP, STARTING = "after-claim", "at-step", "starting"
@@ -295,8 +295,10 @@ class CrashDriver:
         return state if state.status in (RunStatus.WAITING, RunStatus.COMPLETED) else None
 
     def _refund_is_next(self) -> bool:
+        """The refund is approved and has not run: it runs next (the email may still wait)."""
         found = self.services.approvals.store.list_approvals(run_id=self.run_id)
-        return len(found) == 2 and all(a.status == ApprovalStatus.APPROVED for a in found)
+        return any(a.tool == "issue_refund" and a.status == ApprovalStatus.APPROVED
+                   and a.consumed_by is None for a in found)
 
     def _decide(self, state: RunState) -> None:
         key = state.wait_key or ""

@@ -18,6 +18,8 @@ from typing import Any
 
 from tests.integration import REPO_ROOT, run_cli, signoff_command, wait_until
 
+APPROVE = "approval.approve"
+TASK = "/agent refund order 1042 and email the customer"
 URL_LINE = re.compile(r"open (http://127\.0\.0\.1:\d+/) ")
 START_TIMEOUT_S = 30.0
 
@@ -30,10 +32,10 @@ def _env() -> dict[str, str]:
 
 
 @contextmanager
-def _dev(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """Start ``signoff dev --port 0``; yield it and its URL; kill it if the test did not stop it."""
-    log = (tmp_path / "dev.log").open("w")
-    proc = subprocess.Popen([*signoff_command(), "dev", "--port", "0", "--dir", "dev"],
+def _dev(tmp_path: Path, port: int = 0) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Start ``signoff dev --port PORT``; yield it and its URL; kill it if the test did not."""
+    log = (tmp_path / "dev.log").open("a")
+    proc = subprocess.Popen([*signoff_command(), "dev", "--port", str(port), "--dir", "dev"],
                             env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=log,
                             text=True)
     try:
@@ -65,7 +67,26 @@ def _get(url: str) -> Any:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(url, timeout=10) as response:
         body = response.read()
-    return json.loads(body) if url.endswith(("/ui/panel", "/ui/bootstrap")) else body.decode()
+    return json.loads(body) if "/ui/" in url else body.decode()
+
+
+def _post(url: str, body: dict[str, Any]) -> Any:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with opener.open(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _cards(url: str) -> list[dict[str, Any]]:
+    """The messages in the first run's thread that still offer Approve, as Rita sees them."""
+    state = _get(url + "ui/state?user=U_RITA")
+    roots = [m for m in state["messages"] if m["reply_count"]]
+    if not roots:
+        return []
+    thread = _get(url + f"ui/state?user=U_RITA&channel={state['channel']}"
+                        f"&thread={roots[0]['ts']}")["thread"]
+    return [m for m in thread["replies"] if APPROVE in json.dumps(m["blocks"])]
 
 
 def _running_worker(url: str, restarts: int = 0) -> dict[str, Any]:
@@ -129,3 +150,27 @@ def test_dev_restarts_a_dead_worker_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
         assert _gone(second["pid"])
+
+
+def test_dev_restarted_on_its_port_keeps_the_cards_and_they_still_work(tmp_path: Path) -> None:
+    """Ctrl-C then a restart on the same port: it starts, shows the cards, and a click approves."""
+    with _dev(tmp_path) as (proc, url):
+        channel = _get(url + "ui/state?user=U_RITA")["channel"]
+        assert _post(url + "ui/command", {"user": "U_RITA", "channel": channel,
+                                          "text": TASK})["ok"]
+        cards = wait_until(lambda: _cards(url) if len(_cards(url)) == 2 else None,
+                           timeout=30, what="two approval cards")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    with _dev(tmp_path, port) as (proc, again):
+        assert again == url
+        assert [c["ts"] for c in _cards(url)] == [c["ts"] for c in cards]
+        block = next(b for b in cards[0]["blocks"] if APPROVE in json.dumps(b))
+        assert _post(url + "ui/click", {"user": "U_DANA", "channel": channel,
+                                        "ts": cards[0]["ts"], "action_id": APPROVE,
+                                        "block_id": block["block_id"]})["ok"]
+        wait_until(lambda: len(_cards(url)) == 1 or None, timeout=30,
+                   what="the approved card updated in place")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0

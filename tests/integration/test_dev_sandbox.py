@@ -193,17 +193,19 @@ def test_a_click_reaches_the_app_as_a_signed_block_actions_payload() -> None:
 
 
 def test_reset_forgets_the_sessions_runs_and_nothing_else(tmp_path: Path) -> None:
-    """--reset deletes the database, ledger and log it made; other files in DIR stay."""
+    """--reset deletes the database, ledger, Slack messages and log it made; other files stay."""
     options = DevOptions(port=0, data_dir=tmp_path / "dev", concurrency=1)
     first = start_dev(options, dict(os.environ))
     try:
         first.services.runtime.start("agent:demo", {"task": "help", "requester": {"user_id": "U"}})
+        first.workspace.post_message("general", text="kept until --reset")
     finally:
         first.stop()
     (options.data_dir / "notes.txt").write_text("mine")
     again = start_dev(DevOptions(port=0, data_dir=options.data_dir, reset=True), dict(os.environ))
     try:
         assert again.services.runtime.runs() == []
+        assert again.workspace.messages(again.workspace.resolve_channel("general").id) == []
     finally:
         again.stop()
     assert (options.data_dir / "notes.txt").read_text() == "mine"

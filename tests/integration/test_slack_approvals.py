@@ -35,6 +35,12 @@ from tests.integration.slack_readers import (
 )
 
 
+def card_updates(world: SlackWorld) -> list[str]:
+    """Return the ts of every message updated that is not a run's root (whose status moves)."""
+    roots = {m.ts for m in world.roots()}
+    return [c.params["ts"] for c in world.successful("chat.update") if c.params["ts"] not in roots]
+
+
 def answer_of(bot: BotInstance, run_id: RunId) -> str:
     """Return the final answer of a completed run, as the agent gave it."""
     run = bot.services.runtime.get(run_id)
@@ -75,7 +81,7 @@ def test_approve_updates_the_card_in_place_and_the_run_finishes(
 
     assert bot.work() == 1
     assert bot.services.runtime.get(run_id).status == RunStatus.WAITING, "email still pending"
-    assert world.provider.ledger.charges() == [], "the refund waits for the email's decision"
+    assert len(world.provider.ledger.charges()) == 1, "the refund ran once approved"
     acked(bot.click(APPROVER, APPROVE, world.card(email.id)))
     assert bot.decision(email.id).status == ApprovalStatus.APPROVED
     bot.work()
@@ -111,7 +117,7 @@ def test_outsider_is_refused_privately_and_a_late_click_is_told_who_decided(
     assert has_status(bot, refund.id, ApprovalStatus.PENDING)
     assert world.workspace.views() == [], "no modal for someone who may not decide"
     assert world.card(refund.id).edits == ()
-    assert world.successful("chat.update") == []
+    assert card_updates(world) == []
 
     dm_card = world.card(refund.id, channel=world.dm(APPROVER)[0].channel)
     acked(bot.click(APPROVER, APPROVE, card))
@@ -213,7 +219,7 @@ def test_edit_validates_in_the_modal_and_the_tool_runs_with_the_edited_arguments
         '{"order_id": "1042", "amount_cents": 2000, "to": "me@example.com"}')
     assert has_status(bot, refund.id, ApprovalStatus.PENDING)
     bot.drain()
-    assert world.successful("chat.update") == []
+    assert card_updates(world) == []
 
     edited = {"order_id": "1042", "amount_cents": 2000}
     assert acked(bot.submit(APPROVER, view, json.dumps(edited))).body == ""

@@ -55,7 +55,7 @@ def test_slash_command_starts_a_run_and_posts_the_thread_cards_and_dms(
     bot.drain()
 
     root = world.root_of(run_id)
-    assert root.text == f"<@{REQUESTER}> started a run of demo: {TASK}"
+    assert root.text.splitlines()[0] == f"<@{REQUESTER}> started a run of demo: {TASK}"
     assert buttons(root) == [(HISTORY, run_id)]
     replies = world.reply_texts(run_id)
     assert replies[0] == '🤖 Plans: `lookup_order`({"order_id": "1042"})'
@@ -168,7 +168,7 @@ def test_a_direction_override_in_a_task_reaches_slack_as_a_visible_escape(
     root = world.root_of(run_id)
     shown = "refund order 1042 to \\u202eexample.com@evil\\u200b"
     assert root.text is not None
-    assert root.text.endswith(shown)
+    assert root.text.splitlines()[0].endswith(shown)
     assert (root.blocks or [{}])[0]["text"]["text"].endswith(shown)
 
 
@@ -194,7 +194,7 @@ def test_untrusted_task_text_starts_runs_and_is_escaped_on_its_way_to_slack(
         escaped = task.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         section = (root.blocks or [{}])[0]["text"]["text"]
         if len(task) < 500:
-            assert root.text == f"<@{REQUESTER}> started a run of demo: {escaped}"
+            assert root.text.splitlines()[0] == f"<@{REQUESTER}> started a run of demo: {escaped}"
             assert section == f"*Task* from <@{REQUESTER}>\n{escaped}"
         else:
             assert len(section) <= 3000, "Slack's section limit"
@@ -247,7 +247,7 @@ def test_fork_from_here_in_the_history_starts_a_fork_in_its_own_thread(
     bot.work()
     bot.drain()
     root = world.root_of(fork.id)
-    assert root.text == f"<@{REQUESTER}> started a run of demo: {TASK}"
+    assert root.text.splitlines()[0] == f"<@{REQUESTER}> started a run of demo: {TASK}"
     assert f"fork of `{run_id}` from step {model_steps[-1]}" in json.dumps(root.blocks)
     assert bot.services.runtime.get(fork.id).status == RunStatus.WAITING
     assert len(approvals_of(bot, fork.id)) == 2, "the fork asks for its own approvals"

@@ -25,6 +25,7 @@ from agent_runtime.records import ErrorInfo, StepKind, StepRecord
 from agent_runtime.testing import InMemoryStore
 from bot.slack import blocks
 from bot.slack.notifier import REPLY, SlackNotifier, describe_step
+from bot.slack.run_status import status_line
 from bot.slack.text import TEXT_LIMIT, escape
 from bot.slack.views import history_message
 from tests.unit.agent_harness import AgentHarness
@@ -91,11 +92,11 @@ def thread_replies(tool: str) -> Iterator[str]:
                    *notifier.approval_changed(shown, state)]
         yield from (n.data["text"] for n in notices if n.kind == REPLY)
     for step in steps(tool):
-        yield from (n.data["text"] for n in notifier.step_committed(run, step))
+        yield from (n.data["text"] for n in notifier.step_committed(run, step) if n.kind == REPLY)
     answer = {"answer": HOSTILE}
     for ended in (replace(run, status=RunStatus.COMPLETED, output=answer),
                   replace(run, status=RunStatus.FAILED, error=ErrorInfo(type="E", message=TASK))):
-        yield from (n.data["text"] for n in notifier.run_ended(ended))
+        yield from (n.data["text"] for n in notifier.run_ended(ended) if n.kind == REPLY)
 
 
 def hostile_run_history() -> tuple[str, list[blocks.Block]]:
@@ -125,6 +126,21 @@ def messages() -> Iterator[tuple[str, str, list[blocks.Block] | None]]:
     yield ("history of a run", *hostile_run_history())
     yield ("root", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME,
                                     fork={"from": "r0", "at": 3}))
+    for i, status in enumerate(root_statuses()):
+        yield (f"root status {i}", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME,
+                                                    status=status))
+
+
+def root_statuses() -> Iterator[str]:
+    """The status lines of a run's root, for hostile tools, answers and errors."""
+    run = InMemoryStore().create_run(RunId("r1"), "agent:x", {"task": TASK}, AT)
+    for tool in NAMES.values():
+        yield status_line(replace(run, status=RunStatus.WAITING),
+                          [shown for _, shown in card_states(tool)][:1] * 3)
+    yield status_line(replace(run, status=RunStatus.COMPLETED,
+                              output={"answer": HOSTILE}), [])
+    yield status_line(replace(run, status=RunStatus.FAILED,
+                              error=ErrorInfo(type="E", message=TASK)), [])
 
 
 def modals() -> Iterator[tuple[str, dict[str, Any]]]:

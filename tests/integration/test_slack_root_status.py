@@ -1,0 +1,83 @@
+"""The run's root message tells the story: its live status, updated in place, and the answer."""
+
+from __future__ import annotations
+
+from agent_runtime import RunStatus
+from bot.slack.blocks import APPROVE
+from tests.integration.slack_harness import (
+    APPROVER,
+    BotInstance,
+    SlackWorld,
+    acked,
+    start_refund_run,
+)
+from tests.integration.slack_readers import approvals_of, block_texts
+
+
+def test_the_root_shows_who_the_run_waits_for_and_then_its_answer(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """The root is edited in place from "waiting for X's sign-off" to the run's final answer."""
+    run_id = start_refund_run(world, bot)
+    root = world.root_of(run_id)
+    who = f"<@{APPROVER}>'s sign-off on"
+    assert f"⏳ *Waiting* for {who} *issue_refund*; {who} *send_email*" in block_texts(root)
+    approvals = approvals_of(bot, run_id)
+
+    acked(bot.click(APPROVER, APPROVE, world.card(approvals["issue_refund"].id)))
+    bot.drain()
+    assert f"⏳ *Waiting* for {who} *send_email*" in block_texts(world.root_of(run_id))
+    acked(bot.click(APPROVER, APPROVE, world.card(approvals["send_email"].id)))
+    bot.drain()
+    assert "🔄 *Running*" in block_texts(world.root_of(run_id))
+    bot.work()
+    bot.drain()
+
+    run = bot.services.runtime.get(run_id)
+    assert run.status == RunStatus.COMPLETED
+    final = world.root_of(run_id)
+    assert final.ts == root.ts
+    assert "✅ *Completed:* " in block_texts(final)
+    assert str(run.output["answer"])[:40] in block_texts(final)
+    assert "✅ *Completed:* " in final.text, "the fallback text (notifications) says it too"
+
+
+def test_the_root_says_a_cancelled_run_was_cancelled(world: SlackWorld, bot: BotInstance) -> None:
+    """A run cancelled while it waits shows so on its root, not only in the thread."""
+    run_id = start_refund_run(world, bot)
+    bot.services.runtime.cancel(run_id)
+    bot.drain()
+    assert "🛑 *Cancelled*" in block_texts(world.root_of(run_id))
+    assert bot.services.runtime.get(run_id).status == RunStatus.CANCELLED
+
+
+def test_an_approved_refund_runs_and_shows_while_the_email_still_waits(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """The refund approved first is charged and reported in the thread before the email's
+    decision, and the root then waits only for the email."""
+    run_id = start_refund_run(world, bot)
+    approvals = approvals_of(bot, run_id)
+    acked(bot.click(APPROVER, APPROVE, world.card(approvals["issue_refund"].id)))
+    bot.work()
+    bot.drain()
+    assert [c.order_id for c in world.provider.ledger.charges()] == ["1042"]
+    assert any(r.startswith("🔧 `issue_refund` → ") for r in world.reply_texts(run_id))
+    assert world.provider.ledger.emails() == []
+    assert block_texts(world.root_of(run_id)).count("sign-off on") == 1
+    assert "*send_email*" in block_texts(world.root_of(run_id))
+
+
+def test_a_later_call_approved_first_is_shown_waiting_for_the_earlier_one(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """The email approved before the refund is decided: the root says it runs after the refund."""
+    run_id = start_refund_run(world, bot)
+    approvals = approvals_of(bot, run_id)
+    acked(bot.click(APPROVER, APPROVE, world.card(approvals["send_email"].id)))
+    bot.work()
+    bot.drain()
+    assert world.provider.ledger.emails() == []
+    status = block_texts(world.root_of(run_id))
+    assert (f"⏳ *Waiting* for <@{APPROVER}>'s sign-off on *issue_refund* · *send_email* "
+            "approved, runs once the calls before it are decided") in status
