@@ -19,9 +19,10 @@ from agent_runtime.demo import demo_workflows
 from agent_runtime.deployment import Deployment
 from agent_runtime.models import Model
 from agent_runtime.observers import StepObserver, combined
+from bot.api.tools import WORKFLOW as API_WORKFLOW
+from bot.api.tools import ApiTools
 from bot.demo.agent import demo_agent
 from bot.mcp import parking
-from bot.mcp.tools import GatewayTools
 from bot.models import configured_model, model_from_spec
 from bot.settings import Settings, SettingsError
 from bot.slack.notifier import SlackNotifier
@@ -72,7 +73,7 @@ def build_services(settings: Settings, *, migrate: bool = True, stream_traces: b
     deployment = Deployment(store, approval_store, agents, clock=SystemClock(),
                             workflows=load_workflows(settings.workflow_modules), models=models,
                             notifier=notifier, observer=combined(stream, observer),
-                            tools=GatewayTools())
+                            tools=ApiTools())
     return Services(settings=settings, store=store, runtime=deployment.runtime,
                     approvals=deployment.approvals, agents=agents,
                     outbox=SqlOutbox(store.engine), models=models, trace_stream=stream)
@@ -96,6 +97,7 @@ def load_workflows(modules: tuple[str, ...]) -> Workflows:
     """Return the built-in workflows plus each ``module:attribute`` registry named."""
     registry = demo_workflows()
     parking.register(registry)
+    registry.add(API_WORKFLOW, parking.park)
     for spec in modules:
         found = _import("SIGNOFF_WORKFLOWS", spec, (Workflows,))
         assert isinstance(found, Workflows)

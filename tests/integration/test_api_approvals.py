@@ -1,0 +1,130 @@
+"""The approvals API: clients ask for sign-off over HTTP, people decide with the usual
+tools, and the client gets back exactly what was approved."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from tests.integration import cli_ok, wait_until
+from tests.integration.api_server import ApiServer, api_server
+
+ARGS = {"account": "acme", "amount": 120}
+
+
+@pytest.fixture(params=["sqlite_url", "pg_url"])
+def api(request: pytest.FixtureRequest) -> Iterator[ApiServer]:
+    """The approvals API on each database in turn."""
+    with api_server(request.getfixturevalue(request.param)) as served:
+        yield served
+
+
+def _ask(api: ApiServer, **extra: Any) -> dict[str, Any]:
+    answer = api.post({"tool": "refund", "arguments": ARGS, **extra})
+    assert answer.status_code == 201, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+class LongPoll(threading.Thread):
+    """A ``GET ?wait=`` made on its own thread, its answer kept."""
+
+    def __init__(self, api: ApiServer, approval_id: str, wait: float = 30) -> None:
+        super().__init__(daemon=True)
+        self._api, self._id, self._wait = api, approval_id, wait
+        self.answer: requests.Response | None = None
+        self.start()
+
+    def run(self) -> None:
+        """Make the request."""
+        self.answer = self._api.get(self._id, wait=self._wait)
+
+    def result(self) -> dict[str, Any]:
+        """Wait for the answer and return its body."""
+        self.join(60)
+        assert self.answer is not None
+        assert self.answer.status_code == 200
+        body: dict[str, Any] = self.answer.json()
+        return body
+
+
+def test_an_approval_made_with_the_cli_ends_the_long_poll(api: ApiServer) -> None:
+    """A created approval is pending, listed by ``signoff approvals --pending``; a
+    ``signoff approve`` ends a waiting long poll with the approved arguments and approver."""
+    created = _ask(api)
+    assert created["status"] == "pending"
+    assert created["arguments"] == ARGS
+    pending = json.loads(cli_ok(api.env, "approvals", "--pending", "--json"))
+    assert created["id"] in {a["id"] for a in pending}
+    poll = LongPoll(api, created["id"])
+    cli_ok(api.env, "approve", created["id"], "--as", "U_APPROVER")
+    decided = poll.result()
+    assert decided["status"] == "approved"
+    assert decided["approved_arguments"] == ARGS
+    assert decided["approved_args_hash"] == created["args_hash"]
+    assert decided["approver"]["user_id"] == "U_APPROVER"
+    assert decided["decided_at"] is not None
+    runs = json.loads(cli_ok(api.env, "runs", "--json"))
+    assert created["run_id"] in {r["id"] for r in runs}
+
+
+def test_edited_arguments_are_the_ones_returned(api: ApiServer) -> None:
+    """An edit made with ``signoff edit`` comes back as the approved arguments and hash."""
+    created = _ask(api)
+    edited = {"account": "acme", "amount": 80}
+    cli_ok(api.env, "edit", created["id"], "--args", json.dumps(edited), "--as", "U_APPROVER")
+    decided = api.get(created["id"]).json()
+    assert decided["status"] == "approved"
+    assert decided["approved_arguments"] == edited
+    assert decided["approved_args_hash"] != created["args_hash"]
+
+
+def test_an_undecided_approval_expires_at_its_deadline(api: ApiServer) -> None:
+    """Past its deadline an approval nobody decided is expired (fail-closed) and never
+    approved."""
+    created = _ask(api, policy={"deadline_seconds": 1})
+    decided = wait_until(lambda: (a := api.get(created["id"], wait=5).json())["status"]
+                         != "pending" and a, timeout=20, what="the deadline")
+    assert decided["status"] == "expired"
+    assert decided["approved_arguments"] is None
+
+
+def test_a_wrong_or_revoked_key_is_refused_and_others_approvals_are_hidden(
+        api: ApiServer) -> None:
+    """No key, a wrong key and a revoked key get 401; another client's approval is a 404."""
+    created = _ask(api)
+    other = api.new_client()
+    assert api.get(created["id"], key=other.key).status_code == 404
+    assert api.post({"tool": "t"}, key="sk_signoff_wrong").status_code == 401
+    assert requests.get(f"{api.url}/v1/approvals/{created['id']}", timeout=10).status_code == 401
+    cli_ok(api.env, "api-key", "revoke", api.client.name)
+    assert api.get(created["id"]).status_code == 401
+    assert api.post({"tool": "refund", "arguments": ARGS}).status_code == 401
+
+
+def test_the_same_idempotency_key_makes_one_approval(api: ApiServer) -> None:
+    """200 concurrent creations with one idempotency key make one approval: one 201, the
+    rest 200 with the same id."""
+    answers: list[requests.Response] = []
+    lock = threading.Lock()
+
+    def create() -> None:
+        answer = api.post({"tool": "refund", "arguments": ARGS, "idempotency_key": "k-1"})
+        with lock:
+            answers.append(answer)
+
+    threads = [threading.Thread(target=create) for _ in range(200)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [200] * 199 + [201], statuses[:5]
+    assert len({a.json()["id"] for a in answers}) == 1
+    mine = api.services.approvals.store.list_approvals(run_id=answers[0].json()["run_id"])
+    assert len(mine) == 1
