@@ -21,6 +21,7 @@ from agent_runtime.models import Model
 from agent_runtime.observers import StepObserver, combined
 from bot.api.tools import WORKFLOW as API_WORKFLOW
 from bot.api.tools import ApiTools
+from bot.api.webhook_notices import WebhookNotifier
 from bot.demo.agent import demo_agent
 from bot.mcp import parking
 from bot.models import configured_model, model_from_spec
@@ -28,6 +29,7 @@ from bot.settings import Settings, SettingsError
 from bot.slack.notifier import SlackNotifier
 from bot.tracing.stream import SpanStreamer
 from store import SqlStore, open_store
+from store.api_store import SqlApiStore
 from store.approval_store import SqlApprovalStore
 from store.outbox import SqlOutbox
 
@@ -62,7 +64,7 @@ def build_services(settings: Settings, *, migrate: bool = True, stream_traces: b
     """
     store = open_store(settings.database_url, migrate=migrate)
     agents = load_agents(settings)
-    notifier = SlackNotifier(store)
+    notifier = WebhookNotifier(SlackNotifier(store), SqlApiStore(store.engine))
     approval_store = SqlApprovalStore(store.engine, settings.audit_keys)
 
     def models(spec: str) -> Model:

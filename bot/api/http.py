@@ -15,7 +15,8 @@ from urllib.parse import parse_qs
 from agent_runtime.exceptions import StoreUnavailable
 from bot.api.asks import read_ask
 from bot.api.exceptions import ApiError, BadRequest, NotFound
-from bot.api.service import ApiApprovals, view
+from bot.api.service import ApiApprovals
+from bot.api.views import view
 from bot.request_hygiene import MAX_BODY_BYTES, WSGIApp
 
 logger = logging.getLogger(__name__)

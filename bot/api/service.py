@@ -17,7 +17,7 @@ from agent_runtime.exceptions import ApprovalNotFound
 from bot.api.asks import Ask
 from bot.api.exceptions import Conflict, NotFound, Unauthorized
 from bot.api.keys import hash_key
-from bot.api.tools import WORKFLOW, api_tool, client_tool, qualified_name
+from bot.api.tools import WORKFLOW, api_tool, qualified_name
 from bot.wiring import Services
 from store.api_store import ApiKey, RunDraft, SqlApiStore
 
@@ -106,18 +106,3 @@ class ApiApprovals:
         return RunDraft(run_id=rid, workflow=WORKFLOW, input=data,
                         notices=self._services.runtime.notifier.run_started(draft))
 
-
-def view(approval: Approval) -> dict[str, Any]:
-    """Return the approval as the API shows it to its client."""
-    return {
-        "id": approval.id, "run_id": approval.run_id, "tool": client_tool(approval.tool),
-        "arguments": approval.args, "args_hash": approval.args_hash,
-        "status": approval.status.value, "deadline": approval.deadline.isoformat(),
-        "approver": None if approval.decided_by is None else approval.decided_by.to_json(),
-        "decided_at": None if approval.decided_at is None else approval.decided_at.isoformat(),
-        "approved_arguments": approval.decided_args if approval.status == ApprovalStatus.APPROVED
-        else None,
-        "approved_args_hash": approval.decided_args_hash
-        if approval.status == ApprovalStatus.APPROVED else None,
-        "reason": approval.reason,
-    }
