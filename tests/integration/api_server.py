@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,29 @@ from bot.settings import Settings
 from bot.wiring import Services, build_services
 from store.api_store import SqlApiStore
 from tests.integration import signoff_env
+
+
+class Waiting(threading.Thread):
+    """Calls ``call`` on its own thread and keeps what it returned or raised."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        super().__init__(daemon=True)
+        self._target_call = call
+        self.outcome: Any = None
+        self.start()
+
+    def run(self) -> None:
+        """Make the call."""
+        try:
+            self.outcome = self._target_call()
+        except Exception as exc:  # the test inspects what was raised
+            self.outcome = exc
+
+    def result(self) -> Any:
+        """Wait for the call to end and return its outcome."""
+        self.join(60)
+        assert not self.is_alive()
+        return self.outcome
 
 
 @dataclass(frozen=True, slots=True)

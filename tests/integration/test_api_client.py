@@ -4,15 +4,14 @@ with people deciding through the ``signoff`` command line."""
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from bot.client import ApiRefused, Approved, Rejected, SignoffClient, approval_required
 from tests.integration import cli_ok, wait_until
-from tests.integration.api_server import ApiServer, api_server
+from tests.integration.api_server import ApiServer, Waiting, api_server
 
 
 @pytest.fixture
@@ -20,29 +19,6 @@ def api(sqlite_url: str) -> Iterator[ApiServer]:
     """The approvals API on a SQLite file."""
     with api_server(sqlite_url) as served:
         yield served
-
-
-class Waiting(threading.Thread):
-    """Calls ``call`` on its own thread and keeps what it returned or raised."""
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        super().__init__(daemon=True)
-        self._target_call = call
-        self.outcome: Any = None
-        self.start()
-
-    def run(self) -> None:
-        """Make the call."""
-        try:
-            self.outcome = self._target_call()
-        except Exception as exc:  # the test inspects what was raised
-            self.outcome = exc
-
-    def result(self) -> Any:
-        """Wait for the call to end and return its outcome."""
-        self.join(60)
-        assert not self.is_alive()
-        return self.outcome
 
 
 def _pending_id(api: ApiServer) -> str:

@@ -4,11 +4,8 @@ the outbox with retries, signed so that the documented check accepts them."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -20,37 +17,7 @@ from bot.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, verify
 from store.models import outbox
 from tests.integration import cli_ok, wait_until
 from tests.integration.api_server import ApiServer, api_server
-
-
-class Receiver(ThreadingHTTPServer):
-    """A webhook receiver that answers 503 to the first ``failures`` POSTs, then 200."""
-
-    def __init__(self, failures: int) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.failures = failures
-        self.received: list[tuple[int, dict[str, str], bytes]] = []
-        self.lock = threading.Lock()
-
-    def answered(self, status: int) -> list[tuple[int, dict[str, str], bytes]]:
-        """Return the POSTs answered with ``status``."""
-        with self.lock:
-            return [r for r in self.received if r[0] == status]
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        with self.server.lock:
-            status = 503 if len(self.server.received) < self.server.failures else 200
-            self.server.received.append((status, dict(self.headers.items()), body))
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Log nothing."""
+from tests.integration.webhook_receiver import Receiver
 
 
 @pytest.fixture(params=["sqlite_url", "pg_url"])
