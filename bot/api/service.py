@@ -7,6 +7,7 @@ agent's: cards in Slack, ``signoff approve``, the audit log, deadlines (fail-clo
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -23,6 +24,9 @@ from store.api_store import ApiKey, RunDraft, SqlApiStore
 
 WAIT_CAP = timedelta(seconds=60)
 POLL = 0.2
+WAITERS = 4
+"""Long polls that may wait at once: half of ``signoff serve``'s eight HTTP threads, so
+that Slack's requests are always answered within its three seconds."""
 _NAMESPACE = uuid.UUID("0c0b8f5e-3f8e-4a8e-9a0e-6f6a2b7d4c31")
 
 
@@ -34,10 +38,14 @@ def run_id(client: str, conversation: str) -> RunId:
 class ApiApprovals:
     """Authenticates clients, records their requests and reads back the decisions."""
 
-    def __init__(self, services: Services, store: SqlApiStore) -> None:
+    def __init__(self, services: Services, store: SqlApiStore, *,
+                 waiters: int = WAITERS) -> None:
         self._services = services
         self._store = store
         self._clock = services.runtime.clock
+        self._limit = waiters
+        self._waiting = 0
+        self._lock = threading.Lock()
 
     def client(self, key: str | None) -> ApiKey:
         """Return the live client of ``key``; ``Unauthorized`` if none."""
@@ -66,16 +74,42 @@ class ApiApprovals:
         return approval, request.created
 
     def wait(self, client: ApiKey, approval: str, seconds: float) -> Approval:
-        """Return the client's approval once decided, or as it is after ``seconds``."""
+        """Return the client's approval once decided, or as it is after ``seconds`` (at
+        once when too many long polls wait already)."""
         request = self._store.request_for(approval)
         if request is None or request.client != client.name:
             raise NotFound(f"no approval {approval!r}")
-        deadline = time.monotonic() + min(seconds, WAIT_CAP.total_seconds())
+        current = self._current(approval)
+        if current.status != ApprovalStatus.PENDING or seconds <= 0:
+            return current
+        if not self._enter():
+            return current
+        try:
+            return self._poll(approval, min(seconds, WAIT_CAP.total_seconds()))
+        finally:
+            with self._lock:
+                self._waiting -= 1
+
+    @property
+    def waiting(self) -> int:
+        """How many long polls are waiting now."""
+        with self._lock:
+            return self._waiting
+
+    def _enter(self) -> bool:
+        with self._lock:
+            if self._waiting >= self._limit:
+                return False
+            self._waiting += 1
+            return True
+
+    def _poll(self, approval: str, seconds: float) -> Approval:
+        deadline = time.monotonic() + seconds
         while True:
+            time.sleep(POLL)  # polling the store for a decision another process makes
             current = self._current(approval)
             if current.status != ApprovalStatus.PENDING or time.monotonic() >= deadline:
                 return current
-            time.sleep(POLL)  # polling the store for a decision another process makes
 
     def _existing(self, approval: str) -> Approval | None:
         try:

@@ -14,6 +14,8 @@ from bot.client.exceptions import ApiRefused, Expired, Rejected, StillPending
 WAIT_STEP = 30.0
 """Seconds one long poll asks the server to wait (the server caps it at 60)."""
 RETRIES = 3
+BUSY_PAUSE = 1.0
+"""Seconds to pause when the server answered a long poll at once (too many waiting)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,7 +63,10 @@ class SignoffClient:
             left = WAIT_STEP if ends is None else min(WAIT_STEP, ends - time.monotonic())
             if left <= 0:
                 raise StillPending(approval["id"])
+            asked = time.monotonic()
             approval = self.get(approval["id"], wait=left)
+            if approval["status"] == "pending" and time.monotonic() - asked < BUSY_PAUSE:
+                time.sleep(BUSY_PAUSE)  # the server could not wait: poll again, gently
         return outcome(approval)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:

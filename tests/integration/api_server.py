@@ -14,8 +14,8 @@ import requests
 from agent_runtime import SystemClock
 from bot.api.http import api_app
 from bot.api.keys import NewKey, create_key
+from bot.api.service import WAITERS, ApiApprovals
 from bot.ops_http import serve_wsgi
-from bot.server import api_approvals
 from bot.settings import Settings
 from bot.wiring import Services, build_services
 from store.api_store import SqlApiStore
@@ -55,6 +55,7 @@ class ApiServer:
     client: NewKey
     env: dict[str, str]
     """The environment of a ``signoff`` subprocess on the same database."""
+    api: ApiApprovals
 
     def new_client(self) -> NewKey:
         """Create another client (names are unique across a shared database)."""
@@ -81,13 +82,14 @@ def _not_found(environ: dict[str, Any], start_response: Callable[..., Any]) -> l
 
 
 @contextmanager
-def api_server(database_url: str) -> Iterator[ApiServer]:
+def api_server(database_url: str, *, waiters: int = WAITERS) -> Iterator[ApiServer]:
     """Serve the approvals API on a free loopback port until the block ends."""
     services = build_services(Settings(database_url=database_url))
     keys = SqlApiStore(services.store.engine)
     client = create_key(keys, f"client-{uuid.uuid4().hex[:8]}", SystemClock().now())
-    application = api_app(api_approvals(services), fallback=_not_found)
+    api = ApiApprovals(services, keys, waiters=waiters)
+    application = api_app(api, fallback=_not_found)
     with serve_wsgi(application, 0, "127.0.0.1", name="api", flag="port") as serving:
         yield ApiServer(url=f"http://127.0.0.1:{serving.port}", services=services, keys=keys,
-                        client=client, env=signoff_env(database_url))
+                        client=client, env=signoff_env(database_url), api=api)
     services.store.engine.dispose()

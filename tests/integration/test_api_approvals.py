@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -128,3 +129,18 @@ def test_the_same_idempotency_key_makes_one_approval(api: ApiServer) -> None:
     assert len({a.json()["id"] for a in answers}) == 1
     mine = api.services.approvals.store.list_approvals(run_id=answers[0].json()["run_id"])
     assert len(mine) == 1
+
+
+def test_long_polls_beyond_the_limit_are_answered_at_once(sqlite_url: str) -> None:
+    """With every long-poll slot taken, another ``?wait=`` is answered at once (pending)
+    rather than holding one more of the server's threads; the waiting one still ends with
+    the decision."""
+    with api_server(sqlite_url, waiters=1) as api:
+        first, second = _ask(api), _ask(api)
+        poll = LongPoll(api, first["id"])
+        wait_until(lambda: api.api.waiting == 1, timeout=10, what="the first long poll")
+        started = time.monotonic()
+        assert api.get(second["id"], wait=30).json()["status"] == "pending"
+        assert time.monotonic() - started < 10
+        cli_ok(api.env, "approve", first["id"], "--as", "U_APPROVER")
+        assert poll.result()["status"] == "approved"
