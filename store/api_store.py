@@ -19,6 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from agent_runtime.approvals import approval_id
 from agent_runtime.notices import Notice
 from agent_runtime.records import RunStatus
+from store.engine import reader
 from store.errors import translated
 from store.models import api_approvals, api_keys, runs
 from store.notify import notify_wake
@@ -71,6 +72,11 @@ class SqlApiStore:
         with translated(), self.engine.begin() as conn:
             yield conn
 
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with translated(), reader(self.engine).begin() as conn:
+            yield conn
+
     def create_key(self, name: str, key_hash: str, webhook_secret: str, now: datetime) -> bool:
         """Store a new client; False if the name is taken."""
         with self._tx() as conn:
@@ -81,7 +87,7 @@ class SqlApiStore:
 
     def keys(self) -> list[ApiKey]:
         """Return every client, oldest first."""
-        with self._tx() as conn:
+        with self._read() as conn:
             rows = conn.execute(select(api_keys).order_by(api_keys.c.created_at)).all()
         return [_key(r) for r in rows]
 
@@ -94,14 +100,14 @@ class SqlApiStore:
 
     def client(self, key_hash: str) -> ApiKey | None:
         """Return the live client whose key hashes to ``key_hash``."""
-        with self._tx() as conn:
+        with self._read() as conn:
             row = conn.execute(select(api_keys).where(
                 api_keys.c.key_hash == key_hash, api_keys.c.revoked_at.is_(None))).first()
         return None if row is None else _key(row)
 
     def key_of(self, name: str) -> ApiKey | None:
         """Return the client called ``name``, revoked or not."""
-        with self._tx() as conn:
+        with self._read() as conn:
             row = conn.execute(select(api_keys).where(api_keys.c.name == name)).first()
         return None if row is None else _key(row)
 
@@ -124,7 +130,7 @@ class SqlApiStore:
 
     def request_for(self, approval: str) -> ApiRequest | None:
         """Return the API request of the approval ``approval``, if an API client asked it."""
-        with self._tx() as conn:
+        with self._read() as conn:
             row = conn.execute(select(api_approvals).where(
                 api_approvals.c.approval_id == approval)).first()
         return None if row is None else _request(row, created=False)

@@ -144,3 +144,18 @@ def test_long_polls_beyond_the_limit_are_answered_at_once(sqlite_url: str) -> No
         assert time.monotonic() - started < 10
         cli_ok(api.env, "approve", first["id"], "--as", "U_APPROVER")
         assert poll.result()["status"] == "approved"
+
+
+def test_cancelling_the_run_cancels_its_approvals_and_closes_the_conversation(
+        api: ApiServer) -> None:
+    """``signoff cancel`` of an API client's run closes its pending approval as cancelled
+    (with a webhook queued in the same transaction); a new request in that conversation is
+    refused with 409, while another conversation still works."""
+    created = _ask(api, conversation_id="c-1", callback_url="http://127.0.0.1:9/hook")
+    cli_ok(api.env, "cancel", created["run_id"], "--as", "U_APPROVER")
+    closed = api.get(created["id"]).json()
+    assert closed["status"] == "cancelled"
+    assert closed["approved_arguments"] is None
+    again = api.post({"tool": "refund", "arguments": ARGS, "conversation_id": "c-1"})
+    assert again.status_code == 409
+    assert _ask(api, conversation_id="c-2")["run_id"] != created["run_id"]
