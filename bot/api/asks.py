@@ -23,16 +23,22 @@ class Ask:
 
     tool: str
     arguments: dict[str, Any]
-    rule: ToolRule
+    rule: ToolRule | str
+    """The request's own rule, or the name of a policy the server's policy file defines."""
     idempotency_key: str
     conversation: str
     callback_url: str | None
     channel: str | None
 
-    def policy(self, approvers: tuple[str, ...],
+    def policy(self, policies: GatePolicy, approvers: tuple[str, ...],
                groups: dict[str, tuple[str, ...]]) -> dict[str, Any]:
-        """Return the approval policy snapshot (``approvers`` when the request names none)."""
-        return GatePolicy(default=self.rule).approval(self.tool, approvers).snapshot(groups)
+        """Return the approval policy snapshot: the request's rule (or the named one) over
+        the default of ``policies``, with ``approvers`` when neither names any."""
+        if isinstance(self.rule, str) and self.rule not in policies.tools:
+            raise BadRequest(f"no policy named {self.rule!r}")
+        rule = policies.tools[self.rule] if isinstance(self.rule, str) else self.rule
+        return GatePolicy(default=rule.over(policies.default)).approval(
+            self.tool, approvers).snapshot(groups)
 
 
 def read_ask(body: Any) -> Ask:
@@ -50,9 +56,11 @@ def read_ask(body: Any) -> Ask:
                callback_url=_url(body.get("callback_url")), channel=_text(body, "channel"))
 
 
-def _rule(policy: Any) -> ToolRule:
+def _rule(policy: Any) -> ToolRule | str:
     if policy is None:
         return ToolRule()
+    if isinstance(policy, str):
+        return policy
     try:
         rule = read_rule("policy", "the policy", policy)
     except InvalidConfiguration as exc:

@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from agent_runtime import Actor, Approval, ApprovalStatus, Run, RunId, RunStatus
@@ -19,6 +20,7 @@ from bot.api.asks import Ask
 from bot.api.exceptions import Conflict, NotFound, Unauthorized
 from bot.api.keys import hash_key
 from bot.api.tools import WORKFLOW, api_tool, qualified_name
+from bot.mcp.policy import load_policy
 from bot.wiring import Services
 from store.api_store import ApiKey, RunDraft, SqlApiStore
 
@@ -41,6 +43,8 @@ class ApiApprovals:
     def __init__(self, services: Services, store: SqlApiStore, *,
                  waiters: int = WAITERS) -> None:
         self._services = services
+        self._policies = load_policy(Path(services.settings.api_policies)
+                                     if services.settings.api_policies else None)
         self._store = store
         self._clock = services.runtime.clock
         self._limit = waiters
@@ -56,7 +60,8 @@ class ApiApprovals:
 
     def create(self, client: ApiKey, ask: Ask) -> tuple[Approval, bool]:
         """Ask for sign-off (once per idempotency key); tell whether this call asked."""
-        now = self._clock.now()
+        now, settings = self._clock.now(), self._services.settings
+        policy = ask.policy(self._policies, settings.approvers, settings.approver_groups)
         draft = self._run(client.name, ask)
         request = self._store.open_request(client.name, ask.idempotency_key, draft,
                                            ask.callback_url, now)
@@ -65,12 +70,10 @@ class ApiApprovals:
             return existing, False
         if self._services.store.get_run(RunId(draft.run_id)).status.finished:
             raise Conflict(f"the run of conversation {ask.conversation!r} is finished")
-        settings = self._services.settings
         approval = self._services.approvals.request(
             run_id=request.run_id, position=request.position,
             tool=api_tool(qualified_name(client.name, ask.tool)), args=ask.arguments,
-            policy=ask.policy(settings.approvers, settings.approver_groups),
-            requester=Actor(user_id=f"api:{client.name}"), now=now)
+            policy=policy, requester=Actor(user_id=f"api:{client.name}"), now=now)
         return approval, request.created
 
     def wait(self, client: ApiKey, approval: str, seconds: float) -> Approval:

@@ -82,9 +82,11 @@ def _not_found(environ: dict[str, Any], start_response: Callable[..., Any]) -> l
 
 
 @contextmanager
-def api_server(database_url: str, *, waiters: int = WAITERS) -> Iterator[ApiServer]:
-    """Serve the approvals API on a free loopback port until the block ends."""
-    services = build_services(Settings(database_url=database_url))
+def api_server(database_url: str, *, waiters: int = WAITERS,
+               policies: str = "") -> Iterator[ApiServer]:
+    """Serve the approvals API (under the policy file ``policies``, if named) on a free
+    loopback port until the block ends."""
+    services = build_services(Settings(database_url=database_url, api_policies=policies))
     keys = SqlApiStore(services.store.engine)
     client = create_key(keys, f"client-{uuid.uuid4().hex[:8]}", SystemClock().now())
     api = ApiApprovals(services, keys, waiters=waiters)

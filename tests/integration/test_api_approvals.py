@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,3 +160,22 @@ def test_cancelling_the_run_cancels_its_approvals_and_closes_the_conversation(
     again = api.post({"tool": "refund", "arguments": ARGS, "conversation_id": "c-1"})
     assert again.status_code == 409
     assert _ask(api, conversation_id="c-2")["run_id"] != created["run_id"]
+
+
+def test_a_request_may_name_a_policy_of_the_servers_policy_file(
+        sqlite_url: str, tmp_path: Path) -> None:
+    """With ``SIGNOFF_API_POLICIES``, a request naming a policy gets its approvers and
+    deadline, one naming none gets the file's default, and an unknown name is a 400 that
+    asks for nothing."""
+    policies = tmp_path / "policies.yaml"
+    policies.write_text("approvers: [U_DANA]\ndeadline_seconds: 600\n"
+                        "tools:\n  payments: {approvers: [U_FIN], deadline_seconds: 120}\n")
+    with api_server(sqlite_url, policies=str(policies)) as api:
+        named = api.services.approvals.get(_ask(api, policy="payments")["id"]).policy
+        default = api.services.approvals.get(_ask(api)["id"]).policy
+        unknown = api.post({"tool": "refund", "arguments": ARGS, "policy": "nope"})
+        assert (named["approvers"], named["deadline_seconds"]) == (["U_FIN"], 120)
+        assert (default["approvers"], default["deadline_seconds"]) == (["U_DANA"], 600)
+        assert unknown.status_code == 400
+        assert "nope" in unknown.json()["error"]
+        assert len(api.services.approvals.store.list_approvals()) == 2
