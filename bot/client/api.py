@@ -51,7 +51,7 @@ class SignoffClient:
                           timeout=wait + 30)
 
     def require_approval(self, tool: str, arguments: dict[str, Any], *,
-                         policy: dict[str, Any] | None = None,
+                         policy: dict[str, Any] | str | None = None,
                          idempotency_key: str | None = None, timeout: float | None = None,
                          **fields: Any) -> Approved:
         """Ask for sign-off and wait for it: ``Approved``, else ``Rejected`` or ``Expired``;

@@ -14,7 +14,8 @@ R = TypeVar("R")
 
 
 def approval_required(client: SignoffClient, *, tool: str | None = None,
-                      policy: dict[str, Any] | None = None, timeout: float | None = None,
+                      policy: dict[str, Any] | str | None = None,
+                      timeout: float | None = None,
                       **fields: Any) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Wrap a function so each call waits for sign-off of its arguments, then runs with
     exactly the approved (maybe edited) arguments, passed by name."""
