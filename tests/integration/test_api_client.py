@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from agent_runtime import ApprovalStatus
 from bot.client import ApiRefused, Approved, Rejected, SignoffClient, approval_required
 from tests.integration import cli_ok, wait_until
 from tests.integration.api_server import ApiServer, Waiting, api_server
@@ -24,8 +25,8 @@ def api(sqlite_url: str) -> Iterator[ApiServer]:
 def _pending_id(api: ApiServer) -> str:
     """Wait for the client's one pending approval to be asked and return its id."""
     def pending() -> str | None:
-        found = json.loads(cli_ok(api.env, "approvals", "--pending", "--json"))
-        return found[0]["id"] if found else None
+        found = api.services.approvals.store.list_approvals(status=ApprovalStatus.PENDING)
+        return found[0].id if found else None
     return wait_until(pending, timeout=30, what="the approval to be asked")
 
 
