@@ -240,12 +240,15 @@ class ApiKeyRow(Base):
 
 
 class ApiApprovalRow(Base):
-    """An approval an API client asked for; its id is the approval's position in its run."""
+    """An approval an API client asked for; its id is the approval's position in its run.
+
+    Archived and pruned with its run (so ``client`` has no foreign key: a run restored into
+    another database keeps it)."""
 
     __tablename__ = "api_approvals"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    client: Mapped[str] = mapped_column(String(100), ForeignKey("api_keys.name"))
+    client: Mapped[str] = mapped_column(String(100))
     idempotency_key: Mapped[str] = mapped_column(String(200))
     run_id: Mapped[str] = mapped_column(String(32))
     approval_id: Mapped[str | None] = mapped_column(String(24), nullable=True)

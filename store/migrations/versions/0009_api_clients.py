@@ -40,8 +40,6 @@ def upgrade() -> None:
         sa.Column("approval_id", sa.String(24), nullable=True),
         sa.Column("callback_url", sa.Text(), nullable=True),
         _when("created_at"),
-        sa.ForeignKeyConstraint(["client"], ["api_keys.name"],
-                                name="fk_api_approvals_client_api_keys"),
         sa.PrimaryKeyConstraint("id", name="pk_api_approvals"),
         sa.UniqueConstraint("client", "idempotency_key",
                             name="uq_api_approvals_client_idempotency_key"),
