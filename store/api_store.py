@@ -43,6 +43,7 @@ class ApiRequest:
 
     client: str
     idempotency_key: str
+    request_hash: str
     run_id: str
     position: int
     approval_id: str
@@ -111,13 +112,14 @@ class SqlApiStore:
             row = conn.execute(select(api_keys).where(api_keys.c.name == name)).first()
         return None if row is None else _key(row)
 
-    def open_request(self, client: str, idempotency_key: str, run: RunDraft,
-                     callback_url: str | None, now: datetime) -> ApiRequest:
+    def open_request(self, client: str, idempotency_key: str, request_hash: str,
+                     run: RunDraft, callback_url: str | None, now: datetime) -> ApiRequest:
         """Record the request (creating its run if new) or find the one with the same key."""
         with self._tx() as conn:
             _ensure_run(conn, run, now)
             added = conn.execute(_insert(conn, api_approvals).values(
-                client=client, idempotency_key=idempotency_key, run_id=run.run_id,
+                client=client, idempotency_key=idempotency_key, request_hash=request_hash,
+                run_id=run.run_id,
                 callback_url=callback_url, created_at=now)
                 .on_conflict_do_nothing().returning(api_approvals.c.id)).first()
             if added is not None:
@@ -158,8 +160,9 @@ def _key(row: Any) -> ApiKey:
 
 def _request(row: Any, *, created: bool) -> ApiRequest:
     return ApiRequest(client=row.client, idempotency_key=row.idempotency_key,
-                      run_id=row.run_id, position=row.id, approval_id=row.approval_id,
-                      callback_url=row.callback_url, created=created)
+                      request_hash=row.request_hash, run_id=row.run_id, position=row.id,
+                      approval_id=row.approval_id, callback_url=row.callback_url,
+                      created=created)
 
 
 __all__ = ["ApiKey", "ApiRequest", "RunDraft", "SqlApiStore"]

@@ -250,6 +250,8 @@ class ApiApprovalRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     client: Mapped[str] = mapped_column(String(100))
     idempotency_key: Mapped[str] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    """The hash of the tool and arguments asked, to refuse a key reused for another call."""
     run_id: Mapped[str] = mapped_column(String(32))
     approval_id: Mapped[str | None] = mapped_column(String(24), nullable=True)
     callback_url: Mapped[str | None] = mapped_column(Text, nullable=True)

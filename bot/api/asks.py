@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from agent_runtime.approvals import args_hash
 from agent_runtime.exceptions import InvalidConfiguration
 from bot.api.exceptions import BadRequest
 from bot.mcp.policy import GatePolicy, ToolRule, read_rule
@@ -29,6 +30,11 @@ class Ask:
     conversation: str
     callback_url: str | None
     channel: str | None
+
+    @property
+    def digest(self) -> str:
+        """The hash of what is asked (tool and arguments), the same for a repeated request."""
+        return args_hash({"tool": self.tool, "arguments": self.arguments})
 
     def policy(self, policies: GatePolicy, approvers: tuple[str, ...],
                groups: dict[str, tuple[str, ...]]) -> dict[str, Any]:

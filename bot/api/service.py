@@ -63,12 +63,15 @@ class ApiApprovals:
         now, settings = self._clock.now(), self._services.settings
         policy = ask.policy(self._policies, settings.approvers, settings.approver_groups)
         draft = self._run(client.name, ask)
-        request = self._store.open_request(client.name, ask.idempotency_key, draft,
+        request = self._store.open_request(client.name, ask.idempotency_key, ask.digest, draft,
                                            ask.callback_url, now)
+        if request.request_hash != ask.digest:
+            raise Conflict(f"the idempotency key {ask.idempotency_key!r} was used for "
+                           "another tool call")
         existing = self._existing(request.approval_id)
         if existing is not None:
             return existing, False
-        if self._services.store.get_run(RunId(draft.run_id)).status.finished:
+        if self._services.store.get_run(RunId(request.run_id)).status.finished:
             raise Conflict(f"the run of conversation {ask.conversation!r} is finished")
         approval = self._services.approvals.request(
             run_id=request.run_id, position=request.position,

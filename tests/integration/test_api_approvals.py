@@ -179,3 +179,15 @@ def test_a_request_may_name_a_policy_of_the_servers_policy_file(
         assert unknown.status_code == 400
         assert "nope" in unknown.json()["error"]
         assert len(api.services.approvals.store.list_approvals()) == 2
+
+
+def test_an_idempotency_key_reused_for_another_call_is_refused(api: ApiServer) -> None:
+    """The same idempotency key with other arguments is a 409, and the first approval
+    stays the only one, with its own arguments."""
+    first = _ask(api, idempotency_key="k-2")
+    other = api.post({"tool": "refund", "arguments": {"account": "acme", "amount": 9999},
+                      "idempotency_key": "k-2"})
+    assert other.status_code == 409
+    assert api.services.approvals.store.list_approvals(run_id=first["run_id"]) == [
+        api.services.approvals.get(first["id"])]
+    assert api.get(first["id"]).json()["arguments"] == ARGS

@@ -165,7 +165,7 @@ def build_scene(url: str) -> Scene:
     runtime.signal(old["signalled"], "go", {"n": 1})
     runtime.cancel(old["cancelled"])
     SqlApiStore(store.engine).open_request(
-        "archive-client", uuid.uuid4().hex,
+        "archive-client", uuid.uuid4().hex, "0" * 64,
         RunDraft(run_id=old["cancelled"], workflow="archive.waits", input=None), None, OLD)
     (approval,) = service.store.list_approvals(run_id=old["approved"],
                                                status=ApprovalStatus.PENDING)

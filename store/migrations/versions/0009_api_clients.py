@@ -36,6 +36,7 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("client", sa.String(100), nullable=False),
         sa.Column("idempotency_key", sa.String(200), nullable=False),
+        sa.Column("request_hash", sa.String(64), nullable=False),
         sa.Column("run_id", sa.String(32), nullable=False),
         sa.Column("approval_id", sa.String(24), nullable=True),
         sa.Column("callback_url", sa.Text(), nullable=True),
