@@ -22,6 +22,7 @@ from agent_runtime import (
 from agent_runtime.budget_control import NotAllowed
 from bot import (
     cli_agents,
+    cli_api,
     cli_archive,
     cli_audit,
     cli_dev,
@@ -80,6 +81,7 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     cli_doctor.add_commands(commands)
     cli_mcp.add_commands(commands)
     cli_rules.add_commands(commands)
+    cli_api.add_commands(commands)
     add_demo_commands(commands, port=settings.demo_provider_port,
                       ledger_path=settings.demo_ledger_path,
                       provider_url=settings.demo_provider_url)

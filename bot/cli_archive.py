@@ -31,7 +31,7 @@ nothing is imported. Runs already present are skipped and reported, so importing
 same archive twice is harmless."""
 
 NOUNS = {"runs": "run", "steps": "step", "attempts": "attempt", "events": "event",
-         "approvals": "approval", "outbox": "notice"}
+         "approvals": "approval", "outbox": "notice", "api_approvals": "API request"}
 
 
 def add_commands(commands: Any) -> None:

@@ -71,18 +71,26 @@ class _Server(ThreadingMixIn, WSGIServer):
     """A WSGI server answering each request on a thread of its own."""
 
     daemon_threads = True
+    request_queue_size = 128
+
+
+def serve_wsgi(application: WSGIApp, port: int, host: str, *, name: str,
+               flag: str) -> ServingThread:
+    """Serve ``application`` on ``port`` on a background thread, a thread per request
+    (``flag`` names the setting to change when the port is taken)."""
+    try:
+        server = make_server(host, port, application, server_class=_Server,
+                             handler_class=_Quiet)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise SettingsError(f"port {port} is already in use ({flag})") from None
+        raise
+    return ServingThread(server, name)
 
 
 def serve_ops(ops: Ops, port: int, host: str = "0.0.0.0") -> ServingThread:  # noqa: S104
     """Answer the operator's endpoints on ``port`` on a background thread."""
-    try:
-        server = make_server(host, port, ops_app(ops), server_class=_Server,
-                             handler_class=_Quiet)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise SettingsError(f"port {port} is already in use (--metrics-port)") from None
-        raise
-    return ServingThread(server, "signoff-ops")
+    return serve_wsgi(ops_app(ops), port, host, name="signoff-ops", flag="--metrics-port")
 
 
 @contextmanager

@@ -17,6 +17,9 @@ from slack_sdk import WebClient
 from agent_runtime import SystemClock, Worker
 from agent_runtime.worker import default_owner
 from bot.anchor_file import anchor_if_changed
+from bot.api.http import api_app
+from bot.api.service import ApiApprovals
+from bot.api.webhook_sender import SenderOptions, WebhookSender
 from bot.metrics import Metrics
 from bot.ops_http import Ops, ops_app, ops_port
 from bot.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
@@ -28,6 +31,7 @@ from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
 from bot.slack.form_request import SlackWsgiHandler
 from bot.supervision import Supervision, drain_deadline, supervised_services
 from bot.wiring import Services, worker_options
+from store.api_store import SqlApiStore
 from store.notify import WakeListener
 from store.replay_guard import SqlReplayGuard
 
@@ -64,9 +68,9 @@ def slack_app(services: Services, client: WebClient) -> App:
     return build_app(deps, client, services.settings.slack_signing_secret)
 
 
-def wsgi(app: App, ops: Ops | None = None) -> WSGIApp:
+def wsgi(app: App, ops: Ops | None = None, api: ApiApprovals | None = None) -> WSGIApp:
     """A WSGI application: Slack at ``/slack/events``; with ``ops``, also ``/healthz``,
-    ``/readyz`` and ``/metrics``."""
+    ``/readyz`` and ``/metrics``; with ``api``, the approvals API at ``/v1/``."""
     handler = guarded(SlackWsgiHandler(app))
 
     def slack_only(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -75,7 +79,13 @@ def wsgi(app: App, ops: Ops | None = None) -> WSGIApp:
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found\n"]
 
-    return slack_only if ops is None else ops_app(ops, fallback=slack_only)
+    front = slack_only if api is None else api_app(api, fallback=slack_only)
+    return front if ops is None else ops_app(ops, fallback=front)
+
+
+def api_approvals(services: Services) -> ApiApprovals:
+    """The approvals API's service over the process's services."""
+    return ApiApprovals(services, SqlApiStore(services.store.engine))
 
 
 def dispatcher(services: Services, client: WebClient,
@@ -91,6 +101,15 @@ def dispatcher(services: Services, client: WebClient,
     return Dispatcher(services.outbox, client, services.approvals, SystemClock(),
                       owner=default_owner(), options=options, channel_refused=refusals.refused,
                       runs=services.store)
+
+
+def webhook_sender(services: Services) -> WebhookSender:
+    """The webhook sender of this process."""
+    settings = services.settings
+    return WebhookSender(services.outbox, SqlApiStore(services.store.engine), SystemClock(),
+                         owner=default_owner(),
+                         options=SenderOptions(claim_for=settings.outbox_claim,
+                                               backoff_cap=settings.outbox_backoff_cap))
 
 
 def serve(settings: Settings, parts: Parts) -> int:
@@ -144,6 +163,7 @@ def _jobs(services: Services, client: WebClient, worker: Worker, metrics: Metric
     return [
         # one batch a round, so that a long backlog still shows the loop going round
         Job("dispatch", dispatcher(services, client, metrics).dispatch_once, DISPATCH_EVERY),
+        Job("webhooks", webhook_sender(services).send_once, DISPATCH_EVERY),
         Job("approvals", services.approvals.sweep, poll),
         Job("wake", worker.wake, poll),
         *_anchor_job(services),
@@ -166,7 +186,7 @@ def _front(services: Services, client: WebClient, settings: Settings, parts: Par
         with ops_port(ops, parts.metrics_port):
             _socket_mode(slack_app(services, client), settings)
     elif parts.http:
-        _http(wsgi(slack_app(services, client), ops), settings.port)
+        _http(wsgi(slack_app(services, client), ops, api_approvals(services)), settings.port)
     else:
         with ops_port(ops, parts.metrics_port):
             _wait_forever(threading.Event())

@@ -84,6 +84,10 @@ class Settings:
     secret, say): the first key signs every new audit entry, every key listed verifies.
     Secrets are at least 16 bytes; key ids 1-32 of ``A-Za-z0-9_.-``. Unset: entries are
     only hash-chained, which someone with write access to the database can recompute."""
+    api_policies: str = ""
+    """``SIGNOFF_API_POLICIES``: a policy file (the MCP gateway's format) whose default
+    rule applies to every approvals API request and whose ``tools`` are the named policies
+    a request may ask for by name. Empty: the default policy only."""
     audit_anchor_file: str = ""
     """``SIGNOFF_AUDIT_ANCHOR_FILE``: ``signoff serve`` appends the audit log's head to this
     append-only file (one JSON line) whenever it changed, every
@@ -136,6 +140,7 @@ class Settings:
             otlp_endpoint=_traces_endpoint(env, "SIGNOFF_OTLP_ENDPOINT"),
             audit_keys=_audit_keys(env),
             audit_anchor_file=env.get("SIGNOFF_AUDIT_ANCHOR_FILE", ""),
+            api_policies=env.get("SIGNOFF_API_POLICIES", ""),
             audit_anchor_interval=_seconds(env, "SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS", 60.0),
             outbox_claim=_seconds(env, "SIGNOFF_OUTBOX_CLAIM_SECONDS", 60.0),
             outbox_backoff_cap=_seconds(env, "SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS", 300.0),

@@ -21,14 +21,17 @@ from agent_runtime.demo import demo_workflows
 from agent_runtime.deployment import Deployment
 from agent_runtime.models import Model
 from agent_runtime.observers import StepObserver, combined
+from bot.api.tools import WORKFLOW as API_WORKFLOW
+from bot.api.tools import ApiTools
+from bot.api.webhook_notices import WebhookNotifier
 from bot.demo.agent import demo_agent
 from bot.mcp import parking
-from bot.mcp.tools import GatewayTools
 from bot.models import configured_model, model_from_spec
 from bot.settings import Settings, SettingsError
 from bot.slack.notifier import SlackNotifier
 from bot.tracing.stream import SpanStreamer
 from store import SqlStore, open_store
+from store.api_store import SqlApiStore
 from store.approval_store import SqlApprovalStore
 from store.outbox import SqlOutbox
 
@@ -63,7 +66,7 @@ def build_services(settings: Settings, *, migrate: bool = True, stream_traces: b
     """
     store = open_store(settings.database_url, migrate=migrate)
     agents = load_agents(settings)
-    notifier = SlackNotifier(store)
+    notifier = WebhookNotifier(SlackNotifier(store), SqlApiStore(store.engine))
     approval_store = SqlApprovalStore(store.engine, settings.audit_keys)
 
     def models(spec: str) -> Model:
@@ -74,7 +77,7 @@ def build_services(settings: Settings, *, migrate: bool = True, stream_traces: b
     deployment = Deployment(store, approval_store, agents, clock=SystemClock(),
                             workflows=load_workflows(settings.workflow_modules), models=models,
                             notifier=notifier, observer=combined(stream, observer),
-                            tools=GatewayTools(), rules=settings.rules)
+                            tools=ApiTools(), rules=settings.rules)
     return Services(settings=settings, store=store, runtime=deployment.runtime,
                     approvals=deployment.approvals, agents=agents,
                     outbox=SqlOutbox(store.engine), models=models, trace_stream=stream)
@@ -98,6 +101,7 @@ def load_workflows(modules: tuple[str, ...]) -> Workflows:
     """Return the built-in workflows plus each ``module:attribute`` registry named."""
     registry = demo_workflows()
     parking.register(registry)
+    registry.add(API_WORKFLOW, parking.park)
     for spec in modules:
         found = _import("SIGNOFF_WORKFLOWS", spec, (Workflows,))
         assert isinstance(found, Workflows)

@@ -15,6 +15,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -225,6 +226,43 @@ class SeenRequestRow(Base):
     __table_args__ = (Index(None, "seen_at"),)
 
 
+class ApiKeyRow(Base):
+    """An API client: its name, the SHA-256 of its key, and the secret its webhooks are
+    signed with."""
+
+    __tablename__ = "api_keys"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    webhook_secret: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class ApiApprovalRow(Base):
+    """An approval an API client asked for; its id is the approval's position in its run.
+
+    Archived and pruned with its run (so ``client`` has no foreign key: a run restored into
+    another database keeps it)."""
+
+    __tablename__ = "api_approvals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    client: Mapped[str] = mapped_column(String(100))
+    idempotency_key: Mapped[str] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    """The hash of the tool and arguments asked, to refuse a key reused for another call."""
+    run_id: Mapped[str] = mapped_column(String(32))
+    approval_id: Mapped[str | None] = mapped_column(String(24), nullable=True)
+    callback_url: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        UniqueConstraint("client", "idempotency_key"),
+        Index(None, "approval_id"),
+    )
+
+
 runs: Table = Base.metadata.tables["runs"]
 steps: Table = Base.metadata.tables["steps"]
 attempts: Table = Base.metadata.tables["attempts"]
@@ -234,3 +272,5 @@ audit_log: Table = Base.metadata.tables["audit_log"]
 audit_head: Table = Base.metadata.tables["audit_head"]
 outbox: Table = Base.metadata.tables["outbox"]
 seen_requests: Table = Base.metadata.tables["seen_requests"]
+api_keys: Table = Base.metadata.tables["api_keys"]
+api_approvals: Table = Base.metadata.tables["api_approvals"]

@@ -15,6 +15,8 @@ from store.errors import translated
 from store.models import outbox
 
 PENDING, SENT, DEAD = "pending", "sent", "dead"
+WEBHOOK = "webhook"
+"""The kind of notice the webhook sender delivers; every other kind goes to Slack."""
 
 
 def write_notices(conn: Connection, notices: Sequence[Notice], now: datetime) -> None:
@@ -46,17 +48,18 @@ class SqlOutbox:
         with self._tx() as conn:
             write_notices(conn, notices, now)
 
-    def claim_due(self, owner: str, *, now: datetime, until: datetime, limit: int) -> list[
-        QueuedNotice
-    ]:
-        """Claim due notices, oldest first, never one whose run has an older one undelivered."""
+    def claim_due(self, owner: str, *, now: datetime, until: datetime, limit: int,
+                  webhooks: bool = False) -> list[QueuedNotice]:
+        """Claim due notices, oldest first, never one whose run has an older one undelivered;
+        only webhooks with ``webhooks``, else only the others."""
         older = outbox.alias("older")
         blocked = exists().where(older.c.run_id == outbox.c.run_id, older.c.id < outbox.c.id,
                                  older.c.status == PENDING)
         query = (select(outbox.c.id).where(
             outbox.c.status == PENDING, outbox.c.next_at <= now,
             or_(outbox.c.claimed_until.is_(None), outbox.c.claimed_until <= now),
-            or_(outbox.c.run_id.is_(None), ~blocked))
+            or_(outbox.c.run_id.is_(None), ~blocked),
+            (outbox.c.kind == WEBHOOK) if webhooks else (outbox.c.kind != WEBHOOK))
             .order_by(outbox.c.id).limit(limit))
         if self.engine.dialect.name == "postgresql":
             query = query.with_for_update(skip_locked=True, of=outbox)
@@ -139,4 +142,4 @@ def _queued(row: Any) -> QueuedNotice:
                         sending_since=row.sending_at)
 
 
-__all__ = ["SqlOutbox", "write_notices"]
+__all__ = ["WEBHOOK", "SqlOutbox", "write_notices"]

@@ -95,9 +95,10 @@ def load_policy(path: Path | None) -> GatePolicy:
     tools = data.pop("tools", None) or {}
     if not isinstance(tools, dict):
         raise PolicyError(str(path), "'tools' must map tool names to rules")
-    default = _rule(str(path), "the default", data)
+    default = read_rule(str(path), "the default", data)
     return GatePolicy(default=default,
-                      tools={str(k): _rule(str(path), f"tool {k!r}", v) for k, v in tools.items()})
+                      tools={str(k): read_rule(str(path), f"tool {k!r}", v)
+                             for k, v in tools.items()})
 
 
 def _parse(path: Path) -> Any:
@@ -110,7 +111,7 @@ def _parse(path: Path) -> Any:
         raise PolicyError(str(path), f"cannot read the policy: {exc}") from exc
 
 
-def _rule(source: str, what: str, data: Any) -> ToolRule:
+def read_rule(source: str, what: str, data: Any) -> ToolRule:
     if not isinstance(data, dict) or set(data) - RULE_KEYS:
         raise PolicyError(source, f"{what}: a rule is a mapping with keys among "
                                   f"{', '.join(sorted(RULE_KEYS))}")

@@ -14,13 +14,15 @@ from agent_runtime.exceptions import SignoffError
 from agent_runtime.ids import RunId
 from agent_runtime.records import RunStatus
 from store.archive.codecs import decode_row, encode_row
-from store.models import approvals, attempts, events, outbox, runs, steps
+from store.models import api_approvals, approvals, attempts, events, outbox, runs, steps
 
 FORMAT = "signoff-archive"
 VERSION = 1
 FINISHED = (RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value)
-RUN_TABLES: tuple[Table, ...] = (steps, attempts, events, approvals, outbox)
+RUN_TABLES: tuple[Table, ...] = (steps, attempts, events, approvals, outbox, api_approvals)
 """The tables holding a run's rows, by their ``run_id`` column (the outbox has no foreign key)."""
+LATER_TABLES = frozenset({api_approvals.name})
+"""Tables added since version 1: an archive written before them has no key for them."""
 
 
 class ArchiveError(SignoffError):
@@ -65,7 +67,7 @@ class RunArchive:
         run = decode_row(runs, doc["run"])
         if run.get("status") not in FINISHED:
             raise ValueError(f"run {run.get('id')} is {run.get('status')}, not finished")
-        rows = {table.name: _decode_rows(table, doc[table.name], run["id"])
+        rows = {table.name: _decode_rows(table, doc.get(table.name, []), run["id"])
                 for table in RUN_TABLES}
         return cls(run=run, rows=rows)
 
@@ -96,7 +98,7 @@ def _check_header(doc: Any) -> None:
     expected = {"format", "version", "run", *(t.name for t in RUN_TABLES)}
     if extra := sorted(set(doc) - expected):
         raise ValueError(f"unknown key {extra[0]!r}")
-    if missing := sorted(expected - set(doc)):
+    if missing := sorted(expected - LATER_TABLES - set(doc)):
         raise ValueError(f"missing key {missing[0]!r}")
 
 

@@ -170,3 +170,11 @@ def test_an_unfinished_last_line_of_another_kind_is_kept(tmp_path: Path) -> None
     assert path.read_text(encoding="ascii").splitlines()[0] == "a note without a newline"
     with pytest.raises(ArchiveError, match=r"^line 1 of "):
         list(read_archive(path))
+
+
+def test_an_archive_written_before_the_api_tables_still_reads() -> None:
+    """A document without the ``api_approvals`` key (written before the approvals API)
+    reads back with no rows of that table."""
+    doc = json.loads(_line(_archive().to_json()))
+    del doc["api_approvals"]
+    assert RunArchive.from_json(doc).rows["api_approvals"] == []

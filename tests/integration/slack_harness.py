@@ -453,7 +453,7 @@ def empty_postgres(url: str) -> None:
     try:
         with engine.begin() as conn:
             conn.execute(text("TRUNCATE runs, steps, attempts, events, approvals, audit_log, "
-                              "outbox"))
+                              "outbox, api_approvals, api_keys"))
             conn.execute(text("UPDATE audit_head SET seq = 0, hash = :genesis"),
                          {"genesis": GENESIS})
     finally:

@@ -9,6 +9,7 @@ the shared PostgreSQL database's other runs out of every prune here. The command
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -42,8 +43,10 @@ from agent_runtime.testing import FrozenClock
 from bot.cli import main
 from store import SqlStore, open_store
 from store import archive as archive_module
+from store.api_store import RunDraft, SqlApiStore
 from store.approval_store import SqlApprovalStore
 from store.models import (
+    api_approvals,
     approvals,
     attempts,
     audit_head,
@@ -161,6 +164,9 @@ def build_scene(url: str) -> Scene:
     clock.advance(timedelta(minutes=3, microseconds=7))
     runtime.signal(old["signalled"], "go", {"n": 1})
     runtime.cancel(old["cancelled"])
+    SqlApiStore(store.engine).open_request(
+        "archive-client", uuid.uuid4().hex, "0" * 64,
+        RunDraft(run_id=old["cancelled"], workflow="archive.waits", input=None), None, OLD)
     (approval,) = service.store.list_approvals(run_id=old["approved"],
                                                status=ApprovalStatus.PENDING)
     assert service.decide(approval.id, APPROVER, Decision.APPROVE).accepted
@@ -199,7 +205,7 @@ def _check_states(scene: Scene) -> None:
 def rows_of(engine: Engine, ids: list[RunId]) -> dict[str, list[dict[str, Any]]]:
     """Every row the runs ``ids`` own, in each table, in primary key order."""
     found = {"runs": _select(engine, runs, runs.c.id.in_(ids))}
-    for table in (steps, attempts, events, approvals, outbox):
+    for table in (steps, attempts, events, approvals, outbox, api_approvals):
         found[table.name] = _select(engine, table, table.c.run_id.in_(ids))
     return found
 
@@ -214,6 +220,7 @@ def _forget(engine: Engine, ids: list[RunId]) -> None:
     """Delete the scene's runs (their other rows go with them), so no later test sees them."""
     with engine.begin() as conn:
         conn.execute(delete(outbox).where(outbox.c.run_id.in_(ids)))
+        conn.execute(delete(api_approvals).where(api_approvals.c.run_id.in_(ids)))
         conn.execute(delete(runs).where(runs.c.id.in_(ids)))
 
 
@@ -302,7 +309,8 @@ def test_prune_removes_old_finished_runs_and_keeps_the_rest(scene: Scene, cli: C
     assert result["rows"] == {name: len(found) for name, found in old_rows.items()}
     assert min(result["rows"].values()) >= 1, "every kind of row was there to remove"
     assert rows_of(scene.engine, list(scene.old.values())) == {
-        name: [] for name in ("runs", "steps", "attempts", "events", "approvals", "outbox")}
+        name: [] for name in ("runs", "steps", "attempts", "events", "approvals", "outbox",
+                              "api_approvals")}
     assert rows_of(scene.engine, list(scene.kept.values())) == kept_rows
     gone = scene.old["approved"]
     assert cli("show", gone)[::2] == (2, f"signoff: error: no run with id {gone}\n")
@@ -419,8 +427,8 @@ def test_dry_run_lists_the_runs_and_changes_nothing(
     assert sorted(result["removed"]["ids"]) == sorted(scene.old.values())
     assert result["rows"]["runs"] == 5
     text = cli.ok("prune", "--older-than", older_than_cutoff(), "--dry-run")
-    assert text.startswith("would remove 5 runs (18 steps, 2 attempts, 2 events, 1 approval, "
-                           "1 notice) last updated before 2000-01-02T")
+    assert text.startswith("would remove 5 runs (19 steps, 2 attempts, 2 events, 1 approval, "
+                           "1 notice, 1 API request) last updated before 2000-01-02T")
     assert {line.strip() for line in text.splitlines()[1:6]} == set(scene.old.values())
     assert f"  {scene.kept['unsent']}" in text.splitlines()
     assert rows_of(scene.engine, scene.ids) == rows

@@ -1,0 +1,1 @@
+"""The approvals API: agents Signoff does not run ask for sign-off over HTTP."""

@@ -1,0 +1,61 @@
+"""Webhooks of decided API approvals: queued with the decision, delivered once through
+the outbox with retries, signed so that the documented check accepts them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from agent_runtime import SystemClock
+from bot.api.webhook_sender import SenderOptions, WebhookSender
+from bot.serving import ServingThread
+from bot.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, verify
+from store.models import outbox
+from tests.integration import cli_ok, wait_until
+from tests.integration.api_server import ApiServer, api_server
+from tests.integration.webhook_receiver import Receiver
+
+
+@pytest.fixture(params=["sqlite_url", "pg_url"])
+def api(request: pytest.FixtureRequest) -> Iterator[ApiServer]:
+    """The approvals API on each database in turn."""
+    with api_server(request.getfixturevalue(request.param)) as served:
+        yield served
+
+
+def test_a_decision_is_posted_once_signed_after_a_failed_attempt(api: ApiServer) -> None:
+    """A decided approval with a callback URL is POSTed to it, retried after a 503, and
+    delivered exactly once; the signature passes the documented check, and fails it for a
+    tampered body, another secret, or an old timestamp; Slack's dispatcher never claims it."""
+    receiver = Receiver(failures=1)
+    with ServingThread(receiver, "receiver"):
+        url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
+        created = api.post({"tool": "refund", "arguments": {"n": 1}, "callback_url": url}).json()
+        cli_ok(api.env, "approve", created["id"], "--as", "U_APPROVER")
+        now = SystemClock().now()
+        assert api.services.outbox.claim_due("slack", now=now, until=now, limit=50) == []
+        sender = WebhookSender(api.services.outbox, api.keys, SystemClock(), owner="sender",
+                               options=SenderOptions(backoff_cap=timedelta(milliseconds=100)))
+        wait_until(lambda: sender.send_once() >= 0 and receiver.answered(200), timeout=20,
+                   what="the webhook to be delivered")
+        assert sender.send_once() == 0
+        with api.services.store.engine.connect() as conn:
+            assert conn.execute(select(outbox.c.status).where(
+                outbox.c.key == f"webhook:{created['id']}")).scalar() == "sent"
+        assert len(receiver.answered(503)) == 1
+        [(_, headers, body)] = receiver.answered(200)
+    secret = api.client.webhook_secret
+    stamp, signature = headers[TIMESTAMP], headers[SIGNATURE]
+    assert headers[DELIVERY] == f"webhook:{created['id']}"
+    assert verify(secret, stamp, body, signature)
+    assert not verify(secret, stamp, body.replace(b'"n": 1', b'"n": 2'), signature)
+    assert not verify("whsec_other", stamp, body, signature)
+    assert not verify(secret, stamp, body, signature, now=int(stamp) + 3600)
+    sent = json.loads(body)
+    assert sent["id"] == created["id"]
+    assert sent["status"] == "approved"
+    assert sent["approved_arguments"] == {"n": 1}
