@@ -119,7 +119,7 @@ def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
 
         checks = wait_until(ready, timeout=TIMEOUT_S, what="/readyz")["checks"]
         assert set(checks) == {"database", "migrations", "loop:worker", "loop:dispatch",
-                               "loop:approvals", "loop:wake"}
+                               "loop:approvals", "loop:wake", "loop:webhooks"}
         assert sample(metrics(port), "signoff_database_up") == 1
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=TIMEOUT_S) == 0

@@ -27,11 +27,13 @@ from tests.integration.slack_harness import (
 from tests.integration.slack_readers import run_id_of
 from tests.integration.test_serve_instances import (
     TOOLS,
+    UNTIL_WAITING,
     Cluster,
     ServeProcess,
     acked,
     approvals_of_reader,
     approve_in_turn,
+    assert_completed_story,
     assert_each_card_updated_once,
     assert_posted_once,
     thread_shape,
@@ -39,10 +41,6 @@ from tests.integration.test_serve_instances import (
 
 pytestmark = pytest.mark.postgres
 
-UNTIL_WAITING = ["plan:lookup", "result:lookup_order", "plan:refund+email",
-                 "card:issue_refund", "card:send_email"]
-COMPLETED = [*UNTIL_WAITING, "decided:issue_refund", "decided:send_email",
-             "result:issue_refund", "result:send_email", "done"]
 MAIN_MAX_ATTEMPTS = 12
 """How many attempts once made a notice dead, whatever the failure."""
 
@@ -122,7 +120,7 @@ def test_a_slack_outage_loses_no_message_and_leaves_no_stale_card(cluster: Clust
     for run_id in started:
         cluster.waiting_with_cards(run_id)
     assert not any_dead(cluster)
-    assert thread_shape(world, decided) == COMPLETED
+    assert_completed_story(thread_shape(world, decided))
     for run_id in started:
         assert thread_shape(world, run_id) == UNTIL_WAITING
     for run_id in [decided, *started]:
