@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -36,7 +36,7 @@ class WorkerOptions:
     """How a worker claims and holds runs."""
 
     concurrency: int = 4
-    lease_ttl: timedelta = timedelta(seconds=30)
+    lease_ttl: timedelta = timedelta(seconds=3)
     poll_interval: timedelta = timedelta(seconds=1)
     owner: str = field(default_factory=default_owner)
 
@@ -111,13 +111,14 @@ class Worker:
     def _round(self, pool: ThreadPoolExecutor, active: set[Future[RunStatus | None]], *,
                until_idle: bool) -> bool:
         """Sweep, claim and start what is due, then pause; return True once idle is enough."""
+        self._wake.clear()  # a wake-up from now on ends this round's pause
         self._sweep()
         claimed = self._claim(self.options.concurrency - len(active))
         active.update(pool.submit(self._execute, run, lease) for run, lease in claimed)
         if until_idle and not active and not claimed and self._idle():
             return True
         if not claimed:
-            self._pause(active)
+            self._pause()
         return False
 
     def run_once(self) -> int:
@@ -170,14 +171,11 @@ class Worker:
         finally:
             with self._lock:
                 self._held.pop(run.id, None)
+            self._wake.set()  # a thread is free to claim the next run
 
-    def _pause(self, active: set[Future[RunStatus | None]]) -> None:
-        seconds = self.options.poll_interval.total_seconds()
-        if active:
-            wait(active, timeout=seconds, return_when=FIRST_COMPLETED)
-        else:
-            self._wake.wait(seconds)
-        self._wake.clear()
+    def _pause(self) -> None:
+        """Wait for a wake-up (a notification, a finished run, ``stop()``) or the poll."""
+        self._wake.wait(self.options.poll_interval.total_seconds())
 
     def _heartbeat(self, done: threading.Event) -> None:
         interval = self.options.lease_ttl.total_seconds() / 3

@@ -56,7 +56,7 @@ from store.engine import reader
 from store.errors import is_unique_violation, translated
 from store.json_filters import text_is
 from store.models import attempts, events, runs, steps
-from store.notify import notify_wake
+from store.notify import notify_wake, transaction
 from store.outbox import write_notices
 from store.wake import deliver
 
@@ -83,7 +83,7 @@ class SqlStore:
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
         """A transaction for several statements."""
-        with translated(), self.engine.begin() as conn:
+        with translated(), transaction(self.engine) as conn:
             yield conn
 
     @contextmanager
