@@ -6,13 +6,14 @@ Run ``python -m bench.wakeups`` (``--quick`` for fewer repeats).  Real processes
 ``SIGNOFF_BENCH_PG_URL``, default the local server; SQLite: a temporary file), with the
 default lease and poll interval.  It prints:
 
-* start-to-first-step: from just before ``Runtime.start`` in this process to the
-  ``started_at`` of the run's first journal entry, written by the other process (one
-  host, one clock), p50 and p95, for serve+worker and worker alone on PostgreSQL, a
-  worker thread of this very process on SQLite (woken by its own commits), and a worker
-  process on SQLite (which only the poll can wake).  Beside them, measured in the same
-  run and interleaved repeat by repeat, the floor: a raw ``NOTIFY`` to ``LISTEN`` round
-  trip between two psycopg connections.
+* start-to-first-step: from the return of ``Runtime.start`` in this process (the run's
+  commit; and, beside it, from the call) to the ``started_at`` of the run's first journal
+  entry, written by the other process (one host, one clock), p50 and p95, for
+  serve+worker and worker alone on PostgreSQL, a worker thread of this very process on
+  SQLite (woken by its own commits), and a worker process on SQLite (which only its poll
+  wakes: up to ``SIGNOFF_POLL_INTERVAL_SECONDS``).  Beside them, measured in the same run
+  and interleaved repeat by repeat, the floor: a raw ``NOTIFY`` to ``LISTEN`` round trip
+  between two psycopg connections.
 * takeover: SIGKILL a ``signoff worker`` holding a run inside a step; seconds until a
   second, already running worker holds it (the lease then has to lapse: at most the lease
   TTL plus one poll).  Beside it, the floor a PostgreSQL session advisory lock would give:
@@ -36,6 +37,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -138,14 +140,25 @@ def _running(process: Process) -> Iterator[Process]:
 # ---------------------------------------------------------------- start to first step
 
 
-def first_step_ms(store: SqlStore) -> float:
-    """Start a one-step run; return ms from the start to its first step's ``started_at``."""
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """One start: ms from calling ``start``, and from its commit, to the first step."""
+
+    total: float
+    after_commit: float
+
+
+def first_step_ms(store: SqlStore) -> Timing:
+    """Start a one-step run; return ms from calling ``start`` and from its return (its
+    commit) to the first step's ``started_at``."""
     runtime = Runtime(store, demo_workflows())
-    before = datetime.now(UTC)
+    called = datetime.now(UTC)
     run = runtime.start("demo.trivial", {"n": 1})
+    committed = datetime.now(UTC)
     _wait(lambda: store.get_run(run.id).status.finished, "the run to finish")
     started = store.load_journal(run.id)[0].started_at
-    return (started - before) / timedelta(milliseconds=1)
+    ms = timedelta(milliseconds=1)
+    return Timing(total=(started - called) / ms, after_commit=(started - committed) / ms)
 
 
 class NotifyFloor:
@@ -156,8 +169,8 @@ class NotifyFloor:
         self._sender = psycopg.connect(dsn, autocommit=True)
         self._listener.execute(f"LISTEN {FLOOR_CHANNEL}")
 
-    def once_ms(self) -> float:
-        """One round trip, in ms."""
+    def once(self) -> Timing:
+        """One round trip (sent as a commit is: the whole of it is after the commit)."""
         heard: list[float] = []
         thread = threading.Thread(target=lambda: heard.extend(
             time.perf_counter() for _ in self._listener.notifies(timeout=WAIT_S, stop_after=1)))
@@ -166,7 +179,8 @@ class NotifyFloor:
         sent = time.perf_counter()
         self._sender.execute(f"NOTIFY {FLOOR_CHANNEL}")
         thread.join()
-        return (heard[0] - sent) * 1000
+        ms = (heard[0] - sent) * 1000
+        return Timing(total=ms, after_commit=ms)
 
     def close(self) -> None:
         """Close both connections."""
@@ -188,9 +202,9 @@ def in_process_worker(store: SqlStore) -> Iterator[None]:
             thread.join()
 
 
-def start_latencies(dsn: str, repeats: int, sqlite_repeats: int) -> dict[str, list[float]]:
+def start_latencies(dsn: str, repeats: int, sqlite_repeats: int) -> dict[str, list[Timing]]:
     """Interleave one start per kind, ``repeats`` times (the SQLite process: fewer)."""
-    found: dict[str, list[float]] = {}
+    found: dict[str, list[Timing]] = {}
     with ExitStack() as stack:
         serve_db = stack.enter_context(pg_store(dsn))
         worker_db = stack.enter_context(pg_store(dsn))
@@ -202,8 +216,8 @@ def start_latencies(dsn: str, repeats: int, sqlite_repeats: int) -> dict[str, li
         stack.enter_context(in_process_worker(local_db))
         floor = NotifyFloor(_dsn(serve_db))
         stack.callback(floor.close)
-        kinds: dict[str, Callable[[], float]] = {
-            "PostgreSQL NOTIFY -> LISTEN (floor)": floor.once_ms,
+        kinds: dict[str, Callable[[], Timing]] = {
+            "PostgreSQL NOTIFY -> LISTEN (floor)": floor.once,
             "PostgreSQL, signoff serve (with worker)": lambda: first_step_ms(serve_db),
             "PostgreSQL, signoff worker": lambda: first_step_ms(worker_db),
             "SQLite, worker in the starting process": lambda: first_step_ms(local_db),
@@ -298,12 +312,18 @@ def takeovers(dsn: str, repeats: int) -> tuple[dict[str, list[float]], float]:
 # ---------------------------------------------------------------------------- tables
 
 
-def start_table(found: dict[str, list[float]]) -> str:
+def start_table(found: dict[str, list[Timing]]) -> str:
     """The start-to-first-step table."""
-    rows = ["start to first step (ms)        p50      p95   runs",
-            *(f"{kind:<42} {_percentile(v, 0.5):8.1f} {_percentile(v, 0.95):8.1f} {len(v):6d}"
+    rows = ["start to first step (ms)                  from commit       from start()   runs",
+            "                                            p50      p95      p50      p95",
+            *(f"{kind:<42} {_p(v, 'after_commit', 0.5):8.1f} {_p(v, 'after_commit', 0.95):8.1f}"
+              f" {_p(v, 'total', 0.5):8.1f} {_p(v, 'total', 0.95):8.1f} {len(v):6d}"
               for kind, v in found.items())]
     return "\n".join(rows) + "\n"
+
+
+def _p(timings: list[Timing], field: str, share: float) -> float:
+    return _percentile([getattr(t, field) for t in timings], share)
 
 
 def takeover_table(found: dict[str, list[float]], renewal: float) -> str:
