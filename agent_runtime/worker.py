@@ -188,10 +188,12 @@ class Worker:
     def _renew_all(self) -> None:
         with self._lock:
             leases = list(self._held.values())
-        expires_at = self._clock.now() + self.options.lease_ttl
-        for lease in leases:
-            try:
-                if not self._store.renew_lease(lease, expires_at):
-                    logger.info("lease lost", extra={"action": "heartbeat", "run_id": lease.run_id})
-            except StoreUnavailable:
-                logger.warning("heartbeat failed", extra={"action": "heartbeat"})
+        if not leases:
+            return
+        try:
+            lost = self._store.renew_leases(leases, self._clock.now() + self.options.lease_ttl)
+        except StoreUnavailable:
+            logger.warning("heartbeat failed", extra={"action": "heartbeat"})
+            return
+        for lease in lost:
+            logger.info("lease lost", extra={"action": "heartbeat", "run_id": lease.run_id})
