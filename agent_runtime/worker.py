@@ -114,7 +114,10 @@ class Worker:
         self._wake.clear()  # a wake-up from now on ends this round's pause
         self._sweep()
         claimed = self._claim(self.options.concurrency - len(active))
-        active.update(pool.submit(self._execute, run, lease) for run, lease in claimed)
+        for run, lease in claimed:
+            future = pool.submit(self._execute, run, lease)
+            future.add_done_callback(self._freed)
+            active.add(future)
         if until_idle and not active and not claimed and self._idle():
             return True
         if not claimed:
@@ -171,7 +174,10 @@ class Worker:
         finally:
             with self._lock:
                 self._held.pop(run.id, None)
-            self._wake.set()  # a thread is free to claim the next run
+
+    def _freed(self, _: Future[RunStatus | None]) -> None:
+        """A run's thread is free (its future done): claim the next run now."""
+        self._wake.set()
 
     def _pause(self) -> None:
         """Wait for a wake-up (a notification, a finished run, ``stop()``) or the poll."""
