@@ -36,12 +36,14 @@ def notify_wake(conn: Connection) -> None:
 
 @contextmanager
 def transaction(engine: Engine) -> Iterator[Connection]:
-    """``engine.begin()`` that, once committed, wakes this process's listeners if asked to."""
+    """``engine.begin()`` that, once committed, wakes this process's listeners if asked to.
+
+    A transaction that fails leaves its request behind, to be honoured (harmlessly, as a
+    wake-up with nothing new) by the next transaction on the same connection.
+    """
     with engine.begin() as conn:
-        try:
-            yield conn
-        finally:
-            wake = conn.info.pop(_PENDING, False)
+        yield conn
+        wake = conn.info.pop(_PENDING, False)
     if wake:
         _wake_local(engine)
 
