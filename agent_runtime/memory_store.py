@@ -112,6 +112,10 @@ class InMemoryStore:
             self._put(run, due_at=expires_at)
             return True
 
+    def renew_leases(self, leases: Sequence[Lease], expires_at: datetime) -> list[Lease]:
+        """Extend held leases; return those lost."""
+        return [lease for lease in leases if not self.renew_lease(lease, expires_at)]
+
     def load_journal(self, run_id: RunId) -> list[StepRecord]:
         """Return the journal in position order."""
         with self._lock:

@@ -70,6 +70,10 @@ class Store(Protocol):
         """Extend a held lease; return False when it was lost."""
         ...
 
+    def renew_leases(self, leases: Sequence[Lease], expires_at: datetime) -> list[Lease]:
+        """Extend held leases in one statement (a worker's heartbeat); return those lost."""
+        ...
+
     def load_journal(self, run_id: RunId) -> list[StepRecord]:
         """Return the run's journal in position order."""
         ...

@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -36,7 +36,7 @@ class WorkerOptions:
     """How a worker claims and holds runs."""
 
     concurrency: int = 4
-    lease_ttl: timedelta = timedelta(seconds=30)
+    lease_ttl: timedelta = timedelta(seconds=3)
     poll_interval: timedelta = timedelta(seconds=1)
     owner: str = field(default_factory=default_owner)
 
@@ -111,13 +111,17 @@ class Worker:
     def _round(self, pool: ThreadPoolExecutor, active: set[Future[RunStatus | None]], *,
                until_idle: bool) -> bool:
         """Sweep, claim and start what is due, then pause; return True once idle is enough."""
+        self._wake.clear()  # a wake-up from now on ends this round's pause
         self._sweep()
         claimed = self._claim(self.options.concurrency - len(active))
-        active.update(pool.submit(self._execute, run, lease) for run, lease in claimed)
+        for run, lease in claimed:
+            future = pool.submit(self._execute, run, lease)
+            future.add_done_callback(self._freed)
+            active.add(future)
         if until_idle and not active and not claimed and self._idle():
             return True
         if not claimed:
-            self._pause(active)
+            self._pause()
         return False
 
     def run_once(self) -> int:
@@ -171,13 +175,13 @@ class Worker:
             with self._lock:
                 self._held.pop(run.id, None)
 
-    def _pause(self, active: set[Future[RunStatus | None]]) -> None:
-        seconds = self.options.poll_interval.total_seconds()
-        if active:
-            wait(active, timeout=seconds, return_when=FIRST_COMPLETED)
-        else:
-            self._wake.wait(seconds)
-        self._wake.clear()
+    def _freed(self, _: Future[RunStatus | None]) -> None:
+        """A run's thread is free (its future done): claim the next run now."""
+        self._wake.set()
+
+    def _pause(self) -> None:
+        """Wait for a wake-up (a notification, a finished run, ``stop()``) or the poll."""
+        self._wake.wait(self.options.poll_interval.total_seconds())
 
     def _heartbeat(self, done: threading.Event) -> None:
         interval = self.options.lease_ttl.total_seconds() / 3
@@ -190,10 +194,12 @@ class Worker:
     def _renew_all(self) -> None:
         with self._lock:
             leases = list(self._held.values())
-        expires_at = self._clock.now() + self.options.lease_ttl
-        for lease in leases:
-            try:
-                if not self._store.renew_lease(lease, expires_at):
-                    logger.info("lease lost", extra={"action": "heartbeat", "run_id": lease.run_id})
-            except StoreUnavailable:
-                logger.warning("heartbeat failed", extra={"action": "heartbeat"})
+        if not leases:
+            return
+        try:
+            lost = self._store.renew_leases(leases, self._clock.now() + self.options.lease_ttl)
+        except StoreUnavailable:
+            logger.warning("heartbeat failed", extra={"action": "heartbeat"})
+            return
+        for lease in lost:
+            logger.info("lease lost", extra={"action": "heartbeat", "run_id": lease.run_id})

@@ -38,6 +38,7 @@ from bot.render import (
 from bot.settings import Settings
 from bot.wiring import build_services, worker_options
 from store import upgrade
+from store.notify import WakeListener
 
 
 def add_commands(commands: Any) -> None:
@@ -97,8 +98,9 @@ def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    """Execute runs; SIGTERM or Ctrl-C drains (steps in flight finish, their runs are
-    released, the trace stream is flushed) within ``SIGNOFF_DRAIN_SECONDS`` and exits."""
+    """Execute runs, woken by every run that falls due; SIGTERM or Ctrl-C drains (steps in
+    flight finish, their runs are released, the trace stream is flushed) within
+    ``SIGNOFF_DRAIN_SECONDS`` and exits."""
     from bot.ops_http import ops_port
     from bot.supervision import drain_deadline, supervised_services
 
@@ -119,7 +121,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     supervision.watchdog.start()
     with ops_port(supervision.ops, args.metrics_port):
         try:
-            worker.run(until_idle=args.until_idle)
+            with WakeListener(services.store.engine, worker.wake):
+                worker.run(until_idle=args.until_idle)
         finally:
             services.shutdown()
     for deadline in deadlines:

@@ -36,7 +36,7 @@ class Settings:
 
     database_url: str = DEFAULT_URL
     workflow_modules: tuple[str, ...] = ()
-    lease_ttl: timedelta = timedelta(seconds=30)
+    lease_ttl: timedelta = timedelta(seconds=3)
     poll_interval: timedelta = timedelta(seconds=1)
     agent: str | None = None
     approvers: tuple[str, ...] = ("U_APPROVER",)
@@ -128,7 +128,7 @@ class Settings:
         return cls(
             database_url=env.get("SIGNOFF_DATABASE_URL") or DEFAULT_URL,
             workflow_modules=_split(env.get("SIGNOFF_WORKFLOWS", "")),
-            lease_ttl=_seconds(env, "SIGNOFF_LEASE_TTL_SECONDS", 30.0),
+            lease_ttl=_seconds(env, "SIGNOFF_LEASE_TTL_SECONDS", 3.0),
             poll_interval=_seconds(env, "SIGNOFF_POLL_INTERVAL_SECONDS", 1.0),
             agent=env.get("SIGNOFF_AGENT") or None,
             approvers=_split(env.get("SIGNOFF_APPROVERS", "")) or ("U_APPROVER",),

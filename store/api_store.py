@@ -22,7 +22,7 @@ from agent_runtime.records import RunStatus
 from store.engine import reader
 from store.errors import translated
 from store.models import api_approvals, api_keys, runs
-from store.notify import notify_wake
+from store.notify import notify_wake, transaction
 from store.outbox import write_notices
 
 
@@ -70,7 +70,7 @@ class SqlApiStore:
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
-        with translated(), self.engine.begin() as conn:
+        with translated(), transaction(self.engine) as conn:
             yield conn
 
     @contextmanager

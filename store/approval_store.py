@@ -33,7 +33,7 @@ from store.engine import reader
 from store.errors import translated
 from store.json_filters import array_has
 from store.models import approvals, audit_head, audit_log, runs
-from store.notify import notify_wake
+from store.notify import notify_wake, transaction
 from store.outbox import write_notices
 from store.sql_store import cancel_in
 from store.wake import deliver
@@ -51,7 +51,7 @@ class SqlApprovalStore:
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
-        with translated(), self.engine.begin() as conn:
+        with translated(), transaction(self.engine) as conn:
             yield conn
 
     @contextmanager

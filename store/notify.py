@@ -1,14 +1,18 @@
-"""PostgreSQL LISTEN/NOTIFY: wake workers the moment a run becomes due, on any instance.
+"""Wake-ups: wake workers the moment a run becomes due.
 
-Polling stays the fallback (and the only mechanism on SQLite, where one host shares one
-file): a lost notification only delays a run until the next poll.
+On PostgreSQL a committed ``NOTIFY`` reaches every listening process, on any host. On
+SQLite a commit wakes the listeners of the same process only; another process finds the
+run at its next poll. Polling stays the fallback everywhere: a lost notification only
+delays a run until the next poll.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import TracebackType
 
 from sqlalchemy import Connection, Engine, text
 
@@ -16,32 +20,78 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = "signoff_wake"
 RECONNECT_S = 5.0
+_PENDING = "signoff_wake_pending"
+
+_local_lock = threading.Lock()
+_local: dict[str, set[Callable[[], object]]] = {}
 
 
 def notify_wake(conn: Connection) -> None:
-    """Queue a wake-up, sent by PostgreSQL when the caller's transaction commits."""
+    """Ask for a wake-up, sent when the caller's transaction commits."""
     if conn.dialect.name == "postgresql":
         conn.execute(text(f"NOTIFY {CHANNEL}"))
+    else:
+        conn.info[_PENDING] = True
+
+
+@contextmanager
+def transaction(engine: Engine) -> Iterator[Connection]:
+    """``engine.begin()`` that, once committed, wakes this process's listeners if asked to.
+
+    A transaction that fails leaves its request behind, to be honoured (harmlessly, as a
+    wake-up with nothing new) by the next transaction on the same connection.
+    """
+    with engine.begin() as conn:
+        yield conn
+        wake = conn.info.pop(_PENDING, False)
+    if wake:
+        _wake_local(engine)
+
+
+def _database(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=True)
+
+
+def _wake_local(engine: Engine) -> None:
+    with _local_lock:
+        callbacks = list(_local.get(_database(engine), ()))
+    for on_wake in callbacks:
+        on_wake()
 
 
 class WakeListener:
-    """A thread that calls ``on_wake`` for every notification (PostgreSQL only)."""
+    """Calls ``on_wake`` for every wake-up: a PostgreSQL listening thread, or (on SQLite)
+    the commits of this process."""
 
     def __init__(self, engine: Engine, on_wake: Callable[[], object]) -> None:
         self._url = engine.url
+        self._database = _database(engine)
         self._postgres = engine.dialect.name == "postgresql"
         self._on_wake = on_wake
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="signoff-listen", daemon=True)
 
+    def __enter__(self) -> WakeListener:
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.stop()
+
     def start(self) -> None:
-        """Start listening (does nothing on SQLite)."""
+        """Start listening."""
         if self._postgres:
             self._thread.start()
+            return
+        with _local_lock:
+            _local.setdefault(self._database, set()).add(self._on_wake)
 
     def stop(self) -> None:
         """Stop listening."""
         self._stop.set()
+        with _local_lock:
+            _local.get(self._database, set()).discard(self._on_wake)
 
     def _run(self) -> None:
         import psycopg
@@ -59,6 +109,7 @@ class WakeListener:
 
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"LISTEN {CHANNEL}")
+            self._on_wake()  # what fell due while not listening
             while not self._stop.is_set():
                 for _ in conn.notifies(timeout=1.0, stop_after=1):
                     self._on_wake()

@@ -27,6 +27,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy import exc as sa_exc
@@ -56,7 +57,7 @@ from store.engine import reader
 from store.errors import is_unique_violation, translated
 from store.json_filters import text_is
 from store.models import attempts, events, runs, steps
-from store.notify import notify_wake
+from store.notify import notify_wake, transaction
 from store.outbox import write_notices
 from store.wake import deliver
 
@@ -83,7 +84,7 @@ class SqlStore:
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
         """A transaction for several statements."""
-        with translated(), self.engine.begin() as conn:
+        with translated(), transaction(self.engine) as conn:
             yield conn
 
     @contextmanager
@@ -182,6 +183,17 @@ class SqlStore:
                 update(runs).where(_held(lease)).values(due_at=expires_at)
             )
         return bool(result.rowcount)
+
+    def renew_leases(self, leases: Sequence[Lease], expires_at: datetime) -> list[Lease]:
+        """Extend held leases in one UPDATE; return those lost."""
+        if not leases:
+            return []
+        held = tuple_(runs.c.id, runs.c.fence).in_([(held.run_id, held.fence) for held in leases])
+        stmt = (update(runs).where(held, runs.c.status == RUNNING).values(due_at=expires_at)
+                .returning(runs.c.id, runs.c.fence))
+        with self._one() as conn:
+            renewed = {(row.id, row.fence) for row in conn.execute(stmt)}
+        return [lease for lease in leases if (lease.run_id, lease.fence) not in renewed]
 
     def load_journal(self, run_id: RunId) -> list[StepRecord]:
         """Return the journal in position order."""

@@ -124,6 +124,22 @@ def test_renewed_lease_is_not_claimable(any_store: Store) -> None:
     assert any_store.claim_runs("w2", limit=1, now=later, expires_at=later + TTL) == []
 
 
+def test_leases_renewed_together_report_the_lost_ones(any_store: Store) -> None:
+    """One batch renewal extends every held lease and returns the one taken over meanwhile."""
+    _new(any_store), _new(any_store)
+    first, second = (lease for _, lease in any_store.claim_runs(
+        "w1", limit=2, now=T0, expires_at=T0 + TTL))
+    later = T0 + TTL + timedelta(seconds=1)
+    any_store.renew_lease(first, later + TTL)  # the first stays held, the second lapses
+    taken = _claim_one(any_store, "w2", now=later)
+    assert taken.run_id == second.run_id
+    assert any_store.renew_leases([first, second], later + TTL * 3) == [second]
+    still_held = any_store.claim_runs("w3", limit=2, now=later + TTL * 2,
+                                      expires_at=later + TTL * 4)
+    assert [lease.run_id for _, lease in still_held] == [second.run_id], "w2's lapsed"
+    assert any_store.renew_leases([], later) == []
+
+
 def test_journal_round_trips_in_order(any_store: Store) -> None:
     """Journal entries read back in position order with their outputs, errors and times."""
     run_id = _new(any_store)
