@@ -57,6 +57,10 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     from bot.mcp.gateway import serve  # the MCP SDK is slow to import
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout speaks MCP
+    # leaving on an error while the upstream server is still stopping makes asyncio warn that
+    # its loop is closed; the upstream is stopped regardless, and the person should see the
+    # one-line error alone
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
     client = args.client or f"mcp:{args.name}"
     options = GatewayOptions(
         key=SessionKey(gateway=args.name, client=client, session=args.session),
