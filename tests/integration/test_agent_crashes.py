@@ -346,7 +346,8 @@ def check_run(services: Services, ledger: list[dict[str, Any]], run_id: RunId,
     charges = [e for e in refunds if e["created_charge"]]
     assert len(charges) == 1, f"exactly one charge: {refunds} ({where})"
     assert charges[0]["charge_id"] == refunded.output["id"], where
-    assert {e["status"] for e in refunds} <= {200, 201}, refunds
+    assert {e["status"] for e in refunds} <= {200, 201}, [
+        (e["seq"], e["status"], e["body"]) for e in refunds]
     for unknown in named(journal, "tool.unknown_outcome:issue_refund"):
         assert unknown.output == {"key": key, "strategy": "retry"}, unknown.output
 
