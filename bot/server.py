@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -189,7 +190,7 @@ def _front(services: Services, client: WebClient, settings: Settings, parts: Par
         _http(wsgi(slack_app(services, client), ops, api_approvals(services)), settings.port)
     else:
         with ops_port(ops, parts.metrics_port):
-            _wait_forever(threading.Event())
+            _wait_forever()
 
 
 def _http(application: WSGIApp, port: int) -> None:
@@ -217,6 +218,7 @@ def _socket_mode(app: App, settings: Settings) -> None:
     SocketModeHandler(app, settings.slack_app_token).start()  # type: ignore[no-untyped-call]
 
 
-def _wait_forever(stop: threading.Event) -> None:
-    while not stop.wait(3600):
-        pass
+def _wait_forever() -> None:
+    """Keep the main thread (the one SIGTERM interrupts) until the process is stopped."""
+    while True:
+        time.sleep(3600)
