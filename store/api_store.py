@@ -7,8 +7,8 @@ whose UNIQUE (client, idempotency key) makes a repeated request find the first o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,10 +19,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from agent_runtime.approvals import approval_id
 from agent_runtime.notices import Notice
 from agent_runtime.records import RunStatus
-from store.engine import reader
-from store.errors import translated
+from store.connections import reading, writing
 from store.models import api_approvals, api_keys, runs
-from store.notify import notify_wake, transaction
+from store.notify import notify_wake
 from store.outbox import write_notices
 
 
@@ -68,15 +67,11 @@ class SqlApiStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        with translated(), transaction(self.engine) as conn:
-            yield conn
+    def _tx(self) -> AbstractContextManager[Connection]:
+        return writing(self.engine)
 
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        with translated(), reader(self.engine).begin() as conn:
-            yield conn
+    def _read(self) -> AbstractContextManager[Connection]:
+        return reading(self.engine)
 
     def create_key(self, name: str, key_hash: str, webhook_secret: str, now: datetime) -> bool:
         """Store a new client; False if the name is taken."""

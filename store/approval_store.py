@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -29,11 +29,10 @@ from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
 from agent_runtime.store import Closing, Ruling, ruled_since
-from store.engine import reader
-from store.errors import translated
+from store.connections import reading, writing
 from store.json_filters import array_has
 from store.models import approvals, audit_head, audit_log, runs
-from store.notify import notify_wake, transaction
+from store.notify import notify_wake
 from store.outbox import write_notices
 from store.sql_store import cancel_in
 from store.wake import deliver
@@ -49,15 +48,11 @@ class SqlApprovalStore:
         self.engine = engine
         self._keys = audit_keys
 
-    @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        with translated(), transaction(self.engine) as conn:
-            yield conn
+    def _tx(self) -> AbstractContextManager[Connection]:
+        return writing(self.engine)
 
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        with translated(), reader(self.engine).begin() as conn:
-            yield conn
+    def _read(self) -> AbstractContextManager[Connection]:
+        return reading(self.engine)
 
     def create_approval(
         self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice] = ()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Engine, exists, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.notices import DeadNotice, Delivery, Notice, QueuedNotice
-from store.errors import translated
+from store.connections import writing
 from store.models import outbox
 
 PENDING, SENT, DEAD = "pending", "sent", "dead"
@@ -38,10 +38,8 @@ class SqlOutbox:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        with translated(), self.engine.begin() as conn:
-            yield conn
+    def _tx(self) -> AbstractContextManager[Connection]:
+        return writing(self.engine)
 
     def enqueue(self, notices: Sequence[Notice], now: datetime) -> None:
         """Queue notices on their own."""

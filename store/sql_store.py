@@ -7,7 +7,7 @@ import functools
 import os
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -53,11 +53,12 @@ from agent_runtime.records import (
     StepRecord,
     Wait,
 )
+from store.connections import writing
 from store.engine import reader
 from store.errors import is_unique_violation, translated
 from store.json_filters import text_is
 from store.models import attempts, events, runs, steps
-from store.notify import notify_wake, transaction
+from store.notify import notify_wake
 from store.outbox import write_notices
 from store.wake import deliver
 
@@ -81,11 +82,9 @@ class SqlStore:
         )
         self._reader = reader(engine)
 
-    @contextmanager
-    def _tx(self) -> Iterator[Connection]:
+    def _tx(self) -> AbstractContextManager[Connection]:
         """A transaction for several statements."""
-        with translated(), transaction(self.engine) as conn:
-            yield conn
+        return writing(self.engine)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
