@@ -20,6 +20,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -254,16 +255,24 @@ def approvals_of_reader(cluster: Cluster, run_id: str) -> dict[str, Approval]:
     return {a.tool: a for a in cluster.reader.approvals.store.list_approvals(run_id=run_id)}
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, pg_url: str) -> Iterator[Cluster]:
-    """An emptied database, the provider and the fake Slack; no serve process yet."""
-    empty_postgres(pg_url)
-    with SlackWorld(tmp_path, pg_url, approvers=(APPROVER, SECOND_APPROVER)) as world:
-        built = Cluster(world, pg_url)
+@contextmanager
+def open_cluster(tmp_path: Path, database_url: str) -> Iterator[Cluster]:
+    """The provider, the fake Slack and two approvers on ``database_url``; no serve process
+    yet. Every process started is SIGKILLed on exit."""
+    with SlackWorld(tmp_path, database_url, approvers=(APPROVER, SECOND_APPROVER)) as world:
+        built = Cluster(world, database_url)
         try:
             yield built
         finally:
             built.close()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, pg_url: str) -> Iterator[Cluster]:
+    """An emptied database, the provider and the fake Slack; no serve process yet."""
+    empty_postgres(pg_url)
+    with open_cluster(tmp_path, pg_url) as built:
+        yield built
 
 
 # -- helpers --------------------------------------------------------------------------------

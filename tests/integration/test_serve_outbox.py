@@ -18,10 +18,7 @@ from sqlalchemy import create_engine, func, select, text
 from agent_runtime import RunId, RunStatus
 from store import models
 from tests.integration.slack_harness import (
-    APPROVER,
-    SECOND_APPROVER,
     TASK,
-    SlackWorld,
     empty_postgres,
 )
 from tests.integration.slack_readers import run_id_of
@@ -36,6 +33,7 @@ from tests.integration.test_serve_instances import (
     assert_completed_story,
     assert_each_card_updated_once,
     assert_posted_once,
+    open_cluster,
     thread_shape,
 )
 
@@ -49,13 +47,11 @@ MAIN_MAX_ATTEMPTS = 12
 def cluster(tmp_path: Path, pg_url: str) -> Iterator[Cluster]:
     """An emptied database, the provider and the sandbox Slack; no serve process yet."""
     empty_postgres(pg_url)
-    with SlackWorld(tmp_path, pg_url, approvers=(APPROVER, SECOND_APPROVER)) as world:
-        built = Cluster(world, pg_url)
+    with open_cluster(tmp_path, pg_url) as built:
         try:
             yield built
         finally:
-            world.workspace.release_answers("chat.postMessage")
-            built.close()
+            built.world.workspace.release_answers("chat.postMessage")
 
 
 def start(cluster: Cluster, *names: str, claim_s: float, backoff_cap_s: float = 1.0
