@@ -40,12 +40,15 @@ class Agent:
     max_output_tokens: int = 1024
     max_turns: int = 25
     model_retry: RetryPolicy = field(
-        default_factory=lambda: RetryPolicy(max_attempts=4, initial_interval=timedelta(seconds=1)))
+        default_factory=lambda: RetryPolicy(max_attempts=4, initial_interval=timedelta(seconds=1))
+    )
 
     def __post_init__(self) -> None:
         if self.budget.cost_usd is not None and self.model.name not in self.prices:
-            raise ValueError(f"agent {self.name}: a cost budget needs a price for model "
-                             f"{self.model.name!r} (add it to the agent's price table)")
+            raise ValueError(
+                f"agent {self.name}: a cost budget needs a price for model "
+                f"{self.model.name!r} (add it to the agent's price table)"
+            )
 
     @property
     def workflow(self) -> str:
@@ -74,9 +77,12 @@ class AgentInput:
 
     def to_json(self) -> dict[str, Any]:
         """Return the run input."""
-        data = {"task": self.task, "requester": self.requester.to_json(),
-                "budget": None if self.budget is None else self.budget.to_json(),
-                "context": dict(self.context)}
+        data = {
+            "task": self.task,
+            "requester": self.requester.to_json(),
+            "budget": None if self.budget is None else self.budget.to_json(),
+            "context": dict(self.context),
+        }
         return data if self.model is None else data | {"model": self.model}
 
     @classmethod
@@ -94,9 +100,13 @@ class AgentInput:
         model = data.get("model")
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise ValueError("the model must be a non-empty model spec")
-        return cls(task=task, requester=Actor.from_json(requester),
-                   budget=None if budget is None else Budget.from_json(budget),
-                   context=data.get("context") or {}, model=model)
+        return cls(
+            task=task,
+            requester=Actor.from_json(requester),
+            budget=None if budget is None else Budget.from_json(budget),
+            context=data.get("context") or {},
+            model=model,
+        )
 
 
 class Agents:
@@ -129,4 +139,3 @@ class Agents:
 
     def __iter__(self) -> Iterator[Agent]:
         return iter(self._by_name.values())
-

@@ -41,14 +41,14 @@ ModelResolver = Callable[[str], Model]
 """Builds the model a run's input names (``AgentInput.model``); ``ValueError`` if unknown."""
 
 
-def agent_workflow(agent: Agent, approvals: Approvals,
-                   models: ModelResolver | None = None) -> WorkflowFn:
+def agent_workflow(
+    agent: Agent, approvals: Approvals, models: ModelResolver | None = None
+) -> WorkflowFn:
     """Return the workflow that runs ``agent`` durably (with the model a run asks for)."""
 
     def workflow(ctx: RunContext, data: Any) -> dict[str, Any]:
         request = AgentInput.from_json(data)
-        return AgentLoop(with_model(agent, request.model, models), approvals, ctx,
-                         request).run()
+        return AgentLoop(with_model(agent, request.model, models), approvals, ctx, request).run()
 
     return workflow
 
@@ -78,15 +78,18 @@ class InputEstimate:
 
     def tokens(self, messages: Sequence[Message]) -> int:
         """Estimate the input tokens of a request with ``messages`` (this conversation's)."""
-        self._sizes.extend(len(json.dumps(m.to_json())) for m in messages[len(self._sizes):])
+        self._sizes.extend(len(json.dumps(m.to_json())) for m in messages[len(self._sizes) :])
         return (self._fixed + sum(self._sizes)) // 4 + 1
 
 
 def request_json(request: ModelRequest) -> dict[str, Any]:
     """Return the JSON form of a model request (the model step's input)."""
-    return {"system": request.system, "messages": [m.to_json() for m in request.messages],
-            "tools": [t.to_json() for t in request.tools],
-            "max_output_tokens": request.max_output_tokens}
+    return {
+        "system": request.system,
+        "messages": [m.to_json() for m in request.messages],
+        "tools": [t.to_json() for t in request.tools],
+        "max_output_tokens": request.max_output_tokens,
+    }
 
 
 def request_from_json(payload: dict[str, Any]) -> ModelRequest:
@@ -94,8 +97,10 @@ def request_from_json(payload: dict[str, Any]) -> ModelRequest:
     return ModelRequest(
         system=payload["system"],
         messages=tuple(Message.from_json(m) for m in payload["messages"]),
-        tools=tuple(ToolSpec(name=t["name"], description=t["description"],
-                             parameters=t["parameters"]) for t in payload["tools"]),
+        tools=tuple(
+            ToolSpec(name=t["name"], description=t["description"], parameters=t["parameters"])
+            for t in payload["tools"]
+        ),
         max_output_tokens=payload["max_output_tokens"],
     )
 
@@ -128,18 +133,24 @@ class AgentLoop:
         raise TurnLimitReached(f"no final answer after {self.agent.max_turns} turns")
 
     def _model_turn(self, started: datetime) -> ModelResponse | None:
-        draft = ModelRequest(system=self.agent.system_prompt, messages=tuple(self.messages),
-                             tools=tuple(self.agent.tools.specs()))
+        draft = ModelRequest(
+            system=self.agent.system_prompt,
+            messages=tuple(self.messages),
+            tools=tuple(self.agent.tools.specs()),
+        )
         cap = self._budget_gate(started, self._estimate.tokens(draft.messages))
         if cap is None:
             return None
-        request = ModelRequest(system=draft.system, messages=draft.messages, tools=draft.tools,
-                               max_output_tokens=cap)
-        output = self.ctx.step(self._call_model, request_json(request), name="model",
-                               retry=self.agent.model_retry)
+        request = ModelRequest(
+            system=draft.system, messages=draft.messages, tools=draft.tools, max_output_tokens=cap
+        )
+        output = self.ctx.step(
+            self._call_model, request_json(request), name="model", retry=self.agent.model_retry
+        )
         response = ModelResponse.from_json(output)
-        self.used.add_model_call(response.usage, self.agent.prices.get(response.model or
-                                                                       self.agent.model.name))
+        self.used.add_model_call(
+            response.usage, self.agent.prices.get(response.model or self.agent.model.name)
+        )
         return response
 
     def _call_model(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -152,9 +163,12 @@ class AgentLoop:
         while True:
             elapsed = timedelta(0) if self.budget.wall_time is None else self.ctx.now() - started
             plan = self.used.plan_model_call(
-                self.budget, elapsed=elapsed, input_tokens=input_tokens,
+                self.budget,
+                elapsed=elapsed,
+                input_tokens=input_tokens,
                 max_output=self.agent.max_output_tokens,
-                price=self.agent.prices.get(self.agent.model.name))
+                price=self.agent.prices.get(self.agent.model.name),
+            )
             if isinstance(plan, int):
                 return plan
             decision = self._wait_for_budget(plan)
@@ -165,9 +179,16 @@ class AgentLoop:
     def _wait_for_budget(self, limit: str) -> dict[str, Any]:
         self._budget_waits += 1
         key = f"budget:{self._budget_waits}"
-        self.ctx.step(_record, {"limit": limit, "used": self.used.to_json(),
-                                "budget": self.budget.to_json(), "wait_key": key},
-                      name="budget.exhausted")
+        self.ctx.step(
+            _record,
+            {
+                "limit": limit,
+                "used": self.used.to_json(),
+                "budget": self.budget.to_json(),
+                "wait_key": key,
+            },
+            name="budget.exhausted",
+        )
         decision: dict[str, Any] = self.ctx.wait_for(key)
         return decision
 
@@ -181,8 +202,9 @@ class AgentLoop:
         if not any(plan.approval_id for plan in plans) or self._runs_as_decided():
             return [self._answer(plan, self._decision(plan)) for plan in plans]
         decisions = [self._decision(plan) for plan in plans]
-        return [self._answer(plan, decision) for plan, decision in zip(plans, decisions,
-                                                                       strict=True)]
+        return [
+            self._answer(plan, decision) for plan, decision in zip(plans, decisions, strict=True)
+        ]
 
     def _runs_as_decided(self) -> bool:
         """Journal (or replay) the mark of a turn whose calls run as they are decided."""
@@ -199,8 +221,9 @@ class AgentLoop:
         tool = self.agent.tools.get(call.name)
         if tool is None:
             known = ", ".join(t.name for t in self.agent.tools)
-            return ToolPlan(call, None,
-                            ToolResult.error(f"unknown tool {call.name!r}; use: {known}"))
+            return ToolPlan(
+                call, None, ToolResult.error(f"unknown tool {call.name!r}; use: {known}")
+            )
         errors = tool.validation_errors(call.arguments)
         if errors:
             return ToolPlan(call, tool, ToolResult.error("invalid arguments: " + "; ".join(errors)))
@@ -213,8 +236,9 @@ class AgentLoop:
         if result is None and plan.tool is not None:
             result = self._run_tool(plan.tool, plan.call.arguments, decision)
         assert result is not None
-        return Message(role="tool", tool_call_id=plan.call.id, content=result.content,
-                       is_error=result.is_error)
+        return Message(
+            role="tool", tool_call_id=plan.call.id, content=result.content, is_error=result.is_error
+        )
 
     def _run_tool(self, tool: Tool, args: dict[str, Any], decision: Any) -> ToolResult:
         if decision is not None and decision["status"] != "approved":
@@ -228,15 +252,24 @@ class AgentLoop:
             return ToolResult.error(f"{failure.error_type}: {failure.message}")
 
     def _result(self, answer: str | None, *, ended: str | None = None) -> dict[str, Any]:
-        return {"answer": answer, "ended": ended, "usage": self.used.to_json(),
-                "budget": self.budget.to_json()}
+        return {
+            "answer": answer,
+            "ended": ended,
+            "usage": self.used.to_json(),
+            "budget": self.budget.to_json(),
+        }
 
 
 class ToolPlan:
     """What to do with one proposed tool call."""
 
-    def __init__(self, call: ToolCall, tool: Tool | None, result: ToolResult | None,
-                 approval_id: str | None = None) -> None:
+    def __init__(
+        self,
+        call: ToolCall,
+        tool: Tool | None,
+        result: ToolResult | None,
+        approval_id: str | None = None,
+    ) -> None:
         self.call = call
         self.tool = tool
         self.result = result

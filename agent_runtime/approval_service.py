@@ -102,8 +102,12 @@ class Approvals:
     """The approvals service: every method works from any process sharing the store."""
 
     def __init__(
-        self, store: ApprovalStore, clock: Clock, tools: ToolLookup | None = None,
-        notifier: Notifier | None = None, rules: Rules | None = None,
+        self,
+        store: ApprovalStore,
+        clock: Clock,
+        tools: ToolLookup | None = None,
+        notifier: Notifier | None = None,
+        rules: Rules | None = None,
     ) -> None:
         self.store = store
         self._clock = clock
@@ -128,24 +132,51 @@ class Approvals:
         a rule about the tool decides it at once (see ``agent_runtime.rules``)."""
         interval = policy.get("remind_every_seconds")
         approval = Approval(
-            id=approval_id(run_id, position), run_id=run_id, position=position, kind=kind,
-            tool=tool.name, args=args, args_hash=args_hash(args),
-            fingerprint=self._tools.fingerprint(tool), policy=policy, requester=requester,
-            requested_at=now, deadline=now + timedelta(seconds=policy["deadline_seconds"]),
+            id=approval_id(run_id, position),
+            run_id=run_id,
+            position=position,
+            kind=kind,
+            tool=tool.name,
+            args=args,
+            args_hash=args_hash(args),
+            fingerprint=self._tools.fingerprint(tool),
+            policy=policy,
+            requester=requester,
+            requested_at=now,
+            deadline=now + timedelta(seconds=policy["deadline_seconds"]),
             reason_asked=question,
             remind_at=None if interval is None else now + timedelta(seconds=interval),
         )
-        audit = self._draft(approval, "requested", requester, {
-            "kind": kind.value, "tool": tool.name, "args": args, "args_hash": approval.args_hash,
-            "policy": policy, "deadline": approval.deadline.isoformat()})
+        audit = self._draft(
+            approval,
+            "requested",
+            requester,
+            {
+                "kind": kind.value,
+                "tool": tool.name,
+                "args": args,
+                "args_hash": approval.args_hash,
+                "policy": policy,
+                "deadline": approval.deadline.isoformat(),
+            },
+        )
         notices = self.notifier.approval_changed(approval, "requested")
         verdict = self.rules.verdict(tool.name, args, self.rule_context(tool.name, requester))
         if kind != ApprovalKind.TOOL_CALL or (verdict.rule is None and not verdict.shadows):
             return self.store.create_approval(approval, audit, notices)
-        return self.store.create_ruled_approval(approval, audit, notices, ruling(
-            approval, verdict, now, lambda a, action, actor, detail: self._draft(
-                a, action, actor, detail, at=now),
-            self.notifier.approval_changed, lambda decided: self._wake(decided, now)))
+        return self.store.create_ruled_approval(
+            approval,
+            audit,
+            notices,
+            ruling(
+                approval,
+                verdict,
+                now,
+                lambda a, action, actor, detail: self._draft(a, action, actor, detail, at=now),
+                self.notifier.approval_changed,
+                lambda decided: self._wake(decided, now),
+            ),
+        )
 
     def rule_context(self, tool: str, requester: Actor) -> RuleContext:
         """Return what rules see of a call of ``tool`` besides its arguments."""
@@ -189,15 +220,22 @@ class Approvals:
                 return DecisionResult(accepted=True, message=_accepted(verdict), approval=verdict)
         raise StoreUnavailable(f"approval {approval} kept changing; try again")
 
-    def cancel_run(self, run_id: RunId, actor: Actor | None, notices: Sequence[Notice],
-                   now: datetime) -> Run:
+    def cancel_run(
+        self, run_id: RunId, actor: Actor | None, notices: Sequence[Notice], now: datetime
+    ) -> Run:
         """Cancel the run and close its pending approvals (as cancelled) in one transaction,
         so no card of a cancelled run can still be approved."""
         reason = "the run was cancelled" + ("" if actor is None else f" by {actor.label}")
 
         def close(pending: Approval) -> tuple[Approval, AuditDraft, Sequence[Notice]]:
-            new = dataclasses.replace(pending, status=ApprovalStatus.CANCELLED, decided_by=actor,
-                                      decided_at=now, reason=reason, remind_at=None)
+            new = dataclasses.replace(
+                pending,
+                status=ApprovalStatus.CANCELLED,
+                decided_by=actor,
+                decided_at=now,
+                reason=reason,
+                remind_at=None,
+            )
             audit = self._draft(pending, "closed", actor, {"reason": reason}, at=now)
             return new, audit, self.notifier.approval_changed(new, "closed")
 
@@ -205,8 +243,14 @@ class Approvals:
 
     def refusal_for(self, approval: str, actor: Actor) -> str | None:
         """Tell why ``actor`` could not decide the approval now (None if they could)."""
-        verdict = self._judge(self.store.get_approval(approval), actor, Decision.APPROVE,
-                              self._clock.now(), None, None)
+        verdict = self._judge(
+            self.store.get_approval(approval),
+            actor,
+            Decision.APPROVE,
+            self._clock.now(),
+            None,
+            None,
+        )
         return verdict.message if isinstance(verdict, Refusal) else None
 
     def sweep(self, now: datetime | None = None) -> SweepResult:
@@ -221,14 +265,30 @@ class Approvals:
         return result
 
     def _judge(
-        self, current: Approval, actor: Actor, decision: Decision, now: datetime,
-        reason: str | None, edited_args: dict[str, Any] | None, seen_hash: str | None = None,
+        self,
+        current: Approval,
+        actor: Actor,
+        decision: Decision,
+        now: datetime,
+        reason: str | None,
+        edited_args: dict[str, Any] | None,
+        seen_hash: str | None = None,
     ) -> Approval | Refusal:
         if current.status == ApprovalStatus.PENDING and self.is_stale(current):
-            return Refusal(message="this approval is stale: the tool or its policy changed "
-                           "since it was asked; it cannot be approved", audit="stale")
-        return judge(current, actor, decision, now, reason=reason, edited_args=edited_args,
-                     seen_hash=seen_hash)
+            return Refusal(
+                message="this approval is stale: the tool or its policy changed "
+                "since it was asked; it cannot be approved",
+                audit="stale",
+            )
+        return judge(
+            current,
+            actor,
+            decision,
+            now,
+            reason=reason,
+            edited_args=edited_args,
+            seen_hash=seen_hash,
+        )
 
     def _check_edit(self, current: Approval, edited: dict[str, Any] | None) -> None:
         tool = self._tools.get(current.tool)
@@ -240,70 +300,130 @@ class Approvals:
         canonical_json(edited, what="edited arguments")
 
     def _refuse(
-        self, current: Approval, actor: Actor, decision: Decision, refusal: Refusal,
+        self,
+        current: Approval,
+        actor: Actor,
+        decision: Decision,
+        refusal: Refusal,
         now: datetime,
     ) -> DecisionResult:
         if refusal.audit is not None:
-            self.store.append_audit(self._draft(current, refusal.audit, actor, {
-                "decision": decision.value, "message": refusal.message}, at=now))
-        logger.info("decision refused", extra={"action": refusal.audit or "refused",
-                                               "run_id": current.run_id})
-        return DecisionResult(accepted=False, message=refusal.message, approval=current,
-                              refused_as=refusal.audit)
+            self.store.append_audit(
+                self._draft(
+                    current,
+                    refusal.audit,
+                    actor,
+                    {"decision": decision.value, "message": refusal.message},
+                    at=now,
+                )
+            )
+        logger.info(
+            "decision refused",
+            extra={"action": refusal.audit or "refused", "run_id": current.run_id},
+        )
+        return DecisionResult(
+            accepted=False, message=refusal.message, approval=current, refused_as=refusal.audit
+        )
 
     def _save(
-        self, current: Approval, new: Approval, actor: Actor, decision: Decision, now: datetime,
+        self,
+        current: Approval,
+        new: Approval,
+        actor: Actor,
+        decision: Decision,
+        now: datetime,
         seen_hash: str | None,
     ) -> bool:
         final = new.status != ApprovalStatus.PENDING
-        detail = {"decision": decision.value, "status": new.status.value,
-                  "seen_args_hash": seen_hash,
-                  "args": new.decided_args, "args_hash": new.decided_args_hash,
-                  "reason": new.reason, "diff": new.diff}
+        detail = {
+            "decision": decision.value,
+            "status": new.status.value,
+            "seen_args_hash": seen_hash,
+            "args": new.decided_args,
+            "args_hash": new.decided_args_hash,
+            "reason": new.reason,
+            "diff": new.diff,
+        }
         audit = self._draft(current, decision.value, actor, detail, at=now)
         wake = self._wake(new, now) if final else None
-        return self.store.save_approval(new, audit=audit, decided_before=now, wake=wake,
-                                        notices=self.notifier.approval_changed(new, audit.action))
+        return self.store.save_approval(
+            new,
+            audit=audit,
+            decided_before=now,
+            wake=wake,
+            notices=self.notifier.approval_changed(new, audit.action),
+        )
 
     def _expire_or_escalate(self, approval: Approval, now: datetime, result: SweepResult) -> None:
         policy = approval.policy
         if policy.get("on_expiry") == "escalate" and not approval.escalated:
             new = dataclasses.replace(
-                approval, escalated=True,
-                deadline=now + timedelta(seconds=policy["deadline_seconds"]))
-            audit = self._draft(approval, "escalated", None,
-                                {"to": policy.get("escalate_to", []),
-                                 "deadline": new.deadline.isoformat()}, at=now)
-            if self.store.save_approval(new, audit=audit, decided_before=None, wake=None,
-                                        notices=self.notifier.approval_changed(new, "escalated")):
+                approval,
+                escalated=True,
+                deadline=now + timedelta(seconds=policy["deadline_seconds"]),
+            )
+            audit = self._draft(
+                approval,
+                "escalated",
+                None,
+                {"to": policy.get("escalate_to", []), "deadline": new.deadline.isoformat()},
+                at=now,
+            )
+            if self.store.save_approval(
+                new,
+                audit=audit,
+                decided_before=None,
+                wake=None,
+                notices=self.notifier.approval_changed(new, "escalated"),
+            ):
                 result.escalated.append(new)
             return
         new = expire(approval, now)
-        audit = self._draft(approval, "expired", None, {"deadline": approval.deadline.isoformat()},
-                            at=now)
-        if self.store.save_approval(new, audit=audit, decided_before=None,
-                                    wake=self._wake(new, now),
-                                    notices=self.notifier.approval_changed(new, "expired")):
+        audit = self._draft(
+            approval, "expired", None, {"deadline": approval.deadline.isoformat()}, at=now
+        )
+        if self.store.save_approval(
+            new,
+            audit=audit,
+            decided_before=None,
+            wake=self._wake(new, now),
+            notices=self.notifier.approval_changed(new, "expired"),
+        ):
             result.expired.append(new)
 
     def _remind(self, approval: Approval, now: datetime, result: SweepResult) -> None:
         interval = timedelta(seconds=approval.policy["remind_every_seconds"])
         new = dataclasses.replace(approval, remind_at=now + interval)
         audit = self._draft(approval, "reminded", None, None, at=now)
-        if self.store.save_approval(new, audit=audit, decided_before=None, wake=None,
-                                    notices=self.notifier.approval_changed(new, "reminded")):
+        if self.store.save_approval(
+            new,
+            audit=audit,
+            decided_before=None,
+            wake=None,
+            notices=self.notifier.approval_changed(new, "reminded"),
+        ):
             result.reminded.append(new)
 
     def _wake(self, approval: Approval, now: datetime) -> Event:
         return Event(key=wake_key(approval.id), data=approval.summary(), delivered_at=now)
 
     def _draft(
-        self, approval: Approval, action: str, actor: Actor | None,
-        detail: dict[str, Any] | None, *, at: datetime | None = None,
+        self,
+        approval: Approval,
+        action: str,
+        actor: Actor | None,
+        detail: dict[str, Any] | None,
+        *,
+        at: datetime | None = None,
     ) -> AuditDraft:
-        return AuditDraft(at=at or approval.requested_at, approval_id=approval.id,
-                          run_id=approval.run_id, action=action,
-                          actor=None if actor is None else actor.to_json(), detail=detail)
+        return AuditDraft(
+            at=at or approval.requested_at,
+            approval_id=approval.id,
+            run_id=approval.run_id,
+            action=action,
+            actor=None if actor is None else actor.to_json(),
+            detail=detail,
+        )
 
 
 def _accepted(approval: Approval) -> str:

@@ -67,8 +67,9 @@ class Actor:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Actor:
         """Read the JSON form."""
-        return cls(user_id=data["user_id"], team_id=data.get("team_id", ""),
-                   name=data.get("name", ""))
+        return cls(
+            user_id=data["user_id"], team_id=data.get("team_id", ""), name=data.get("name", "")
+        )
 
     @property
     def label(self) -> str:
@@ -163,8 +164,11 @@ def judge(
     refusal = _refusal(approval, actor, now)
     if refusal is not None:
         return refusal
-    if decision != Decision.REJECT and seen_hash is not None and (
-            seen_hash != approval.proposed_hash):
+    if (
+        decision != Decision.REJECT
+        and seen_hash is not None
+        and (seen_hash != approval.proposed_hash)
+    ):
         return Refusal(message=STALE_CARD, audit="stale")
     if decision == Decision.REJECT:
         if not (reason or "").strip():
@@ -177,8 +181,10 @@ def judge(
     return _vote(approval, actor, now, approval.proposed_args, reason)
 
 
-STALE_CARD = ("the arguments changed since you were shown them; "
-              "nothing was recorded: check the new arguments and decide again")
+STALE_CARD = (
+    "the arguments changed since you were shown them; "
+    "nothing was recorded: check the new arguments and decide again"
+)
 
 
 def _refusal(approval: Approval, actor: Actor, now: datetime) -> Refusal | None:
@@ -188,14 +194,15 @@ def _refusal(approval: Approval, actor: Actor, now: datetime) -> Refusal | None:
     if approval.status != ApprovalStatus.PENDING:
         return Refusal(message=_already(approval), audit="late")
     if now >= approval.deadline:
-        return Refusal(message=f"this approval expired at {_hhmm(approval.deadline)}",
-                       audit="late")
+        return Refusal(message=f"this approval expired at {_hhmm(approval.deadline)}", audit="late")
     if actor.user_id == approval.requester.user_id and not approval.policy.get("allow_requester"):
-        return Refusal(message="you asked for this action, so someone else must decide",
-                       audit="unauthorized")
+        return Refusal(
+            message="you asked for this action, so someone else must decide", audit="unauthorized"
+        )
     if any(v["user_id"] == actor.user_id for v in approval.approvals):
-        return Refusal(message="you have already approved; waiting for another approver",
-                       audit=None)
+        return Refusal(
+            message="you have already approved; waiting for another approver", audit=None
+        )
     return None
 
 
@@ -210,25 +217,32 @@ def _vote(
     votes = approval.approvals if digest == approval.decided_args_hash else ()
     votes = (*votes, {**actor.to_json(), "at": now.isoformat(), "args_hash": digest})
     diff = arguments_diff(approval.args, args)
-    changed = replace(approval, approvals=votes, decided_args=args, decided_args_hash=digest,
-                      diff=diff or None)
+    changed = replace(
+        approval, approvals=votes, decided_args=args, decided_args_hash=digest, diff=diff or None
+    )
     if len(votes) < int(approval.policy.get("required", 1)):
         return changed
     return _decided(changed, ApprovalStatus.APPROVED, actor, now, reason=reason)
 
 
 def _decided(
-    approval: Approval, status: ApprovalStatus, actor: Actor | None, now: datetime, *,
+    approval: Approval,
+    status: ApprovalStatus,
+    actor: Actor | None,
+    now: datetime,
+    *,
     reason: str | None,
 ) -> Approval:
-    return replace(approval, status=status, decided_by=actor, decided_at=now, reason=reason,
-                   remind_at=None)
+    return replace(
+        approval, status=status, decided_by=actor, decided_at=now, reason=reason, remind_at=None
+    )
 
 
 def expire(approval: Approval, now: datetime) -> Approval:
     """Return the approval rejected by its deadline (fail-closed)."""
-    return _decided(approval, ApprovalStatus.EXPIRED, None, now,
-                    reason="no decision before the deadline")
+    return _decided(
+        approval, ApprovalStatus.EXPIRED, None, now, reason="no decision before the deadline"
+    )
 
 
 def arguments_diff(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:

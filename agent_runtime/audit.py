@@ -43,16 +43,33 @@ class AuditEntry:
     mac: str | None = None
 
 
-def chain(draft: AuditDraft, seq: int, prev_hash: str,
-          keys: AuditKeys | None = None) -> AuditEntry:
+def chain(draft: AuditDraft, seq: int, prev_hash: str, keys: AuditKeys | None = None) -> AuditEntry:
     """Return ``draft`` as entry number ``seq`` following the entry whose hash is ``prev_hash``,
     signed with the first of ``keys`` when there are keys."""
-    fields = dict(seq=seq, at=draft.at, approval_id=draft.approval_id, run_id=draft.run_id,
-                  action=draft.action, actor=draft.actor, detail=draft.detail)
+    fields = dict(
+        seq=seq,
+        at=draft.at,
+        approval_id=draft.approval_id,
+        run_id=draft.run_id,
+        action=draft.action,
+        actor=draft.actor,
+        detail=draft.detail,
+    )
     digest = entry_hash(prev_hash, fields)
     kid, mac = keys.sign(seq, digest) if keys is not None else (None, None)
-    return AuditEntry(**fields, prev_hash=prev_hash,  # type: ignore[arg-type]
-                      hash=digest, kid=kid, mac=mac)
+    return AuditEntry(
+        seq=seq,
+        at=draft.at,
+        approval_id=draft.approval_id,
+        run_id=draft.run_id,
+        action=draft.action,
+        actor=draft.actor,
+        detail=draft.detail,
+        prev_hash=prev_hash,
+        hash=digest,
+        kid=kid,
+        mac=mac,
+    )
 
 
 def entry_hash(prev_hash: str, fields: dict[str, Any]) -> str:
@@ -74,9 +91,15 @@ def verify(entries: list[AuditEntry], head: tuple[int, str] | None) -> list[str]
             problems.append(f"entry {expected_seq} is missing (next is {entry.seq})")
         if entry.prev_hash != prev_hash:
             problems.append(f"entry {entry.seq} does not follow the entry before it")
-        fields = dict(seq=entry.seq, at=entry.at, approval_id=entry.approval_id,
-                      run_id=entry.run_id, action=entry.action, actor=entry.actor,
-                      detail=entry.detail)
+        fields = dict(
+            seq=entry.seq,
+            at=entry.at,
+            approval_id=entry.approval_id,
+            run_id=entry.run_id,
+            action=entry.action,
+            actor=entry.actor,
+            detail=entry.detail,
+        )
         if entry_hash(entry.prev_hash, fields) != entry.hash:
             problems.append(f"entry {entry.seq} was altered after it was written")
         prev_hash, expected_seq = entry.hash, entry.seq + 1

@@ -40,9 +40,13 @@ class Anchor:
         """Parse a line written by ``to_line``; raise ValueError if it is not one."""
         try:
             data = json.loads(line)
-            anchor = cls(seq=data["seq"], hash=data["hash"],
-                         at=datetime.fromisoformat(data["at"]),
-                         kid=data.get("kid"), mac=data.get("mac"))
+            anchor = cls(
+                seq=data["seq"],
+                hash=data["hash"],
+                at=datetime.fromisoformat(data["at"]),
+                kid=data.get("kid"),
+                mac=data.get("mac"),
+            )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not an anchor: {exc}") from None
         if not isinstance(anchor.seq, int) or not isinstance(anchor.hash, str):
@@ -76,8 +80,9 @@ def first_signed_anchor(anchors: Sequence[tuple[int, Anchor]]) -> int | None:
     return min((a.seq for _, a in anchors if a.mac is not None), default=None)
 
 
-def check_anchors(entries: Sequence[AuditEntry], anchors: Sequence[tuple[int, Anchor]],
-                  keys: AuditKeys | None) -> list[str]:
+def check_anchors(
+    entries: Sequence[AuditEntry], anchors: Sequence[tuple[int, Anchor]], keys: AuditKeys | None
+) -> list[str]:
     """Return a problem for every anchor that (with keys) is forged, or that the log no longer
     matches."""
     by_seq = {entry.seq: entry for entry in entries}

@@ -24,10 +24,12 @@ class AuditKey:
     def __post_init__(self) -> None:
         if not KEY_ID.fullmatch(self.kid):
             raise InvalidConfiguration(
-                f"audit key id {self.kid!r} must be 1-32 letters, digits, '_', '.' or '-'")
+                f"audit key id {self.kid!r} must be 1-32 letters, digits, '_', '.' or '-'"
+            )
         if len(self.secret) < MIN_SECRET_BYTES:
             raise InvalidConfiguration(
-                f"audit key {self.kid!r} is shorter than {MIN_SECRET_BYTES} bytes")
+                f"audit key {self.kid!r} is shorter than {MIN_SECRET_BYTES} bytes"
+            )
 
     def mac(self, seq: int, entry_hash: str) -> str:
         """Return the MAC of entry ``seq`` whose chained hash is ``entry_hash``."""

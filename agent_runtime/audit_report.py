@@ -39,24 +39,39 @@ class AuditReport:
         return not self.problems
 
 
-def examine(entries: Sequence[AuditEntry], head: tuple[int, str] | None, *,
-            keys: AuditKeys | None = None,
-            anchor_lines: Sequence[str] | None = None) -> AuditReport:
+def examine(
+    entries: Sequence[AuditEntry],
+    head: tuple[int, str] | None,
+    *,
+    keys: AuditKeys | None = None,
+    anchor_lines: Sequence[str] | None = None,
+) -> AuditReport:
     """Check the chain and head, every entry's MAC (with ``keys``) and every anchor (the
     lines of an anchor file)."""
     anchors, unreadable = parse_anchors(anchor_lines or ())
     signed_from = _signing_began(entries, anchors)
-    problems = [*verify(list(entries), head), *_signature_problems(entries, keys, signed_from),
-                *unreadable, *check_anchors(entries, anchors, keys)]
-    unsigned = sum(1 for e in entries if not _signed(e)
-                   and (signed_from is None or e.seq < signed_from))
-    return AuditReport(entries=len(entries), problems=problems, signed_from=signed_from,
-                       unsigned=unsigned, macs_verified=keys is not None,
-                       anchors=None if anchor_lines is None else len(anchors))
+    problems = [
+        *verify(list(entries), head),
+        *_signature_problems(entries, keys, signed_from),
+        *unreadable,
+        *check_anchors(entries, anchors, keys),
+    ]
+    unsigned = sum(
+        1 for e in entries if not _signed(e) and (signed_from is None or e.seq < signed_from)
+    )
+    return AuditReport(
+        entries=len(entries),
+        problems=problems,
+        signed_from=signed_from,
+        unsigned=unsigned,
+        macs_verified=keys is not None,
+        anchors=None if anchor_lines is None else len(anchors),
+    )
 
 
-def _signing_began(entries: Sequence[AuditEntry],
-                   anchors: Sequence[tuple[int, Anchor]]) -> int | None:
+def _signing_began(
+    entries: Sequence[AuditEntry], anchors: Sequence[tuple[int, Anchor]]
+) -> int | None:
     first = next((e.seq for e in entries if _signed(e)), None)
     starts = [seq for seq in (first, first_signed_anchor(anchors)) if seq is not None]
     return min(starts, default=None)
@@ -66,8 +81,9 @@ def _signed(entry: AuditEntry) -> bool:
     return entry.mac is not None and entry.kid is not None
 
 
-def _signature_problems(entries: Sequence[AuditEntry], keys: AuditKeys | None,
-                        signed_from: int | None) -> list[str]:
+def _signature_problems(
+    entries: Sequence[AuditEntry], keys: AuditKeys | None, signed_from: int | None
+) -> list[str]:
     problems = []
     for entry in entries:
         problem = _signature_problem(entry, keys, signed_from)
@@ -76,8 +92,9 @@ def _signature_problems(entries: Sequence[AuditEntry], keys: AuditKeys | None,
     return problems
 
 
-def _signature_problem(entry: AuditEntry, keys: AuditKeys | None,
-                       signed_from: int | None) -> str | None:
+def _signature_problem(
+    entry: AuditEntry, keys: AuditKeys | None, signed_from: int | None
+) -> str | None:
     if entry.mac is None or entry.kid is None:  # spelt out for the type checker
         if signed_from is not None and entry.seq >= signed_from:
             return f"unsigned, though signing began at entry {signed_from}"

@@ -20,8 +20,9 @@ class Price:
 
     def cost(self, usage: Usage) -> float:
         """Return the USD cost of ``usage``."""
-        return (usage.input_tokens * self.input_per_mtok
-                + usage.output_tokens * self.output_per_mtok) / 1_000_000
+        return (
+            usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok
+        ) / 1_000_000
 
 
 class PriceTable:
@@ -42,15 +43,17 @@ class PriceTable:
         return model in self._prices
 
 
-DEFAULT_PRICES = PriceTable({
-    "gpt-4o": Price(input_per_mtok=2.5, output_per_mtok=10.0),
-    "gpt-4o-mini": Price(input_per_mtok=0.15, output_per_mtok=0.6),
-    "gpt-4.1": Price(input_per_mtok=2.0, output_per_mtok=8.0),
-    "gpt-4.1-mini": Price(input_per_mtok=0.4, output_per_mtok=1.6),
-    "claude-sonnet-4-5": Price(input_per_mtok=3.0, output_per_mtok=15.0),
-    "claude-haiku-4-5": Price(input_per_mtok=1.0, output_per_mtok=5.0),
-    "claude-opus-4-1": Price(input_per_mtok=15.0, output_per_mtok=75.0),
-})
+DEFAULT_PRICES = PriceTable(
+    {
+        "gpt-4o": Price(input_per_mtok=2.5, output_per_mtok=10.0),
+        "gpt-4o-mini": Price(input_per_mtok=0.15, output_per_mtok=0.6),
+        "gpt-4.1": Price(input_per_mtok=2.0, output_per_mtok=8.0),
+        "gpt-4.1-mini": Price(input_per_mtok=0.4, output_per_mtok=1.6),
+        "claude-sonnet-4-5": Price(input_per_mtok=3.0, output_per_mtok=15.0),
+        "claude-haiku-4-5": Price(input_per_mtok=1.0, output_per_mtok=5.0),
+        "claude-opus-4-1": Price(input_per_mtok=15.0, output_per_mtok=75.0),
+    }
+)
 """List prices at the time of writing; pass your own table for the models you use."""
 
 
@@ -66,25 +69,36 @@ class Budget:
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form."""
-        return {"tokens": self.tokens, "cost_usd": self.cost_usd,
-                "model_calls": self.model_calls, "tool_calls": self.tool_calls,
-                "wall_time_seconds": None if self.wall_time is None
-                else self.wall_time.total_seconds()}
+        return {
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "wall_time_seconds": None if self.wall_time is None else self.wall_time.total_seconds(),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Budget:
         """Read the JSON form (missing keys are unlimited)."""
         wall = data.get("wall_time_seconds")
-        return cls(tokens=data.get("tokens"), cost_usd=data.get("cost_usd"),
-                   model_calls=data.get("model_calls"), tool_calls=data.get("tool_calls"),
-                   wall_time=None if wall is None else timedelta(seconds=wall))
+        return cls(
+            tokens=data.get("tokens"),
+            cost_usd=data.get("cost_usd"),
+            model_calls=data.get("model_calls"),
+            tool_calls=data.get("tool_calls"),
+            wall_time=None if wall is None else timedelta(seconds=wall),
+        )
 
     def raised(self, changes: Mapping[str, Any]) -> Budget:
         """Return the budget with the limits in ``changes`` (JSON form) replaced."""
-        return dataclasses.replace(self, **{
-            f.name: getattr(Budget.from_json(changes), f.name)
-            for f in dataclasses.fields(self)
-            if f.name in changes or (f.name == "wall_time" and "wall_time_seconds" in changes)})
+        return dataclasses.replace(
+            self,
+            **{
+                f.name: getattr(Budget.from_json(changes), f.name)
+                for f in dataclasses.fields(self)
+                if f.name in changes or (f.name == "wall_time" and "wall_time_seconds" in changes)
+            },
+        )
 
 
 MIN_OUTPUT_TOKENS = 16
@@ -114,7 +128,12 @@ class Consumption:
         self.cost_usd += 0.0 if price is None else price.cost(usage)
 
     def plan_model_call(
-        self, budget: Budget, *, elapsed: timedelta, input_tokens: int, max_output: int,
+        self,
+        budget: Budget,
+        *,
+        elapsed: timedelta,
+        input_tokens: int,
+        max_output: int,
         price: Price | None,
     ) -> int | str:
         """Return the output-token cap for the next model call, or the name of the limit
@@ -127,13 +146,18 @@ class Consumption:
         if budget.tokens is not None:
             cap = min(cap, budget.tokens - self.tokens - input_tokens)
         if budget.cost_usd is not None and price is not None:
-            left = ((budget.cost_usd - self.cost_usd) * 1_000_000
-                    - input_tokens * price.input_per_mtok)
+            left = (
+                budget.cost_usd - self.cost_usd
+            ) * 1_000_000 - input_tokens * price.input_per_mtok
             cap = min(cap, int(left / price.output_per_mtok) if price.output_per_mtok else cap)
         if cap >= MIN_OUTPUT_TOKENS:
             return cap
-        return "tokens" if budget.tokens is not None and (
-            budget.tokens - self.tokens - input_tokens < MIN_OUTPUT_TOKENS) else "cost_usd"
+        return (
+            "tokens"
+            if budget.tokens is not None
+            and (budget.tokens - self.tokens - input_tokens < MIN_OUTPUT_TOKENS)
+            else "cost_usd"
+        )
 
     def tool_call_allowed(self, budget: Budget) -> bool:
         """Tell whether one more tool call fits the budget."""
@@ -141,6 +165,11 @@ class Consumption:
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form."""
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "tokens": self.tokens, "cost_usd": round(self.cost_usd, 6),
-                "model_calls": self.model_calls, "tool_calls": self.tool_calls}
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "tokens": self.tokens,
+            "cost_usd": round(self.cost_usd, 6),
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+        }

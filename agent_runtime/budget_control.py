@@ -19,14 +19,20 @@ class NotAllowed(SignoffError):
 
 
 def decide_budget(
-    runtime: Runtime, agent: Agent, run_id: RunId, actor: Actor, *,
-    limits: Budget | None = None, end: bool = False,
+    runtime: Runtime,
+    agent: Agent,
+    run_id: RunId,
+    actor: Actor,
+    *,
+    limits: Budget | None = None,
+    end: bool = False,
 ) -> Run:
     """Raise the exhausted budget of a waiting run to ``limits`` (or end the run)."""
     run = runtime.get(run_id)
     if not (run.wait_key or "").startswith("budget:"):
-        raise InvalidRunState(run_id, run.status.value + " (its budget is not exhausted)",
-                              "raise the budget of")
+        raise InvalidRunState(
+            run_id, run.status.value + " (its budget is not exhausted)", "raise the budget of"
+        )
     if not agent.may_raise_budget(actor.user_id):
         raise NotAllowed(f"{actor.label} may not change the budget of agent {agent.name!r}")
     data: dict[str, Any] = {"action": "end" if end else "raise", "by": actor.to_json()}
@@ -39,8 +45,12 @@ def model_call_of(step: StepRecord) -> tuple[Usage, str]:
     """The usage and model name a journaled model step recorded."""
     output = step.output if isinstance(step.output, dict) else {}
     usage = output.get("usage") or {}
-    return (Usage(input_tokens=usage.get("input_tokens", 0),
-                  output_tokens=usage.get("output_tokens", 0)), output.get("model") or "")
+    return (
+        Usage(
+            input_tokens=usage.get("input_tokens", 0), output_tokens=usage.get("output_tokens", 0)
+        ),
+        output.get("model") or "",
+    )
 
 
 def usage_of(journal: list[StepRecord], agent: Agent) -> Consumption:

@@ -129,7 +129,8 @@ class RunContext:
         position, record = self._next(StepKind.STEP, step_name, digest)
         if record is None:
             record = self._run_live(
-                position, fn, args, step_name, digest, retry or DEFAULT_RETRY, timeout)
+                position, fn, args, step_name, digest, retry or DEFAULT_RETRY, timeout
+            )
         if record.error is not None:
             raise _step_failed(record)
         result: T = record.output
@@ -159,7 +160,8 @@ class RunContext:
         if record is None:
             until = self._clock.now() + duration
             record = self._append_value(
-                position, StepKind.SLEEP, "sleep", digest, until.isoformat())
+                position, StepKind.SLEEP, "sleep", digest, until.isoformat()
+            )
         wake_at = datetime.fromisoformat(record.output)
         if not self.replaying and self._clock.now() < wake_at:
             raise Suspend(Wait(wake_at=wake_at))
@@ -216,7 +218,8 @@ class RunContext:
         agent or model: it matches on kind and name, its input may differ."""
         expected = record.identity()
         return self._run.inherits(position) and all(
-            expected[k] == found[k] for k in ("kind", "name"))
+            expected[k] == found[k] for k in ("kind", "name")
+        )
 
     def _run_live(
         self,
@@ -240,8 +243,12 @@ class RunContext:
                 result = _call(fn, args, name, timeout)
                 output = round_trip(result, what=f"the output of step {name!r}")
             except Exception as exc:
-                failed = AttemptRecord(position=position, attempt=attempt,
-                                       error=ErrorInfo.of(exc), at=self._clock.now())
+                failed = AttemptRecord(
+                    position=position,
+                    attempt=attempt,
+                    error=ErrorInfo.of(exc),
+                    at=self._clock.now(),
+                )
                 self._write(self._store.record_attempt, failed)
                 if not retry.should_retry(attempt, exc):
                     return self._append(live.record(failed.at, attempt, error=failed.error))
@@ -275,9 +282,17 @@ class RunContext:
         self, position: int, kind: StepKind, name: str, digest: str, output: Any
     ) -> StepRecord:
         now = self._clock.now()
-        return self._append(StepRecord(
-            position=position, kind=kind, name=name, input_hash=digest, output=output,
-            started_at=now, finished_at=now))
+        return self._append(
+            StepRecord(
+                position=position,
+                kind=kind,
+                name=name,
+                input_hash=digest,
+                output=output,
+                started_at=now,
+                finished_at=now,
+            )
+        )
 
     def _append(self, record: StepRecord) -> StepRecord:
         notices = self._notifier.step_committed(self._run, record)
@@ -317,13 +332,26 @@ class _LiveStep:
     digest: str
     started: datetime
 
-    def record(self, finished: datetime, attempts: int, *, output: Any = None,
-               error: ErrorInfo | None = None) -> StepRecord:
+    def record(
+        self,
+        finished: datetime,
+        attempts: int,
+        *,
+        output: Any = None,
+        error: ErrorInfo | None = None,
+    ) -> StepRecord:
         """Return the journal entry of the step's outcome after ``attempts`` attempts."""
         return StepRecord(
-            position=self.position, kind=StepKind.STEP, name=self.name, input_hash=self.digest,
-            output=output, error=error, attempts=attempts, started_at=self.started,
-            finished_at=finished)
+            position=self.position,
+            kind=StepKind.STEP,
+            name=self.name,
+            input_hash=self.digest,
+            output=output,
+            error=error,
+            attempts=attempts,
+            started_at=self.started,
+            finished_at=finished,
+        )
 
 
 def _call(

@@ -45,11 +45,20 @@ class Deployment:
         self.approvals = Approvals(approval_store, self.clock, self.tools, notifier, rules)
         self.workflows = workflows or Workflows()
         for agent in self.agents:
-            self.workflows.add(agent.workflow, agent_workflow(agent, self.approvals, models),
-                               validate=AgentInput.from_json)
-        self.runtime = Runtime(store, self.workflows, clock=self.clock,
-                               sweeps=(self.approvals.sweep, *sweeps), notifier=notifier,
-                               observer=observer, approvals=self.approvals)
+            self.workflows.add(
+                agent.workflow,
+                agent_workflow(agent, self.approvals, models),
+                validate=AgentInput.from_json,
+            )
+        self.runtime = Runtime(
+            store,
+            self.workflows,
+            clock=self.clock,
+            sweeps=(self.approvals.sweep, *sweeps),
+            notifier=notifier,
+            observer=observer,
+            approvals=self.approvals,
+        )
 
 
 def tool_lookup(agents: Agents, lookup: ToolLookup | None = None) -> ToolLookup:
@@ -67,7 +76,8 @@ def tool_lookup(agents: Agents, lookup: ToolLookup | None = None) -> ToolLookup:
             if existing is None:
                 lookup.add(item, agent.approver_groups)
             elif existing is not item and (
-                    lookup.fingerprint(existing) != lookup.fingerprint(item, agent.approver_groups)
-                    or existing.side_effect != item.side_effect):
+                lookup.fingerprint(existing) != lookup.fingerprint(item, agent.approver_groups)
+                or existing.side_effect != item.side_effect
+            ):
                 raise InvalidConfiguration(f"two agents define different tools named {item.name!r}")
     return lookup

@@ -58,26 +58,47 @@ class ToolCallRecord:
 class AgentEnvironment:
     """One agent over in-memory stores, a frozen clock and (optionally) a scripted model."""
 
-    def __init__(self, agent: Agent, script: Sequence[ModelResponse] | Responder | None = None,
-                 *, models: ModelResolver | None = None, clock: FrozenClock | None = None,
-                 rules: Rules | None = None) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        script: Sequence[ModelResponse] | Responder | None = None,
+        *,
+        models: ModelResolver | None = None,
+        clock: FrozenClock | None = None,
+        rules: Rules | None = None,
+    ) -> None:
         """With ``script`` the agent's model is replaced by a ``ScriptedModel`` of it; with
         ``rules`` its approvals are first put to those approval rules."""
         self.clock = clock or FrozenClock()
         self.model = None if script is None else ScriptedModel(script, name=agent.model.name)
         self.tool_calls: list[ToolCallRecord] = []
         """Every tool execution, in order (a journaled result replayed is not one)."""
-        self.agent = dataclasses.replace(agent, model=self.model or agent.model,
-                                         tools=Tools(*(self._recorded(t) for t in agent.tools)))
+        self.agent = dataclasses.replace(
+            agent,
+            model=self.model or agent.model,
+            tools=Tools(*(self._recorded(t) for t in agent.tools)),
+        )
         self.store = InMemoryStore()
         self.approval_store = InMemoryApprovalStore(self.store)
-        self.deployment = Deployment(self.store, self.approval_store, [self.agent],
-                                     clock=self.clock, models=models, rules=rules)
+        self.deployment = Deployment(
+            self.store,
+            self.approval_store,
+            [self.agent],
+            clock=self.clock,
+            models=models,
+            rules=rules,
+        )
         self.runtime = self.deployment.runtime
         self.approvals = self.deployment.approvals
 
-    def start(self, task: str, *, requester: Actor = REQUESTER, budget: Budget | None = None,
-              context: dict[str, Any] | None = None) -> RunId:
+    def start(
+        self,
+        task: str,
+        *,
+        requester: Actor = REQUESTER,
+        budget: Budget | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> RunId:
         """Start a run of the agent with ``task``; nothing executes until it is run."""
         data = AgentInput(task=task, requester=requester, budget=budget, context=context or {})
         return self.runtime.start(self.agent.workflow, data.to_json()).id
@@ -87,8 +108,9 @@ class AgentEnvironment:
 
         Timers (a retry's back-off, a durable sleep) are skipped by moving the clock.
         """
-        worker = self.runtime.worker(WorkerOptions(owner="test-worker",
-                                                   lease_ttl=timedelta(minutes=5)))
+        worker = self.runtime.worker(
+            WorkerOptions(owner="test-worker", lease_ttl=timedelta(minutes=5))
+        )
         for _ in range(MAX_EXECUTIONS):
             run = self.runtime.get(run_id)
             if run.status.finished or (run.status == RunStatus.WAITING and run.wait_key):
@@ -103,30 +125,44 @@ class AgentEnvironment:
         found = self.approval_store.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING)
         return list(reversed(found))
 
-    def approve(self, approval: Approval | str, *, as_user: Actor | str,
-                reason: str | None = None) -> DecisionResult:
+    def approve(
+        self, approval: Approval | str, *, as_user: Actor | str, reason: str | None = None
+    ) -> DecisionResult:
         """Approve as ``as_user`` (a user id or an ``Actor``)."""
         return self.decide(approval, Decision.APPROVE, as_user=as_user, reason=reason)
 
-    def reject(self, approval: Approval | str, *, as_user: Actor | str,
-               reason: str | None = None) -> DecisionResult:
+    def reject(
+        self, approval: Approval | str, *, as_user: Actor | str, reason: str | None = None
+    ) -> DecisionResult:
         """Reject as ``as_user``."""
         return self.decide(approval, Decision.REJECT, as_user=as_user, reason=reason)
 
-    def edit(self, approval: Approval | str, arguments: dict[str, Any], *,
-             as_user: Actor | str, reason: str | None = None) -> DecisionResult:
+    def edit(
+        self,
+        approval: Approval | str,
+        arguments: dict[str, Any],
+        *,
+        as_user: Actor | str,
+        reason: str | None = None,
+    ) -> DecisionResult:
         """Approve with changed ``arguments`` as ``as_user``."""
-        return self.decide(approval, Decision.EDIT, as_user=as_user, reason=reason,
-                           edited_args=arguments)
+        return self.decide(
+            approval, Decision.EDIT, as_user=as_user, reason=reason, edited_args=arguments
+        )
 
-    def decide(self, approval: Approval | str, decision: Decision, *, as_user: Actor | str,
-               reason: str | None = None,
-               edited_args: dict[str, Any] | None = None) -> DecisionResult:
+    def decide(
+        self,
+        approval: Approval | str,
+        decision: Decision,
+        *,
+        as_user: Actor | str,
+        reason: str | None = None,
+        edited_args: dict[str, Any] | None = None,
+    ) -> DecisionResult:
         """Decide as a person in Slack would; the result says whether it counted."""
         actor = as_user if isinstance(as_user, Actor) else Actor(user_id=as_user)
         found = approval if isinstance(approval, str) else approval.id
-        return self.approvals.decide(found, actor, decision, reason=reason,
-                                     edited_args=edited_args)
+        return self.approvals.decide(found, actor, decision, reason=reason, edited_args=edited_args)
 
     def journal(self, run_id: RunId) -> list[StepRecord]:
         """Return the run's journal."""

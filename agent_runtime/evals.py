@@ -53,9 +53,14 @@ class Call:
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form."""
-        return {"tool": self.tool, "arguments": self.arguments, "result": self.result,
-                "is_error": self.is_error, "replayed": self.replayed,
-                "decision": self.decision}
+        return {
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "result": self.result,
+            "is_error": self.is_error,
+            "replayed": self.replayed,
+            "decision": self.decision,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +74,14 @@ class Trajectory:
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form."""
-        return {"calls": [c.to_json() for c in self.calls], "answer": self.answer,
-                "ended": self.ended, "tokens": self.used.tokens,
-                "cost_usd": round(self.used.cost_usd, 6), "model_calls": self.used.model_calls}
+        return {
+            "calls": [c.to_json() for c in self.calls],
+            "answer": self.answer,
+            "ended": self.ended,
+            "tokens": self.used.tokens,
+            "cost_usd": round(self.used.cost_usd, 6),
+            "model_calls": self.used.model_calls,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +94,14 @@ class Divergence:
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form."""
-        return {"index": self.index, "tool": self.call.tool, "arguments": self.call.arguments,
-                "recorded": None if self.recorded is None else {
-                    "tool": self.recorded.tool, "arguments": self.recorded.arguments}}
+        return {
+            "index": self.index,
+            "tool": self.call.tool,
+            "arguments": self.call.arguments,
+            "recorded": None
+            if self.recorded is None
+            else {"tool": self.recorded.tool, "arguments": self.recorded.arguments},
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +117,9 @@ class Comparison:
     @property
     def same_calls(self) -> bool:
         """Tell whether both made the same tool calls in the same order."""
-        return ([c.signature for c in self.recorded.calls]
-                == [c.signature for c in self.candidate.calls])
+        return [c.signature for c in self.recorded.calls] == [
+            c.signature for c in self.candidate.calls
+        ]
 
     @property
     def same_answer(self) -> bool:
@@ -128,11 +144,16 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form."""
         return {
-            "run_id": self.run_id, "task": self.task, "agrees": self.agrees,
-            "same_calls": self.same_calls, "same_answer": self.same_answer,
+            "run_id": self.run_id,
+            "task": self.task,
+            "agrees": self.agrees,
+            "same_calls": self.same_calls,
+            "same_answer": self.same_answer,
             "divergences": [d.to_json() for d in self.divergences],
-            "recorded": self.recorded.to_json(), "candidate": self.candidate.to_json(),
-            "token_delta": self.token_delta, "cost_delta_usd": self.cost_delta_usd,
+            "recorded": self.recorded.to_json(),
+            "candidate": self.candidate.to_json(),
+            "token_delta": self.token_delta,
+            "cost_delta_usd": self.cost_delta_usd,
         }
 
 
@@ -153,7 +174,9 @@ class EvalReport:
                 key = f"call {divergence.index + 1}: {divergence.call.tool}"
                 points[key] = points.get(key, 0) + 1
         return {
-            "candidate": self.candidate, "runs": count, "agreeing": agreeing,
+            "candidate": self.candidate,
+            "runs": count,
+            "agreeing": agreeing,
             "agreement_rate": 1.0 if count == 0 else round(agreeing / count, 4),
             "same_calls": sum(c.same_calls for c in self.comparisons),
             "same_answer": sum(c.same_answer for c in self.comparisons),
@@ -211,9 +234,13 @@ class Recording:
         return missed
 
 
-def recorded_trajectory(agent: Agent, approvals: Approvals, run: Run,
-                        journal: Sequence[StepRecord],
-                        decided: Sequence[Approval] = ()) -> Trajectory:
+def recorded_trajectory(
+    agent: Agent,
+    approvals: Approvals,
+    run: Run,
+    journal: Sequence[StepRecord],
+    decided: Sequence[Approval] = (),
+) -> Trajectory:
     """Recover what ``run`` did by replaying its journal: calls nothing.
 
     ``decided`` are the run's approvals, to show each call's decision.
@@ -221,8 +248,12 @@ def recorded_trajectory(agent: Agent, approvals: Approvals, run: Run,
     replayed = replay_agent(agent, approvals, run, journal)
     result = replayed.result or {}
     ended = str(result.get("ended") or "answered") if replayed.result else run.status.value
-    return Trajectory(calls=calls_of(replayed.messages, decided), answer=result.get("answer"),
-                      ended=ended, used=replayed.loop.used)
+    return Trajectory(
+        calls=calls_of(replayed.messages, decided),
+        answer=result.get("answer"),
+        ended=ended,
+        used=replayed.loop.used,
+    )
 
 
 def calls_of(messages: Sequence[Message], decided: Sequence[Approval] = ()) -> list[Call]:
@@ -233,20 +264,31 @@ def calls_of(messages: Sequence[Message], decided: Sequence[Approval] = ()) -> l
     for message in messages:
         call = proposed.get(message.tool_call_id or "") if message.role == "tool" else None
         if call is not None:
-            calls.append(Call(call.name, call.arguments, message.content, message.is_error,
-                              decision=_decision(call.name, call.arguments, pending)))
+            calls.append(
+                Call(
+                    call.name,
+                    call.arguments,
+                    message.content,
+                    message.is_error,
+                    decision=_decision(call.name, call.arguments, pending),
+                )
+            )
     return calls
 
 
-def _decision(tool: str, arguments: dict[str, Any],
-              pending: list[Approval]) -> dict[str, Any] | None:
+def _decision(
+    tool: str, arguments: dict[str, Any], pending: list[Approval]
+) -> dict[str, Any] | None:
     digest = args_hash(arguments)
     for approval in pending:
         if approval.tool == tool and approval.args_hash == digest:
             pending.remove(approval)
-            return {"status": approval.status.value, "reason": approval.reason,
-                    "by": None if approval.decided_by is None else approval.decided_by.label,
-                    "args_hash": approval.decided_args_hash or approval.args_hash}
+            return {
+                "status": approval.status.value,
+                "reason": approval.reason,
+                "by": None if approval.decided_by is None else approval.decided_by.label,
+                "args_hash": approval.decided_args_hash or approval.args_hash,
+            }
     return None
 
 
@@ -257,10 +299,12 @@ def rerun(candidate: Agent, approvals: Approvals, run: Run, recording: Recording
     now = clock.now()
     draft = store.create_run(new_run_id(), candidate.workflow, run.input, now)
     ((claimed, lease),) = store.claim_runs("eval", limit=1, now=now, expires_at=now)
-    context = RunContext(run=claimed, lease=lease, journal=[], store=store, clock=clock,
-                         stopping=threading.Event())
-    loop = ReplayingLoop(candidate, approvals, context, AgentInput.from_json(draft.input),
-                         recording)
+    context = RunContext(
+        run=claimed, lease=lease, journal=[], store=store, clock=clock, stopping=threading.Event()
+    )
+    loop = ReplayingLoop(
+        candidate, approvals, context, AgentInput.from_json(draft.input), recording
+    )
     answer, ended = None, "answered"
     try:
         result = loop.run()
@@ -274,9 +318,16 @@ def rerun(candidate: Agent, approvals: Approvals, run: Run, recording: Recording
     return Trajectory(calls=list(recording.made), answer=answer, ended=ended, used=loop.used)
 
 
-def compare(agent: Agent, candidate: Agent, approvals: Approvals, run: Run,
-            journal: Sequence[StepRecord], *, decided: Sequence[Approval] = (),
-            stop_at_divergence: bool = False) -> Comparison:
+def compare(
+    agent: Agent,
+    candidate: Agent,
+    approvals: Approvals,
+    run: Run,
+    journal: Sequence[StepRecord],
+    *,
+    decided: Sequence[Approval] = (),
+    stop_at_divergence: bool = False,
+) -> Comparison:
     """Re-run one recorded run with ``candidate`` and set the two side by side."""
     recorded = recorded_trajectory(agent, approvals, run, journal, decided)
     recording = Recording.of(recorded.calls, stop_at_divergence=stop_at_divergence)
@@ -288,8 +339,14 @@ def compare(agent: Agent, candidate: Agent, approvals: Approvals, run: Run,
 class ReplayingLoop(AgentLoop):
     """The agent loop with every tool call answered from a recording, never executed."""
 
-    def __init__(self, agent: Agent, approvals: Approvals, ctx: RunContext, data: AgentInput,
-                 recording: Recording) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        approvals: Approvals,
+        ctx: RunContext,
+        data: AgentInput,
+        recording: Recording,
+    ) -> None:
         super().__init__(agent, approvals, ctx, data)
         self.recording = recording
 

@@ -92,7 +92,8 @@ class AttemptConflict(SignoffError):
 
     def __init__(self, run_id: str, position: int, attempt: int) -> None:
         super().__init__(
-            f"run {run_id} already has attempt {attempt} of the step at position {position}")
+            f"run {run_id} already has attempt {attempt} of the step at position {position}"
+        )
         self.run_id = run_id
         self.position = position
         self.attempt = attempt

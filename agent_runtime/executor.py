@@ -35,8 +35,13 @@ class RunExecutor:
     """
 
     def __init__(
-        self, store: Store, workflows: Workflows, clock: Clock, stopping: threading.Event,
-        notifier: Notifier | None = None, observer: StepObserver | None = None,
+        self,
+        store: Store,
+        workflows: Workflows,
+        clock: Clock,
+        stopping: threading.Event,
+        notifier: Notifier | None = None,
+        observer: StepObserver | None = None,
     ) -> None:
         self._store = store
         self._workflows = workflows
@@ -120,8 +125,9 @@ class RunExecutor:
 
 def _ended(run: Run, status: RunStatus, now: datetime, **changes: Any) -> Run:
     """Return ``run`` as the store keeps it once ended: no lease, no wait, updated ``now``."""
-    return replace(run, status=status, updated_at=now, lease_owner=None, due_at=None,
-                   wait_key=None, **changes)
+    return replace(
+        run, status=status, updated_at=now, lease_owner=None, due_at=None, wait_key=None, **changes
+    )
 
 
 def _describe(error: BaseException) -> ErrorInfo:

@@ -32,9 +32,16 @@ def fork_points(journal: Sequence[StepRecord], *, agent_run: bool) -> list[int]:
     return [s.position for s in journal if s.kind == StepKind.STEP]
 
 
-def plan_fork(run: Run, journal: Sequence[StepRecord], at: int, *, agent_run: bool,
-              output: Any = None, replace_output: bool = False,
-              now: datetime) -> Fork:
+def plan_fork(
+    run: Run,
+    journal: Sequence[StepRecord],
+    at: int,
+    *,
+    agent_run: bool,
+    output: Any = None,
+    replace_output: bool = False,
+    now: datetime,
+) -> Fork:
     """Return the fork of ``run`` at step ``at``; ``InvalidInput`` names the valid points.
 
     With ``replace_output`` the fork inherits step ``at`` too, with ``output`` as its result
@@ -44,15 +51,17 @@ def plan_fork(run: Run, journal: Sequence[StepRecord], at: int, *, agent_run: bo
     if at not in points:
         what = "model calls" if agent_run else "steps"
         listed = ", ".join(map(str, points)) or "none"
-        raise InvalidInput("fork", f"run {run.id} can be forked at its {what}: {listed} "
-                                 f"(not {at})")
+        raise InvalidInput("fork", f"run {run.id} can be forked at its {what}: {listed} (not {at})")
     steps = tuple(journal[:at])
     if replace_output:
         value = round_trip(output, what="the replacement output")
         if is_model_step(journal[at]):
             _check_model_response(value)
-        steps += (replace(journal[at], output=value, error=None, attempts=1,
-                          started_at=now, finished_at=now),)
+        steps += (
+            replace(
+                journal[at], output=value, error=None, attempts=1, started_at=now, finished_at=now
+            ),
+        )
     return Fork(source=run.id, at=at, steps=steps)
 
 
@@ -61,22 +70,41 @@ def _check_model_response(value: Any) -> None:
         if ModelResponse.from_json(value).message.role != "assistant":
             raise ValueError("the message's role must be assistant")
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise InvalidInput("fork", 'a model step\'s output is a model response like {"message":'
-                                     ' {"role": "assistant", "content": "..."}, "usage": {...}}'
-                                     f" ({type(exc).__name__}: {exc})") from None
+        raise InvalidInput(
+            "fork",
+            'a model step\'s output is a model response like {"message":'
+            ' {"role": "assistant", "content": "..."}, "usage": {...}}'
+            f" ({type(exc).__name__}: {exc})",
+        ) from None
 
 
-def fork_run(runtime: Runtime, source: RunId, at: int, *, agent_run: bool,
-             output: Any = None, replace_output: bool = False, workflow: str | None = None,
-             input: Any = None, check: ForkCheck | None = None) -> Run:
+def fork_run(
+    runtime: Runtime,
+    source: RunId,
+    at: int,
+    *,
+    agent_run: bool,
+    output: Any = None,
+    replace_output: bool = False,
+    workflow: str | None = None,
+    input: Any = None,
+    check: ForkCheck | None = None,
+) -> Run:
     """Fork ``source`` at step ``at`` and return the new pending run (see ``plan_fork``).
 
     The fork runs ``workflow`` with ``input`` when given, else the source's; ``check`` may
     refuse the fork (raising) before anything is written.
     """
     run = runtime.get(source)
-    fork = plan_fork(run, runtime.journal(source), at, agent_run=agent_run, output=output,
-                     replace_output=replace_output, now=runtime.clock.now())
+    fork = plan_fork(
+        run,
+        runtime.journal(source),
+        at,
+        agent_run=agent_run,
+        output=output,
+        replace_output=replace_output,
+        now=runtime.clock.now(),
+    )
     data = run.input if input is None else input
     if check is not None:
         check(replace(run, input=data, forked_from=run.id, fork_at=at), fork)
@@ -94,7 +122,9 @@ def agent_can_continue(agent: Agent, approvals: Approvals) -> ForkCheck:
         try:
             replay_agent(agent, approvals, draft, fork.steps)
         except (NonDeterminismError, ValueError) as exc:
-            raise InvalidInput("fork", f"agent {agent.name} cannot continue run "
-                                       f"{fork.source} from step {fork.at}: {exc}") from None
+            raise InvalidInput(
+                "fork",
+                f"agent {agent.name} cannot continue run {fork.source} from step {fork.at}: {exc}",
+            ) from None
 
     return check

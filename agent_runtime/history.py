@@ -26,13 +26,24 @@ class Entry:
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form."""
-        return {"position": self.position, "kind": self.kind, "name": self.name,
-                "started_at": self.started_at, "duration_ms": self.duration_ms,
-                "attempts": self.attempts, **self.detail}
+        return {
+            "position": self.position,
+            "kind": self.kind,
+            "name": self.name,
+            "started_at": self.started_at,
+            "duration_ms": self.duration_ms,
+            "attempts": self.attempts,
+            **self.detail,
+        }
 
 
-def timeline(run: Run, journal: list[StepRecord], attempts: list[AttemptRecord],
-             approvals: list[Approval], agent: Agent | None) -> list[Entry]:
+def timeline(
+    run: Run,
+    journal: list[StepRecord],
+    attempts: list[AttemptRecord],
+    approvals: list[Approval],
+    agent: Agent | None,
+) -> list[Entry]:
     """Return the run's timeline; for agent runs with tokens, cost and budget left."""
     used = Consumption()
     budget = _budget(run, agent)
@@ -40,13 +51,22 @@ def timeline(run: Run, journal: list[StepRecord], attempts: list[AttemptRecord],
     failures: dict[int, list[str]] = {}
     for attempt in attempts:
         failures.setdefault(attempt.position, []).append(
-            f"attempt {attempt.attempt}: {attempt.error.type}: {attempt.error.message}")
-    return [_entry(step, used, budget, agent, decided, failures.get(step.position, []))
-            for step in journal]
+            f"attempt {attempt.attempt}: {attempt.error.type}: {attempt.error.message}"
+        )
+    return [
+        _entry(step, used, budget, agent, decided, failures.get(step.position, []))
+        for step in journal
+    ]
 
 
-def _entry(step: StepRecord, used: Consumption, budget: Budget | None, agent: Agent | None,
-           approvals: dict[str, Approval], failures: list[str]) -> Entry:
+def _entry(
+    step: StepRecord,
+    used: Consumption,
+    budget: Budget | None,
+    agent: Agent | None,
+    approvals: dict[str, Approval],
+    failures: list[str],
+) -> Entry:
     detail: dict[str, Any] = {}
     if step.kind == StepKind.STEP and step.name == "model" and step.error is None:
         detail |= _model_detail(step, used, budget, agent)
@@ -62,31 +82,45 @@ def _entry(step: StepRecord, used: Consumption, budget: Budget | None, agent: Ag
     if failures:
         detail["retries"] = failures
     duration = (step.finished_at - step.started_at).total_seconds() * 1000
-    return Entry(position=step.position, kind=step.kind.value, name=step.name,
-                 started_at=step.started_at.isoformat(), duration_ms=round(duration, 3),
-                 attempts=step.attempts, detail=detail)
+    return Entry(
+        position=step.position,
+        kind=step.kind.value,
+        name=step.name,
+        started_at=step.started_at.isoformat(),
+        duration_ms=round(duration, 3),
+        attempts=step.attempts,
+        detail=detail,
+    )
 
 
-def _model_detail(step: StepRecord, used: Consumption, budget: Budget | None,
-                  agent: Agent | None) -> dict[str, Any]:
+def _model_detail(
+    step: StepRecord, used: Consumption, budget: Budget | None, agent: Agent | None
+) -> dict[str, Any]:
     usage, model = model_call_of(step)
     price = None if agent is None else agent.prices.get(model or agent.model.name)
     before = used.cost_usd
     used.add_model_call(usage, price)
-    detail: dict[str, Any] = {"model": model, "input_tokens": usage.input_tokens,
-                              "output_tokens": usage.output_tokens,
-                              "cost_usd": round(used.cost_usd - before, 6)}
+    detail: dict[str, Any] = {
+        "model": model,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost_usd": round(used.cost_usd - before, 6),
+    }
     if budget is not None:
         detail["budget_left"] = budget_left(budget, used)
     return detail
 
 
 def _approval_detail(approval: Approval) -> dict[str, Any]:
-    return {"id": approval.id, "tool": approval.tool, "decision": approval.status.value,
-            "by": None if approval.decided_by is None else approval.decided_by.label,
-            "at": None if approval.decided_at is None else approval.decided_at.isoformat(),
-            "args_hash": approval.decided_args_hash or approval.args_hash,
-            "reason": approval.reason}
+    return {
+        "id": approval.id,
+        "tool": approval.tool,
+        "decision": approval.status.value,
+        "by": None if approval.decided_by is None else approval.decided_by.label,
+        "at": None if approval.decided_at is None else approval.decided_at.isoformat(),
+        "args_hash": approval.decided_args_hash or approval.args_hash,
+        "reason": approval.reason,
+    }
 
 
 def budget_left(budget: Budget, used: Consumption) -> dict[str, Any]:

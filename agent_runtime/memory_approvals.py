@@ -51,21 +51,34 @@ class InMemoryApprovalStore:
                 raise ApprovalNotFound(approval_id) from None
 
     def list_approvals(
-        self, *, run_id: str | None = None, status: ApprovalStatus | None = None,
-        limit: int = 100, decidable_by: str | None = None, offset: int = 0,
+        self,
+        *,
+        run_id: str | None = None,
+        status: ApprovalStatus | None = None,
+        limit: int = 100,
+        decidable_by: str | None = None,
+        offset: int = 0,
     ) -> list[Approval]:
         """Return approvals, newest first."""
         with self._runs._lock:
-            found = [a for a in self._approvals.values()
-                     if (run_id is None or a.run_id == run_id)
-                     and (status is None or a.status == status)
-                     and (decidable_by is None or decidable_by in a.eligible)]
+            found = [
+                a
+                for a in self._approvals.values()
+                if (run_id is None or a.run_id == run_id)
+                and (status is None or a.status == status)
+                and (decidable_by is None or decidable_by in a.eligible)
+            ]
         ordered = sorted(found, key=lambda a: (a.requested_at, a.position, a.id), reverse=True)
-        return ordered[offset:offset + limit]
+        return ordered[offset : offset + limit]
 
     def save_approval(
-        self, approval: Approval, *, audit: AuditDraft, decided_before: datetime | None,
-        wake: Event | None, notices: Sequence[Notice] = (),
+        self,
+        approval: Approval,
+        *,
+        audit: AuditDraft,
+        decided_before: datetime | None,
+        wake: Event | None,
+        notices: Sequence[Notice] = (),
     ) -> bool:
         """Compare-and-set on the version (and the deadline when deciding)."""
         with self._runs._lock:
@@ -75,7 +88,8 @@ class InMemoryApprovalStore:
             if decided_before is not None and stored.deadline <= decided_before:
                 return False
             self._approvals[approval.id] = dataclasses.replace(
-                approval, version=approval.version + 1)
+                approval, version=approval.version + 1
+            )
             self._append(audit)
             self._runs.outbox.enqueue(notices, audit.at)
             if wake is not None:
@@ -106,23 +120,27 @@ class InMemoryApprovalStore:
         with self._runs._lock:
             return self._audit[-1] if self._audit else None
 
-    def cancel_run(self, run_id: RunId, now: datetime, notices: Sequence[Notice],
-                   close: Closing) -> Run:
+    def cancel_run(
+        self, run_id: RunId, now: datetime, notices: Sequence[Notice], close: Closing
+    ) -> Run:
         """Cancel the run and close its pending approvals under one lock."""
         with self._runs._lock:
-            found = self.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING,
-                                        limit=len(self._approvals))
+            found = self.list_approvals(
+                run_id=run_id, status=ApprovalStatus.PENDING, limit=len(self._approvals)
+            )
             closings = [(pending, *close(pending)) for pending in found]
             run = self._runs.cancel(run_id, now, notices)
             for pending, closed, audit, more in closings:
                 self._approvals[pending.id] = dataclasses.replace(
-                    closed, version=pending.version + 1)
+                    closed, version=pending.version + 1
+                )
                 self._append(audit)
                 self._runs.outbox.enqueue(more, audit.at)
             return run
 
-    def create_ruled_approval(self, approval: Approval, audit: AuditDraft,
-                              notices: Sequence[Notice], ruling: Ruling) -> Approval:
+    def create_ruled_approval(
+        self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice], ruling: Ruling
+    ) -> Approval:
         """Store the approval and, if its limits allow, the ruling, under one lock."""
         with self._runs._lock:
             if approval.id in self._approvals:
@@ -149,13 +167,18 @@ class InMemoryApprovalStore:
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals past their deadline or reminder time."""
         with self._runs._lock:
-            return [a for a in self._approvals.values() if a.status == ApprovalStatus.PENDING
-                    and (a.deadline <= now or (a.remind_at is not None and a.remind_at <= now))]
+            return [
+                a
+                for a in self._approvals.values()
+                if a.status == ApprovalStatus.PENDING
+                and (a.deadline <= now or (a.remind_at is not None and a.remind_at <= now))
+            ]
 
     def _wake(self, run_id: RunId, wake: Event) -> None:
         """Deliver ``wake`` unless the run finished or already has it."""
         if not self._runs.get_run(run_id).status.finished and (
-                self._runs.get_event(run_id, wake.key) is None):
+            self._runs.get_event(run_id, wake.key) is None
+        ):
             self._runs.deliver_event(run_id, wake.key, wake.data, wake.delivered_at)
 
     def _append(self, audit: AuditDraft) -> AuditEntry:

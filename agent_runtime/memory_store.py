@@ -47,14 +47,26 @@ class InMemoryStore:
         self.outbox = InMemoryOutbox()
 
     def create_run(
-        self, run_id: RunId, workflow: str, input: Any, now: datetime,
-        notices: Sequence[Notice] = (), fork: Fork | None = None,
+        self,
+        run_id: RunId,
+        workflow: str,
+        input: Any,
+        now: datetime,
+        notices: Sequence[Notice] = (),
+        fork: Fork | None = None,
     ) -> Run:
         """Store a new pending run (with a fork's inherited journal)."""
-        run = Run(id=run_id, workflow=workflow, status=RunStatus.PENDING, input=input,
-                  created_at=now, updated_at=now, due_at=now,
-                  forked_from=None if fork is None else fork.source,
-                  fork_at=None if fork is None else fork.at)
+        run = Run(
+            id=run_id,
+            workflow=workflow,
+            status=RunStatus.PENDING,
+            input=input,
+            created_at=now,
+            updated_at=now,
+            due_at=now,
+            forked_from=None if fork is None else fork.source,
+            fork_at=None if fork is None else fork.at,
+        )
         with self._lock:
             if fork is not None and fork.source not in self._runs:
                 raise RunNotFound(fork.source)
@@ -73,19 +85,26 @@ class InMemoryStore:
                 raise RunNotFound(run_id) from None
 
     def list_runs(
-        self, *, status: RunStatus | None = None, limit: int = 100,
-        forked_from: RunId | None = None, input_fields: Mapping[str, str] | None = None,
+        self,
+        *,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        forked_from: RunId | None = None,
+        input_fields: Mapping[str, str] | None = None,
         offset: int = 0,
     ) -> list[Run]:
         """Return the newest runs first."""
         fields = input_fields or {}
         with self._lock:
-            runs = [r for r in self._runs.values()
-                    if (status is None or r.status == status)
-                    and (forked_from is None or r.forked_from == forked_from)
-                    and all(_at_path(r.input, path) == v for path, v in fields.items())]
+            runs = [
+                r
+                for r in self._runs.values()
+                if (status is None or r.status == status)
+                and (forked_from is None or r.forked_from == forked_from)
+                and all(_at_path(r.input, path) == v for path, v in fields.items())
+            ]
         ordered = sorted(runs, key=lambda r: (r.created_at, r.id), reverse=True)
-        return ordered[offset:offset + limit]
+        return ordered[offset : offset + limit]
 
     def claim_runs(
         self, owner: str, *, limit: int, now: datetime, expires_at: datetime
@@ -98,8 +117,14 @@ class InMemoryStore:
             )[:limit]
             claimed = []
             for run in due:
-                new = self._put(run, status=RunStatus.RUNNING, lease_owner=owner,
-                                fence=run.fence + 1, due_at=expires_at, updated_at=now)
+                new = self._put(
+                    run,
+                    status=RunStatus.RUNNING,
+                    lease_owner=owner,
+                    fence=run.fence + 1,
+                    due_at=expires_at,
+                    updated_at=now,
+                )
                 claimed.append((new, Lease(new.id, owner, new.fence)))
             return claimed
 
@@ -136,8 +161,9 @@ class InMemoryStore:
         with self._lock:
             self._check(lease)
             recorded = self._attempts[lease.run_id]
-            if any((a.position, a.attempt) == (attempt.position, attempt.attempt)
-                   for a in recorded):
+            if any(
+                (a.position, a.attempt) == (attempt.position, attempt.attempt) for a in recorded
+            ):
                 raise AttemptConflict(lease.run_id, attempt.position, attempt.attempt)
             recorded.append(attempt)
 
@@ -151,11 +177,23 @@ class InMemoryStore:
         with self._lock:
             run = self._check(lease)
             if wait.key is not None and (lease.run_id, wait.key) in self._events:
-                self._put(run, status=RunStatus.PENDING, lease_owner=None, due_at=now,
-                          wait_key=None, updated_at=now)
+                self._put(
+                    run,
+                    status=RunStatus.PENDING,
+                    lease_owner=None,
+                    due_at=now,
+                    wait_key=None,
+                    updated_at=now,
+                )
                 return RunStatus.PENDING
-            self._put(run, status=RunStatus.WAITING, lease_owner=None, due_at=wait.wake_at,
-                      wait_key=wait.key, updated_at=now)
+            self._put(
+                run,
+                status=RunStatus.WAITING,
+                lease_owner=None,
+                due_at=wait.wake_at,
+                wait_key=wait.key,
+                updated_at=now,
+            )
             return RunStatus.WAITING
 
     def release(self, lease: Lease, now: datetime) -> None:
@@ -205,8 +243,9 @@ class InMemoryStore:
                 raise EventAlreadyDelivered(run_id, key)
             self._events[(run_id, key)] = Event(key=key, data=data, delivered_at=now)
             if run.status == RunStatus.WAITING and run.wait_key == key:
-                run = self._put(run, status=RunStatus.PENDING, due_at=now, wait_key=None,
-                                updated_at=now)
+                run = self._put(
+                    run, status=RunStatus.PENDING, due_at=now, wait_key=None, updated_at=now
+                )
             return run
 
     def get_event(self, run_id: RunId, key: str) -> Event | None:
@@ -257,14 +296,22 @@ class InMemoryOutbox:
                     continue
                 self._keys.add(notice.key)
                 item_id = len(self._items) + 1
-                self._items[item_id] = {"notice": notice, "status": "pending", "attempts": 0,
-                                        "next_at": now, "created_at": now, "delivery": None,
-                                        "claimed_until": None, "fence": 0, "sending_at": None,
-                                        "error": None}
+                self._items[item_id] = {
+                    "notice": notice,
+                    "status": "pending",
+                    "attempts": 0,
+                    "next_at": now,
+                    "created_at": now,
+                    "delivery": None,
+                    "claimed_until": None,
+                    "fence": 0,
+                    "sending_at": None,
+                    "error": None,
+                }
 
-    def claim_due(self, owner: str, *, now: datetime, until: datetime, limit: int) -> list[
-        QueuedNotice
-    ]:
+    def claim_due(
+        self, owner: str, *, now: datetime, until: datetime, limit: int
+    ) -> list[QueuedNotice]:
         """Claim due notices, oldest first, one run's notices strictly in order."""
         with self._lock:
             claimed: list[QueuedNotice] = []
@@ -283,10 +330,15 @@ class InMemoryOutbox:
 
     def _claim(self, item_id: int, item: dict[str, Any], until: datetime) -> QueuedNotice:
         item.update(claimed_until=until, attempts=item["attempts"] + 1, fence=item["fence"] + 1)
-        return QueuedNotice(id=item_id, notice=item["notice"], attempts=item["attempts"],
-                            created_at=item["created_at"], fence=item["fence"],
-                            uncertain=item["sending_at"] is not None,
-                            sending_since=item["sending_at"])
+        return QueuedNotice(
+            id=item_id,
+            notice=item["notice"],
+            attempts=item["attempts"],
+            created_at=item["created_at"],
+            fence=item["fence"],
+            uncertain=item["sending_at"] is not None,
+            sending_since=item["sending_at"],
+        )
 
     def begin_send(self, item: QueuedNotice, *, now: datetime, until: datetime) -> bool:
         """Mark the send begun and extend the claim."""
@@ -296,21 +348,23 @@ class InMemoryOutbox:
 
     def delivered(self, item: QueuedNotice, delivery: Delivery | None, now: datetime) -> bool:
         """Record a delivery."""
-        return self._fenced(item, status="sent", delivery=delivery, claimed_until=None,
-                            sending_at=None)
+        return self._fenced(
+            item, status="sent", delivery=delivery, claimed_until=None, sending_at=None
+        )
 
-    def retry_later(self, item: QueuedNotice, at: datetime, error: str, *,
-                    maybe_sent: bool = False) -> bool:
+    def retry_later(
+        self, item: QueuedNotice, at: datetime, error: str, *, maybe_sent: bool = False
+    ) -> bool:
         """Release for another attempt."""
         with self._lock:
             sending_at = self._items[item.id]["sending_at"] if maybe_sent else None
-            return self._fenced(item, next_at=at, claimed_until=None, error=error,
-                                sending_at=sending_at)
+            return self._fenced(
+                item, next_at=at, claimed_until=None, error=error, sending_at=sending_at
+            )
 
     def give_up(self, item: QueuedNotice, error: str) -> bool:
         """Mark the notice dead."""
-        return self._fenced(item, status="dead", claimed_until=None, error=error,
-                            sending_at=None)
+        return self._fenced(item, status="dead", claimed_until=None, error=error, sending_at=None)
 
     def delivery_of(self, key: str) -> Delivery | None:
         """Return where ``key`` was delivered."""
@@ -324,17 +378,30 @@ class InMemoryOutbox:
     def is_dead(self, key: str) -> bool:
         """Tell whether ``key`` was given up."""
         with self._lock:
-            return any(item["notice"].key == key and item["status"] == "dead"
-                       for item in self._items.values())
+            return any(
+                item["notice"].key == key and item["status"] == "dead"
+                for item in self._items.values()
+            )
 
     def dead_notices(self, limit: int) -> list[DeadNotice]:
         """Return the notices given up, newest first."""
         with self._lock:
-            dead = [item for _, item in sorted(self._items.items(), reverse=True)
-                    if item["status"] == "dead"][:limit]
-            return [DeadNotice(key=i["notice"].key, run_id=i["notice"].run_id,
-                               kind=i["notice"].kind, created_at=i["created_at"],
-                               attempts=i["attempts"], error=i["error"]) for i in dead]
+            dead = [
+                item
+                for _, item in sorted(self._items.items(), reverse=True)
+                if item["status"] == "dead"
+            ][:limit]
+            return [
+                DeadNotice(
+                    key=i["notice"].key,
+                    run_id=i["notice"].run_id,
+                    kind=i["notice"].kind,
+                    created_at=i["created_at"],
+                    attempts=i["attempts"],
+                    error=i["error"],
+                )
+                for i in dead
+            ]
 
     def _fenced(self, item: QueuedNotice, **values: Any) -> bool:
         with self._lock:

@@ -64,43 +64,64 @@ class ModelInput:
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form."""
         return {
-            "run_id": self.run_id, "step": self.position, "identical": self.identical,
-            "input_hash": self.input_hash, "recorded_input_hash": self.recorded_input_hash,
+            "run_id": self.run_id,
+            "step": self.position,
+            "identical": self.identical,
+            "input_hash": self.input_hash,
+            "recorded_input_hash": self.recorded_input_hash,
             "request_sha256": _sha256(self.request_text),
             "system_prompt_sha256": _sha256(self.request["system"]),
-            "used": self.used, "budget_left": self.budget_left,
-            "tool_results": self.tool_results, "request": self.request, "wire": self.wire,
+            "used": self.used,
+            "budget_left": self.budget_left,
+            "tool_results": self.tool_results,
+            "request": self.request,
+            "wire": self.wire,
         }
 
 
-def model_input(agent: Agent, approvals: Approvals, run: Run, journal: Sequence[StepRecord],
-                position: int) -> ModelInput:
+def model_input(
+    agent: Agent, approvals: Approvals, run: Run, journal: Sequence[StepRecord], position: int
+) -> ModelInput:
     """Rebuild the input of the model call at ``position`` by replaying the run up to it."""
     if not 0 <= position < len(journal) or not is_model_step(journal[position]):
         found = ", ".join(map(str, model_positions(journal))) or "none"
-        raise InvalidInput("inspect", f"step {position} of run {run.id} is not a model call "
-                                   f"(model calls are at steps: {found})")
+        raise InvalidInput(
+            "inspect",
+            f"step {position} of run {run.id} is not a model call "
+            f"(model calls are at steps: {found})",
+        )
     replayed = replay_agent(agent, approvals, run, journal[:position])
     end = replayed.end
     if end is None or end.position != position or end.name != MODEL_STEP:
-        raise InvalidInput("inspect", f"replaying run {run.id} with agent {agent.name} does not "
-                                   f"reach a model call at step {position}")
+        raise InvalidInput(
+            "inspect",
+            f"replaying run {run.id} with agent {agent.name} does not "
+            f"reach a model call at step {position}",
+        )
     request: dict[str, Any] = end.args[0]
     loop = replayed.loop
     return ModelInput(
-        run_id=run.id, position=position, request=request,
-        input_hash=input_hash([request]), recorded_input_hash=journal[position].input_hash,
-        used=loop.used.to_json(), budget_left=budget_left(loop.budget, loop.used),
+        run_id=run.id,
+        position=position,
+        request=request,
+        input_hash=input_hash([request]),
+        recorded_input_hash=journal[position].input_hash,
+        used=loop.used.to_json(),
+        budget_left=budget_left(loop.budget, loop.used),
         tool_results=tool_results(request["messages"]),
         wire=agent.model.wire_body(request_from_json(request))
-        if isinstance(agent.model, WireModel) else None)
+        if isinstance(agent.model, WireModel)
+        else None,
+    )
 
 
 def tool_results(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Return every tool result in ``messages`` (JSON form), with the call it answers."""
     calls = calls_of([Message.from_json(m) for m in messages])
-    return [{"tool": c.tool, "arguments": c.arguments, "result": c.result,
-             "is_error": c.is_error} for c in calls]
+    return [
+        {"tool": c.tool, "arguments": c.arguments, "result": c.result, "is_error": c.is_error}
+        for c in calls
+    ]
 
 
 def _sha256(text: str) -> str:

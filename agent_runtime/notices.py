@@ -121,9 +121,9 @@ class Outbox(Protocol):
         """Queue notices outside any other change (keys already queued are ignored)."""
         ...
 
-    def claim_due(self, owner: str, *, now: datetime, until: datetime, limit: int) -> list[
-        QueuedNotice
-    ]:
+    def claim_due(
+        self, owner: str, *, now: datetime, until: datetime, limit: int
+    ) -> list[QueuedNotice]:
         """Claim up to ``limit`` undelivered notices due at ``now``, oldest first."""
         ...
 
@@ -135,8 +135,9 @@ class Outbox(Protocol):
         """Record a delivery (None when the notice needed no message), if the claim is ours."""
         ...
 
-    def retry_later(self, item: QueuedNotice, at: datetime, error: str, *,
-                    maybe_sent: bool = False) -> bool:
+    def retry_later(
+        self, item: QueuedNotice, at: datetime, error: str, *, maybe_sent: bool = False
+    ) -> bool:
         """Give the notice back for another attempt at ``at``, if the claim is ours.
 
         ``maybe_sent`` keeps the send uncertain (a timeout, a dropped connection): the next

@@ -40,16 +40,20 @@ class Guarded:
         try:
             self._observer.step_committed(run, step)
         except Exception:
-            logger.warning("step observer failed", exc_info=True,
-                           extra={"action": "observe", "run_id": run.id, "step": step.position})
+            logger.warning(
+                "step observer failed",
+                exc_info=True,
+                extra={"action": "observe", "run_id": run.id, "step": step.position},
+            )
 
     def run_ended(self, run: Run) -> None:
         """Tell the observer that a run ended."""
         try:
             self._observer.run_ended(run)
         except Exception:
-            logger.warning("step observer failed", exc_info=True,
-                           extra={"action": "observe", "run_id": run.id})
+            logger.warning(
+                "step observer failed", exc_info=True, extra={"action": "observe", "run_id": run.id}
+            )
 
 
 def guard(observer: StepObserver | None) -> Guarded | None:

@@ -58,6 +58,7 @@ class ApprovalPolicy:
             "deadline_seconds": self.deadline.total_seconds(),
             "on_expiry": self.on_expiry.value,
             "escalate_to": list(self.escalate_to),
-            "remind_every_seconds": None if self.remind_every is None
+            "remind_every_seconds": None
+            if self.remind_every is None
             else self.remind_every.total_seconds(),
         }

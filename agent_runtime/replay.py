@@ -53,11 +53,23 @@ class ReplayContext(RunContext):
     def __init__(self, run: Run, journal: Sequence[StepRecord]) -> None:
         stopped = threading.Event()
         stopped.set()  # past the journal, non-step calls raise Abandon instead of acting
-        super().__init__(run=run, lease=Lease(run.id, "replay", run.fence), journal=journal,
-                         store=cast(Store, _Sealed()), clock=SystemClock(), stopping=stopped)
+        super().__init__(
+            run=run,
+            lease=Lease(run.id, "replay", run.fence),
+            journal=journal,
+            store=cast(Store, _Sealed()),
+            clock=SystemClock(),
+            stopping=stopped,
+        )
 
-    def step(self, fn: Callable[..., T], *args: Any, name: str | None = None,
-             retry: RetryPolicy | None = None, timeout: timedelta | None = None) -> T:
+    def step(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+    ) -> T:
         """Answer from the journal; at its end, raise ``JournalEnd`` with this step's input."""
         if not self.replaying:
             raise JournalEnd(self.position, name, args)
@@ -78,8 +90,9 @@ class Replayed:
         return self.loop.messages
 
 
-def replay_agent(agent: Agent, approvals: Approvals, run: Run,
-                 journal: Sequence[StepRecord]) -> Replayed:
+def replay_agent(
+    agent: Agent, approvals: Approvals, run: Run, journal: Sequence[StepRecord]
+) -> Replayed:
     """Replay ``run``'s agent loop over ``journal``; ``NonDeterminismError`` if it differs."""
     loop = AgentLoop(agent, approvals, ReplayContext(run, journal), AgentInput.from_json(run.input))
     try:

@@ -50,14 +50,19 @@ class ReplayReport:
 
     def to_json(self) -> dict[str, Any]:
         """Return the stable JSON form."""
-        return {"approvals": self.approvals, "auto_approved": self.auto_approved,
-                "auto_denied": self.auto_denied, "left_to_people": self.left_to_people,
-                "approved_but_rejected": [o.to_json() for o in self.approved_but_rejected],
-                "denied_but_approved": [o.to_json() for o in self.denied_but_approved]}
+        return {
+            "approvals": self.approvals,
+            "auto_approved": self.auto_approved,
+            "auto_denied": self.auto_denied,
+            "left_to_people": self.left_to_people,
+            "approved_but_rejected": [o.to_json() for o in self.approved_but_rejected],
+            "denied_but_approved": [o.to_json() for o in self.denied_but_approved],
+        }
 
 
-def replay(rules: Rules, history: Iterable[Approval],
-           context: Callable[[Approval], RuleContext]) -> ReplayReport:
+def replay(
+    rules: Rules, history: Iterable[Approval], context: Callable[[Approval], RuleContext]
+) -> ReplayReport:
     """Replay ``rules`` (shadow rules as if enforced) over ``history``, oldest first.
 
     Limits count the approvals the rules would have given earlier in the replay, so a
@@ -92,26 +97,40 @@ def _action(rule: Rule | None, approval: Approval, given: list[Approval]) -> Rul
         return RuleAction.REQUIRE
     if rule.action != RuleAction.AUTO_APPROVE:
         return rule.action
-    within = rule.limits.allow(rule_approvals(given, rule), approval.run_id, approval.args,
-                               approval.requested_at)
+    within = rule.limits.allow(
+        rule_approvals(given, rule), approval.run_id, approval.args, approval.requested_at
+    )
     return RuleAction.AUTO_APPROVE if within else RuleAction.REQUIRE
 
 
 def _approved_by(rule: Rule, approval: Approval) -> Approval:
     actor = Actor(user_id=rule.actor_id, name=rule.actor_id)
-    return dataclasses.replace(approval, status=ApprovalStatus.APPROVED, decided_by=actor,
-                               decided_at=approval.requested_at, decided_args=approval.args,
-                               decided_args_hash=approval.args_hash)
+    return dataclasses.replace(
+        approval,
+        status=ApprovalStatus.APPROVED,
+        decided_by=actor,
+        decided_at=approval.requested_at,
+        decided_args=approval.args,
+        decided_args_hash=approval.args_hash,
+    )
 
 
 def _by_person(approval: Approval, status: ApprovalStatus) -> bool:
     by = approval.decided_by
-    return (approval.status == status and by is not None
-            and not by.user_id.startswith(RULE_ACTOR_PREFIX))
+    return (
+        approval.status == status
+        and by is not None
+        and not by.user_id.startswith(RULE_ACTOR_PREFIX)
+    )
 
 
 def _overruled(approval: Approval, rule: Rule) -> Overruled:
     assert approval.decided_by is not None
-    return Overruled(approval_id=approval.id, tool=approval.tool, args=approval.args,
-                     rule=rule.id, decided_by=approval.decided_by.label, reason=approval.reason)
-
+    return Overruled(
+        approval_id=approval.id,
+        tool=approval.tool,
+        args=approval.args,
+        rule=rule.id,
+        decided_by=approval.decided_by.label,
+        reason=approval.reason,
+    )

@@ -54,8 +54,12 @@ class Op(enum.StrEnum):
 
 
 _COMPARE: dict[Op, Callable[[Any, Any], bool]] = {
-    Op.LT: operator.lt, Op.LE: operator.le, Op.GT: operator.gt, Op.GE: operator.ge,
-    Op.EQ: operator.eq, Op.NE: operator.ne,
+    Op.LT: operator.lt,
+    Op.LE: operator.le,
+    Op.GT: operator.gt,
+    Op.GE: operator.ge,
+    Op.EQ: operator.eq,
+    Op.NE: operator.ne,
 }
 _MISSING = object()
 E = TypeVar("E", bound=enum.StrEnum)
@@ -144,8 +148,9 @@ class Limits:
     per_hour: int | None = None
     daily_total: DailyTotal | None = None
 
-    def allow(self, used: Sequence[Approval], run_id: str, args: Mapping[str, Any],
-              now: datetime) -> bool:
+    def allow(
+        self, used: Sequence[Approval], run_id: str, args: Mapping[str, Any], now: datetime
+    ) -> bool:
         """Tell whether one more approval of ``args`` stays within the limits, ``used`` being
         the rule's earlier approvals (those of the run and of the last day at least)."""
         if self.per_run is not None and sum(a.run_id == run_id for a in used) >= self.per_run:
@@ -200,9 +205,15 @@ class Rule:
 
     def to_json(self) -> dict[str, Any]:
         """Return the canonical form."""
-        return {"id": self.id, "tool": self.tool, "action": self.action.value,
-                "mode": self.mode.value, "reason": self.reason, "when": self.when.to_json(),
-                "limits": self.limits.to_json()}
+        return {
+            "id": self.id,
+            "tool": self.tool,
+            "action": self.action.value,
+            "mode": self.mode.value,
+            "reason": self.reason,
+            "when": self.when.to_json(),
+            "limits": self.limits.to_json(),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -232,8 +243,10 @@ class Rules:
         """Return the first matching enforcing rule and every matching shadow rule."""
         matching = [r for r in self.for_tool(tool) if r.matches(tool, args, context)]
         enforced = [r for r in matching if r.mode == RuleMode.ENFORCE]
-        return Verdict(rule=enforced[0] if enforced else None,
-                       shadows=tuple(r for r in matching if r.mode == RuleMode.SHADOW))
+        return Verdict(
+            rule=enforced[0] if enforced else None,
+            shadows=tuple(r for r in matching if r.mode == RuleMode.SHADOW),
+        )
 
     @classmethod
     def parse(cls, data: Any, source: str = "rules") -> Rules:
@@ -252,8 +265,13 @@ class Rules:
 
 def rule_approvals(used: Sequence[Approval], rule: Rule) -> list[Approval]:
     """Return the approvals in ``used`` that ``rule`` approved."""
-    return [a for a in used if a.status == ApprovalStatus.APPROVED and a.decided_by is not None
-            and a.decided_by.user_id == rule.actor_id]
+    return [
+        a
+        for a in used
+        if a.status == ApprovalStatus.APPROVED
+        and a.decided_by is not None
+        and a.decided_by.user_id == rule.actor_id
+    ]
 
 
 def _rule(item: Any, where: str) -> Rule:
@@ -268,12 +286,15 @@ def _rule(item: Any, where: str) -> Rule:
     where = f"{where} ({rule_id})"
     if not isinstance(tool, str) or not tool:
         raise InvalidConfiguration(f"{where}: 'tool' must be a non-empty string")
-    return Rule(id=rule_id, tool=tool,
-                action=_enum(RuleAction, item.get("action"), where, "action"),
-                mode=_enum(RuleMode, item.get("mode", "enforce"), where, "mode"),
-                reason=str(item.get("reason", "")),
-                when=_predicate(item.get("when", {"all": []}), where),
-                limits=_limits(item.get("limits", {}), where))
+    return Rule(
+        id=rule_id,
+        tool=tool,
+        action=_enum(RuleAction, item.get("action"), where, "action"),
+        mode=_enum(RuleMode, item.get("mode", "enforce"), where, "mode"),
+        reason=str(item.get("reason", "")),
+        when=_predicate(item.get("when", {"all": []}), where),
+        limits=_limits(item.get("limits", {}), where),
+    )
 
 
 def _predicate(data: Any, where: str) -> Predicate:
@@ -282,19 +303,22 @@ def _predicate(data: Any, where: str) -> Predicate:
     if not isinstance(data, dict):
         raise InvalidConfiguration(f"{where}: a condition must be a mapping or a list")
     if set(data) == {"all"} or set(data) == {"any"}:
-        (key, parts), = data.items()
+        ((key, parts),) = data.items()
         if not isinstance(parts, list):
             raise InvalidConfiguration(f"{where}: '{key}' needs a list")
         built = tuple(_predicate(part, where) for part in parts)
         return AllOf(built) if key == "all" else AnyOf(built)
     if set(data) != {"field", "op", "value"}:
         raise InvalidConfiguration(
-            f"{where}: a condition is {{field, op, value}} or {{all: [...]}} / {{any: [...]}}")
+            f"{where}: a condition is {{field, op, value}} or {{all: [...]}} / {{any: [...]}}"
+        )
     op = _enum(Op, data["op"], where, "op")
     if not isinstance(data["field"], str) or not data["field"]:
         raise InvalidConfiguration(f"{where}: 'field' must be a non-empty string")
-    if op in (Op.IN, Op.NOT_IN) and not (isinstance(data["value"], list) or (
-            isinstance(data["value"], str) and data["value"].startswith("group:"))):
+    if op in (Op.IN, Op.NOT_IN) and not (
+        isinstance(data["value"], list)
+        or (isinstance(data["value"], str) and data["value"].startswith("group:"))
+    ):
         raise InvalidConfiguration(f"{where}: '{op}' needs a list or 'group:<name>'")
     return Condition(data["field"], op, data["value"])
 
@@ -304,14 +328,18 @@ def _limits(data: Any, where: str) -> Limits:
         raise InvalidConfiguration(f"{where}: 'limits' takes per_run, per_hour, daily_total")
     for key in ("per_run", "per_hour"):
         value = data.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                  or value < 0):
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 0
+        ):
             raise InvalidConfiguration(f"{where}: '{key}' must be a whole number >= 0")
     total = data.get("daily_total")
     daily = None
     if total is not None:
-        if not (isinstance(total, dict) and isinstance(total.get("field"), str)
-                and isinstance(total.get("max"), int | float)):
+        if not (
+            isinstance(total, dict)
+            and isinstance(total.get("field"), str)
+            and isinstance(total.get("max"), int | float)
+        ):
             raise InvalidConfiguration(f"{where}: 'daily_total' is {{field: <arg>, max: <n>}}")
         daily = DailyTotal(field=total["field"], max=total["max"])
     return Limits(per_run=data.get("per_run"), per_hour=data.get("per_hour"), daily_total=daily)

@@ -56,12 +56,20 @@ class Runtime:
         value = round_trip(input, what="the run's input")
         self.workflows.validate_input(workflow, value)
         now = self.clock.now()
-        draft = Run(id=new_run_id(), workflow=workflow, status=RunStatus.PENDING, input=value,
-                    created_at=now, updated_at=now, due_at=now,
-                    forked_from=None if fork is None else fork.source,
-                    fork_at=None if fork is None else fork.at)
-        return self.store.create_run(draft.id, workflow, value, now,
-                                     self.notifier.run_started(draft), fork)
+        draft = Run(
+            id=new_run_id(),
+            workflow=workflow,
+            status=RunStatus.PENDING,
+            input=value,
+            created_at=now,
+            updated_at=now,
+            due_at=now,
+            forked_from=None if fork is None else fork.source,
+            fork_at=None if fork is None else fork.at,
+        )
+        return self.store.create_run(
+            draft.id, workflow, value, now, self.notifier.run_started(draft), fork
+        )
 
     def forks(self, run_id: RunId) -> list[Run]:
         """Return the runs forked from ``run_id``, newest first."""
@@ -71,11 +79,18 @@ class Runtime:
         """Return the run or raise ``RunNotFound``."""
         return self.store.get_run(run_id)
 
-    def runs(self, *, status: RunStatus | None = None, limit: int = 100,
-             input_fields: Mapping[str, str] | None = None, offset: int = 0) -> list[Run]:
+    def runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        input_fields: Mapping[str, str] | None = None,
+        offset: int = 0,
+    ) -> list[Run]:
         """Return the newest runs first (see ``Store.list_runs``)."""
-        return self.store.list_runs(status=status, limit=limit, input_fields=input_fields,
-                                    offset=offset)
+        return self.store.list_runs(
+            status=status, limit=limit, input_fields=input_fields, offset=offset
+        )
 
     def journal(self, run_id: RunId) -> list[StepRecord]:
         """Return the run's journal; ``RunNotFound`` for an unknown run."""
@@ -97,8 +112,11 @@ class Runtime:
         run = self.store.get_run(run_id)
         cancelled = replace(run, status=RunStatus.CANCELLED, updated_at=now)
         notices = self.notifier.run_ended(cancelled)
-        ended = (self.store.cancel(run_id, now, notices) if self.approvals is None
-                 else self.approvals.cancel_run(run_id, by, notices, now))
+        ended = (
+            self.store.cancel(run_id, now, notices)
+            if self.approvals is None
+            else self.approvals.cancel_run(run_id, by, notices, now)
+        )
         if self.observer is not None and _unheld(run, ended):
             self.observer.run_ended(ended)
         return ended
@@ -110,8 +128,11 @@ class Runtime:
         decision delivers those.
         """
         if key.startswith(RESERVED_KEYS):
-            raise InvalidInput("signal", f"event keys starting with {', '.join(RESERVED_KEYS)} "
-                                         "are delivered by decisions only")
+            raise InvalidInput(
+                "signal",
+                f"event keys starting with {', '.join(RESERVED_KEYS)} "
+                "are delivered by decisions only",
+            )
         return self.deliver(run_id, key, data)
 
     def deliver(self, run_id: RunId, key: str, data: Any = None) -> Run:
@@ -125,8 +146,15 @@ class Runtime:
 
     def worker(self, options: WorkerOptions | None = None) -> Worker:
         """Build a worker over this runtime's store and workflows."""
-        return Worker(self.store, self.workflows, options=options, clock=self.clock,
-                      sweeps=self.sweeps, notifier=self.notifier, observer=self.observer)
+        return Worker(
+            self.store,
+            self.workflows,
+            options=options,
+            clock=self.clock,
+            sweeps=self.sweeps,
+            notifier=self.notifier,
+            observer=self.observer,
+        )
 
 
 def _unheld(before: Run, cancelled: Run) -> bool:

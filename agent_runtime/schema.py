@@ -41,8 +41,12 @@ def describe(fn: Callable[..., Any]) -> tuple[str, dict[str, Any]]:
         else:
             prop = {**prop, "default": param.default}
         properties[name] = prop
-    schema = {"type": "object", "properties": properties, "required": required,
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
     return summary, schema
 
 
@@ -56,8 +60,12 @@ def type_schema(hint: Any) -> dict[str, Any]:
     if origin in (Union, types.UnionType):
         return {"anyOf": [type_schema(a) for a in args]}
     if origin is tuple and args and args[-1] is not Ellipsis:
-        return {"type": "array", "prefixItems": [type_schema(a) for a in args],
-                "items": False, "minItems": len(args)}
+        return {
+            "type": "array",
+            "prefixItems": [type_schema(a) for a in args],
+            "items": False,
+            "minItems": len(args),
+        }
     if origin in (list, tuple) or hint in (list, tuple):
         return {"type": "array", **({"items": type_schema(args[0])} if args else {})}
     if origin is dict or hint is dict:

@@ -52,8 +52,11 @@ class ToolResult:
     @classmethod
     def declined(cls, decision: dict[str, Any]) -> ToolResult:
         """The call was not approved: say by whom and why, so the agent can adapt."""
-        who = (decision.get("decided_by") or {}).get("name") or (
-            decision.get("decided_by") or {}).get("user_id") or "the deadline"
+        who = (
+            (decision.get("decided_by") or {}).get("name")
+            or (decision.get("decided_by") or {}).get("user_id")
+            or "the deadline"
+        )
         reason = decision.get("reason") or "no reason given"
         return cls(f"not executed: {decision['status']} by {who}: {reason}", is_error=True)
 
@@ -61,31 +64,58 @@ class ToolResult:
 class SideEffects:
     """Runs one agent run's tool calls under approvals and idempotency keys."""
 
-    def __init__(self, ctx: RunContext, approvals: Approvals, agent: Agent, requester: Actor,
-                 used: Consumption) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        approvals: Approvals,
+        agent: Agent,
+        requester: Actor,
+        used: Consumption,
+    ) -> None:
         self.ctx = ctx
         self.approvals = approvals
         self.agent = agent
         self.requester = requester
         self.used = used
 
-    def request_approval(self, tool: Tool, args: dict[str, Any], *,
-                         kind: ApprovalKind = ApprovalKind.TOOL_CALL, question: str = "") -> str:
+    def request_approval(
+        self,
+        tool: Tool,
+        args: dict[str, Any],
+        *,
+        kind: ApprovalKind = ApprovalKind.TOOL_CALL,
+        question: str = "",
+    ) -> str:
         """Journal a pending approval for ``tool(args)`` and return its id (no waiting)."""
         now = self.ctx.now().isoformat()
-        output = self.ctx.step(self._request_step, tool.name, args, kind.value, question, now,
-                               self.ctx.position, name=f"approval.request:{tool.name}")
+        output = self.ctx.step(
+            self._request_step,
+            tool.name,
+            args,
+            kind.value,
+            question,
+            now,
+            self.ctx.position,
+            name=f"approval.request:{tool.name}",
+        )
         approval: str = output["approval_id"]
         return approval
 
-    def _request_step(self, name: str, args: dict[str, Any], kind: str, question: str,
-                      now: str, position: int) -> dict[str, Any]:
+    def _request_step(
+        self, name: str, args: dict[str, Any], kind: str, question: str, now: str, position: int
+    ) -> dict[str, Any]:
         tool = self._tool(name)
         approval = self.approvals.request(
-            run_id=self.ctx.run_id, position=position, tool=tool, args=args,
+            run_id=self.ctx.run_id,
+            position=position,
+            tool=tool,
+            args=args,
             policy=self._policy(tool).snapshot(self.agent.approver_groups),
-            requester=self.requester, now=datetime.fromisoformat(now),
-            kind=ApprovalKind(kind), question=question)
+            requester=self.requester,
+            now=datetime.fromisoformat(now),
+            kind=ApprovalKind(kind),
+            question=question,
+        )
         return {"approval_id": approval.id, "deadline": approval.deadline.isoformat()}
 
     def execute(
@@ -94,14 +124,16 @@ class SideEffects:
         """Run the tool once; side-effecting tools get started/finished records and a key."""
         self.used.tool_calls += 1
         if not tool.side_effect:
-            return ToolResult.of(self._run(tool, args, idempotency_key(self.ctx.run_id,
-                                                                       self.ctx.position)))
+            return ToolResult.of(
+                self._run(tool, args, idempotency_key(self.ctx.run_id, self.ctx.position))
+            )
         from_journal = self.ctx.replaying
         position = self.ctx.position
         key = idempotency_key(self.ctx.run_id, position)
         approval = None if decision is None else decision["approval_id"]
-        started = self.ctx.step(self._start, tool.name, args, approval, position,
-                                name=f"tool.started:{tool.name}")
+        started = self.ctx.step(
+            self._start, tool.name, args, approval, position, name=f"tool.started:{tool.name}"
+        )
         if started.get("refused"):
             return ToolResult.error(f"not executed: {started['refused']}")
         marker = f"tool.unknown_outcome:{tool.name}"
@@ -109,8 +141,9 @@ class SideEffects:
             return self._unknown_outcome(tool, args, key)
         return ToolResult.of(self._run(tool, args, key))
 
-    def _start(self, name: str, args: dict[str, Any], approval: str | None,
-               position: int) -> dict[str, Any]:
+    def _start(
+        self, name: str, args: dict[str, Any], approval: str | None, position: int
+    ) -> dict[str, Any]:
         """Check the committed approval against these exact arguments and consume it."""
         digest = args_hash(args)
         key = idempotency_key(self.ctx.run_id, position)
@@ -142,13 +175,17 @@ class SideEffects:
         return None
 
     def _run(self, tool: Tool, args: dict[str, Any], key: str) -> Any:
-        return self.ctx.step(tool.call, args, key, name=f"tool:{tool.name}", retry=tool.retry,
-                             timeout=tool.timeout)
+        return self.ctx.step(
+            tool.call, args, key, name=f"tool:{tool.name}", retry=tool.retry, timeout=tool.timeout
+        )
 
     def _unknown_outcome(self, tool: Tool, args: dict[str, Any], key: str) -> ToolResult:
         strategy = tool.on_unknown_outcome
-        self.ctx.step(_record, {"key": key, "strategy": strategy.value},
-                      name=f"tool.unknown_outcome:{tool.name}")  # marker: see execute()
+        self.ctx.step(
+            _record,
+            {"key": key, "strategy": strategy.value},
+            name=f"tool.unknown_outcome:{tool.name}",
+        )  # marker: see execute()
         if strategy == UnknownOutcome.VERIFY and tool.verify is not None:
             found = self.ctx.step(tool.verify, key, name=f"tool.verify:{tool.name}")
             if found is not None:
@@ -160,8 +197,10 @@ class SideEffects:
         return ToolResult.of(self._run(tool, args, key))
 
     def _ask_person(self, tool: Tool, args: dict[str, Any], key: str) -> ToolResult | None:
-        question = (f"A crash interrupted {tool.name} (idempotency key {key}). Did it happen? "
-                    "Approve = yes, it happened; Reject = no, run it again.")
+        question = (
+            f"A crash interrupted {tool.name} (idempotency key {key}). Did it happen? "
+            "Approve = yes, it happened; Reject = no, run it again."
+        )
         asked = self.request_approval(tool, args, kind=ApprovalKind.OUTCOME, question=question)
         decision: dict[str, Any] = self.ctx.wait_for(wake_key(asked))
         if decision["status"] == "approved":

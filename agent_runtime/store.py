@@ -32,8 +32,13 @@ class Store(Protocol):
     """
 
     def create_run(
-        self, run_id: RunId, workflow: str, input: Any, now: datetime,
-        notices: Sequence[Notice] = (), fork: Fork | None = None,
+        self,
+        run_id: RunId,
+        workflow: str,
+        input: Any,
+        now: datetime,
+        notices: Sequence[Notice] = (),
+        fork: Fork | None = None,
     ) -> Run:
         """Store a new pending run (and queue ``notices`` with it).
 
@@ -47,8 +52,12 @@ class Store(Protocol):
         ...
 
     def list_runs(
-        self, *, status: RunStatus | None = None, limit: int = 100,
-        forked_from: RunId | None = None, input_fields: Mapping[str, str] | None = None,
+        self,
+        *,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        forked_from: RunId | None = None,
+        input_fields: Mapping[str, str] | None = None,
         offset: int = 0,
     ) -> list[Run]:
         """Return the newest runs first (skipping ``offset``), optionally only those with
@@ -56,9 +65,9 @@ class Store(Protocol):
         ``input_fields`` at its dotted path (``{"requester.user_id": "U1"}``)."""
         ...
 
-    def claim_runs(self, owner: str, *, limit: int, now: datetime, expires_at: datetime) -> list[
-        tuple[Run, Lease]
-    ]:
+    def claim_runs(
+        self, owner: str, *, limit: int, now: datetime, expires_at: datetime
+    ) -> list[tuple[Run, Lease]]:
         """Lease up to ``limit`` runnable runs to ``owner`` until ``expires_at``.
 
         Runnable: pending; waiting with a due time at or before ``now``; running with an
@@ -142,7 +151,6 @@ class Store(Protocol):
         ...
 
 
-
 Closing = Callable[[Approval], tuple[Approval, AuditDraft, Sequence[Notice]]]
 """Given a pending approval of a cancelled run: the closed approval, its audit entry, notices."""
 
@@ -172,10 +180,16 @@ class Ruling:
 def ruled_since(approval: Approval, since: datetime, new: Approval) -> bool:
     """Tell whether a rule approved ``approval`` since ``since`` or in ``new``'s run."""
     by = approval.decided_by
-    return (approval.status == ApprovalStatus.APPROVED and approval.id != new.id
-            and by is not None and by.user_id.startswith("rule:")
-            and (approval.run_id == new.run_id
-                 or (approval.decided_at is not None and approval.decided_at >= since)))
+    return (
+        approval.status == ApprovalStatus.APPROVED
+        and approval.id != new.id
+        and by is not None
+        and by.user_id.startswith("rule:")
+        and (
+            approval.run_id == new.run_id
+            or (approval.decided_at is not None and approval.decided_at >= since)
+        )
+    )
 
 
 class ApprovalStore(Protocol):
@@ -193,16 +207,26 @@ class ApprovalStore(Protocol):
         ...
 
     def list_approvals(
-        self, *, run_id: str | None = None, status: ApprovalStatus | None = None,
-        limit: int = 100, decidable_by: str | None = None, offset: int = 0,
+        self,
+        *,
+        run_id: str | None = None,
+        status: ApprovalStatus | None = None,
+        limit: int = 100,
+        decidable_by: str | None = None,
+        offset: int = 0,
     ) -> list[Approval]:
         """Return approvals, newest first (skipping ``offset``), optionally only those of
         ``run_id``, with ``status``, or whose eligible deciders include ``decidable_by``."""
         ...
 
     def save_approval(
-        self, approval: Approval, *, audit: AuditDraft, decided_before: datetime | None,
-        wake: Event | None, notices: Sequence[Notice] = (),
+        self,
+        approval: Approval,
+        *,
+        audit: AuditDraft,
+        decided_before: datetime | None,
+        wake: Event | None,
+        notices: Sequence[Notice] = (),
     ) -> bool:
         """Write ``approval`` (and queue ``notices``) if the stored one has its version.
 
@@ -233,14 +257,16 @@ class ApprovalStore(Protocol):
         """Return pending approvals whose deadline or reminder time is at or before ``now``."""
         ...
 
-    def cancel_run(self, run_id: RunId, now: datetime, notices: Sequence[Notice],
-                   close: Closing) -> Run:
+    def cancel_run(
+        self, run_id: RunId, now: datetime, notices: Sequence[Notice], close: Closing
+    ) -> Run:
         """Cancel the run as ``Store.cancel`` does and, in the same transaction, store what
         ``close`` makes of each of its pending approvals (with its audit entry and notices)."""
         ...
 
-    def create_ruled_approval(self, approval: Approval, audit: AuditDraft,
-                              notices: Sequence[Notice], ruling: Ruling) -> Approval:
+    def create_ruled_approval(
+        self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice], ruling: Ruling
+    ) -> Approval:
         """Store the approval with its audit entry and, in the same transaction, ``ruling``
         (see ``Ruling``): safe against concurrent rulings, so two processes never both use a
         rule's last allowed approval. If the id exists, change nothing and return the stored

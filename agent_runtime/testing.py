@@ -7,5 +7,11 @@ from agent_runtime.environment import AgentEnvironment, ToolCallRecord
 from agent_runtime.memory_approvals import InMemoryApprovalStore
 from agent_runtime.memory_store import InMemoryOutbox, InMemoryStore
 
-__all__ = ["AgentEnvironment", "FrozenClock", "InMemoryApprovalStore", "InMemoryOutbox",
-           "InMemoryStore", "ToolCallRecord"]
+__all__ = [
+    "AgentEnvironment",
+    "FrozenClock",
+    "InMemoryApprovalStore",
+    "InMemoryOutbox",
+    "InMemoryStore",
+    "ToolCallRecord",
+]

@@ -53,8 +53,10 @@ class Tool:
         if self.on_unknown_outcome == UnknownOutcome.VERIFY and self.verify is None:
             raise ValueError(f"tool {self.name}: on_unknown_outcome=VERIFY needs verify=")
         if self.side_effect and self.timeout is not None:
-            raise ValueError(f"tool {self.name}: a side-effecting tool cannot have a timeout "
-                             "(a timed-out call keeps running, so a retry would repeat it)")
+            raise ValueError(
+                f"tool {self.name}: a side-effecting tool cannot have a timeout "
+                "(a timed-out call keeps running, so a retry would repeat it)"
+            )
         jsonschema.Draft202012Validator.check_schema(self.parameters)
 
     @property
@@ -114,9 +116,16 @@ def tool(
         description, parameters = describe(function)
         outcome = on_unknown_outcome or (UnknownOutcome.VERIFY if verify else UnknownOutcome.ASK)
         return Tool(
-            name=name or function.__name__, description=description, fn=function,
-            parameters=parameters, side_effect=side_effect, approval=approval, retry=retry,
-            timeout=timeout, on_unknown_outcome=outcome, verify=verify,
+            name=name or function.__name__,
+            description=description,
+            fn=function,
+            parameters=parameters,
+            side_effect=side_effect,
+            approval=approval,
+            retry=retry,
+            timeout=timeout,
+            on_unknown_outcome=outcome,
+            verify=verify,
             takes_key=_takes_key(function),
         )
 

@@ -69,8 +69,9 @@ class Worker:
         self._clock = clock or SystemClock()
         self._stopping = threading.Event()
         self._wake = threading.Event()
-        self._executor = RunExecutor(store, workflows, self._clock, self._stopping, notifier,
-                                     observer)
+        self._executor = RunExecutor(
+            store, workflows, self._clock, self._stopping, notifier, observer
+        )
         self._held: dict[RunId, Lease] = {}
         self._last_sweep: datetime | None = None
         self._lock = threading.Lock()
@@ -89,8 +90,9 @@ class Worker:
     def run(self, *, until_idle: bool = False) -> None:
         """Claim and execute runs until ``stop()`` or, with ``until_idle``, until idle."""
         done = threading.Event()
-        heartbeat = threading.Thread(target=self._heartbeat, args=(done,),
-                                     name="signoff-heartbeat", daemon=True)
+        heartbeat = threading.Thread(
+            target=self._heartbeat, args=(done,), name="signoff-heartbeat", daemon=True
+        )
         heartbeat.start()
         with ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="signoff-run") as pool:
             active: set[Future[RunStatus | None]] = set()
@@ -108,8 +110,9 @@ class Worker:
         done.set()
         heartbeat.join()
 
-    def _round(self, pool: ThreadPoolExecutor, active: set[Future[RunStatus | None]], *,
-               until_idle: bool) -> bool:
+    def _round(
+        self, pool: ThreadPoolExecutor, active: set[Future[RunStatus | None]], *, until_idle: bool
+    ) -> bool:
         """Sweep, claim and start what is due, then pause; return True once idle is enough."""
         self._wake.clear()  # a wake-up from now on ends this round's pause
         self._sweep()
@@ -134,8 +137,11 @@ class Worker:
 
     def _sweep(self, *, force: bool = False) -> None:
         now = self._clock.now()
-        if not force and self._last_sweep is not None and (
-                now - self._last_sweep < self.options.poll_interval):
+        if (
+            not force
+            and self._last_sweep is not None
+            and (now - self._last_sweep < self.options.poll_interval)
+        ):
             return
         self._last_sweep = now
         for sweep in self._sweeps:
@@ -168,8 +174,7 @@ class Worker:
         try:
             return self._executor.execute(run, lease)
         except Exception:  # its lease lapses and another worker takes the run over
-            logger.exception("run execution failed", extra={"action": "execute",
-                                                             "run_id": run.id})
+            logger.exception("run execution failed", extra={"action": "execute", "run_id": run.id})
             return None
         finally:
             with self._lock:

@@ -85,14 +85,25 @@ class Bench:
         ids: list[str] = []
         now = SystemClock().now()
         for _ in range(count):
-            run = self.runtime.start("bench.idle", {"task": "refund", "context": {
-                "slack": {"channel": "C_BENCH", "team": "T_BENCH"}},
-                "requester": {"user_id": "U_RITA"}})
-            ids.append(self.approvals.request(
-                run_id=run.id, position=1, tool=GATED, args={"order_id": "1042",
-                                                             "amount_cents": 4999},
-                policy=POLICY.snapshot({}),
-                requester=Actor(user_id="U_RITA"), now=now).id)
+            run = self.runtime.start(
+                "bench.idle",
+                {
+                    "task": "refund",
+                    "context": {"slack": {"channel": "C_BENCH", "team": "T_BENCH"}},
+                    "requester": {"user_id": "U_RITA"},
+                },
+            )
+            ids.append(
+                self.approvals.request(
+                    run_id=run.id,
+                    position=1,
+                    tool=GATED,
+                    args={"order_id": "1042", "amount_cents": 4999},
+                    policy=POLICY.snapshot({}),
+                    requester=Actor(user_id="U_RITA"),
+                    now=now,
+                ).id
+            )
         return ids
 
 
@@ -106,12 +117,16 @@ def open_bench(dsn: str) -> Bench:
     keys = AuditKeys((AuditKey("bench", b"b" * 32),))
     lookup = ToolLookup()
     lookup.add(GATED)
-    approvals = Approvals(SqlApprovalStore(store.engine, audit_keys=keys), SystemClock(),
-                          lookup, SlackNotifier(store))
+    approvals = Approvals(
+        SqlApprovalStore(store.engine, audit_keys=keys), SystemClock(), lookup, SlackNotifier(store)
+    )
     workflows = Workflows()
     workflows.add("bench.idle", idle)
-    return Bench(dsn=dsn, approvals=approvals,
-                 runtime=Runtime(store, workflows, notifier=SlackNotifier(store)))
+    return Bench(
+        dsn=dsn,
+        approvals=approvals,
+        runtime=Runtime(store, workflows, notifier=SlackNotifier(store)),
+    )
 
 
 def in_threads(items: list[str], threads: int, decide_one: Callable[[str], Any]) -> float:
@@ -164,8 +179,13 @@ def raw_rate(dsn: str, count: int, threads: int) -> float:
     """Decisions/s of the raw statements, one connection per thread."""
     ids = [uuid.uuid4().hex[:24] for _ in range(count)]
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("INSERT INTO raw_approvals (id, status, version) "
-                             "SELECT unnest(%s::text[]), 'pending', 0"), (ids,))
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO raw_approvals (id, status, version) "
+                "SELECT unnest(%s::text[]), 'pending', 0"
+            ),
+            (ids,),
+        )
     local = threading.local()
     connections: list[psycopg.Connection[Any]] = []
 
@@ -190,10 +210,11 @@ def raw_rate(dsn: str, count: int, threads: int) -> float:
 def create_raw_tables(dsn: str) -> None:
     """The raw baseline's tables, beside Signoff's."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE raw_approvals (id text PRIMARY KEY, status text, "
-                     "version int)")
-        conn.execute("CREATE TABLE raw_audit (seq int PRIMARY KEY, approval_id text, "
-                     "detail jsonb, prev_hash text, hash text)")
+        conn.execute("CREATE TABLE raw_approvals (id text PRIMARY KEY, status text, version int)")
+        conn.execute(
+            "CREATE TABLE raw_audit (seq int PRIMARY KEY, approval_id text, "
+            "detail jsonb, prev_hash text, hash text)"
+        )
         conn.execute("CREATE TABLE raw_head (id int PRIMARY KEY, seq int, hash text)")
         conn.execute("INSERT INTO raw_head VALUES (1, 0, 'g')")
 
@@ -213,8 +234,10 @@ def main() -> None:
     try:
         bench = open_bench(dsn)
         create_raw_tables(dsn)
-        print(f"decisions/s on PostgreSQL, {count} decisions a repeat, median of "
-              f"{options.repeats} interleaved repeats")
+        print(
+            f"decisions/s on PostgreSQL, {count} decisions a repeat, median of "
+            f"{options.repeats} interleaved repeats"
+        )
         print("| deciders | decide/s | raw/s | decide/raw |")
         print("|---|---|---|---|")
         for threads in THREADS:
@@ -227,8 +250,9 @@ def main() -> None:
         bench.runtime.store.engine.dispose()  # type: ignore[attr-defined]
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-                         .format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 if __name__ == "__main__":

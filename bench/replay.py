@@ -58,15 +58,21 @@ def _model(turns: int) -> ScriptedModel:
         done = sum(1 for m in request.messages if m.role == "tool")
         if done >= turns:
             return text_reply(f"looked up {done} orders")
-        return tool_reply(ToolCall(id=f"call_{done}", name="_lookup",
-                                   arguments={"order_id": str(1000 + done)}))
+        return tool_reply(
+            ToolCall(id=f"call_{done}", name="_lookup", arguments={"order_id": str(1000 + done)})
+        )
 
     return ScriptedModel(respond, name="bench-scripted")
 
 
 def _agent(turns: int) -> Agent:
-    return Agent(name="bench", model=_model(turns), system_prompt="Look every order up.",
-                 tools=Tools(tool(_lookup)), max_turns=turns + 1)
+    return Agent(
+        name="bench",
+        model=_model(turns),
+        system_prompt="Look every order up.",
+        tools=Tools(tool(_lookup)),
+        max_turns=turns + 1,
+    )
 
 
 def _record(runtime: Runtime, agent: Agent) -> RunId:
@@ -113,21 +119,28 @@ def measure(turns: int, repeats: int, directory: Path) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     """Print a table of medians and ratios to the journal load."""
-    parser = argparse.ArgumentParser(prog="python -m bench.replay", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.replay",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     args = parser.parse_args(argv)
     repeats = 5 if args.quick else 21
     print(f"median ms over {repeats} repeats (SQLite file); ratio to loading the journal")
-    print(f"{'turns':>6} {'entries':>8} {'load':>8} {'inspect':>9} {'ratio':>6} "
-          f"{'eval':>9} {'ratio':>6}")
+    print(
+        f"{'turns':>6} {'entries':>8} {'load':>8} {'inspect':>9} {'ratio':>6} "
+        f"{'eval':>9} {'ratio':>6}"
+    )
     with tempfile.TemporaryDirectory(prefix="signoff-bench-") as tmp:
         for turns in TURN_COUNTS:
             found = measure(turns, repeats, Path(tmp))
             entries = 2 * turns + 2
-            print(f"{turns:>6} {entries:>8} {found['load']:>8.2f} {found['inspect']:>9.2f} "
-                  f"{found['inspect'] / found['load']:>5.1f}x {found['eval']:>9.2f} "
-                  f"{found['eval'] / found['load']:>5.1f}x")
+            print(
+                f"{turns:>6} {entries:>8} {found['load']:>8.2f} {found['inspect']:>9.2f} "
+                f"{found['inspect'] / found['load']:>5.1f}x {found['eval']:>9.2f} "
+                f"{found['eval'] / found['load']:>5.1f}x"
+            )
 
 
 if __name__ == "__main__":

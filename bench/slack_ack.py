@@ -120,8 +120,12 @@ class Serve:
         self.log_path = workdir / f"serve-{name}.log"
         self._log = self.log_path.open("w", encoding="utf-8")
         self.process = subprocess.Popen(
-            [*signoff_command(), "serve", *args], env={**env, "SIGNOFF_PORT": str(self.port)},
-            cwd=workdir, stdout=self._log, stderr=subprocess.STDOUT)
+            [*signoff_command(), "serve", *args],
+            env={**env, "SIGNOFF_PORT": str(self.port)},
+            cwd=workdir,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
 
     def wait_healthy(self) -> None:
         """Wait until ``/healthz`` answers 200."""
@@ -155,46 +159,84 @@ class Serve:
 def signed(body: bytes) -> dict[str, str]:
     """The headers Slack sends with ``body``: content type, timestamp, signature."""
     stamp = str(int(time.time()))
-    digest = hmac.new(SIGNING_SECRET.encode(), f"v0:{stamp}:".encode() + body,
-                      hashlib.sha256).hexdigest()
-    return {"Content-Type": FORM, "X-Slack-Request-Timestamp": stamp,
-            "X-Slack-Signature": f"v0={digest}"}
+    digest = hmac.new(
+        SIGNING_SECRET.encode(), f"v0:{stamp}:".encode() + body, hashlib.sha256
+    ).hexdigest()
+    return {
+        "Content-Type": FORM,
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": f"v0={digest}",
+    }
 
 
 def command_body(ws: Workspace, channel: str, text: str = TASK) -> bytes:
     """The form body of ``/agent text`` typed by the requester (unique by its trigger id)."""
-    return urlencode({
-        "token": "legacy-verification-token", "team_id": ws.team_id, "team_domain": ws.domain,
-        "channel_id": channel, "channel_name": "general", "user_id": REQUESTER,
-        "user_name": PEOPLE[REQUESTER], "command": "/agent", "text": text,
-        "api_app_id": ws.app_id, "is_enterprise_install": "false",
-        "response_url": "http://127.0.0.1:9/commands/response",
-        "trigger_id": ws.issue_trigger(REQUESTER),
-    }).encode()
+    return urlencode(
+        {
+            "token": "legacy-verification-token",
+            "team_id": ws.team_id,
+            "team_domain": ws.domain,
+            "channel_id": channel,
+            "channel_name": "general",
+            "user_id": REQUESTER,
+            "user_name": PEOPLE[REQUESTER],
+            "command": "/agent",
+            "text": text,
+            "api_app_id": ws.app_id,
+            "is_enterprise_install": "false",
+            "response_url": "http://127.0.0.1:9/commands/response",
+            "trigger_id": ws.issue_trigger(REQUESTER),
+        }
+    ).encode()
 
 
 def approve_body(ws: Workspace, card: Message) -> bytes:
     """The form body of the approver clicking Approve on ``card``."""
-    [(block_id, button)] = [(b.get("block_id", ""), e) for b in card.blocks or []
-                            if b.get("type") == "actions" for e in b["elements"]
-                            if e.get("action_id") == "approval.approve"]
-    container: dict[str, Any] = {"type": "message", "message_ts": card.ts,
-                                 "channel_id": card.channel, "is_ephemeral": False}
+    [(block_id, button)] = [
+        (b.get("block_id", ""), e)
+        for b in card.blocks or []
+        if b.get("type") == "actions"
+        for e in b["elements"]
+        if e.get("action_id") == "approval.approve"
+    ]
+    container: dict[str, Any] = {
+        "type": "message",
+        "message_ts": card.ts,
+        "channel_id": card.channel,
+        "is_ephemeral": False,
+    }
     if card.thread_ts:
         container["thread_ts"] = card.thread_ts
-    user = {"id": APPROVER, "username": PEOPLE[APPROVER], "name": PEOPLE[APPROVER],
-            "team_id": ws.team_id}
+    user = {
+        "id": APPROVER,
+        "username": PEOPLE[APPROVER],
+        "name": PEOPLE[APPROVER],
+        "team_id": ws.team_id,
+    }
     payload: dict[str, Any] = {
-        "type": "block_actions", "user": user, "api_app_id": ws.app_id,
-        "token": "legacy-verification-token", "container": container,
+        "type": "block_actions",
+        "user": user,
+        "api_app_id": ws.app_id,
+        "token": "legacy-verification-token",
+        "container": container,
         "trigger_id": ws.issue_trigger(APPROVER),
-        "team": {"id": ws.team_id, "domain": ws.domain}, "enterprise": None,
-        "is_enterprise_install": False, "channel": {"id": card.channel, "name": "general"},
+        "team": {"id": ws.team_id, "domain": ws.domain},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": card.channel, "name": "general"},
         "message": card.to_api(team_id=ws.team_id, app_id=ws.app_id),
-        "state": {"values": {}}, "response_url": "http://127.0.0.1:9/actions/response",
-        "actions": [{"type": "button", "action_id": "approval.approve", "block_id": block_id,
-                     "text": button["text"], "value": button["value"],
-                     "action_ts": f"{time.time():.6f}"}],
+        "state": {"values": {}},
+        "response_url": "http://127.0.0.1:9/actions/response",
+        "actions": [
+            {
+                "type": "button",
+                "action_id": "approval.approve",
+                "block_id": block_id,
+                "text": button["text"],
+                "value": button["value"],
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
     }
     return urlencode({"payload": json.dumps(payload)}).encode()
 
@@ -239,17 +281,18 @@ def burst(batch: Sequence[Request]) -> list[Answer]:
                 if request.body is None:
                     response = http.get(request.url, timeout=30)
                 else:
-                    response = http.post(request.url, data=request.body, headers=headers,
-                                         timeout=30)
+                    response = http.post(
+                        request.url, data=request.body, headers=headers, timeout=30
+                    )
                 done = time.perf_counter()
-                answers[index] = Answer(response.status_code, response.text, done - started,
-                                        done, time.time())
+                answers[index] = Answer(
+                    response.status_code, response.text, done - started, done, time.time()
+                )
             except BaseException as exc:  # reported below; a broken barrier frees the others
                 errors.append(exc)
                 barrier.abort()
 
-    threads = [threading.Thread(target=send, args=(i, r), daemon=True)
-               for i, r in enumerate(batch)]
+    threads = [threading.Thread(target=send, args=(i, r), daemon=True) for i, r in enumerate(batch)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -287,8 +330,7 @@ class World:
         """The fake Slack workspace."""
         return self.slack.workspace
 
-    def wait(self, probe: Callable[[], bool], what: str, timeout: float = SETTLE_TIMEOUT_S
-             ) -> None:
+    def wait(self, probe: Callable[[], bool], what: str, timeout: float = SETTLE_TIMEOUT_S) -> None:
         """Poll ``probe`` every 20 ms; fail after ``timeout``."""
         deadline = time.monotonic() + timeout
         while not probe():
@@ -303,26 +345,33 @@ class World:
         """Return each run's approval ids by tool."""
         found: dict[str, dict[str, str]] = {r: {} for r in run_ids}
         with self.reader.connect() as conn:
-            for row in conn.execute(select(approvals.c.run_id, approvals.c.tool, approvals.c.id)
-                                    .where(approvals.c.run_id.in_(run_ids))):
+            for row in conn.execute(
+                select(approvals.c.run_id, approvals.c.tool, approvals.c.id).where(
+                    approvals.c.run_id.in_(run_ids)
+                )
+            ):
                 found[row.run_id][row.tool] = row.id
         return found
 
     def parked(self, run_ids: Sequence[str], keys: dict[str, str] | None = None) -> bool:
         """Tell whether every run is waiting (for ``keys[run]`` when given)."""
         with self.reader.connect() as conn:
-            rows = conn.execute(select(runs.c.id, runs.c.status, runs.c.wait_key)
-                                .where(runs.c.id.in_(run_ids))).all()
+            rows = conn.execute(
+                select(runs.c.id, runs.c.status, runs.c.wait_key).where(runs.c.id.in_(run_ids))
+            ).all()
         return len(rows) == len(run_ids) and all(
-            r.status == "waiting" and (keys is None or r.wait_key == keys[r.id]) for r in rows)
+            r.status == "waiting" and (keys is None or r.wait_key == keys[r.id]) for r in rows
+        )
 
     def cards(self, approval_ids: Sequence[str]) -> dict[str, Message] | None:
         """Return the thread card of each approval once all are in Slack."""
         keys = [f"approval:{a}:card" for a in approval_ids]
         with self.reader.connect() as conn:
-            rows = conn.execute(select(outbox.c.key, outbox.c.channel, outbox.c.ts)
-                                .where(outbox.c.key.in_(keys), outbox.c.status == "sent")
-                                ).all()
+            rows = conn.execute(
+                select(outbox.c.key, outbox.c.channel, outbox.c.ts).where(
+                    outbox.c.key.in_(keys), outbox.c.status == "sent"
+                )
+            ).all()
         if len(rows) != len(keys):
             return None
         found = {}
@@ -337,14 +386,18 @@ class World:
         """Return the last journal position of each run (one query, on the poll connection)."""
         rows = self.poll.execute(
             "SELECT run_id, max(position) FROM steps WHERE run_id = ANY(%s) GROUP BY run_id",
-            [[uuid.UUID(hex=r) for r in run_ids]]).fetchall()
+            [[uuid.UUID(hex=r) for r in run_ids]],
+        ).fetchall()
         return {row[0].hex: int(row[1]) for row in rows}
 
     def decided_at(self, approval_ids: Sequence[str]) -> dict[str, datetime]:
         """Return when each approval was decided."""
         with self.reader.connect() as conn:
-            rows = conn.execute(select(approvals.c.id, approvals.c.decided_at)
-                                .where(approvals.c.id.in_(approval_ids))).all()
+            rows = conn.execute(
+                select(approvals.c.id, approvals.c.decided_at).where(
+                    approvals.c.id.in_(approval_ids)
+                )
+            ).all()
         return {r.id: r.decided_at for r in rows if r.decided_at is not None}
 
 
@@ -370,29 +423,48 @@ def world(dsn: str, *, concurrency: int, b_worker: bool) -> Iterator[World]:
         provider = start_in_thread(workdir / "provider-ledger.db")
         cleanup.append(provider.stop)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGNOFF_", "SLACK_"))}
-        env.update(SIGNOFF_DATABASE_URL=store_url, SIGNOFF_APPROVERS=APPROVER,
-                   SIGNOFF_DEMO_PROVIDER_URL=provider.url, SIGNOFF_SLACK_API_URL=slack.api_url,
-                   SLACK_BOT_TOKEN=DEFAULT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET,
-                   NO_PROXY="127.0.0.1,localhost", PYTHONUNBUFFERED="1")
+        env.update(
+            SIGNOFF_DATABASE_URL=store_url,
+            SIGNOFF_APPROVERS=APPROVER,
+            SIGNOFF_DEMO_PROVIDER_URL=provider.url,
+            SIGNOFF_SLACK_API_URL=slack.api_url,
+            SLACK_BOT_TOKEN=DEFAULT_TOKEN,
+            SLACK_SIGNING_SECRET=SIGNING_SECRET,
+            NO_PROXY="127.0.0.1,localhost",
+            PYTHONUNBUFFERED="1",
+        )
         a = Serve("A", env, workdir, "--concurrency", str(concurrency))
         cleanup.append(a.stop)
-        b = Serve("B", env, workdir, *(("--concurrency", str(concurrency)) if b_worker
-                                       else ("--no-worker",)))
+        b = Serve(
+            "B",
+            env,
+            workdir,
+            *(("--concurrency", str(concurrency)) if b_worker else ("--no-worker",)),
+        )
         cleanup.append(b.stop)
         a.wait_healthy()
         b.wait_healthy()
         poll = psycopg.connect(db_url, autocommit=True)
         cleanup.append(poll.close)
-        yield World(db_url=db_url, store_url=store_url, slack=slack, provider=provider,
-                    channel=slack.workspace.resolve_channel("general").id, a=a, b=b, poll=poll,
-                    reader=store.engine)
+        yield World(
+            db_url=db_url,
+            store_url=store_url,
+            slack=slack,
+            provider=provider,
+            channel=slack.workspace.resolve_channel("general").id,
+            a=a,
+            b=b,
+            poll=poll,
+            reader=store.engine,
+        )
     finally:
         for step in reversed(cleanup):
             with contextlib.suppress(Exception):
                 step()
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -409,8 +481,9 @@ class Resumes:
     from_send: list[float]
 
 
-def watch_resumes(w: World, send: Callable[[], list[Answer]],
-                  approval_of: dict[str, str]) -> tuple[list[Answer], Resumes]:
+def watch_resumes(
+    w: World, send: Callable[[], list[Answer]], approval_of: dict[str, str]
+) -> tuple[list[Answer], Resumes]:
     """Send the clicks (in ``approval_of``'s order) and poll for each run's next entry."""
     run_ids = list(approval_of)
     before = w.journal_heads(run_ids)
@@ -459,8 +532,8 @@ def row(label: str, values: Sequence[float], baseline: Sequence[float] | None = 
     """One table row in milliseconds: n, p50, p90, p99, max, and the ratio to the baseline."""
     ms = [v * 1000 for v in values]
     cells = f"{label:<48} {len(ms):>4} " + " ".join(
-        f"{x:>8.1f}" for x in (percentile(ms, 50), percentile(ms, 90), percentile(ms, 99),
-                               max(ms)))
+        f"{x:>8.1f}" for x in (percentile(ms, 50), percentile(ms, 90), percentile(ms, 99), max(ms))
+    )
     if baseline:
         ratio50 = statistics.median(values) / statistics.median(baseline)
         ratio99 = percentile(values, 99) / percentile(baseline, 99)
@@ -472,18 +545,22 @@ def run(n: int, sequential: int, *, concurrency: int, b_worker: bool) -> bool:
     """Run the benchmark; print the tables; return whether both targets were met."""
     started = time.perf_counter()
     with world(default_dsn(), concurrency=concurrency, b_worker=b_worker) as w:
-        print(f"set-up: 2 x signoff serve (A: worker x{concurrency}; B: "
-              f"{'worker' if b_worker else 'no worker'}) on a fresh PostgreSQL database, "
-              f"{n} requests per burst, poll interval 1 s\n")
+        print(
+            f"set-up: 2 x signoff serve (A: worker x{concurrency}; B: "
+            f"{'worker' if b_worker else 'no worker'}) on a fresh PostgreSQL database, "
+            f"{n} requests per burst, poll interval 1 s\n"
+        )
         for serve in (w.a, w.b):
-            [hello] = burst([Request(serve.events_url, serve.health_url,
-                                     command_body(w.ws, w.channel, "help"))])
+            [hello] = burst(
+                [Request(serve.events_url, serve.health_url, command_body(w.ws, w.channel, "help"))]
+            )
             if "/agent <task>" not in hello.text:
                 raise RuntimeError(f"unexpected answer to /agent help: {hello.text}")
         halves = [w.a, w.b] * n
         health = burst([Request(s.health_url, s.health_url) for s in halves[:n]])
-        commands = burst([Request(s.events_url, s.health_url, command_body(w.ws, w.channel))
-                          for s in halves[:n]])
+        commands = burst(
+            [Request(s.events_url, s.health_url, command_body(w.ws, w.channel)) for s in halves[:n]]
+        )
         run_ids = [started_run(a) for a in commands]
         w.wait(lambda: w.parked(run_ids), f"{n} runs to wait for their approvals")
         ids = w.approvals_of(run_ids)
@@ -497,27 +574,35 @@ def run(n: int, sequential: int, *, concurrency: int, b_worker: bool) -> bool:
             return got is not None
 
         w.wait(cards_out, "every approval card to reach Slack")
-        batch = [Request(w.b.events_url, w.b.health_url, approve_body(w.ws, found[refunds[r]]))
-                 for r in run_ids]
+        batch = [
+            Request(w.b.events_url, w.b.health_url, approve_body(w.ws, found[refunds[r]]))
+            for r in run_ids
+        ]
         clicks, resumes = watch_resumes(w, functools.partial(burst, batch), refunds)
 
         one_by_one = run_ids[:sequential]
-        w.wait(lambda: w.parked(one_by_one, {r: f"approval:{emails[r]}" for r in one_by_one}),
-               "the runs to park on their email approvals")
+        w.wait(
+            lambda: w.parked(one_by_one, {r: f"approval:{emails[r]}" for r in one_by_one}),
+            "the runs to park on their email approvals",
+        )
         single_acks: list[Answer] = []
         single = Resumes([], [], [], [])
         for run_id in one_by_one:
-            request = Request(w.b.events_url, w.b.health_url,
-                              approve_body(w.ws, found[emails[run_id]]))
-            acks, measured = watch_resumes(w, functools.partial(burst, [request]),
-                                           {run_id: emails[run_id]})
+            request = Request(
+                w.b.events_url, w.b.health_url, approve_body(w.ws, found[emails[run_id]])
+            )
+            acks, measured = watch_resumes(
+                w, functools.partial(burst, [request]), {run_id: emails[run_id]}
+            )
             single_acks += acks
             for part in ("total", "to_decision", "decision_to_resume", "from_send"):
                 getattr(single, part).extend(getattr(measured, part))
 
         base = [a.seconds for a in health]
-        print(f"{'milliseconds':<48} {'n':>4} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>8}"
-              "   vs baseline p50 / p99")
+        print(
+            f"{'milliseconds':<48} {'n':>4} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>8}"
+            "   vs baseline p50 / p99"
+        )
         print(row("GET /healthz (baseline, same concurrency)", base))
         print(row("/agent command -> HTTP 200 (A and B)", [a.seconds for a in commands], base))
         print(row("Approve click on B -> HTTP 200", [a.seconds for a in clicks], base))
@@ -529,20 +614,29 @@ def run(n: int, sequential: int, *, concurrency: int, b_worker: bool) -> bool:
         print(row("  click 200 -> decided_at (taken in decide)", single.to_decision))
         print(row("  decided_at -> next journal entry seen", single.decision_to_resume))
         print(row("  click sent -> resumed (ack + the above)", single.from_send))
-        print(row("Approve click on B -> HTTP 200 (one at a time)",
-                  [a.seconds for a in single_acks], base))
-        ack_p99 = max(percentile([a.seconds for a in commands], 99),
-                      percentile([a.seconds for a in clicks], 99))
+        print(
+            row(
+                "Approve click on B -> HTTP 200 (one at a time)",
+                [a.seconds for a in single_acks],
+                base,
+            )
+        )
+        ack_p99 = max(
+            percentile([a.seconds for a in commands], 99),
+            percentile([a.seconds for a in clicks], 99),
+        )
         resume_p50 = statistics.median(resumes.total)
         sent_p50 = statistics.median(resumes.from_send)
         ok_ack, ok_resume = ack_p99 < ACK_TARGET_P99_S, resume_p50 < RESUME_TARGET_P50_S
-        print(f"\nack p99 {ack_p99 * 1000:.0f} ms (target < {ACK_TARGET_P99_S * 1000:.0f}): "
-              f"{'met' if ok_ack else 'MISSED'}; click-to-resume p50 {resume_p50 * 1000:.0f} ms "
-              f"under a {n}-click burst (target < {RESUME_TARGET_P50_S * 1000:.0f}): "
-              f"{'met' if ok_resume else 'MISSED'} ({sent_p50 * 1000:.0f} ms from "
-              f"the click's send); one at a time p50 "
-              f"{statistics.median(single.total) * 1000:.0f} ms. Polling alone (no NOTIFY) "
-              "would average 500 ms.")
+        print(
+            f"\nack p99 {ack_p99 * 1000:.0f} ms (target < {ACK_TARGET_P99_S * 1000:.0f}): "
+            f"{'met' if ok_ack else 'MISSED'}; click-to-resume p50 {resume_p50 * 1000:.0f} ms "
+            f"under a {n}-click burst (target < {RESUME_TARGET_P50_S * 1000:.0f}): "
+            f"{'met' if ok_resume else 'MISSED'} ({sent_p50 * 1000:.0f} ms from "
+            f"the click's send); one at a time p50 "
+            f"{statistics.median(single.total) * 1000:.0f} ms. Polling alone (no NOTIFY) "
+            "would average 500 ms."
+        )
     print(f"total {time.perf_counter() - started:.1f} s, everything cleaned up")
     return ok_ack and ok_resume
 
@@ -551,11 +645,16 @@ def main(argv: list[str] | None = None) -> None:
     """Parse the arguments and run."""
     parser = argparse.ArgumentParser(
         prog="python -m bench.slack_ack",
-        description="Slack ack and click-to-resume times of two signoff serve instances.")
+        description="Slack ack and click-to-resume times of two signoff serve instances.",
+    )
     parser.add_argument("--quick", action="store_true", help="10 requests per burst, not 50")
     parser.add_argument("--requests", type=int, default=None, help="requests per burst")
-    parser.add_argument("--one-by-one", type=int, default=None,
-                        help="clicks measured one at a time (default 10, 5 with --quick)")
+    parser.add_argument(
+        "--one-by-one",
+        type=int,
+        default=None,
+        help="clicks measured one at a time (default 10, 5 with --quick)",
+    )
     parser.add_argument("--concurrency", type=int, default=4, help="A's worker concurrency")
     parser.add_argument("--b-worker", action="store_true", help="give B a worker too")
     args = parser.parse_args(argv)

@@ -142,9 +142,7 @@ class TimedStore(SqlStore):
             marks.journal_loaded = time.perf_counter()
         return journal
 
-    def append_step(
-        self, lease: Lease, step: StepRecord, notices: Sequence[Notice] = ()
-    ) -> None:
+    def append_step(self, lease: Lease, step: StepRecord, notices: Sequence[Notice] = ()) -> None:
         """Append, noting when the first live write of this execution started."""
         marks = self.marks[lease.run_id]
         if marks.first_append is None:
@@ -402,9 +400,7 @@ def peer_numbers(settings: Settings, dsn: str) -> dict[tuple[str, int], float | 
     functions: dict[str, Callable[[int], float | None]] = {
         "dbos/sqlite": lambda n: peers.dbos_sqlite_step_seconds(n, settings.peer_repeats),
         "dbos/postgres": lambda n: peers.dbos_pg_step_seconds(dsn, n, settings.peer_repeats),
-        "langgraph/sqlite": lambda n: peers.langgraph_sqlite_step_seconds(
-            n, settings.peer_repeats
-        ),
+        "langgraph/sqlite": lambda n: peers.langgraph_sqlite_step_seconds(n, settings.peer_repeats),
         "langgraph/postgres": lambda n: peers.langgraph_pg_step_seconds(
             dsn, n, settings.peer_repeats
         ),
@@ -448,14 +444,32 @@ def sequential_table(results: dict[tuple[str, int], Pair], repeats: int) -> str:
     rows = []
     for (backend, n), pair in results.items():
         bar = verdict(pair.ratio <= STEP_BAR) if n == max(STEP_COUNTS) else ""
-        rows.append([backend, str(n), us(pair.engine), per_second(pair.engine), us(pair.raw),
-                     per_second(pair.raw), f"{pair.ratio:.2f}x", bar])
+        rows.append(
+            [
+                backend,
+                str(n),
+                us(pair.engine),
+                per_second(pair.engine),
+                us(pair.raw),
+                per_second(pair.raw),
+                f"{pair.ratio:.2f}x",
+                bar,
+            ]
+        )
     return table(
         f"Sequential demo.trivial, claim to completion (medians of {repeats} back-to-back "
         f"engine/raw pairs; engine/raw: median of the pairs' ratios); "
         f"bar: <= {STEP_BAR}x raw at {max(STEP_COUNTS)} steps",
-        ["backend", "steps", "engine µs/step", "steps/s", "raw µs/step", "steps/s",
-         "engine/raw", "bar"],
+        [
+            "backend",
+            "steps",
+            "engine µs/step",
+            "steps/s",
+            "raw µs/step",
+            "steps/s",
+            "engine/raw",
+            "bar",
+        ],
         rows,
     )
 
@@ -466,8 +480,15 @@ def concurrent_table(pair: Pair, repeats: int) -> str:
         f"PostgreSQL, {CONCURRENT_RUNS} concurrent runs x {CONCURRENT_STEPS} steps, one worker "
         f"(medians of {repeats} pairs, as above); bar: >= {CONCURRENT_BAR:.0%} of raw",
         ["", "engine steps/s", f"raw {CONCURRENT_RUNS} conns steps/s", "engine/raw", "bar"],
-        [["postgres", f"{pair.engine:,.0f}", f"{pair.raw:,.0f}", f"{pair.ratio:.0%}",
-          verdict(pair.ratio >= CONCURRENT_BAR)]],
+        [
+            [
+                "postgres",
+                f"{pair.engine:,.0f}",
+                f"{pair.raw:,.0f}",
+                f"{pair.ratio:.0%}",
+                verdict(pair.ratio >= CONCURRENT_BAR),
+            ]
+        ],
     )
 
 
@@ -477,16 +498,27 @@ def bytes_table(pair: Pair, rows: int) -> str:
         f"PostgreSQL journal bytes per trivial step, pg_total_relation_size / rows "
         f"({rows:,} rows, {RESUME_STEPS} per run, uuid keys); bar: <= {BYTES_BAR}x raw",
         ["", "engine B/step", "raw B/row", "engine/raw", "bar"],
-        [["postgres", f"{pair.engine:.1f}", f"{pair.raw:.1f}", f"{pair.ratio:.2f}x",
-          verdict(pair.ratio <= BYTES_BAR)]],
+        [
+            [
+                "postgres",
+                f"{pair.engine:.1f}",
+                f"{pair.raw:.1f}",
+                f"{pair.ratio:.2f}x",
+                verdict(pair.ratio <= BYTES_BAR),
+            ]
+        ],
     )
 
 
 def resume_table(results: dict[str, ResumeCost], repeats: int) -> str:
     """The resume cost table."""
     rows = [
-        [backend, f"{cost.total * 1e3:.1f}", f"{cost.replay * 1e3:.1f}",
-         verdict(cost.total * 1e3 < RESUME_BAR_MS)]
+        [
+            backend,
+            f"{cost.total * 1e3:.1f}",
+            f"{cost.replay * 1e3:.1f}",
+            verdict(cost.total * 1e3 < RESUME_BAR_MS),
+        ]
         for backend, cost in results.items()
     ]
     return table(
@@ -522,8 +554,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--quick", action="store_true", help="fewer repeats and rows")
     parser.add_argument("--no-peers", action="store_true", help="skip DBOS and LangGraph")
-    parser.add_argument("--only", choices=["sequential", "concurrent", "bytes", "resume", "peers"],
-                        help="run one section only")
+    parser.add_argument(
+        "--only",
+        choices=["sequential", "concurrent", "bytes", "resume", "peers"],
+        help="run one section only",
+    )
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else FULL
     dsn = default_dsn()

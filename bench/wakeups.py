@@ -93,15 +93,21 @@ class Process:
         env["SIGNOFF_DATABASE_URL"] = store.engine.url.render_as_string(hide_password=False)
         script = Path(sys.executable).with_name("signoff")
         self.process = subprocess.Popen(
-            [str(script), *args, "--metrics-port", str(self.port)], env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [str(script), *args, "--metrics-port", str(self.port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     def ready(self) -> Process:
         """Wait until it answers ``/readyz`` (and, on PostgreSQL, listens); return it."""
         _wait(lambda: _ready(self.port), "the process to be ready", every=0.05)
         if self._store.engine.dialect.name == "postgresql":
-            _wait(lambda: _listeners(self._store) > self._listening_before,
-                  "the process to listen", every=0.05)
+            _wait(
+                lambda: _listeners(self._store) > self._listening_before,
+                "the process to listen",
+                every=0.05,
+            )
         return self
 
     def holds(self, run_id: RunId) -> bool:
@@ -120,8 +126,10 @@ def _listeners(store: SqlStore) -> int:
     if store.engine.dialect.name != "postgresql":
         return 0
     with psycopg.connect(_dsn(store), autocommit=True) as conn:
-        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
-                           " AND datname = current_database()").fetchone()
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+            " AND datname = current_database()"
+        ).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -172,8 +180,11 @@ class NotifyFloor:
     def once(self) -> Timing:
         """One round trip (sent as a commit is: the whole of it is after the commit)."""
         heard: list[float] = []
-        thread = threading.Thread(target=lambda: heard.extend(
-            time.perf_counter() for _ in self._listener.notifies(timeout=WAIT_S, stop_after=1)))
+        thread = threading.Thread(
+            target=lambda: heard.extend(
+                time.perf_counter() for _ in self._listener.notifies(timeout=WAIT_S, stop_after=1)
+            )
+        )
         thread.start()
         time.sleep(0.01)  # let the listener block in its wait before the notification
         sent = time.perf_counter()
@@ -230,7 +241,8 @@ def start_latencies(dsn: str, repeats: int, sqlite_repeats: int) -> dict[str, li
                 found[kind].append(measure())
             if index < sqlite_repeats:
                 found.setdefault("SQLite, signoff worker in another process", []).append(
-                    first_step_ms(file_db))
+                    first_step_ms(file_db)
+                )
     return found
 
 
@@ -240,10 +252,13 @@ def start_latencies(dsn: str, repeats: int, sqlite_repeats: int) -> dict[str, li
 def takeover_s(store: SqlStore) -> float:
     """SIGKILL a worker inside a step; return seconds until a running worker holds the run."""
     runtime = Runtime(store, demo_workflows())
-    with tempfile.TemporaryDirectory(prefix="signoff-bench-") as tmp, \
-            _running(Process(store, "worker", "--concurrency", "1")) as victim:
-        run = runtime.start("demo.steps", {"n": 1, "delay_ms": 600_000,
-                                           "path": os.path.join(tmp, "out.txt")})
+    with (
+        tempfile.TemporaryDirectory(prefix="signoff-bench-") as tmp,
+        _running(Process(store, "worker", "--concurrency", "1")) as victim,
+    ):
+        run = runtime.start(
+            "demo.steps", {"n": 1, "delay_ms": 600_000, "path": os.path.join(tmp, "out.txt")}
+        )
         _wait(lambda: victim.holds(run.id), "the victim to hold the run", every=0.01)
         with _running(Process(store, "worker")) as survivor:
             victim.kill()
@@ -256,13 +271,14 @@ def takeover_s(store: SqlStore) -> float:
 
 def advisory_release_s(dsn: str) -> float:
     """SIGKILL a process holding a session advisory lock; seconds until another gets it."""
-    code = ("import psycopg, sys, time\n"
-            "c = psycopg.connect(sys.argv[1], autocommit=True)\n"
-            f"c.execute('SELECT pg_advisory_lock({LOCK_KEY})')\n"
-            "print('held', flush=True)\n"
-            "time.sleep(600)\n")
-    holder = subprocess.Popen([sys.executable, "-c", code, dsn], stdout=subprocess.PIPE,
-                              text=True)
+    code = (
+        "import psycopg, sys, time\n"
+        "c = psycopg.connect(sys.argv[1], autocommit=True)\n"
+        f"c.execute('SELECT pg_advisory_lock({LOCK_KEY})')\n"
+        "print('held', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code, dsn], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "held"
@@ -283,8 +299,12 @@ def heartbeat_ms(store: SqlStore, held: int = 4, repeats: int = 200) -> float:
     runtime = Runtime(store, demo_workflows())
     runs = [runtime.start("demo.trivial", {"n": 1}) for _ in range(held)]
     now = datetime.now(UTC)
-    leases = [lease for _, lease in store.claim_runs(
-        "bench", limit=held, now=now, expires_at=now + timedelta(days=1))]
+    leases = [
+        lease
+        for _, lease in store.claim_runs(
+            "bench", limit=held, now=now, expires_at=now + timedelta(days=1)
+        )
+    ]
     times = []
     for _ in range(repeats):
         began = time.perf_counter()
@@ -316,11 +336,15 @@ def takeovers(dsn: str, repeats: int) -> tuple[dict[str, list[float]], float]:
 
 def start_table(found: dict[str, list[Timing]]) -> str:
     """The start-to-first-step table."""
-    rows = ["start to first step (ms)                  from commit       from start()   runs",
-            "                                            p50      p95      p50      p95",
-            *(f"{kind:<42} {_p(v, 'after_commit', 0.5):8.1f} {_p(v, 'after_commit', 0.95):8.1f}"
-              f" {_p(v, 'total', 0.5):8.1f} {_p(v, 'total', 0.95):8.1f} {len(v):6d}"
-              for kind, v in found.items())]
+    rows = [
+        "start to first step (ms)                  from commit       from start()   runs",
+        "                                            p50      p95      p50      p95",
+        *(
+            f"{kind:<42} {_p(v, 'after_commit', 0.5):8.1f} {_p(v, 'after_commit', 0.95):8.1f}"
+            f" {_p(v, 'total', 0.5):8.1f} {_p(v, 'total', 0.95):8.1f} {len(v):6d}"
+            for kind, v in found.items()
+        ),
+    ]
     return "\n".join(rows) + "\n"
 
 
@@ -330,17 +354,22 @@ def _p(timings: list[Timing], field: str, share: float) -> float:
 
 def takeover_table(found: dict[str, list[float]], heartbeat: float) -> str:
     """The takeover table."""
-    rows = ["SIGKILL to takeover (s)                    p50      max   runs",
-            *(f"{kind:<42} {_percentile(v, 0.5):8.2f} {max(v):8.2f} {len(v):6d}"
-              for kind, v in found.items()),
-            f"a heartbeat renewing 4 leases on PostgreSQL: {heartbeat:.2f} ms, once a second"]
+    rows = [
+        "SIGKILL to takeover (s)                    p50      max   runs",
+        *(
+            f"{kind:<42} {_percentile(v, 0.5):8.2f} {max(v):8.2f} {len(v):6d}"
+            for kind, v in found.items()
+        ),
+        f"a heartbeat renewing 4 leases on PostgreSQL: {heartbeat:.2f} ms, once a second",
+    ]
     return "\n".join(rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run every measurement and print the tables."""
-    parser = argparse.ArgumentParser(prog="python -m bench.wakeups",
-                                     description="Wake-up latency and takeover time.")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.wakeups", description="Wake-up latency and takeover time."
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     args = parser.parse_args(argv)
     dsn = default_dsn()

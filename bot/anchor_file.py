@@ -34,8 +34,11 @@ def anchor_if_changed(store: ApprovalStore, path: str, now: datetime) -> Anchor 
     """Append the log's anchor unless the file's last line already anchors the same entry."""
     anchor = anchor_of(store.last_audit_entry(), now)
     last = last_anchor(path)
-    if last is not None and (last.seq, last.hash, last.mac) == (anchor.seq, anchor.hash,
-                                                                anchor.mac):
+    if last is not None and (last.seq, last.hash, last.mac) == (
+        anchor.seq,
+        anchor.hash,
+        anchor.mac,
+    ):
         return None
     append_anchor(path, anchor)
     return anchor

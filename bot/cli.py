@@ -39,9 +39,18 @@ from bot.demo.ledger_cli import add_demo_commands
 from bot.settings import Settings, SettingsError
 
 USER_ERRORS = (
-    UsageError, InvalidConfiguration, RunNotFound, WorkflowNotFound, AgentNotFound,
-    ApprovalNotFound, InvalidInput, InvalidRunState, NotSerializable, EventAlreadyDelivered,
-    SettingsError, NotAllowed,
+    UsageError,
+    InvalidConfiguration,
+    RunNotFound,
+    WorkflowNotFound,
+    AgentNotFound,
+    ApprovalNotFound,
+    InvalidInput,
+    InvalidRunState,
+    NotSerializable,
+    EventAlreadyDelivered,
+    SettingsError,
+    NotAllowed,
 )
 
 
@@ -82,9 +91,12 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     cli_mcp.add_commands(commands)
     cli_rules.add_commands(commands)
     cli_api.add_commands(commands)
-    add_demo_commands(commands, port=settings.demo_provider_port,
-                      ledger_path=settings.demo_ledger_path,
-                      provider_url=settings.demo_provider_url)
+    add_demo_commands(
+        commands,
+        port=settings.demo_provider_port,
+        ledger_path=settings.demo_ledger_path,
+        provider_url=settings.demo_provider_url,
+    )
     return parser
 
 

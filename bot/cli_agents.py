@@ -39,9 +39,11 @@ def add_commands(commands: Any) -> None:
     listing.add_argument("--run", type=run_id, help="only those of this run")
     json_flag(listing).set_defaults(handler=cmd_approvals)
 
-    for name, help_text in (("approve", "approve a tool call"),
-                            ("reject", "reject a tool call, with a reason for the agent"),
-                            ("edit", "approve a tool call with edited arguments")):
+    for name, help_text in (
+        ("approve", "approve a tool call"),
+        ("reject", "reject a tool call, with a reason for the agent"),
+        ("edit", "approve a tool call with edited arguments"),
+    ):
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("approval")
         as_flag(sub)
@@ -49,9 +51,12 @@ def add_commands(commands: Any) -> None:
         if name == "edit":
             sub.add_argument("--args", required=True, help="the edited arguments as JSON")
         if name != "reject":
-            sub.add_argument("--args-hash", metavar="SHA256",
-                             help="the hash (or its first 8+ digits) of the arguments you "
-                                  "reviewed; refused if they have changed since")
+            sub.add_argument(
+                "--args-hash",
+                metavar="SHA256",
+                help="the hash (or its first 8+ digits) of the arguments you "
+                "reviewed; refused if they have changed since",
+            )
         json_flag(sub).set_defaults(handler=cmd_decide, decision=Decision(name))
 
     budget = commands.add_parser("raise-budget", help="raise (or --end) an exhausted budget")
@@ -71,10 +76,13 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     agent = services.agents.get(args.agent)
     budget = None
     if args.budget_usd is not None or args.budget_tokens is not None:
-        budget = Budget(cost_usd=args.budget_usd or agent.budget.cost_usd,
-                        tokens=args.budget_tokens or agent.budget.tokens,
-                        model_calls=agent.budget.model_calls, tool_calls=agent.budget.tool_calls,
-                        wall_time=agent.budget.wall_time)
+        budget = Budget(
+            cost_usd=args.budget_usd or agent.budget.cost_usd,
+            tokens=args.budget_tokens or agent.budget.tokens,
+            model_calls=agent.budget.model_calls,
+            tool_calls=agent.budget.tool_calls,
+            wall_time=agent.budget.wall_time,
+        )
     requester = actor(args) if args.actor else cli_user()
     data = AgentInput(task=args.task, requester=requester, budget=budget).to_json()
     run = services.runtime.start(agent.workflow, data)
@@ -85,10 +93,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_approvals(args: argparse.Namespace, settings: Settings) -> int:
     """List approvals."""
     status = ApprovalStatus.PENDING if args.pending else None
-    found = build_services(settings).approvals.store.list_approvals(run_id=args.run,
-                                                                   status=status)
-    emit(args, [approval_json(a) for a in found],
-         "\n".join(approval_line(a) for a in found) or "no approvals")
+    found = build_services(settings).approvals.store.list_approvals(run_id=args.run, status=status)
+    emit(
+        args,
+        [approval_json(a) for a in found],
+        "\n".join(approval_line(a) for a in found) or "no approvals",
+    )
     return 0
 
 
@@ -102,10 +112,23 @@ def cmd_decide(args: argparse.Namespace, settings: Settings) -> int:
             raise UsageError("--args-hash needs at least 8 hex digits")
         current = approvals.get(args.approval).proposed_hash
         seen = current if current.startswith(seen.lower()) else seen
-    result = approvals.decide(args.approval, actor(args), args.decision, reason=args.reason,
-                              edited_args=edited, seen_hash=seen)
-    emit(args, {"accepted": result.accepted, "message": result.message,
-                "approval": approval_json(result.approval)}, result.message)
+    result = approvals.decide(
+        args.approval,
+        actor(args),
+        args.decision,
+        reason=args.reason,
+        edited_args=edited,
+        seen_hash=seen,
+    )
+    emit(
+        args,
+        {
+            "accepted": result.accepted,
+            "message": result.message,
+            "approval": approval_json(result.approval),
+        },
+        result.message,
+    )
     return 0 if result.accepted else 1
 
 
@@ -116,10 +139,12 @@ def cmd_raise_budget(args: argparse.Namespace, settings: Settings) -> int:
     agent = services.agents.for_workflow(run.workflow)
     if agent is None:
         raise UsageError(f"run {run.id} is not an agent run")
-    limits = Budget(cost_usd=args.usd, tokens=args.tokens, model_calls=args.model_calls,
-                    tool_calls=args.tool_calls)
-    run = decide_budget(services.runtime, agent, run.id, actor(args), limits=limits,
-                        end=args.end)
+    limits = Budget(
+        cost_usd=args.usd,
+        tokens=args.tokens,
+        model_calls=args.model_calls,
+        tool_calls=args.tool_calls,
+    )
+    run = decide_budget(services.runtime, agent, run.id, actor(args), limits=limits, end=args.end)
     emit(args, run_json(run), f"{'ended' if args.end else 'raised the budget of'} {run.id}")
     return 0
-

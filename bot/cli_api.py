@@ -17,8 +17,7 @@ from store.api_store import ApiKey, SqlApiStore
 def add_commands(commands: Any) -> None:
     """Add ``signoff api-key`` and its subcommands."""
     keys = commands.add_parser("api-key", help="keys of the approvals API's clients")
-    sub: Any = keys.add_subparsers(dest="api_key_command", required=True,
-                                   parser_class=type(keys))
+    sub: Any = keys.add_subparsers(dest="api_key_command", required=True, parser_class=type(keys))
     create = sub.add_parser("create", help="create a client and show its key (once)")
     create.add_argument("--name", required=True, help="the client's name")
     json_flag(create).set_defaults(handler=cmd_create)
@@ -35,18 +34,22 @@ def cmd_create(args: argparse.Namespace, settings: Settings) -> int:
         new = create_key(_store(settings), args.name, SystemClock().now())
     except KeyNameTaken as exc:
         raise UsageError(str(exc)) from None
-    emit(args, {"name": new.name, "key": new.key, "webhook_secret": new.webhook_secret},
-         f"client:         {new.name}\nkey:            {new.key}\n"
-         f"webhook secret: {new.webhook_secret}\n"
-         "Keep both now: Signoff stores only the key's hash and cannot show them again.")
+    emit(
+        args,
+        {"name": new.name, "key": new.key, "webhook_secret": new.webhook_secret},
+        f"client:         {new.name}\nkey:            {new.key}\n"
+        f"webhook secret: {new.webhook_secret}\n"
+        "Keep both now: Signoff stores only the key's hash and cannot show them again.",
+    )
     return 0
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     """List the clients."""
     keys = _store(settings).keys()
-    emit(args, [key_json(k) for k in keys],
-         "\n".join(key_line(k) for k in keys) or "no API clients")
+    emit(
+        args, [key_json(k) for k in keys], "\n".join(key_line(k) for k in keys) or "no API clients"
+    )
     return 0
 
 
@@ -60,8 +63,11 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> int:
 
 def key_json(key: ApiKey) -> dict[str, Any]:
     """The stable JSON of a client (without its key)."""
-    return {"name": key.name, "created_at": key.created_at.isoformat(),
-            "revoked_at": None if key.revoked_at is None else key.revoked_at.isoformat()}
+    return {
+        "name": key.name,
+        "created_at": key.created_at.isoformat(),
+        "revoked_at": None if key.revoked_at is None else key.revoked_at.isoformat(),
+    }
 
 
 def key_line(key: ApiKey) -> str:

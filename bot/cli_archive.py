@@ -30,25 +30,45 @@ run. Every line is checked first: a malformed line is refused with its number, a
 nothing is imported. Runs already present are skipped and reported, so importing the
 same archive twice is harmless."""
 
-NOUNS = {"runs": "run", "steps": "step", "attempts": "attempt", "events": "event",
-         "approvals": "approval", "outbox": "notice", "api_approvals": "API request"}
+NOUNS = {
+    "runs": "run",
+    "steps": "step",
+    "attempts": "attempt",
+    "events": "event",
+    "approvals": "approval",
+    "outbox": "notice",
+    "api_approvals": "API request",
+}
 
 
 def add_commands(commands: Any) -> None:
     """Add ``prune`` and ``import`` to the ``signoff`` parser."""
     prune_parser = commands.add_parser(
-        "prune", help="remove finished runs older than DAYS days (the audit log is kept)",
-        description=PRUNE_DESCRIPTION)
-    prune_parser.add_argument("--older-than", type=days, required=True, metavar="DAYS",
-                              help="age of the last update, in days (fractions allowed)")
-    prune_parser.add_argument("--archive", type=Path, metavar="FILE.jsonl",
-                              help="append the removed runs to this file first")
-    prune_parser.add_argument("--dry-run", action="store_true",
-                              help="list what would be removed; change nothing")
+        "prune",
+        help="remove finished runs older than DAYS days (the audit log is kept)",
+        description=PRUNE_DESCRIPTION,
+    )
+    prune_parser.add_argument(
+        "--older-than",
+        type=days,
+        required=True,
+        metavar="DAYS",
+        help="age of the last update, in days (fractions allowed)",
+    )
+    prune_parser.add_argument(
+        "--archive",
+        type=Path,
+        metavar="FILE.jsonl",
+        help="append the removed runs to this file first",
+    )
+    prune_parser.add_argument(
+        "--dry-run", action="store_true", help="list what would be removed; change nothing"
+    )
     json_flag(prune_parser).set_defaults(handler=cmd_prune)
 
-    restore = commands.add_parser("import", help="restore runs from a prune archive",
-                                  description=IMPORT_DESCRIPTION)
+    restore = commands.add_parser(
+        "import", help="restore runs from a prune archive", description=IMPORT_DESCRIPTION
+    )
     restore.add_argument("archive", type=Path, metavar="FILE.jsonl")
     json_flag(restore).set_defaults(handler=cmd_import)
 
@@ -80,8 +100,9 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     services = build_services(settings)
     before = cutoff(services.runtime.clock.now(), args.older_than)
     with _archive_errors():
-        result = prune(services.store.engine, cutoff=before, archive=args.archive,
-                       dry_run=args.dry_run)
+        result = prune(
+            services.store.engine, cutoff=before, archive=args.archive, dry_run=args.dry_run
+        )
     emit(args, prune_json(result, args.archive), prune_text(result, args.archive))
     return 0
 
@@ -125,8 +146,9 @@ def prune_text(result: PruneResult, archive: Path | None) -> str:
     elif archive is not None and result.removed:
         lines.append(f"archived to {archive}")
     if result.skipped:
-        lines.append(f"kept {_plural(len(result.skipped), 'run')} with Slack notices "
-                     "not yet delivered:")
+        lines.append(
+            f"kept {_plural(len(result.skipped), 'run')} with Slack notices not yet delivered:"
+        )
         lines += [f"  {run_id}" for run_id in result.skipped]
     return "\n".join(lines)
 
@@ -153,8 +175,7 @@ def import_text(result: ImportResult, archive: Path) -> str:
 def _counted(rows: Mapping[str, int]) -> str:
     """``3 runs (12 steps, 1 attempt, ...)``: the runs, then their other rows."""
     runs = _plural(rows.get("runs", 0), "run")
-    others = [_plural(n, NOUNS.get(name, name)) for name, n in rows.items()
-              if name != "runs" and n]
+    others = [_plural(n, NOUNS.get(name, name)) for name, n in rows.items() if name != "runs" and n]
     return f"{runs} ({', '.join(others)})" if others else runs
 
 

@@ -13,9 +13,11 @@ from bot.cli_common import Parser, UsageError, emit, json_flag
 from bot.settings import Settings
 from bot.wiring import build_services
 
-NO_KEYS = ("MACs not verified (no SIGNOFF_AUDIT_KEYS): only the hash chain was checked, "
-           "and someone with write access to the database can rewrite entries and "
-           "recompute the chain undetectably")
+NO_KEYS = (
+    "MACs not verified (no SIGNOFF_AUDIT_KEYS): only the hash chain was checked, "
+    "and someone with write access to the database can rewrite entries and "
+    "recompute the chain undetectably"
+)
 
 
 def add_commands(commands: Any) -> None:
@@ -23,12 +25,17 @@ def add_commands(commands: Any) -> None:
     audit = commands.add_parser("audit", help="the approvals audit log")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True, parser_class=Parser)
     verify = audit_commands.add_parser(
-        "verify", help="check the hash chain, the entries' MACs (with the audit keys) and anchors")
-    verify.add_argument("--anchors", metavar="PATH",
-                        help="an anchor file: every anchored entry must still be in the log")
+        "verify", help="check the hash chain, the entries' MACs (with the audit keys) and anchors"
+    )
+    verify.add_argument(
+        "--anchors",
+        metavar="PATH",
+        help="an anchor file: every anchored entry must still be in the log",
+    )
     json_flag(verify).set_defaults(handler=cmd_audit_verify)
     anchor = audit_commands.add_parser(
-        "anchor", help="append the log's head (seq, hash, MAC) to an append-only file")
+        "anchor", help="append the log's head (seq, hash, MAC) to an append-only file"
+    )
     anchor.add_argument("--file", required=True, metavar="PATH")
     json_flag(anchor).set_defaults(handler=cmd_audit_anchor)
 
@@ -55,15 +62,26 @@ def cmd_audit_anchor(args: argparse.Namespace, settings: Settings) -> int:
 
 def report_json(report: AuditReport) -> dict[str, Any]:
     """The stable JSON of a report."""
-    return {"entries": report.entries, "ok": report.ok, "problems": report.problems,
-            "macs_verified": report.macs_verified, "signed_from": report.signed_from,
-            "unsigned": report.unsigned, "anchors": report.anchors}
+    return {
+        "entries": report.entries,
+        "ok": report.ok,
+        "problems": report.problems,
+        "macs_verified": report.macs_verified,
+        "signed_from": report.signed_from,
+        "unsigned": report.unsigned,
+        "anchors": report.anchors,
+    }
 
 
 def anchor_json(anchor: Anchor) -> dict[str, Any]:
     """The JSON of an anchor, as the file holds it."""
-    return {"seq": anchor.seq, "hash": anchor.hash, "at": anchor.at.isoformat(),
-            "kid": anchor.kid, "mac": anchor.mac}
+    return {
+        "seq": anchor.seq,
+        "hash": anchor.hash,
+        "at": anchor.at.isoformat(),
+        "kid": anchor.kid,
+        "mac": anchor.mac,
+    }
 
 
 def report_lines(report: AuditReport, settings: Settings) -> list[str]:

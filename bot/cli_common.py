@@ -30,8 +30,9 @@ def json_flag(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def as_flag(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     """Add ``--as USER`` (a Slack user id; ``--name`` optionally gives a display name)."""
-    parser.add_argument("--as", dest="actor", required=required, metavar="USER",
-                        help="the Slack user id you act as")
+    parser.add_argument(
+        "--as", dest="actor", required=required, metavar="USER", help="the Slack user id you act as"
+    )
     parser.add_argument("--name", default="", help="your display name, for the record")
 
 

@@ -22,17 +22,30 @@ from bot.settings import Settings
 def add_commands(commands: Any) -> None:
     """Add ``signoff dev`` to the ``signoff`` parser."""
     dev = commands.add_parser(
-        "dev", help="the whole product on this machine, with a local Slack in the browser")
-    dev.add_argument("--port", type=port_number, default=3000,
-                     help="where the page and the sandbox Slack listen (default 3000; "
-                          "0: any free port)")
-    dev.add_argument("--dir", type=Path, default=Path("signoff-dev"), metavar="DIR",
-                     help="where the dev database, ledger and worker log live "
-                          "(default ./signoff-dev, created if missing)")
-    dev.add_argument("--reset", action="store_true",
-                     help="delete DIR first: no runs, no approvals, an empty ledger")
-    dev.add_argument("--concurrency", type=positive_int, default=4,
-                     help="runs the worker child executes at once")
+        "dev", help="the whole product on this machine, with a local Slack in the browser"
+    )
+    dev.add_argument(
+        "--port",
+        type=port_number,
+        default=3000,
+        help="where the page and the sandbox Slack listen (default 3000; 0: any free port)",
+    )
+    dev.add_argument(
+        "--dir",
+        type=Path,
+        default=Path("signoff-dev"),
+        metavar="DIR",
+        help="where the dev database, ledger and worker log live "
+        "(default ./signoff-dev, created if missing)",
+    )
+    dev.add_argument(
+        "--reset",
+        action="store_true",
+        help="delete DIR first: no runs, no approvals, an empty ledger",
+    )
+    dev.add_argument(
+        "--concurrency", type=positive_int, default=4, help="runs the worker child executes at once"
+    )
     dev.set_defaults(handler=cmd_dev)
 
 
@@ -47,8 +60,9 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     for signum in previous:
         signal.signal(signum, lambda *_: stop.set())
     try:
-        options = DevOptions(port=args.port, data_dir=args.dir, reset=args.reset,
-                             concurrency=args.concurrency)
+        options = DevOptions(
+            port=args.port, data_dir=args.dir, reset=args.reset, concurrency=args.concurrency
+        )
         return run_dev(options, dict(os.environ), stop, say=_say)
     finally:
         for signum, handler in previous.items():

@@ -33,10 +33,14 @@ class Check:
 
 def add_commands(commands: Any) -> None:
     """Register ``doctor``."""
-    doctor = commands.add_parser("doctor", help="check the configuration: Slack token and "
-                                 "scopes, signing secret, database, approvers, channel")
-    doctor.add_argument("--channel", metavar="ID",
-                        help="also check that the bot is a member of this channel")
+    doctor = commands.add_parser(
+        "doctor",
+        help="check the configuration: Slack token and "
+        "scopes, signing secret, database, approvers, channel",
+    )
+    doctor.add_argument(
+        "--channel", metavar="ID", help="also check that the bot is a member of this channel"
+    )
     json_flag(doctor).set_defaults(handler=cmd_doctor)
 
 
@@ -44,8 +48,11 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     """Run every check, print one line each; exit 1 if any failed."""
     checks = list(run_checks(settings, args.channel))
     if args.json:
-        print(json.dumps([{"check": c.name, "ok": c.ok, "detail": c.detail} for c in checks],
-                         sort_keys=True))
+        print(
+            json.dumps(
+                [{"check": c.name, "ok": c.ok, "detail": c.detail} for c in checks], sort_keys=True
+            )
+        )
     else:
         for check in checks:
             print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
@@ -65,8 +72,9 @@ def run_checks(settings: Settings, channel: str | None) -> Iterator[Check]:
     if isinstance(token, Check):
         yield Check("slack token", False, token.detail)
         return
-    yield Check("slack token", True, f"valid for team {token.get('team')} as bot "
-                                     f"@{token.get('user')}")
+    yield Check(
+        "slack token", True, f"valid for team {token.get('team')} as bot @{token.get('user')}"
+    )
     yield _scopes(token.headers)
     if channel:
         yield _membership(client, channel)
@@ -75,8 +83,11 @@ def run_checks(settings: Settings, channel: str | None) -> Iterator[Check]:
 def _signing_secret(settings: Settings) -> Check:
     if settings.slack_signing_secret:
         return Check("signing secret", True, "set")
-    return Check("signing secret", False, "SLACK_SIGNING_SECRET is not set: Slack's requests "
-                                          "cannot be verified")
+    return Check(
+        "signing secret",
+        False,
+        "SLACK_SIGNING_SECRET is not set: Slack's requests cannot be verified",
+    )
 
 
 def _database(settings: Settings) -> Check:
@@ -90,8 +101,11 @@ def _database(settings: Settings) -> Check:
         engine.dispose()
     latest = latest_revision()
     if current != latest:
-        return Check("database", False, f"schema at {current or 'nothing'}, code needs {latest}:"
-                                        " run `signoff db upgrade`")
+        return Check(
+            "database",
+            False,
+            f"schema at {current or 'nothing'}, code needs {latest}: run `signoff db upgrade`",
+        )
     return Check("database", True, f"reachable, schema at {latest}")
 
 
@@ -103,21 +117,27 @@ def _approvers(settings: Settings) -> Check:
                 continue
             found = tool.approval.snapshot(agent.approver_groups)["approvers"]
             if len(found) < tool.approval.required:
-                missing.append(f"{agent.name}.{tool.name} has {len(found)} of "
-                               f"{tool.approval.required} approvers")
+                missing.append(
+                    f"{agent.name}.{tool.name} has {len(found)} of "
+                    f"{tool.approval.required} approvers"
+                )
     if missing:
         return Check("approvers", False, "; ".join(missing))
     return Check("approvers", True, "every gated tool can be approved")
 
 
 def _scopes(headers: Any) -> Check:
-    granted_text = next((v for k, v in dict(headers or {}).items()
-                         if k.lower() == "x-oauth-scopes"), "")
+    granted_text = next(
+        (v for k, v in dict(headers or {}).items() if k.lower() == "x-oauth-scopes"), ""
+    )
     granted = {s.strip() for s in str(granted_text).split(",") if s.strip()}
     missing = [scope for scope in BOT_SCOPES if scope not in granted]
     if missing:
-        return Check("scopes", False, f"missing {', '.join(missing)}: add them to the app "
-                                      "(manifest.yml) and reinstall it")
+        return Check(
+            "scopes",
+            False,
+            f"missing {', '.join(missing)}: add them to the app (manifest.yml) and reinstall it",
+        )
     return Check("scopes", True, "the token has every scope manifest.yml asks for")
 
 
@@ -127,8 +147,11 @@ def _membership(client: WebClient, channel: str) -> Check:
         return Check("channel", False, f"{channel}: {info.detail}")
     found = info.get("channel") or {}
     if not found.get("is_member"):
-        return Check("channel", False, f"the bot is not in #{found.get('name', channel)}: "
-                                       "type /invite @Signoff there")
+        return Check(
+            "channel",
+            False,
+            f"the bot is not in #{found.get('name', channel)}: type /invite @Signoff there",
+        )
     return Check("channel", True, f"the bot is in #{found.get('name', channel)}")
 
 

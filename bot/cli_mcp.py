@@ -23,32 +23,56 @@ from bot.wiring import build_services
 def add_commands(commands: Any) -> None:
     """Add ``signoff mcp`` and its subcommands to the ``signoff`` parser."""
     mcp = commands.add_parser("mcp", help="the MCP approval gateway")
-    sub: Any = mcp.add_subparsers(dest="mcp_command", required=True,
-                                  parser_class=type(mcp))
+    sub: Any = mcp.add_subparsers(dest="mcp_command", required=True, parser_class=type(mcp))
     proxy = sub.add_parser(
-        "proxy", help="serve MCP on stdio in front of COMMAND, gating its tools",
+        "proxy",
+        help="serve MCP on stdio in front of COMMAND, gating its tools",
         description="Run as an MCP server (stdio) in front of the MCP server COMMAND starts; "
-                    "calls of gated tools wait for a person's sign-off.")
+        "calls of gated tools wait for a person's sign-off.",
+    )
     proxy.add_argument("--name", required=True, help="this gateway's name (names its tools)")
     proxy.add_argument("--policy", type=Path, help="a JSON or YAML policy file")
-    proxy.add_argument("--as", dest="client", metavar="USER",
-                       help="the identity the MCP client's calls are requested as "
-                            "(default mcp:NAME)")
-    proxy.add_argument("--session", default="default",
-                       help="a key naming the client's session: the same NAME, --as and "
-                            "--session continue the same run after a restart")
-    proxy.add_argument("--channel", metavar="CHANNEL",
-                       help="a Slack channel id for the run's thread and approval cards "
-                            "(posted by signoff serve)")
-    proxy.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                       help="an environment variable for the upstream server (repeatable)")
-    proxy.add_argument("--poll-interval", type=positive_float, default=0.25, metavar="SECONDS",
-                       help="how often a waiting call looks for its decision")
-    proxy.add_argument("--upstream-url", metavar="URL",
-                       help="the upstream MCP server's Streamable HTTP endpoint, instead of "
-                            "a COMMAND")
-    proxy.add_argument("upstream", nargs=argparse.REMAINDER,
-                       help="-- COMMAND [ARGS...]: the upstream MCP server (stdio)")
+    proxy.add_argument(
+        "--as",
+        dest="client",
+        metavar="USER",
+        help="the identity the MCP client's calls are requested as (default mcp:NAME)",
+    )
+    proxy.add_argument(
+        "--session",
+        default="default",
+        help="a key naming the client's session: the same NAME, --as and "
+        "--session continue the same run after a restart",
+    )
+    proxy.add_argument(
+        "--channel",
+        metavar="CHANNEL",
+        help="a Slack channel id for the run's thread and approval cards (posted by signoff serve)",
+    )
+    proxy.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the upstream server (repeatable)",
+    )
+    proxy.add_argument(
+        "--poll-interval",
+        type=positive_float,
+        default=0.25,
+        metavar="SECONDS",
+        help="how often a waiting call looks for its decision",
+    )
+    proxy.add_argument(
+        "--upstream-url",
+        metavar="URL",
+        help="the upstream MCP server's Streamable HTTP endpoint, instead of a COMMAND",
+    )
+    proxy.add_argument(
+        "upstream",
+        nargs=argparse.REMAINDER,
+        help="-- COMMAND [ARGS...]: the upstream MCP server (stdio)",
+    )
     proxy.set_defaults(handler=cmd_proxy)
 
 
@@ -65,8 +89,11 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     options = GatewayOptions(
         key=SessionKey(gateway=args.name, client=client, session=args.session),
         upstream=_upstream(args),
-        requester=Actor(user_id=client), policy=load_policy(args.policy),
-        poll_interval=timedelta(seconds=args.poll_interval), channel=args.channel)
+        requester=Actor(user_id=client),
+        policy=load_policy(args.policy),
+        poll_interval=timedelta(seconds=args.poll_interval),
+        channel=args.channel,
+    )
     services = build_services(settings)
     try:
         anyio.run(lambda: serve(options, services, patience=2 * settings.lease_ttl))
@@ -94,8 +121,10 @@ def _upstream(args: argparse.Namespace) -> Upstream:
     """Return the ``Upstream`` the command line names: a URL, or a command after ``--``."""
     command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
     if bool(command) == bool(args.upstream_url):
-        raise UsageError("name the upstream server either after --: -- COMMAND [ARGS...], "
-                         "or with --upstream-url URL")
+        raise UsageError(
+            "name the upstream server either after --: -- COMMAND [ARGS...], "
+            "or with --upstream-url URL"
+        )
     if args.upstream_url:
         return Upstream(url=args.upstream_url)
     return Upstream(command=command[0], args=tuple(command[1:]), env=_env(args.env))

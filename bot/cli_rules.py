@@ -22,14 +22,19 @@ PAGE = 500
 def add_commands(commands: Any) -> None:
     """Add ``signoff rules test``."""
     rules = commands.add_parser("rules", help="approval rules")
-    rules_commands = rules.add_subparsers(dest="rules_command", required=True,
-                                          parser_class=Parser)
+    rules_commands = rules.add_subparsers(dest="rules_command", required=True, parser_class=Parser)
     test = rules_commands.add_parser(
-        "test", help="replay the rules over recorded approvals: what they would have decided")
-    test.add_argument("--since", type=positive_float, metavar="DAYS",
-                      help="only approvals requested in the last DAYS days (default: all)")
-    test.add_argument("--rules", metavar="PATH",
-                      help="a rules file to try instead of SIGNOFF_RULES_FILE")
+        "test", help="replay the rules over recorded approvals: what they would have decided"
+    )
+    test.add_argument(
+        "--since",
+        type=positive_float,
+        metavar="DAYS",
+        help="only approvals requested in the last DAYS days (default: all)",
+    )
+    test.add_argument(
+        "--rules", metavar="PATH", help="a rules file to try instead of SIGNOFF_RULES_FILE"
+    )
     json_flag(test).set_defaults(handler=cmd_rules_test)
 
 
@@ -38,8 +43,9 @@ def cmd_rules_test(args: argparse.Namespace, settings: Settings) -> int:
     rules = settings.rules if args.rules is None else read_rules_file(args.rules, "--rules")
     approvals = build_services(settings).approvals
     since = None if args.since is None else datetime.now(UTC) - timedelta(days=args.since)
-    report = replay(rules, _history(approvals, since),
-                    lambda a: approvals.rule_context(a.tool, a.requester))
+    report = replay(
+        rules, _history(approvals, since), lambda a: approvals.rule_context(a.tool, a.requester)
+    )
     data = {"rules": len(rules.rules), "since_days": args.since, **report.to_json()}
     emit(args, data, "\n".join(report_lines(report, len(rules.rules), args.since)))
     return 0
@@ -62,11 +68,13 @@ def _history(approvals: Approvals, since: datetime | None) -> Iterator[Approval]
 def report_lines(report: ReplayReport, rules: int, since: float | None) -> list[str]:
     """The human-readable report."""
     window = "all time" if since is None else f"the last {since:g} days"
-    lines = [f"replayed {report.approvals} approvals ({window}) against {rules} rules",
-             f"  would auto-approve: {report.auto_approved}",
-             f"  would auto-deny:    {report.auto_denied}",
-             f"  left to people:     {report.left_to_people}",
-             f"would auto-approve, but a person rejected: {len(report.approved_but_rejected)}"]
+    lines = [
+        f"replayed {report.approvals} approvals ({window}) against {rules} rules",
+        f"  would auto-approve: {report.auto_approved}",
+        f"  would auto-deny:    {report.auto_denied}",
+        f"  left to people:     {report.left_to_people}",
+        f"would auto-approve, but a person rejected: {len(report.approved_but_rejected)}",
+    ]
     lines += [_line(o, "rejected") for o in report.approved_but_rejected]
     lines.append(f"would auto-deny, but a person approved: {len(report.denied_but_approved)}")
     lines += [_line(o, "approved") for o in report.denied_but_approved]
@@ -76,5 +84,7 @@ def report_lines(report: ReplayReport, rules: int, since: float | None) -> list[
 def _line(overruled: Overruled, verdict: str) -> str:
     args = json.dumps(overruled.args, ensure_ascii=False, sort_keys=True)
     reason = f": “{overruled.reason}”" if overruled.reason else ""
-    return (f"  {overruled.approval_id} {overruled.tool} {args} (rule:{overruled.rule}) "
-            f"{verdict} by {overruled.decided_by}{reason}")
+    return (
+        f"  {overruled.approval_id} {overruled.tool} {args} (rule:{overruled.rule}) "
+        f"{verdict} by {overruled.decided_by}{reason}"
+    )

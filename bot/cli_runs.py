@@ -50,11 +50,18 @@ def add_commands(commands: Any) -> None:
 
     worker = commands.add_parser("worker", help="execute runs until stopped")
     worker.add_argument("--concurrency", type=positive_int, default=4)
-    worker.add_argument("--metrics-port", type=port_number, default=None,
-                        help="answer /healthz, /readyz and /metrics on this port")
-    worker.add_argument("--until-idle", action="store_true",
-                        help="exit once nothing is in progress here and no run falls due "
-                             "within a lease TTL (a dead worker's runs are taken over first)")
+    worker.add_argument(
+        "--metrics-port",
+        type=port_number,
+        default=None,
+        help="answer /healthz, /readyz and /metrics on this port",
+    )
+    worker.add_argument(
+        "--until-idle",
+        action="store_true",
+        help="exit once nothing is in progress here and no run falls due "
+        "within a lease TTL (a dead worker's runs are taken over first)",
+    )
     worker.set_defaults(handler=cmd_worker)
 
     runs = commands.add_parser("runs", help="list recent runs")
@@ -67,8 +74,11 @@ def add_commands(commands: Any) -> None:
     json_flag(show).set_defaults(handler=cmd_show)
 
     for name, help_text, handler in (
-        ("cancel", "cancel a pending, running or waiting run (and its pending approvals)",
-         cmd_cancel),
+        (
+            "cancel",
+            "cancel a pending, running or waiting run (and its pending approvals)",
+            cmd_cancel,
+        ),
         ("resume", "resume a failed run with the current code, keeping its journal", cmd_resume),
     ):
         sub = commands.add_parser(name, help=help_text)
@@ -86,7 +96,8 @@ def add_commands(commands: Any) -> None:
     db = commands.add_parser("db", help="database maintenance")
     db_commands = db.add_subparsers(dest="db_command", required=True, parser_class=Parser)
     db_commands.add_parser("upgrade", help="apply schema migrations").set_defaults(
-        handler=cmd_db_upgrade)
+        handler=cmd_db_upgrade
+    )
 
 
 def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
@@ -184,8 +195,11 @@ def cmd_signal(args: argparse.Namespace, settings: Settings) -> int:
     run = build_services(settings).runtime.signal(args.run, args.key, data)
     if run.status == RunStatus.WAITING:
         awaited = "a timer" if run.wait_key is None else f"the event {run.wait_key!r}"
-        print(f"signoff: run {run.id} waits for {awaited}, not {args.key!r}: it was not "
-              f"woken ({args.key!r} is kept for a later wait for it)", file=sys.stderr)
+        print(
+            f"signoff: run {run.id} waits for {awaited}, not {args.key!r}: it was not "
+            f"woken ({args.key!r} is kept for a later wait for it)",
+            file=sys.stderr,
+        )
         return 1
     emit(args, run_json(run), f"delivered {args.key!r} to {run.id} ({run.status.value})")
     return 0
@@ -201,17 +215,25 @@ def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
 def add_serve_command(commands: Any) -> None:
     """Add ``signoff serve``."""
     serve = commands.add_parser(
-        "serve", help="the Slack app (HTTP at /slack/events), workers, scheduler and dispatcher")
+        "serve", help="the Slack app (HTTP at /slack/events), workers, scheduler and dispatcher"
+    )
     serve.add_argument("--concurrency", type=positive_int, default=4)
-    serve.add_argument("--socket-mode", action="store_true",
-                       help="connect to Slack over Socket Mode instead of serving HTTP")
+    serve.add_argument(
+        "--socket-mode",
+        action="store_true",
+        help="connect to Slack over Socket Mode instead of serving HTTP",
+    )
     serve.add_argument("--no-http", action="store_true", help="no Slack front end here")
     serve.add_argument("--no-worker", action="store_true", help="no worker here")
-    serve.add_argument("--metrics-port", type=port_number, default=None,
-                       help="with --no-http or --socket-mode: answer /healthz, /readyz and "
-                            "/metrics on this port")
-    serve.add_argument("--no-scheduler", action="store_true",
-                       help="no scheduler (sweeps, outbox dispatch) here")
+    serve.add_argument(
+        "--metrics-port",
+        type=port_number,
+        default=None,
+        help="with --no-http or --socket-mode: answer /healthz, /readyz and /metrics on this port",
+    )
+    serve.add_argument(
+        "--no-scheduler", action="store_true", help="no scheduler (sweeps, outbox dispatch) here"
+    )
     serve.set_defaults(handler=cmd_serve)
 
 
@@ -221,9 +243,14 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     logs.configure(log_format=settings.log_format, secrets=settings.secrets())
     signal.signal(signal.SIGTERM, _interrupt)
-    parts = Parts(http=not args.no_http, worker=not args.no_worker,
-                  scheduler=not args.no_scheduler, socket_mode=args.socket_mode,
-                  concurrency=args.concurrency, metrics_port=args.metrics_port)
+    parts = Parts(
+        http=not args.no_http,
+        worker=not args.no_worker,
+        scheduler=not args.no_scheduler,
+        socket_mode=args.socket_mode,
+        concurrency=args.concurrency,
+        metrics_port=args.metrics_port,
+    )
     return serve(settings, parts)
 
 
@@ -234,7 +261,8 @@ def _interrupt(*_: object) -> None:
 def add_history_command(commands: Any) -> None:
     """Add ``signoff history``."""
     history = commands.add_parser(
-        "history", help="a run's timeline: steps, durations, attempts, tokens, cost, approvals")
+        "history", help="a run's timeline: steps, durations, attempts, tokens, cost, approvals"
+    )
     history.add_argument("run", type=run_id)
     json_flag(history).set_defaults(handler=cmd_history)
 
@@ -244,15 +272,25 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
     services = build_services(settings)
     runtime = services.runtime
     run = runtime.get(args.run)
-    entries = timeline(run, runtime.journal(run.id), runtime.attempts(run.id),
-                       services.approvals.store.list_approvals(run_id=run.id),
-                       services.agents.for_workflow(run.workflow))
+    entries = timeline(
+        run,
+        runtime.journal(run.id),
+        runtime.attempts(run.id),
+        services.approvals.store.list_approvals(run_id=run.id),
+        services.agents.for_workflow(run.workflow),
+    )
     forks = runtime.forks(run.id)
     head = [run_line(run)]
     if run.forked_from is not None:
         head.append(f"forked {fork_origin(run)}")
     tail = [f"fork {fork_line(f)}" for f in forks]
-    emit(args, {"run": run_json(run), "timeline": [e.to_json() for e in entries],
-                "forks": forks_json(forks)},
-         "\n".join([*head, *(history_line(e) for e in entries), *tail]))
+    emit(
+        args,
+        {
+            "run": run_json(run),
+            "timeline": [e.to_json() for e in entries],
+            "forks": forks_json(forks),
+        },
+        "\n".join([*head, *(history_line(e) for e in entries), *tail]),
+    )
     return 0

@@ -19,17 +19,28 @@ from bot.wiring import Services, build_services
 def add_commands(commands: Any) -> None:
     """Add ``signoff trace``."""
     trace = commands.add_parser(
-        "trace", help="export a run's journal as OpenTelemetry spans (OTLP JSON or OTLP/HTTP)")
+        "trace", help="export a run's journal as OpenTelemetry spans (OTLP JSON or OTLP/HTTP)"
+    )
     trace.add_argument("run", type=run_id)
     target = trace.add_mutually_exclusive_group()
-    target.add_argument("--otlp", metavar="URL", type=otlp_url,
-                        help="send to this OTLP/HTTP traces endpoint, e.g. "
-                             f"http://127.0.0.1:4318{TRACES_PATH} (a URL without a path "
-                             f"gets {TRACES_PATH})")
-    target.add_argument("--file", metavar="F", type=Path,
-                        help="append the spans to F as one line of OTLP JSON")
-    trace.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS",
-                       help="how long --otlp may take, retries included (default 10)")
+    target.add_argument(
+        "--otlp",
+        metavar="URL",
+        type=otlp_url,
+        help="send to this OTLP/HTTP traces endpoint, e.g. "
+        f"http://127.0.0.1:4318{TRACES_PATH} (a URL without a path "
+        f"gets {TRACES_PATH})",
+    )
+    target.add_argument(
+        "--file", metavar="F", type=Path, help="append the spans to F as one line of OTLP JSON"
+    )
+    trace.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long --otlp may take, retries included (default 10)",
+    )
     trace.set_defaults(handler=cmd_trace)
 
 
@@ -59,9 +70,12 @@ def load_journal(services: Services, run: RunId) -> RunJournal:
     """Read the run, its journal, its failed attempts and its approvals."""
     runtime = services.runtime
     found = runtime.get(run)
-    return RunJournal(run=found, steps=runtime.journal(found.id),
-                      attempts=runtime.attempts(found.id),
-                      approvals=services.approvals.store.list_approvals(run_id=found.id))
+    return RunJournal(
+        run=found,
+        steps=runtime.journal(found.id),
+        attempts=runtime.attempts(found.id),
+        approvals=services.approvals.store.list_approvals(run_id=found.id),
+    )
 
 
 def _send(journal: RunJournal, url: str, timeout: float) -> None:
@@ -77,14 +91,14 @@ def _append(journal: RunJournal, path: Path) -> None:
         with path.open("a", encoding="utf-8") as out:
             _deliver(journal, OtlpJsonLines(out, name=str(path)))
     except OSError as exc:
-        raise TraceExportFailed(f"cannot write {path}: {exc.strerror or exc}",
-                                retryable=False) from exc
+        raise TraceExportFailed(
+            f"cannot write {path}: {exc.strerror or exc}", retryable=False
+        ) from exc
 
 
 def _deliver(journal: RunJournal, exporter: OtlpHttp | OtlpJsonLines) -> None:
     if export_run(journal, exporter) is not SpanExportResult.SUCCESS:
-        raise exporter.failure or TraceExportFailed("the spans were not exported",
-                                                    retryable=False)
+        raise exporter.failure or TraceExportFailed("the spans were not exported", retryable=False)
 
 
 def _count(journal: RunJournal) -> int:

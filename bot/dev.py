@@ -95,28 +95,37 @@ class DevSecrets:
     @classmethod
     def generate(cls) -> DevSecrets:
         """Return new random secrets."""
-        return cls(signing_secret=secrets.token_hex(32),
-                   bot_token=f"xoxb-dev-{secrets.token_hex(24)}")
+        return cls(
+            signing_secret=secrets.token_hex(32), bot_token=f"xoxb-dev-{secrets.token_hex(24)}"
+        )
 
 
-def dev_environment(base: Mapping[str, str], options: DevOptions, found: DevSecrets, *,
-                    api_url: str, provider_url: str) -> dict[str, str]:
+def dev_environment(
+    base: Mapping[str, str],
+    options: DevOptions,
+    found: DevSecrets,
+    *,
+    api_url: str,
+    provider_url: str,
+) -> dict[str, str]:
     """Return the environment of the dev session: the parent's settings and the worker's."""
     env = {k: v for k, v in base.items() if k not in DROPPED}
     for name, value in DEV_DEFAULTS.items():
         env.setdefault(name, value)
     no_proxy = [p for p in env.get("NO_PROXY", "").split(",") if p.strip()]
-    env.update({
-        "SIGNOFF_DATABASE_URL": f"sqlite:///{options.database.resolve()}",
-        "SIGNOFF_DEMO_PROVIDER_URL": provider_url,
-        "SIGNOFF_DEMO_LEDGER_PATH": str(options.ledger.resolve()),
-        "SIGNOFF_APPROVERS": ",".join(APPROVERS),
-        "SIGNOFF_SLACK_API_URL": api_url,
-        "SLACK_BOT_TOKEN": found.bot_token,
-        "SLACK_SIGNING_SECRET": found.signing_secret,
-        "NO_PROXY": ",".join(dict.fromkeys([*no_proxy, "127.0.0.1", "localhost"])),
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "SIGNOFF_DATABASE_URL": f"sqlite:///{options.database.resolve()}",
+            "SIGNOFF_DEMO_PROVIDER_URL": provider_url,
+            "SIGNOFF_DEMO_LEDGER_PATH": str(options.ledger.resolve()),
+            "SIGNOFF_APPROVERS": ",".join(APPROVERS),
+            "SIGNOFF_SLACK_API_URL": api_url,
+            "SLACK_BOT_TOKEN": found.bot_token,
+            "SLACK_SIGNING_SECRET": found.signing_secret,
+            "NO_PROXY": ",".join(dict.fromkeys([*no_proxy, "127.0.0.1", "localhost"])),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     return env
 
 
@@ -153,20 +162,23 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
     try:
         web = bind_sandbox(options.port, options.host)
     except PortTaken:
-        raise SettingsError(f"port {options.port} on {options.host} is already in use; "
-                            "choose another with --port") from None
+        raise SettingsError(
+            f"port {options.port} on {options.host} is already in use; choose another with --port"
+        ) from None
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(web.stop)
         if options.reset:
             reset(options)
         options.data_dir.mkdir(parents=True, exist_ok=True)
         _release_hold(options.hold_file)
-        provider = start_in_thread(options.ledger, host=options.host,
-                                   pause_after_charge_file=options.hold_file)
+        provider = start_in_thread(
+            options.ledger, host=options.host, pause_after_charge_file=options.hold_file
+        )
         cleanup.callback(provider.stop)
         found = DevSecrets.generate()
-        env = dev_environment(base_env, options, found, api_url=web.api_url,
-                              provider_url=provider.url)
+        env = dev_environment(
+            base_env, options, found, api_url=web.api_url, provider_url=provider.url
+        )
         settings = Settings.from_env(env)
         services = build_services(settings, stream_traces=True)
         cleanup.callback(services.store.engine.dispose)
@@ -176,11 +188,15 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
         client = web_client(settings)
         app = RunningApp(wsgi(slack_app(services, client)), host=options.host)
         cleanup.callback(app.stop)
-        link = AppLink(workspace, request_url=app.request_url,
-                       signing_secret=found.signing_secret,
-                       response_url_base=web.response_url_base)
-        worker = WorkerSupervisor(worker_command(options.concurrency), env,
-                                  log_path=options.worker_log)
+        link = AppLink(
+            workspace,
+            request_url=app.request_url,
+            signing_secret=found.signing_secret,
+            response_url_base=web.response_url_base,
+        )
+        worker = WorkerSupervisor(
+            worker_command(options.concurrency), env, log_path=options.worker_log
+        )
         panel = DevPanel(services.runtime, provider.ledger, worker, hold_file=options.hold_file)
         ui = SandboxUi(workspace, link, PERSONAS, panel=panel, title="Signoff dev")
         web.start(SlackWebApi(workspace, tokens=(found.bot_token,)), ui)
@@ -191,8 +207,18 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
         worker.start()
         cleanup.callback(worker.stop)
         cleanup.callback(_release_hold, options.hold_file)
-        stack = DevStack(options, settings, services, workspace, web, app, provider, worker,
-                         scheduler, cleanup.pop_all())
+        stack = DevStack(
+            options,
+            settings,
+            services,
+            workspace,
+            web,
+            app,
+            provider,
+            worker,
+            scheduler,
+            cleanup.pop_all(),
+        )
     return stack
 
 
@@ -201,8 +227,12 @@ def reset(options: DevOptions) -> None:
     for path in (options.database, options.ledger):
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
-    for path in (options.slack_file, options.worker_log, options.hold_file,
-                 Path(f"{options.hold_file}.arm")):
+    for path in (
+        options.slack_file,
+        options.worker_log,
+        options.hold_file,
+        Path(f"{options.hold_file}.arm"),
+    ):
         path.unlink(missing_ok=True)
 
 
@@ -216,13 +246,19 @@ def _jobs(services: Services, settings: Settings) -> list[Job]:
     outbox = dispatcher(services, web_client(settings))
     return [
         Job("dispatch", outbox.dispatch_once, DISPATCH_EVERY),
-        Job("approvals", services.approvals.sweep, max(settings.poll_interval,
-                                                       timedelta(seconds=1))),
+        Job(
+            "approvals", services.approvals.sweep, max(settings.poll_interval, timedelta(seconds=1))
+        ),
     ]
 
 
-def run_dev(options: DevOptions, base_env: Mapping[str, str], stop: threading.Event, *,
-            say: Callable[[str], None] = print) -> int:
+def run_dev(
+    options: DevOptions,
+    base_env: Mapping[str, str],
+    stop: threading.Event,
+    *,
+    say: Callable[[str], None] = print,
+) -> int:
     """Start the dev session, tell where to open it, and run until ``stop`` is set."""
     stack = start_dev(options, base_env)
     try:
@@ -241,8 +277,10 @@ def banner(stack: DevStack) -> list[str]:
     people: dict[str, list[str]] = {p.role: [] for p in PERSONAS}
     for persona in PERSONAS:
         people[persona.role].append(persona.real_name)
-    roles = " · ".join(f"{', '.join(names)} ({role}{'s' if len(names) > 1 else ''})"
-                       for role, names in people.items())
+    roles = " · ".join(
+        f"{', '.join(names)} ({role}{'s' if len(names) > 1 else ''})"
+        for role, names in people.items()
+    )
     data = stack.options.data_dir
     return [
         f"signoff dev: open {stack.url} in a browser",

@@ -36,8 +36,9 @@ class RunningApp(ServingThread):
     """A WSGI app serving in a background thread; ``stop()`` ends it."""
 
     def __init__(self, application: WSGIApp, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._server = make_server(host, port, application, server_class=_ThreadingWSGIServer,
-                                   handler_class=_QuietHandler)
+        self._server = make_server(
+            host, port, application, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
+        )
         super().__init__(self._server, "signoff-dev-app", poll_interval=0.1)
 
     @property
@@ -49,4 +50,3 @@ class RunningApp(ServingThread):
     def request_url(self) -> str:
         """Return the Slack request URL: ``<url>/slack/events``."""
         return self.url + EVENTS_PATH
-

@@ -27,8 +27,14 @@ OUTPUT_CHARS = 160
 class DevPanel:
     """Implements ``bot.sandbox.ui_api.Panel`` for ``signoff dev``."""
 
-    def __init__(self, runtime: Runtime, ledger: Ledger, worker: WorkerSupervisor, *,
-                 hold_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        ledger: Ledger,
+        worker: WorkerSupervisor,
+        *,
+        hold_file: Path | None = None,
+    ) -> None:
         self._runtime = runtime
         self._ledger = ledger
         self._worker = worker
@@ -73,20 +79,26 @@ class DevPanel:
         return latest[0] if latest else None
 
     def _journal(self, run: Run) -> list[dict[str, Any]]:
-        return [{
-            "position": step.position,
-            "kind": step.kind.value,
-            "name": step.name,
-            "attempts": step.attempts,
-            "output": _short(step.output) if step.error is None else None,
-            "error": None if step.error is None else _clip(step.error.message),
-        } for step in self._runtime.journal(run.id)]
+        return [
+            {
+                "position": step.position,
+                "kind": step.kind.value,
+                "name": step.name,
+                "attempts": step.attempts,
+                "output": _short(step.output) if step.error is None else None,
+                "error": None if step.error is None else _clip(step.error.message),
+            }
+            for step in self._runtime.journal(run.id)
+        ]
 
     def _hold_state(self) -> dict[str, Any]:
         if self._hold_file is None:
             return {"available": False, "armed": False, "holding": False}
-        return {"available": True, "armed": Path(f"{self._hold_file}.arm").exists(),
-                "holding": self._hold_file.exists()}
+        return {
+            "available": True,
+            "armed": Path(f"{self._hold_file}.arm").exists(),
+            "holding": self._hold_file.exists(),
+        }
 
     def _release_hold(self) -> None:
         if self._hold_file is not None:
@@ -95,15 +107,27 @@ class DevPanel:
 
 def _run_json(run: Run) -> dict[str, Any]:
     task = run.input.get("task", "") if isinstance(run.input, dict) else ""
-    return {"id": run.id, "workflow": run.workflow, "status": run.status.value,
-            "task": _clip(str(task)), "wait_key": run.wait_key,
-            "lease_owner": run.lease_owner}
+    return {
+        "id": run.id,
+        "workflow": run.workflow,
+        "status": run.status.value,
+        "task": _clip(str(task)),
+        "wait_key": run.wait_key,
+        "lease_owner": run.lease_owner,
+    }
 
 
 def _entry_json(entry: LedgerEntry) -> dict[str, Any]:
-    return {"seq": entry.seq, "at": entry.at, "method": entry.method, "path": entry.path,
-            "idempotency_key": entry.idempotency_key, "status": entry.status,
-            "charge": entry.created_charge, "charge_id": entry.charge_id}
+    return {
+        "seq": entry.seq,
+        "at": entry.at,
+        "method": entry.method,
+        "path": entry.path,
+        "idempotency_key": entry.idempotency_key,
+        "status": entry.status,
+        "charge": entry.created_charge,
+        "charge_id": entry.charge_id,
+    }
 
 
 def _short(value: Any) -> str:

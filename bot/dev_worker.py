@@ -48,8 +48,15 @@ def worker_command(concurrency: int = 4) -> list[str]:
 class WorkerSupervisor:
     """Keeps one child process running; restarts it whenever it exits until ``stop()``."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], *, log_path: Path,
-                 cwd: Path | None = None, stop_timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        log_path: Path,
+        cwd: Path | None = None,
+        stop_timeout: float = 15.0,
+    ) -> None:
         self._argv = list(argv)
         self._env = dict(env)
         self._log_path = log_path
@@ -61,8 +68,9 @@ class WorkerSupervisor:
         self._restarts = 0
         self._last_exit: int | None = None
         self._started_at: float | None = None
-        self._thread = threading.Thread(target=self._supervise, name="signoff-dev-worker",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._supervise, name="signoff-dev-worker", daemon=True
+        )
         self._preexec = _die_with_parent()
 
     def start(self) -> None:
@@ -76,11 +84,18 @@ class WorkerSupervisor:
         with self._lock:
             proc = self._proc
             alive = proc is not None and proc.poll() is None
-            uptime = (time.monotonic() - self._started_at
-                      if alive and self._started_at is not None else None)
-            return WorkerStatus(pid=None if proc is None else proc.pid, alive=alive,
-                                restarts=self._restarts, last_exit=self._last_exit,
-                                uptime_s=uptime)
+            uptime = (
+                time.monotonic() - self._started_at
+                if alive and self._started_at is not None
+                else None
+            )
+            return WorkerStatus(
+                pid=None if proc is None else proc.pid,
+                alive=alive,
+                restarts=self._restarts,
+                last_exit=self._last_exit,
+                uptime_s=uptime,
+            )
 
     def kill(self) -> int | None:
         """SIGKILL the child at once (it is restarted); return its pid, or None if none ran."""
@@ -117,8 +132,9 @@ class WorkerSupervisor:
                 return
             quick = time.monotonic() - started < QUICK_EXIT_S
             delay = min(delay * 2, MAX_RESTART_DELAY_S) if quick else RESTART_DELAY_S
-            logger.warning("the worker exited; restarting it",
-                           extra={"action": f"pid {proc.pid} exit {code}"})
+            logger.warning(
+                "the worker exited; restarting it", extra={"action": f"pid {proc.pid} exit {code}"}
+            )
             if self._stopping.wait(delay):
                 return
             with self._lock:
@@ -131,9 +147,15 @@ class WorkerSupervisor:
         log_file: IO[bytes] = self._log_path.open("ab")
         try:
             self._proc = subprocess.Popen(
-                self._argv, env=self._env, cwd=self._cwd, stdin=subprocess.DEVNULL,
-                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=self._preexec)  # only calls prctl, resolved before the fork
+                self._argv,
+                env=self._env,
+                cwd=self._cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=self._preexec,
+            )  # only calls prctl, resolved before the fork
         finally:
             log_file.close()
         self._started_at = time.monotonic()

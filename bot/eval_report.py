@@ -43,8 +43,14 @@ def _summary_table(summary: dict[str, Any]) -> str:
         ("agreement", f"{summary['agreement_rate'] * 100:.1f} % ({summary['agreeing']} runs)"),
         ("same tool calls", summary["same_calls"]),
         ("same answer", summary["same_answer"]),
-        ("divergence points", ", ".join(f"{k} ({v} run{'' if v == 1 else 's'})" for k, v in
-                                        summary["divergence_points"].items()) or "none"),
+        (
+            "divergence points",
+            ", ".join(
+                f"{k} ({v} run{'' if v == 1 else 's'})"
+                for k, v in summary["divergence_points"].items()
+            )
+            or "none",
+        ),
         ("token delta", f"{summary['token_delta']:+d}"),
         ("cost delta", f"{summary['cost_delta_usd']:+.6f} USD"),
     ]
@@ -59,8 +65,10 @@ def _plot(report: EvalReport) -> str:
     middle = LABEL_WIDTH + PLOT_WIDTH // 2
     half = PLOT_WIDTH // 2 - 60
     height = BAR_HEIGHT * len(runs) + 20
-    parts = [f'<line x1="{middle}" y1="0" x2="{middle}" y2="{height - 16}" stroke="#999"/>',
-             f'<text x="{middle}" y="{height - 2}" text-anchor="middle">0 tokens</text>']
+    parts = [
+        f'<line x1="{middle}" y1="0" x2="{middle}" y2="{height - 16}" stroke="#999"/>',
+        f'<text x="{middle}" y="{height - 2}" text-anchor="middle">0 tokens</text>',
+    ]
     for row, run in enumerate(runs):
         delta = run["token_delta"]
         width = max(abs(delta) * half / largest, 1)
@@ -76,32 +84,44 @@ def _plot(report: EvalReport) -> str:
             f'<text x="{end:.1f}" y="{y + BAR_HEIGHT - 7}" text-anchor="{anchor}">'
             f"{delta:+d}</text>",
         ]
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_WIDTH + PLOT_WIDTH}" '
-            f'height="{height}" font-size="11" font-family="ui-monospace,monospace" '
-            f'role="img" aria-label="token delta per run">{"".join(parts)}</svg>'
-            '<p>Bars: each run\'s re-run tokens minus its recorded tokens; green agrees, red '
-            "diverges.</p>")
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_WIDTH + PLOT_WIDTH}" '
+        f'height="{height}" font-size="11" font-family="ui-monospace,monospace" '
+        f'role="img" aria-label="token delta per run">{"".join(parts)}</svg>'
+        "<p>Bars: each run's re-run tokens minus its recorded tokens; green agrees, red "
+        "diverges.</p>"
+    )
 
 
 def _run_section(run: dict[str, Any]) -> str:
-    verdict = ('<span class=agree>agrees</span>' if run["agrees"]
-               else '<span class=diverge>diverges</span>')
+    verdict = (
+        "<span class=agree>agrees</span>"
+        if run["agrees"]
+        else "<span class=diverge>diverges</span>"
+    )
     recorded, candidate = run["recorded"], run["candidate"]
     rows = []
     for index in range(max(len(recorded["calls"]), len(candidate["calls"]))):
         left = recorded["calls"][index] if index < len(recorded["calls"]) else None
         right = candidate["calls"][index] if index < len(candidate["calls"]) else None
         miss = " class=miss" if right is not None and not right["replayed"] else ""
-        rows.append(f"<tr{miss}><td>{index + 1}</td><td>{_call(left)}</td>"
-                    f"<td>{_call(right)}</td></tr>")
-    rows.append(f"<tr><td>answer</td><td>{_text(recorded['answer'])}</td>"
-                f"<td>{_text(candidate['answer'])}</td></tr>")
-    rows.append(f"<tr><td>ended</td><td>{escape(recorded['ended'])}</td>"
-                f"<td>{escape(candidate['ended'])}</td></tr>")
+        rows.append(
+            f"<tr{miss}><td>{index + 1}</td><td>{_call(left)}</td><td>{_call(right)}</td></tr>"
+        )
+    rows.append(
+        f"<tr><td>answer</td><td>{_text(recorded['answer'])}</td>"
+        f"<td>{_text(candidate['answer'])}</td></tr>"
+    )
+    rows.append(
+        f"<tr><td>ended</td><td>{escape(recorded['ended'])}</td>"
+        f"<td>{escape(candidate['ended'])}</td></tr>"
+    )
     rows.append(f"<tr><td>usage</td><td>{_usage(recorded)}</td><td>{_usage(candidate)}</td></tr>")
-    return (f"<h2>Run {escape(run['run_id'])} — {verdict}</h2>"
-            f"<p>{escape(run['task'])}</p><table><tr><th>#</th><th>recorded</th>"
-            f"<th>re-run</th></tr>{''.join(rows)}</table>")
+    return (
+        f"<h2>Run {escape(run['run_id'])} — {verdict}</h2>"
+        f"<p>{escape(run['task'])}</p><table><tr><th>#</th><th>recorded</th>"
+        f"<th>re-run</th></tr>{''.join(rows)}</table>"
+    )
 
 
 def _call(call: dict[str, Any] | None) -> str:
@@ -110,11 +130,18 @@ def _call(call: dict[str, Any] | None) -> str:
     arguments = json.dumps(call["arguments"], sort_keys=True, ensure_ascii=False)
     result = ("error: " if call["is_error"] else "") + call["result"]
     decision = call.get("decision")
-    decided = "" if decision is None else (
-        f"<div>{escape(decision['status'])} by {escape(str(decision['by']))}"
-        f"{': ' + escape(decision['reason']) if decision['reason'] else ''}</div>")
-    return (f"<code>{escape(call['tool'])} {escape(arguments)}</code>{decided}"
-            f"<pre>{escape(result)}</pre>")
+    decided = (
+        ""
+        if decision is None
+        else (
+            f"<div>{escape(decision['status'])} by {escape(str(decision['by']))}"
+            f"{': ' + escape(decision['reason']) if decision['reason'] else ''}</div>"
+        )
+    )
+    return (
+        f"<code>{escape(call['tool'])} {escape(arguments)}</code>{decided}"
+        f"<pre>{escape(result)}</pre>"
+    )
 
 
 def _text(value: str | None) -> str:
@@ -122,5 +149,7 @@ def _text(value: str | None) -> str:
 
 
 def _usage(trajectory: dict[str, Any]) -> str:
-    return escape(f"{trajectory['tokens']} tokens, {trajectory['model_calls']} model calls, "
-                  f"{trajectory['cost_usd']:.6f} USD")
+    return escape(
+        f"{trajectory['tokens']} tokens, {trajectory['model_calls']} model calls, "
+        f"{trajectory['cost_usd']:.6f} USD"
+    )

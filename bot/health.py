@@ -33,8 +33,12 @@ class Report:
     def body(self) -> bytes:
         """Return the JSON body: the status, the checks, and the names of the failing ones."""
         failing = sorted(name for name, result in self.checks.items() if result != OK)
-        return json.dumps({"status": OK if self.ok else "fail", "failing": failing,
-                           "checks": self.checks}).encode() + b"\n"
+        return (
+            json.dumps(
+                {"status": OK if self.ok else "fail", "failing": failing, "checks": self.checks}
+            ).encode()
+            + b"\n"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +63,14 @@ class Health:
             current = self.schema_current()
         except StoreUnavailable as exc:
             return {"database": f"unreachable: {exc}", "migrations": "unknown"}
-        return {"database": OK,
-                "migrations": OK if current else "behind the code (run signoff db upgrade)"}
+        return {
+            "database": OK,
+            "migrations": OK if current else "behind the code (run signoff db upgrade)",
+        }
 
     def _loop_checks(self, grace: timedelta) -> dict[str, str]:
         stalled = self.loops.stalled(grace)
-        return {f"loop:{name}": (f"silent for {stalled[name]:.1f}s" if name in stalled else OK)
-                for name in self.loops.last_ticks()}
+        return {
+            f"loop:{name}": (f"silent for {stalled[name]:.1f}s" if name in stalled else OK)
+            for name in self.loops.last_ticks()
+        }

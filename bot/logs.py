@@ -17,7 +17,10 @@ FIELDS = ("action", "run_id", "step")
 MASK = "[secret]"
 
 STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
-    "message", "asctime", "taskName"}
+    "message",
+    "asctime",
+    "taskName",
+}
 """Attributes every record has: anything else on a record came in through ``extra``."""
 
 
@@ -69,13 +72,17 @@ class Masked(logging.Formatter):
 
 def formatter(log_format: str = "text", secrets: Iterable[str] = ()) -> logging.Formatter:
     """Return the formatter for ``log_format`` (``text`` or ``json``), masking ``secrets``."""
-    inner = (JsonFormatter() if log_format == "json"
-             else FieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    inner = (
+        JsonFormatter()
+        if log_format == "json"
+        else FieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
     return Masked(inner, secrets)
 
 
-def configure(level: int = logging.INFO, *, log_format: str = "text",
-              secrets: Iterable[str] = ()) -> None:
+def configure(
+    level: int = logging.INFO, *, log_format: str = "text", secrets: Iterable[str] = ()
+) -> None:
     """Send log records to stderr, one line each, never showing ``secrets``."""
     handler = logging.StreamHandler()
     handler.setFormatter(formatter(log_format, secrets))
@@ -95,5 +102,7 @@ def _log_thread_death(args: threading.ExceptHookArgs) -> None:
         return
     name = args.thread.name if args.thread is not None else "?"
     logging.getLogger(__name__).error(
-        "a thread died", extra={"action": "thread", "thread": name},
-        exc_info=(args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback))
+        "a thread died",
+        extra={"action": "thread", "thread": name},
+        exc_info=(args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback),
+    )

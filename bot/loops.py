@@ -47,8 +47,11 @@ class Loops:
         seconds since each last went round."""
         now = time.monotonic()
         silent = {loop.name: (now - loop.last_tick(), loop.every) for loop in self._all()}
-        return {name: round(age, 3) for name, (age, every) in silent.items()
-                if age > (every + grace).total_seconds()}
+        return {
+            name: round(age, 3)
+            for name, (age, every) in silent.items()
+            if age > (every + grace).total_seconds()
+        }
 
     def last_ticks(self) -> dict[str, float]:
         """Return when each loop last went round, as Unix time."""

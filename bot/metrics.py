@@ -37,20 +37,37 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
-        self.slack_errors = Counter("signoff_slack_api_errors", "Slack Web API calls refused",
-                                    ["method", "error"], registry=r)
-        self.slack_rate_limited = Counter("signoff_slack_rate_limited",
-                                          "Slack Web API calls answered with a 429",
-                                          ["method"], registry=r)
-        self.steps = Counter("signoff_steps_committed", "Journal entries this process committed",
-                             ["kind"], registry=r)
-        self.step_seconds = Histogram("signoff_step_duration_seconds",
-                                      "How long each committed step took", ["kind"],
-                                      buckets=STEP_BUCKETS, registry=r)
-        self.tokens = Counter("signoff_model_tokens", "Model tokens used by runs here",
-                              ["direction"], registry=r)
-        self.cost = Counter("signoff_model_cost_usd", "Model cost of runs that ended here, USD",
-                            registry=r)
+        self.slack_errors = Counter(
+            "signoff_slack_api_errors",
+            "Slack Web API calls refused",
+            ["method", "error"],
+            registry=r,
+        )
+        self.slack_rate_limited = Counter(
+            "signoff_slack_rate_limited",
+            "Slack Web API calls answered with a 429",
+            ["method"],
+            registry=r,
+        )
+        self.steps = Counter(
+            "signoff_steps_committed",
+            "Journal entries this process committed",
+            ["kind"],
+            registry=r,
+        )
+        self.step_seconds = Histogram(
+            "signoff_step_duration_seconds",
+            "How long each committed step took",
+            ["kind"],
+            buckets=STEP_BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter(
+            "signoff_model_tokens", "Model tokens used by runs here", ["direction"], registry=r
+        )
+        self.cost = Counter(
+            "signoff_model_cost_usd", "Model cost of runs that ended here, USD", registry=r
+        )
 
     def watch(self, read: Callable[[], Stats], loops: Loops, clock: Clock) -> None:
         """Also expose what ``read`` counts in the database and when each loop last ticked."""
@@ -84,7 +101,8 @@ class MetricsObserver:
         if step.name == "model" and isinstance(usage, dict):
             for direction in ("input", "output"):
                 self._metrics.tokens.labels(direction).inc(
-                    max(0, int(usage.get(f"{direction}_tokens") or 0)))
+                    max(0, int(usage.get(f"{direction}_tokens") or 0))
+                )
 
     def run_ended(self, run: Run) -> None:
         """Add the run's model cost, if it reports one."""
@@ -118,8 +136,11 @@ class StoreCollector(Collector):
         yield from families(stats, self._clock.now())
 
     def _loop_ticks(self) -> GaugeMetricFamily:
-        ticks = GaugeMetricFamily("signoff_loop_last_tick_timestamp_seconds",
-                                  "When each background loop last went round", labels=["loop"])
+        ticks = GaugeMetricFamily(
+            "signoff_loop_last_tick_timestamp_seconds",
+            "When each background loop last went round",
+            labels=["loop"],
+        )
         for name, at in sorted(self._loops.last_ticks().items()):
             ticks.add_metric([name], at)
         return ticks
@@ -128,30 +149,48 @@ class StoreCollector(Collector):
 def families(stats: Stats, now: datetime) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
     """Turn the database's counts into metric families."""
     yield _by("signoff_runs", "Runs by status", "status", stats.runs, RUN_STATUSES)
-    yield _gauge("signoff_approvals_pending", "Approvals waiting for a decision",
-                 stats.approvals_pending)
-    yield _gauge("signoff_approvals_oldest_pending_age_seconds",
-                 "Age of the oldest pending approval", _age(stats.oldest_pending_approval, now))
-    decisions = CounterMetricFamily("signoff_approval_decisions",
-                                    "Approvals decided by outcome, decisions refused by reason",
-                                    labels=["outcome"])
+    yield _gauge(
+        "signoff_approvals_pending", "Approvals waiting for a decision", stats.approvals_pending
+    )
+    yield _gauge(
+        "signoff_approvals_oldest_pending_age_seconds",
+        "Age of the oldest pending approval",
+        _age(stats.oldest_pending_approval, now),
+    )
+    decisions = CounterMetricFamily(
+        "signoff_approval_decisions",
+        "Approvals decided by outcome, decisions refused by reason",
+        labels=["outcome"],
+    )
     for outcome, count in stats.decisions.items():
         decisions.add_metric([outcome], count)
     yield decisions
-    yield _by("signoff_outbox_notices", "Slack notices not delivered: pending, or dead (given up)",
-              "status", stats.outbox, OUTBOX_STATUSES)
-    yield _gauge("signoff_outbox_delivery_lag_seconds",
-                 "Age of the oldest notice not yet delivered", _age(stats.oldest_undelivered, now))
-    yield _gauge("signoff_runs_lease_expired",
-                 "Running runs whose lease lapsed (to be taken over)", stats.expired_leases)
+    yield _by(
+        "signoff_outbox_notices",
+        "Slack notices not delivered: pending, or dead (given up)",
+        "status",
+        stats.outbox,
+        OUTBOX_STATUSES,
+    )
+    yield _gauge(
+        "signoff_outbox_delivery_lag_seconds",
+        "Age of the oldest notice not yet delivered",
+        _age(stats.oldest_undelivered, now),
+    )
+    yield _gauge(
+        "signoff_runs_lease_expired",
+        "Running runs whose lease lapsed (to be taken over)",
+        stats.expired_leases,
+    )
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, value=value)
 
 
-def _by(name: str, documentation: str, label: str, counts: dict[str, int],
-        known: tuple[str, ...]) -> GaugeMetricFamily:
+def _by(
+    name: str, documentation: str, label: str, counts: dict[str, int], known: tuple[str, ...]
+) -> GaugeMetricFamily:
     family = GaugeMetricFamily(name, documentation, labels=[label])
     for value in sorted(set(known) | set(counts)):
         family.add_metric([value], counts.get(value, 0))

@@ -53,9 +53,13 @@ def model_from_spec(spec: str, settings: Settings) -> Model:
 def _http_model(settings: Settings, provider: str, name: str) -> Model:
     same = settings.model_provider == provider
     if provider == "openai":
-        options = HttpOptions(base_url=(settings.model_base_url if same else "")
-                              or OPENAI_BASE_URL, api_key=settings.model_api_key if same else "")
+        options = HttpOptions(
+            base_url=(settings.model_base_url if same else "") or OPENAI_BASE_URL,
+            api_key=settings.model_api_key if same else "",
+        )
         return OpenAIChatModel(model=name, options=options)
-    options = HttpOptions(base_url=(settings.model_base_url if same else "")
-                          or ANTHROPIC_BASE_URL, api_key=settings.model_api_key if same else "")
+    options = HttpOptions(
+        base_url=(settings.model_base_url if same else "") or ANTHROPIC_BASE_URL,
+        api_key=settings.model_api_key if same else "",
+    )
     return AnthropicModel(model=name, options=options)

@@ -33,6 +33,7 @@ class Ops:
 
 def ops_app(ops: Ops, fallback: WSGIApp | None = None) -> WSGIApp:
     """A WSGI app answering the operator's endpoints and passing anything else on."""
+
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "")
         if path == "/healthz":
@@ -53,10 +54,17 @@ def _report(report: Report, start_response: Callable[..., Any]) -> Iterable[byte
     return _reply(start_response, status, JSON, report.body())
 
 
-def _reply(start_response: Callable[..., Any], status: str, content_type: str,
-           body: bytes) -> Iterable[bytes]:
-    start_response(status, [("Content-Type", content_type),
-                            ("Content-Length", str(len(body))), ("Cache-Control", "no-store")])
+def _reply(
+    start_response: Callable[..., Any], status: str, content_type: str, body: bytes
+) -> Iterable[bytes]:
+    start_response(
+        status,
+        [
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(body))),
+            ("Cache-Control", "no-store"),
+        ],
+    )
     return [body]
 
 
@@ -74,13 +82,13 @@ class _Server(ThreadingMixIn, WSGIServer):
     request_queue_size = 128
 
 
-def serve_wsgi(application: WSGIApp, port: int, host: str, *, name: str,
-               flag: str) -> ServingThread:
+def serve_wsgi(
+    application: WSGIApp, port: int, host: str, *, name: str, flag: str
+) -> ServingThread:
     """Serve ``application`` on ``port`` on a background thread, a thread per request
     (``flag`` names the setting to change when the port is taken)."""
     try:
-        server = make_server(host, port, application, server_class=_Server,
-                             handler_class=_Quiet)
+        server = make_server(host, port, application, server_class=_Server, handler_class=_Quiet)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise SettingsError(f"port {port} is already in use ({flag})") from None

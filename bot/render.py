@@ -76,8 +76,10 @@ def approval_json(approval: Approval) -> dict[str, Any]:
 def approval_line(approval: Approval) -> str:
     """Return one line describing an approval, for listings."""
     who = f" by {approval.decided_by.label}" if approval.decided_by else ""
-    return (f"{approval.id}  {approval.status.value:<8}{who:<14}  {approval.tool:<14} "
-            f"{_compact(approval.decided_args or approval.args, 60)}  run {approval.run_id}")
+    return (
+        f"{approval.id}  {approval.status.value:<8}{who:<14}  {approval.tool:<14} "
+        f"{_compact(approval.decided_args or approval.args, 60)}  run {approval.run_id}"
+    )
 
 
 def history_line(entry: Entry) -> str:
@@ -85,18 +87,23 @@ def history_line(entry: Entry) -> str:
     data = entry.to_json()
     extras = []
     if "input_tokens" in data:
-        extras.append(f"{data['input_tokens']}+{data['output_tokens']} tokens "
-                      f"${data['cost_usd']:.4f}")
+        extras.append(
+            f"{data['input_tokens']}+{data['output_tokens']} tokens ${data['cost_usd']:.4f}"
+        )
     if "budget_left" in data:
         extras.append("left " + ", ".join(f"{k} {v}" for k, v in data["budget_left"].items()))
     if "approval" in data:
         a = data["approval"]
-        extras.append(f"{a['tool']} {a['decision']} by {a['by']} (sha256 {a['args_hash'][:8]}…)"
-                      + (f": {a['reason']}" if a["reason"] else ""))
+        extras.append(
+            f"{a['tool']} {a['decision']} by {a['by']} (sha256 {a['args_hash'][:8]}…)"
+            + (f": {a['reason']}" if a["reason"] else "")
+        )
     extras += [f"error {data['error']}"] if "error" in data else []
     extras += data.get("retries", [])
-    return (f"  {entry.position:>4}  {entry.kind:<13} {entry.name:<28} {entry.duration_ms:>9.1f} ms"
-            f"  x{entry.attempts}" + ("  " + " · ".join(extras) if extras else ""))
+    return (
+        f"  {entry.position:>4}  {entry.kind:<13} {entry.name:<28} {entry.duration_ms:>9.1f} ms"
+        f"  x{entry.attempts}" + ("  " + " · ".join(extras) if extras else "")
+    )
 
 
 def run_line(run: Run) -> str:
@@ -149,8 +156,10 @@ def run_detail(
         lines.append(f"approvals {len(approvals)}")
         lines += [f"  {_approval_detail(a)}" for a in approvals]
     if usage is not None:
-        lines.append(f"usage     {usage['tokens']} tokens, ${usage['cost_usd']:.4f}, "
-                     f"{usage['model_calls']} model calls, {usage['tool_calls']} tool calls")
+        lines.append(
+            f"usage     {usage['tokens']} tokens, ${usage['cost_usd']:.4f}, "
+            f"{usage['model_calls']} model calls, {usage['tool_calls']} tool calls"
+        )
     lines += [f"fork      {fork_line(f)}" for f in forks or ()]
     return "\n".join(lines)
 
@@ -169,7 +178,8 @@ def _step_line(step: StepRecord, attempts: list[AttemptRecord]) -> str:
     result = f"error {error.type}: {error.message}" if error else _compact(step.output)
     retries = "".join(
         f"\n        attempt {a.attempt} failed at {_short(a.at)}: {a.error.type}: {a.error.message}"
-        for a in attempts if step.error is None or a.attempt != step.attempts
+        for a in attempts
+        if step.error is None or a.attempt != step.attempts
     )
     return (
         f"  {step.position:>4}  {step.kind.value:<13} {step.name:<20} "

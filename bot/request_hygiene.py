@@ -25,8 +25,13 @@ MAX_BODY_BYTES = 1024 * 1024
 
 FORM = "application/x-www-form-urlencoded"
 JSON = "application/json"
-STATUS = {400: "400 Bad Request", 401: "401 Unauthorized", 411: "411 Length Required",
-          413: "413 Content Too Large", 415: "415 Unsupported Media Type"}
+STATUS = {
+    400: "400 Bad Request",
+    401: "401 Unauthorized",
+    411: "411 Length Required",
+    413: "413 Content Too Large",
+    415: "415 Unsupported Media Type",
+}
 
 
 class _Refused(Exception):
@@ -45,8 +50,10 @@ def guarded(application: WSGIApp) -> WSGIApp:
         try:
             body = checked_body(environ)
         except _Refused as refusal:
-            logger.warning("malformed slack request refused",
-                           extra={"action": "refuse", "reason": refusal.reason})
+            logger.warning(
+                "malformed slack request refused",
+                extra={"action": "refuse", "reason": refusal.reason},
+            )
             start_response(STATUS[refusal.status], [("Content-Type", JSON)])
             return [json.dumps({"error": refusal.reason}).encode()]
         environ["wsgi.input"] = io.BytesIO(body)
@@ -101,8 +108,9 @@ def _check_form(text: str) -> None:
     if text.startswith("{"):
         raise _Refused(415, f"a JSON body must be sent as {JSON}")
     try:
-        fields = dict(parse_qsl(text, keep_blank_values=True, strict_parsing=bool(text),
-                                errors="strict"))
+        fields = dict(
+            parse_qsl(text, keep_blank_values=True, strict_parsing=bool(text), errors="strict")
+        )
     except ValueError:
         raise _Refused(400, "the form body is not valid URL encoding") from None
     if "payload" in fields:

@@ -39,8 +39,13 @@ def build_scheduler(jobs: list[Job], loops: Loops | None = None) -> BackgroundSc
     for job in jobs:
         if loops is not None:
             loops.add(job.name, job.every)
-        scheduler.add_job(_logged(job, loops), "interval", seconds=job.every.total_seconds(),
-                          id=job.name, name=job.name)
+        scheduler.add_job(
+            _logged(job, loops),
+            "interval",
+            seconds=job.every.total_seconds(),
+            id=job.name,
+            name=job.name,
+        )
     return scheduler
 
 

@@ -63,9 +63,14 @@ def slack_app(services: Services, client: WebClient) -> App:
     """The Bolt app over the services."""
     if not services.settings.slack_signing_secret:
         raise SettingsError("SLACK_SIGNING_SECRET is not set: Slack requests cannot be verified")
-    deps = SlackDeps(runtime=services.runtime, approvals=services.approvals,
-                     agents=services.agents, outbox=services.outbox, clock=SystemClock(),
-                     replays=SqlReplayGuard(services.store.engine))
+    deps = SlackDeps(
+        runtime=services.runtime,
+        approvals=services.approvals,
+        agents=services.agents,
+        outbox=services.outbox,
+        clock=SystemClock(),
+        replays=SqlReplayGuard(services.store.engine),
+    )
     return build_app(deps, client, services.settings.slack_signing_secret)
 
 
@@ -89,28 +94,40 @@ def api_approvals(services: Services) -> ApiApprovals:
     return ApiApprovals(services, SqlApiStore(services.store.engine))
 
 
-def dispatcher(services: Services, client: WebClient,
-               metrics: Metrics | None = None) -> Dispatcher:
+def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = None) -> Dispatcher:
     """The outbox dispatcher of this process (counting Slack's refusals in ``metrics``)."""
     settings = services.settings
-    options = DispatchOptions(claim_for=settings.outbox_claim,
-                              backoff_cap=settings.outbox_backoff_cap,
-                              pace=Pace(every=settings.slack_post_interval,
-                                        burst=settings.slack_post_burst),
-                              on_refused=None if metrics is None else metrics.slack_refused)
+    options = DispatchOptions(
+        claim_for=settings.outbox_claim,
+        backoff_cap=settings.outbox_backoff_cap,
+        pace=Pace(every=settings.slack_post_interval, burst=settings.slack_post_burst),
+        on_refused=None if metrics is None else metrics.slack_refused,
+    )
     refusals = ChannelRefusals(services.runtime, services.approvals)
-    return Dispatcher(services.outbox, client, services.approvals, SystemClock(),
-                      owner=default_owner(), options=options, channel_refused=refusals.refused,
-                      runs=services.store)
+    return Dispatcher(
+        services.outbox,
+        client,
+        services.approvals,
+        SystemClock(),
+        owner=default_owner(),
+        options=options,
+        channel_refused=refusals.refused,
+        runs=services.store,
+    )
 
 
 def webhook_sender(services: Services) -> WebhookSender:
     """The webhook sender of this process."""
     settings = services.settings
-    return WebhookSender(services.outbox, SqlApiStore(services.store.engine), SystemClock(),
-                         owner=default_owner(),
-                         options=SenderOptions(claim_for=settings.outbox_claim,
-                                               backoff_cap=settings.outbox_backoff_cap))
+    return WebhookSender(
+        services.outbox,
+        SqlApiStore(services.store.engine),
+        SystemClock(),
+        owner=default_owner(),
+        options=SenderOptions(
+            claim_for=settings.outbox_claim, backoff_cap=settings.outbox_backoff_cap
+        ),
+    )
 
 
 def serve(settings: Settings, parts: Parts) -> int:
@@ -120,12 +137,18 @@ def serve(settings: Settings, parts: Parts) -> int:
     services, supervision = supervised_services(settings)
     client = web_client(settings)
     worker = services.runtime.worker(worker_options(settings, concurrency=parts.concurrency))
-    threads = [threading.Thread(target=worker.run, name="signoff-worker", daemon=True)] \
-        if parts.worker else []
+    threads = (
+        [threading.Thread(target=worker.run, name="signoff-worker", daemon=True)]
+        if parts.worker
+        else []
+    )
     if parts.worker:
         supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
-    scheduler = build_scheduler(_jobs(services, client, worker, supervision.metrics),
-                                supervision.loops) if parts.scheduler else None
+    scheduler = (
+        build_scheduler(_jobs(services, client, worker, supervision.metrics), supervision.loops)
+        if parts.scheduler
+        else None
+    )
     listener = WakeListener(services.store.engine, worker.wake) if parts.worker else None
     for thread in threads:
         thread.start()
@@ -141,9 +164,14 @@ def serve(settings: Settings, parts: Parts) -> int:
     return 0
 
 
-def _drain(services: Services, supervision: Supervision, worker: Worker,
-           threads: list[threading.Thread], scheduler: BackgroundScheduler | None,
-           listener: WakeListener | None) -> None:
+def _drain(
+    services: Services,
+    supervision: Supervision,
+    worker: Worker,
+    threads: list[threading.Thread],
+    scheduler: BackgroundScheduler | None,
+    listener: WakeListener | None,
+) -> None:
     deadline = drain_deadline(services.settings.drain_timeout)
     logger.info("draining", extra={"action": "drain"})
     supervision.watchdog.stop()
@@ -173,16 +201,25 @@ def _jobs(services: Services, client: WebClient, worker: Worker, metrics: Metric
 
 def _anchor_job(services: Services) -> list[Job]:
     """Anchor the audit log's head in ``SIGNOFF_AUDIT_ANCHOR_FILE``, if set, when it changed."""
-    path, store, clock = (services.settings.audit_anchor_file, services.approvals.store,
-                          SystemClock())
+    path, store, clock = (
+        services.settings.audit_anchor_file,
+        services.approvals.store,
+        SystemClock(),
+    )
     if not path:
         return []
-    return [Job("audit-anchor", lambda: anchor_if_changed(store, path, clock.now()),
-                services.settings.audit_anchor_interval)]
+    return [
+        Job(
+            "audit-anchor",
+            lambda: anchor_if_changed(store, path, clock.now()),
+            services.settings.audit_anchor_interval,
+        )
+    ]
 
 
-def _front(services: Services, client: WebClient, settings: Settings, parts: Parts,
-           ops: Ops) -> None:
+def _front(
+    services: Services, client: WebClient, settings: Settings, parts: Parts, ops: Ops
+) -> None:
     if parts.socket_mode:
         with ops_port(ops, parts.metrics_port):
             _socket_mode(slack_app(services, client), settings)
@@ -197,8 +234,13 @@ def _http(application: WSGIApp, port: int) -> None:
     from waitress.server import create_server
 
     try:
-        server = create_server(application, host="0.0.0.0", port=port,  # noqa: S104
-                               threads=8, max_request_body_size=MAX_BODY_BYTES)
+        server = create_server(
+            application,
+            host="0.0.0.0",  # noqa: S104
+            port=port,
+            threads=8,
+            max_request_body_size=MAX_BODY_BYTES,
+        )
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise SettingsError(f"port {port} is already in use (set SIGNOFF_PORT)") from None

@@ -11,8 +11,9 @@ from typing import Self
 class ServingThread:
     """Serves ``server`` on a daemon thread until ``stop()`` (or the end of a ``with``)."""
 
-    def __init__(self, server: socketserver.TCPServer, name: str, *,
-                 poll_interval: float = 0.05) -> None:
+    def __init__(
+        self, server: socketserver.TCPServer, name: str, *, poll_interval: float = 0.05
+    ) -> None:
         self._name = name
         self._poll_interval = poll_interval
         self.serve(server)
@@ -21,9 +22,12 @@ class ServingThread:
         """Serve ``server`` on a new thread (again, after ``stop()``, with a new server)."""
         self._socket_server = server
         self.stopped = False
-        self._thread = threading.Thread(target=server.serve_forever,
-                                        kwargs={"poll_interval": self._poll_interval},
-                                        name=f"{self._name}-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": self._poll_interval},
+            name=f"{self._name}-{self.port}",
+            daemon=True,
+        )
         self._thread.start()
 
     @property
@@ -43,6 +47,10 @@ class ServingThread:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

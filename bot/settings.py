@@ -116,9 +116,14 @@ class Settings:
     def secrets(self) -> tuple[str, ...]:
         """Return every secret value set (never to be logged)."""
         keys = self.audit_keys.keys if self.audit_keys is not None else ()
-        found = (self.slack_bot_token, self.slack_signing_secret, self.slack_app_token,
-                 self.model_api_key, urlsplit(self.database_url).password or "",
-                 *(key.secret.decode(errors="replace") for key in keys))
+        found = (
+            self.slack_bot_token,
+            self.slack_signing_secret,
+            self.slack_app_token,
+            self.model_api_key,
+            urlsplit(self.database_url).password or "",
+            *(key.secret.decode(errors="replace") for key in keys),
+        )
         return tuple(secret for secret in found if secret)
 
     @classmethod
@@ -187,7 +192,8 @@ def _groups(value: str) -> dict[str, tuple[str, ...]]:
         name, sep, members = part.partition(":")
         if not sep or not name.strip():
             raise SettingsError(
-                f"SIGNOFF_APPROVER_GROUPS: expected 'group:U1,U2;other:U3', not {part!r}")
+                f"SIGNOFF_APPROVER_GROUPS: expected 'group:U1,U2;other:U3', not {part!r}"
+            )
         groups[name.strip()] = _split(members)
     return groups
 
@@ -198,8 +204,9 @@ def _audit_keys(env: Mapping[str, str]) -> AuditKeys | None:
     if text.strip() and path:
         raise SettingsError("set SIGNOFF_AUDIT_KEYS or SIGNOFF_AUDIT_KEYS_FILE, not both")
     if path:
-        return parse_audit_keys(_read_secret_file("SIGNOFF_AUDIT_KEYS_FILE", path),
-                                "SIGNOFF_AUDIT_KEYS_FILE")
+        return parse_audit_keys(
+            _read_secret_file("SIGNOFF_AUDIT_KEYS_FILE", path), "SIGNOFF_AUDIT_KEYS_FILE"
+        )
     return parse_audit_keys(text, "SIGNOFF_AUDIT_KEYS") if text.strip() else None
 
 
@@ -249,7 +256,8 @@ def _slack(env: Mapping[str, str]) -> dict[str, Any]:
     if env.get("SLACK_CLIENT_ID") and env.get("SLACK_CLIENT_SECRET"):
         raise SettingsError(
             "SLACK_CLIENT_ID and SLACK_CLIENT_SECRET are set: Bolt would silently switch to "
-            "multi-workspace OAuth mode. Signoff runs in one workspace; unset them.")
+            "multi-workspace OAuth mode. Signoff runs in one workspace; unset them."
+        )
     api_url = env.get("SIGNOFF_SLACK_API_URL") or "https://slack.com/api/"
     return {
         "slack_bot_token": env.get("SLACK_BOT_TOKEN", ""),
@@ -268,7 +276,8 @@ def traces_url(text: str) -> str:
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SettingsError(
-            f"expected an http(s) URL such as http://127.0.0.1:4318{TRACES_PATH}, not {text!r}")
+            f"expected an http(s) URL such as http://127.0.0.1:4318{TRACES_PATH}, not {text!r}"
+        )
     if parts.path in ("", "/"):
         return parts._replace(path=TRACES_PATH).geturl()
     return text
@@ -282,8 +291,8 @@ def _traces_endpoint(env: Mapping[str, str], name: str) -> str:
         return traces_url(raw)
     except SettingsError:
         raise SettingsError(
-            f"{name} must be an OTLP/HTTP traces URL such as "
-            f"http://127.0.0.1:4318{TRACES_PATH}") from None
+            f"{name} must be an OTLP/HTTP traces URL such as http://127.0.0.1:4318{TRACES_PATH}"
+        ) from None
 
 
 def _log_format(env: Mapping[str, str]) -> str:
@@ -298,16 +307,21 @@ def _supervision(env: Mapping[str, str]) -> dict[str, Any]:
     exit_after = _seconds(env, "SIGNOFF_LOOP_EXIT_SECONDS", max(180.0, stall.total_seconds()))
     if exit_after < stall:
         raise SettingsError("SIGNOFF_LOOP_EXIT_SECONDS must be at least SIGNOFF_LOOP_STALL_SECONDS")
-    return {"loop_stall": stall, "loop_exit": exit_after,
-            "drain_timeout": _seconds(env, "SIGNOFF_DRAIN_SECONDS", 25.0)}
+    return {
+        "loop_stall": stall,
+        "loop_exit": exit_after,
+        "drain_timeout": _seconds(env, "SIGNOFF_DRAIN_SECONDS", 25.0),
+    }
 
 
 def _quorum(env: Mapping[str, str]) -> int:
     raw = env.get("SIGNOFF_APPROVALS_REQUIRED") or "1"
     approvers = _split(env.get("SIGNOFF_APPROVERS", "")) or ("U_APPROVER",)
     if not raw.isdigit() or not 1 <= int(raw) <= len(approvers):
-        raise SettingsError("SIGNOFF_APPROVALS_REQUIRED must be a whole number from 1 to the "
-                            f"number of SIGNOFF_APPROVERS ({len(approvers)}), not {raw!r}")
+        raise SettingsError(
+            "SIGNOFF_APPROVALS_REQUIRED must be a whole number from 1 to the "
+            f"number of SIGNOFF_APPROVERS ({len(approvers)}), not {raw!r}"
+        )
     return int(raw)
 
 

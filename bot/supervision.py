@@ -44,13 +44,14 @@ def supervised_services(settings: Settings) -> tuple[Services, Supervision]:
     engine, clock, loops = services.store.engine, SystemClock(), Loops()
     metrics.watch(lambda: read_stats(engine, clock.now()), loops, clock)
     health = Health(loops, lambda: is_current(engine), settings.loop_stall, settings.loop_exit)
-    return services, Supervision(loops, metrics, Ops(health, metrics),
-                                 Watchdog(loops, settings.loop_exit))
+    return services, Supervision(
+        loops, metrics, Ops(health, metrics), Watchdog(loops, settings.loop_exit)
+    )
 
 
-def drain_deadline(timeout: timedelta,
-                   exit: Callable[[int], object] = os._exit) -> threading.Timer:
+def drain_deadline(timeout: timedelta, exit: Callable[[int], object] = os._exit) -> threading.Timer:
     """Start a timer that ends the process if draining is not over within ``timeout``."""
+
     def expire() -> None:
         logger.error("draining took too long; exiting", extra={"action": "drain"})
         for handler in logging.getLogger().handlers:

@@ -26,14 +26,14 @@ CHECK_EVERY = timedelta(milliseconds=500)
 class Watchdog:
     """Checks the loops on a thread of its own; exits the process once one is stalled."""
 
-    def __init__(self, loops: Loops, exit_after: timedelta,
-                 exit: Callable[[int], object] = os._exit) -> None:
+    def __init__(
+        self, loops: Loops, exit_after: timedelta, exit: Callable[[int], object] = os._exit
+    ) -> None:
         self._loops = loops
         self._exit_after = exit_after
         self._exit = exit
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="signoff-watchdog",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._watch, name="signoff-watchdog", daemon=True)
 
     def start(self) -> None:
         """Start watching."""
@@ -47,8 +47,10 @@ class Watchdog:
         while not self._stop.wait(CHECK_EVERY.total_seconds()):
             stalled = self._loops.stalled(self._exit_after)
             if stalled and not self._stop.is_set():
-                logger.critical("loops stopped going round; exiting",
-                                extra={"action": "watchdog", "stalled": stalled})
+                logger.critical(
+                    "loops stopped going round; exiting",
+                    extra={"action": "watchdog", "stalled": stalled},
+                )
                 _flush_logs()
                 self._exit(EXIT_STALLED)
                 return

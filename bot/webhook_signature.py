@@ -25,8 +25,15 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return "v1=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def verify(secret: str, timestamp: str, body: bytes, signature: str, *,
-           now: float | None = None, tolerance: float = TOLERANCE) -> bool:
+def verify(
+    secret: str,
+    timestamp: str,
+    body: bytes,
+    signature: str,
+    *,
+    now: float | None = None,
+    tolerance: float = TOLERANCE,
+) -> bool:
     """Tell whether ``signature`` is Signoff's for ``body`` at ``timestamp``, recent enough."""
     if not (timestamp.isascii() and timestamp.isdigit()):
         return False

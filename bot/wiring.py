@@ -55,8 +55,13 @@ class Services:
             self.trace_stream.close()
 
 
-def build_services(settings: Settings, *, migrate: bool = True, stream_traces: bool = False,
-                   observer: StepObserver | None = None) -> Services:
+def build_services(
+    settings: Settings,
+    *,
+    migrate: bool = True,
+    stream_traces: bool = False,
+    observer: StepObserver | None = None,
+) -> Services:
     """Open the configured database and wire the runtime, the agents and the approvals.
 
     With ``stream_traces`` (for processes that execute or cancel runs) and
@@ -72,22 +77,44 @@ def build_services(settings: Settings, *, migrate: bool = True, stream_traces: b
     def models(spec: str) -> Model:
         return model_from_spec(spec, settings)
 
-    stream = (SpanStreamer.to_endpoint(settings.otlp_endpoint, store, approval_store)
-              if stream_traces and settings.otlp_endpoint else None)
-    deployment = Deployment(store, approval_store, agents, clock=SystemClock(),
-                            workflows=load_workflows(settings.workflow_modules), models=models,
-                            notifier=notifier, observer=combined(stream, observer),
-                            tools=ApiTools(), rules=settings.rules)
-    return Services(settings=settings, store=store, runtime=deployment.runtime,
-                    approvals=deployment.approvals, agents=agents,
-                    outbox=SqlOutbox(store.engine), models=models, trace_stream=stream)
+    stream = (
+        SpanStreamer.to_endpoint(settings.otlp_endpoint, store, approval_store)
+        if stream_traces and settings.otlp_endpoint
+        else None
+    )
+    deployment = Deployment(
+        store,
+        approval_store,
+        agents,
+        clock=SystemClock(),
+        workflows=load_workflows(settings.workflow_modules),
+        models=models,
+        notifier=notifier,
+        observer=combined(stream, observer),
+        tools=ApiTools(),
+        rules=settings.rules,
+    )
+    return Services(
+        settings=settings,
+        store=store,
+        runtime=deployment.runtime,
+        approvals=deployment.approvals,
+        agents=agents,
+        outbox=SqlOutbox(store.engine),
+        models=models,
+        trace_stream=stream,
+    )
 
 
 def load_agents(settings: Settings) -> Agents:
     """Return the demo agent plus the one ``SIGNOFF_AGENT`` names (which becomes the default)."""
-    demo = demo_agent(provider_url=settings.demo_provider_url, approvers=settings.approvers,
-                      model=configured_model(settings), groups=settings.approver_groups,
-                      required=settings.approvals_required)
+    demo = demo_agent(
+        provider_url=settings.demo_provider_url,
+        approvers=settings.approvers,
+        model=configured_model(settings),
+        groups=settings.approver_groups,
+        required=settings.approvals_required,
+    )
     if settings.agent is None:
         return Agents(demo)
     chosen = _import("SIGNOFF_AGENT", settings.agent, (Agent,))
@@ -111,8 +138,9 @@ def load_workflows(modules: tuple[str, ...]) -> Workflows:
 
 def worker_options(settings: Settings, *, concurrency: int) -> WorkerOptions:
     """Return worker options from the settings."""
-    return WorkerOptions(concurrency=concurrency, lease_ttl=settings.lease_ttl,
-                         poll_interval=settings.poll_interval)
+    return WorkerOptions(
+        concurrency=concurrency, lease_ttl=settings.lease_ttl, poll_interval=settings.poll_interval
+    )
 
 
 def _import_from_here() -> None:
@@ -127,14 +155,18 @@ def _import(variable: str, spec: str, kinds: tuple[type, ...]) -> object:
     module_name, _, attribute = spec.partition(":")
     names = " or ".join(k.__name__ for k in kinds)
     if not module_name or not attribute:
-        raise SettingsError(f"{variable}: {spec!r} must be module:attribute, the attribute "
-                            f"naming a {names} (as in 'mypkg.agents:support')")
+        raise SettingsError(
+            f"{variable}: {spec!r} must be module:attribute, the attribute "
+            f"naming a {names} (as in 'mypkg.agents:support')"
+        )
     _import_from_here()
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise SettingsError(f"{variable}: cannot import {module_name!r} (from the current "
-                            f"directory, PYTHONPATH or the installed packages): {exc}") from exc
+        raise SettingsError(
+            f"{variable}: cannot import {module_name!r} (from the current "
+            f"directory, PYTHONPATH or the installed packages): {exc}"
+        ) from exc
     found = getattr(module, attribute, None)
     if found is None:
         raise SettingsError(f"{variable}: module {module_name!r} has no attribute {attribute!r}")

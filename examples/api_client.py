@@ -16,8 +16,13 @@ REFUNDS: dict[str, int] = {}
 
 def refunder(client: SignoffClient, approvers: list[str]) -> Callable[..., dict[str, Any]]:
     """Return ``issue_refund``, which runs only with the arguments a person approved."""
-    @approval_required(client, tool="issue_refund", timeout=3600,
-                       policy={"approvers": approvers, "deadline_seconds": 1800})
+
+    @approval_required(
+        client,
+        tool="issue_refund",
+        timeout=3600,
+        policy={"approvers": approvers, "deadline_seconds": 1800},
+    )
     def issue_refund(order_id: str, amount_cents: int) -> dict[str, Any]:
         REFUNDS[order_id] = amount_cents
         return {"refunded": order_id, "amount_cents": amount_cents}

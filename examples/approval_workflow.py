@@ -38,8 +38,8 @@ def issue_refund(ctx: RunContext, order: dict[str, Any]) -> dict[str, Any]:
     """Refund ``order`` once a person approves, and follow up a day later."""
     amount = ctx.step(look_up_amount, order["id"], timeout=timedelta(seconds=10))  # journaled once
     decision = ctx.wait_for("approval", timeout=timedelta(hours=4))  # durable, any process
-    key = ctx.uuid()                                                 # the same on every retry
+    key = ctx.uuid()  # the same on every retry
     refund = ctx.step(pay_refund, order["id"], amount, key, retry=RetryPolicy(max_attempts=5))
-    ctx.sleep(timedelta(days=1))                                     # durable timer
+    ctx.sleep(timedelta(days=1))  # durable timer
     ctx.step(send_follow_up, order["id"])
     return {"refund": refund, "approved_by": decision["by"], "at": ctx.now().isoformat()}

@@ -23,10 +23,17 @@ def lookup_order(order_id: str) -> dict[str, Any]:
     return ORDERS.get(order_id) or {"error": f"no order {order_id}"}
 
 
-@tool(side_effect=True,
-      approval=ApprovalPolicy(groups=("finance",), required=1, deadline=timedelta(hours=4),
-                              remind_every=timedelta(hours=1)),
-      retry=RetryPolicy(max_attempts=3), on_unknown_outcome=UnknownOutcome.RETRY)
+@tool(
+    side_effect=True,
+    approval=ApprovalPolicy(
+        groups=("finance",),
+        required=1,
+        deadline=timedelta(hours=4),
+        remind_every=timedelta(hours=1),
+    ),
+    retry=RetryPolicy(max_attempts=3),
+    on_unknown_outcome=UnknownOutcome.RETRY,
+)
 def issue_refund(order_id: str, amount_cents: int, idempotency_key: str) -> dict[str, Any]:
     """Refund an order. Irreversible.
 
@@ -40,8 +47,10 @@ def issue_refund(order_id: str, amount_cents: int, idempotency_key: str) -> dict
 
 support = Agent(
     name="support",
-    model=OpenAIChatModel(model="gpt-4o-mini", options=HttpOptions(
-        base_url="https://api.openai.com/v1", api_key="sk-your-key")),
+    model=OpenAIChatModel(
+        model="gpt-4o-mini",
+        options=HttpOptions(base_url="https://api.openai.com/v1", api_key="sk-your-key"),
+    ),
     system_prompt="You are a careful support agent.",
     tools=Tools(lookup_order, issue_refund),
     budget=Budget(cost_usd=0.50, tokens=200_000, model_calls=30),

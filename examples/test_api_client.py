@@ -11,9 +11,11 @@ from tests.integration.api_server import ApiServer, Waiting, api_server
 
 def _pending(api: ApiServer) -> str:
     """Wait for the refund's approval to be asked and return its id."""
+
     def found() -> str | None:
         pending = api.services.approvals.store.list_approvals(status=ApprovalStatus.PENDING)
         return pending[0].id if pending else None
+
     return wait_until(found, timeout=30, what="the refund's approval")
 
 
@@ -23,8 +25,9 @@ def test_the_refund_is_issued_as_edited_by_the_approver(tmp_path: Path) -> None:
         issue_refund = refunder(SignoffClient(api.url, api.client.key), ["U_DANA"])
         waiting = Waiting(lambda: issue_refund("1042", 4999))
         edited = {"order_id": "1042", "amount_cents": 2500}
-        decided = api.services.approvals.decide(_pending(api), Actor(user_id="U_DANA"),
-                                                Decision.EDIT, edited_args=edited)
+        decided = api.services.approvals.decide(
+            _pending(api), Actor(user_id="U_DANA"), Decision.EDIT, edited_args=edited
+        )
         assert decided.accepted, decided.message
         assert waiting.result() == {"refunded": "1042", "amount_cents": 2500}
     assert REFUNDS == {"1042": 2500}

@@ -5,8 +5,9 @@ from agent_runtime.testing import AgentEnvironment
 from examples.refund_agent import support
 
 LOOK_UP = tool_reply(ToolCall(id="c1", name="lookup_order", arguments={"order_id": "1042"}))
-REFUND = tool_reply(ToolCall(id="c2", name="issue_refund",
-                             arguments={"order_id": "1042", "amount_cents": 4999}))
+REFUND = tool_reply(
+    ToolCall(id="c2", name="issue_refund", arguments={"order_id": "1042", "amount_cents": 4999})
+)
 
 
 def test_a_refund_runs_once_a_finance_approver_agrees() -> None:

@@ -66,8 +66,9 @@ class SqlApprovalStore:
             _append(conn, _lock_head(conn), audit, self._keys)  # the chain's lock last
         return approval
 
-    def create_ruled_approval(self, approval: Approval, audit: AuditDraft,
-                              notices: Sequence[Notice], ruling: Ruling) -> Approval:
+    def create_ruled_approval(
+        self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice], ruling: Ruling
+    ) -> Approval:
         """Store the approval and, if its limits allow, the ruling, in one transaction.
 
         The rules' earlier approvals are read after the audit head is locked: every
@@ -78,8 +79,9 @@ class SqlApprovalStore:
             if existing is not None:
                 return existing
             if ruling.wake is not None:  # a decision's lock order: the run before the head
-                conn.execute(select(runs.c.id).where(runs.c.id == approval.run_id)
-                             .with_for_update())
+                conn.execute(
+                    select(runs.c.id).where(runs.c.id == approval.run_id).with_for_update()
+                )
             entry = _append(conn, _lock_head(conn), audit, self._keys)
             for draft in ruling.shadows:
                 entry = _append(conn, (entry.seq, entry.hash), draft, self._keys)
@@ -91,13 +93,13 @@ class SqlApprovalStore:
                 write_notices(conn, notices, audit.at)
                 return approval
             stored = replace(ruling.decided, version=approval.version + 1)
-            conn.execute(update(approvals).where(approvals.c.id == approval.id)
-                         .values(_row(stored)))
+            conn.execute(
+                update(approvals).where(approvals.c.id == approval.id).values(_row(stored))
+            )
             write_notices(conn, ruling.notices, audit.at)
             if ruling.wake is not None:
                 wake = ruling.wake
-                deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at,
-                        strict=False)
+                deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at, strict=False)
                 notify_wake(conn)
         return stored
 
@@ -110,14 +112,23 @@ class SqlApprovalStore:
         return _approval(row)
 
     def list_approvals(
-        self, *, run_id: str | None = None, status: ApprovalStatus | None = None,
-        limit: int = 100, decidable_by: str | None = None, offset: int = 0,
+        self,
+        *,
+        run_id: str | None = None,
+        status: ApprovalStatus | None = None,
+        limit: int = 100,
+        decidable_by: str | None = None,
+        offset: int = 0,
     ) -> list[Approval]:
         """Return approvals, newest first."""
-        query = (select(approvals)
-                 .order_by(approvals.c.requested_at.desc(), approvals.c.position.desc(),
-                           approvals.c.id.desc())
-                 .limit(limit).offset(offset))
+        query = (
+            select(approvals)
+            .order_by(
+                approvals.c.requested_at.desc(), approvals.c.position.desc(), approvals.c.id.desc()
+            )
+            .limit(limit)
+            .offset(offset)
+        )
         if decidable_by is not None:
             query = query.where(self._decidable_by(decidable_by))
         if run_id is not None:
@@ -128,8 +139,13 @@ class SqlApprovalStore:
             return [_approval(row) for row in conn.execute(query)]
 
     def save_approval(
-        self, approval: Approval, *, audit: AuditDraft, decided_before: datetime | None,
-        wake: Event | None, notices: Sequence[Notice] = (),
+        self,
+        approval: Approval,
+        *,
+        audit: AuditDraft,
+        decided_before: datetime | None,
+        wake: Event | None,
+        notices: Sequence[Notice] = (),
     ) -> bool:
         """Compare-and-set on the version (and on the deadline when deciding)."""
         guard = and_(approvals.c.id == approval.id, approvals.c.version == approval.version)
@@ -141,8 +157,7 @@ class SqlApprovalStore:
                 return False
             write_notices(conn, notices, audit.at)
             if wake is not None:
-                deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at,
-                        strict=False)
+                deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at, strict=False)
                 notify_wake(conn)
             # every decision locks the chain's head row: lock it last, so that it is held for
             # the append and the commit only
@@ -154,10 +169,12 @@ class SqlApprovalStore:
         with self._tx() as conn:
             result = conn.execute(
                 update(approvals)
-                .where(approvals.c.id == approval_id,
-                       or_(approvals.c.consumed_by.is_(None),
-                           approvals.c.consumed_by == position))
-                .values(consumed_by=position))
+                .where(
+                    approvals.c.id == approval_id,
+                    or_(approvals.c.consumed_by.is_(None), approvals.c.consumed_by == position),
+                )
+                .values(consumed_by=position)
+            )
         return bool(result.rowcount)
 
     def append_audit(self, audit: AuditDraft) -> AuditEntry:
@@ -176,20 +193,22 @@ class SqlApprovalStore:
     def last_audit_entry(self) -> AuditEntry | None:
         """Return the newest audit entry, or None while the log is empty."""
         with self._read() as conn:
-            row = conn.execute(
-                select(audit_log).order_by(audit_log.c.seq.desc()).limit(1)).first()
+            row = conn.execute(select(audit_log).order_by(audit_log.c.seq.desc()).limit(1)).first()
         return None if row is None else _entry(row)
 
-    def cancel_run(self, run_id: RunId, now: datetime, notices: Sequence[Notice],
-                   close: Closing) -> Run:
+    def cancel_run(
+        self, run_id: RunId, now: datetime, notices: Sequence[Notice], close: Closing
+    ) -> Run:
         """Cancel the run and close its pending approvals in one transaction.
 
         Locks are taken in a decision's order (approvals, audit head, run), so a decision
         racing the cancel waits for it or is refused, never deadlocks.
         """
-        pending = (select(approvals).where(approvals.c.run_id == run_id,
-                                           approvals.c.status == ApprovalStatus.PENDING.value)
-                   .order_by(approvals.c.id))
+        pending = (
+            select(approvals)
+            .where(approvals.c.run_id == run_id, approvals.c.status == ApprovalStatus.PENDING.value)
+            .order_by(approvals.c.id)
+        )
         with self._tx() as conn:
             if conn.dialect.name == "postgresql":
                 pending = pending.with_for_update()
@@ -198,8 +217,11 @@ class SqlApprovalStore:
             run = cancel_in(conn, run_id, now, notices)
             for approval in found:
                 closed, audit, more = close(approval)
-                conn.execute(update(approvals).where(approvals.c.id == approval.id)
-                             .values(_row(closed) | {"version": approval.version + 1}))
+                conn.execute(
+                    update(approvals)
+                    .where(approvals.c.id == approval.id)
+                    .values(_row(closed) | {"version": approval.version + 1})
+                )
                 entry = _append(conn, head, audit, self._keys)
                 head = (entry.seq, entry.hash)
                 write_notices(conn, more, audit.at)
@@ -209,16 +231,22 @@ class SqlApprovalStore:
         """Whether ``user_id`` is among the approvers (the escalation list once escalated)."""
         dialect = self.engine.dialect.name
         return or_(
-            and_(approvals.c.escalated.is_(False),
-                 array_has(approvals.c.policy, "approvers", user_id, dialect)),
-            and_(approvals.c.escalated.is_(True),
-                 array_has(approvals.c.policy, "escalate_to", user_id, dialect)))
+            and_(
+                approvals.c.escalated.is_(False),
+                array_has(approvals.c.policy, "approvers", user_id, dialect),
+            ),
+            and_(
+                approvals.c.escalated.is_(True),
+                array_has(approvals.c.policy, "escalate_to", user_id, dialect),
+            ),
+        )
 
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals past their deadline or reminder time."""
         query = select(approvals).where(
             approvals.c.status == ApprovalStatus.PENDING.value,
-            or_(approvals.c.deadline <= now, approvals.c.remind_at <= now))
+            or_(approvals.c.deadline <= now, approvals.c.remind_at <= now),
+        )
         with self._read() as conn:
             return [_approval(row) for row in conn.execute(query)]
 
@@ -226,9 +254,12 @@ class SqlApprovalStore:
 def _insert(conn: Connection, approval: Approval) -> Approval | None:
     """Insert the approval; if its id exists, return the stored one instead."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    added = conn.execute(dialect.insert(approvals).values(_row(approval))
-                         .on_conflict_do_nothing(index_elements=["id"])
-                         .returning(approvals.c.id)).first()
+    added = conn.execute(
+        dialect.insert(approvals)
+        .values(_row(approval))
+        .on_conflict_do_nothing(index_elements=["id"])
+        .returning(approvals.c.id)
+    ).first()
     if added is not None:
         return None
     return _approval(conn.execute(select(approvals).where(approvals.c.id == approval.id)).one())
@@ -238,7 +269,8 @@ def _ruled(conn: Connection, new: Approval, since: datetime) -> list[Approval]:
     """Return the approvals rules approved since ``since`` or in ``new``'s run."""
     query = select(approvals).where(
         approvals.c.status == ApprovalStatus.APPROVED.value,
-        or_(approvals.c.decided_at >= since, approvals.c.run_id == new.run_id))
+        or_(approvals.c.decided_at >= since, approvals.c.run_id == new.run_id),
+    )
     found = (_approval(row) for row in conn.execute(query))
     return [approval for approval in found if ruled_since(approval, since, new)]
 
@@ -252,15 +284,24 @@ def _lock_head(conn: Connection) -> tuple[int, str]:
     return row.seq, row.hash
 
 
-def _append(conn: Connection, head: tuple[int, str], audit: AuditDraft,
-            keys: AuditKeys | None) -> AuditEntry:
+def _append(
+    conn: Connection, head: tuple[int, str], audit: AuditDraft, keys: AuditKeys | None
+) -> AuditEntry:
     entry = chain(audit, head[0] + 1, head[1], keys)
     added = insert(audit_log).values(
-        seq=entry.seq, at=entry.at, approval_id=entry.approval_id, run_id=entry.run_id,
-        action=entry.action, actor=entry.actor, detail=entry.detail,
-        prev_hash=entry.prev_hash, hash=entry.hash, kid=entry.kid, mac=entry.mac)
-    moved = update(audit_head).where(audit_head.c.id == 1).values(seq=entry.seq,
-                                                                  hash=entry.hash)
+        seq=entry.seq,
+        at=entry.at,
+        approval_id=entry.approval_id,
+        run_id=entry.run_id,
+        action=entry.action,
+        actor=entry.actor,
+        detail=entry.detail,
+        prev_hash=entry.prev_hash,
+        hash=entry.hash,
+        kid=entry.kid,
+        mac=entry.mac,
+    )
+    moved = update(audit_head).where(audit_head.c.id == 1).values(seq=entry.seq, hash=entry.hash)
     if conn.dialect.name == "postgresql":
         conn.execute(moved.add_cte(added.cte("appended")))  # one round trip under the lock
     else:
@@ -270,38 +311,76 @@ def _append(conn: Connection, head: tuple[int, str], audit: AuditDraft,
 
 
 def _entry(row: Row[Any]) -> AuditEntry:
-    return AuditEntry(seq=row.seq, at=row.at, approval_id=row.approval_id, run_id=row.run_id,
-                      action=row.action, actor=row.actor, detail=row.detail,
-                      prev_hash=row.prev_hash, hash=row.hash, kid=row.kid, mac=row.mac)
+    return AuditEntry(
+        seq=row.seq,
+        at=row.at,
+        approval_id=row.approval_id,
+        run_id=row.run_id,
+        action=row.action,
+        actor=row.actor,
+        detail=row.detail,
+        prev_hash=row.prev_hash,
+        hash=row.hash,
+        kid=row.kid,
+        mac=row.mac,
+    )
 
 
 def _row(approval: Approval) -> dict[str, Any]:
     return {
-        "id": approval.id, "run_id": approval.run_id, "position": approval.position,
-        "kind": approval.kind.value, "tool": approval.tool, "args": approval.args,
-        "args_hash": approval.args_hash, "fingerprint": approval.fingerprint,
-        "policy": approval.policy, "requester": approval.requester.to_json(),
-        "requested_at": approval.requested_at, "deadline": approval.deadline,
-        "reason_asked": approval.reason_asked, "status": approval.status.value,
+        "id": approval.id,
+        "run_id": approval.run_id,
+        "position": approval.position,
+        "kind": approval.kind.value,
+        "tool": approval.tool,
+        "args": approval.args,
+        "args_hash": approval.args_hash,
+        "fingerprint": approval.fingerprint,
+        "policy": approval.policy,
+        "requester": approval.requester.to_json(),
+        "requested_at": approval.requested_at,
+        "deadline": approval.deadline,
+        "reason_asked": approval.reason_asked,
+        "status": approval.status.value,
         "votes": list(approval.approvals),
         "decided_by": None if approval.decided_by is None else approval.decided_by.to_json(),
-        "decided_at": approval.decided_at, "decided_args": approval.decided_args,
-        "decided_args_hash": approval.decided_args_hash, "reason": approval.reason,
-        "diff": approval.diff, "escalated": approval.escalated, "remind_at": approval.remind_at,
-        "consumed_by": approval.consumed_by, "version": approval.version,
+        "decided_at": approval.decided_at,
+        "decided_args": approval.decided_args,
+        "decided_args_hash": approval.decided_args_hash,
+        "reason": approval.reason,
+        "diff": approval.diff,
+        "escalated": approval.escalated,
+        "remind_at": approval.remind_at,
+        "consumed_by": approval.consumed_by,
+        "version": approval.version,
     }
 
 
 def _approval(row: Row[Any]) -> Approval:
     return Approval(
-        id=row.id, run_id=row.run_id, position=row.position, kind=ApprovalKind(row.kind),
-        tool=row.tool, args=row.args, args_hash=row.args_hash, fingerprint=row.fingerprint,
-        policy=row.policy, requester=Actor.from_json(row.requester),
-        requested_at=row.requested_at, deadline=row.deadline, reason_asked=row.reason_asked,
-        status=ApprovalStatus(row.status), approvals=tuple(row.votes),
+        id=row.id,
+        run_id=row.run_id,
+        position=row.position,
+        kind=ApprovalKind(row.kind),
+        tool=row.tool,
+        args=row.args,
+        args_hash=row.args_hash,
+        fingerprint=row.fingerprint,
+        policy=row.policy,
+        requester=Actor.from_json(row.requester),
+        requested_at=row.requested_at,
+        deadline=row.deadline,
+        reason_asked=row.reason_asked,
+        status=ApprovalStatus(row.status),
+        approvals=tuple(row.votes),
         decided_by=None if row.decided_by is None else Actor.from_json(row.decided_by),
-        decided_at=row.decided_at, decided_args=row.decided_args,
-        decided_args_hash=row.decided_args_hash, reason=row.reason, diff=row.diff,
-        escalated=row.escalated, remind_at=row.remind_at, consumed_by=row.consumed_by,
+        decided_at=row.decided_at,
+        decided_args=row.decided_args,
+        decided_args_hash=row.decided_args_hash,
+        reason=row.reason,
+        diff=row.diff,
+        escalated=row.escalated,
+        remind_at=row.remind_at,
+        consumed_by=row.consumed_by,
         version=row.version,
     )

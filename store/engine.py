@@ -26,7 +26,8 @@ def build_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database in (None, "", ":memory:"):
             raise InvalidConfiguration(
-                "an in-memory SQLite database is not durable: name a file, e.g. sqlite:///signoff.db")
+                "an in-memory SQLite database is not durable: name a file, e.g. sqlite:///signoff.db"
+            )
         return _sqlite_engine(url)
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":

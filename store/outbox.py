@@ -23,13 +23,22 @@ def write_notices(conn: Connection, notices: Sequence[Notice], now: datetime) ->
     """Queue ``notices`` inside the caller's transaction; keys already queued are skipped."""
     if not notices:
         return
-    rows = [{"key": n.key, "run_id": n.run_id, "kind": n.kind, "data": n.data,
-             "created_at": now, "status": PENDING, "attempts": 0, "next_at": now,
-             "fence": 0}
-            for n in notices]
+    rows = [
+        {
+            "key": n.key,
+            "run_id": n.run_id,
+            "kind": n.kind,
+            "data": n.data,
+            "created_at": now,
+            "status": PENDING,
+            "attempts": 0,
+            "next_at": now,
+            "fence": 0,
+        }
+        for n in notices
+    ]
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(outbox).values(rows).on_conflict_do_nothing(
-        index_elements=["key"]))
+    conn.execute(dialect.insert(outbox).values(rows).on_conflict_do_nothing(index_elements=["key"]))
 
 
 class SqlOutbox:
@@ -46,64 +55,87 @@ class SqlOutbox:
         with self._tx() as conn:
             write_notices(conn, notices, now)
 
-    def claim_due(self, owner: str, *, now: datetime, until: datetime, limit: int,
-                  webhooks: bool = False) -> list[QueuedNotice]:
+    def claim_due(
+        self, owner: str, *, now: datetime, until: datetime, limit: int, webhooks: bool = False
+    ) -> list[QueuedNotice]:
         """Claim due notices, oldest first, never one whose run has an older one undelivered;
         only webhooks with ``webhooks``, else only the others."""
         older = outbox.alias("older")
-        blocked = exists().where(older.c.run_id == outbox.c.run_id, older.c.id < outbox.c.id,
-                                 older.c.status == PENDING)
-        query = (select(outbox.c.id).where(
-            outbox.c.status == PENDING, outbox.c.next_at <= now,
-            or_(outbox.c.claimed_until.is_(None), outbox.c.claimed_until <= now),
-            or_(outbox.c.run_id.is_(None), ~blocked),
-            (outbox.c.kind == WEBHOOK) if webhooks else (outbox.c.kind != WEBHOOK))
-            .order_by(outbox.c.id).limit(limit))
+        blocked = exists().where(
+            older.c.run_id == outbox.c.run_id, older.c.id < outbox.c.id, older.c.status == PENDING
+        )
+        query = (
+            select(outbox.c.id)
+            .where(
+                outbox.c.status == PENDING,
+                outbox.c.next_at <= now,
+                or_(outbox.c.claimed_until.is_(None), outbox.c.claimed_until <= now),
+                or_(outbox.c.run_id.is_(None), ~blocked),
+                (outbox.c.kind == WEBHOOK) if webhooks else (outbox.c.kind != WEBHOOK),
+            )
+            .order_by(outbox.c.id)
+            .limit(limit)
+        )
         if self.engine.dialect.name == "postgresql":
             query = query.with_for_update(skip_locked=True, of=outbox)
         with self._tx() as conn:
             ids = list(conn.execute(query).scalars())
             if not ids:
                 return []
-            rows = conn.execute(update(outbox).where(outbox.c.id.in_(ids))
-                                .values(claimed_by=owner, claimed_until=until,
-                                        attempts=outbox.c.attempts + 1,
-                                        fence=outbox.c.fence + 1)
-                                .returning(*outbox.c)).all()
+            rows = conn.execute(
+                update(outbox)
+                .where(outbox.c.id.in_(ids))
+                .values(
+                    claimed_by=owner,
+                    claimed_until=until,
+                    attempts=outbox.c.attempts + 1,
+                    fence=outbox.c.fence + 1,
+                )
+                .returning(*outbox.c)
+            ).all()
         return sorted((_queued(r) for r in rows), key=lambda q: q.id)
 
     def begin_send(self, item: QueuedNotice, *, now: datetime, until: datetime) -> bool:
         """Mark the send begun (keeping the earliest such time) and extend the claim."""
-        return self._fenced(item, sending_at=func.coalesce(outbox.c.sending_at, now),
-                            claimed_until=until)
+        return self._fenced(
+            item, sending_at=func.coalesce(outbox.c.sending_at, now), claimed_until=until
+        )
 
     def delivered(self, item: QueuedNotice, delivery: Delivery | None, now: datetime) -> bool:
         """Record the delivery."""
-        values: dict[str, Any] = {"status": SENT, "delivered_at": now, "claimed_until": None,
-                                  "sending_at": None}
+        values: dict[str, Any] = {
+            "status": SENT,
+            "delivered_at": now,
+            "claimed_until": None,
+            "sending_at": None,
+        }
         if delivery is not None:
             values |= {"channel": delivery.channel, "ts": delivery.ts}
         return self._fenced(item, **values)
 
-    def retry_later(self, item: QueuedNotice, at: datetime, error: str, *,
-                    maybe_sent: bool = False) -> bool:
+    def retry_later(
+        self, item: QueuedNotice, at: datetime, error: str, *, maybe_sent: bool = False
+    ) -> bool:
         """Release the claim for another attempt at ``at``."""
-        values: dict[str, Any] = {"next_at": at, "claimed_until": None,
-                                  "last_error": error[:2000]}
+        values: dict[str, Any] = {"next_at": at, "claimed_until": None, "last_error": error[:2000]}
         if not maybe_sent:
             values["sending_at"] = None
         return self._fenced(item, **values)
 
     def give_up(self, item: QueuedNotice, error: str) -> bool:
         """Mark the notice dead: it stops holding up its run's later notices."""
-        return self._fenced(item, status=DEAD, claimed_until=None, sending_at=None,
-                            last_error=error[:2000])
+        return self._fenced(
+            item, status=DEAD, claimed_until=None, sending_at=None, last_error=error[:2000]
+        )
 
     def delivery_of(self, key: str) -> Delivery | None:
         """Return where ``key`` was delivered."""
         with self._tx() as conn:
-            row = conn.execute(select(outbox.c.channel, outbox.c.ts)
-                               .where(outbox.c.key == key, outbox.c.status == SENT)).first()
+            row = conn.execute(
+                select(outbox.c.channel, outbox.c.ts).where(
+                    outbox.c.key == key, outbox.c.status == SENT
+                )
+            ).first()
         if row is None or row.channel is None or row.ts is None:
             return None
         return Delivery(channel=row.channel, ts=row.ts)
@@ -116,28 +148,49 @@ class SqlOutbox:
 
     def dead_notices(self, limit: int) -> list[DeadNotice]:
         """Return the notices given up, newest first."""
-        query = (select(outbox).where(outbox.c.status == DEAD)
-                 .order_by(outbox.c.id.desc()).limit(limit))
+        query = (
+            select(outbox).where(outbox.c.status == DEAD).order_by(outbox.c.id.desc()).limit(limit)
+        )
         with self._tx() as conn:
             rows = conn.execute(query).all()
-        return [DeadNotice(key=r.key, run_id=r.run_id, kind=r.kind, created_at=r.created_at,
-                           attempts=r.attempts, error=r.last_error) for r in rows]
+        return [
+            DeadNotice(
+                key=r.key,
+                run_id=r.run_id,
+                kind=r.kind,
+                created_at=r.created_at,
+                attempts=r.attempts,
+                error=r.last_error,
+            )
+            for r in rows
+        ]
 
     def _fenced(self, item: QueuedNotice, **values: Any) -> bool:
         """Update the notice only while ``item``'s claim is the latest; tell whether it was."""
         with self._tx() as conn:
-            result = conn.execute(update(outbox).where(
-                outbox.c.id == item.id, outbox.c.fence == item.fence,
-                outbox.c.status == PENDING).values(values))
+            result = conn.execute(
+                update(outbox)
+                .where(
+                    outbox.c.id == item.id, outbox.c.fence == item.fence, outbox.c.status == PENDING
+                )
+                .values(values)
+            )
         return result.rowcount == 1
 
 
 def _queued(row: Any) -> QueuedNotice:
     notice = Notice(key=row.key, run_id=row.run_id, kind=row.kind, data=row.data)
-    return QueuedNotice(id=row.id, notice=notice, attempts=row.attempts,
-                        created_at=row.created_at, channel=row.channel, ts=row.ts,
-                        fence=row.fence, uncertain=row.sending_at is not None,
-                        sending_since=row.sending_at)
+    return QueuedNotice(
+        id=row.id,
+        notice=notice,
+        attempts=row.attempts,
+        created_at=row.created_at,
+        channel=row.channel,
+        ts=row.ts,
+        fence=row.fence,
+        uncertain=row.sending_at is not None,
+        sending_since=row.sending_at,
+    )
 
 
 __all__ = ["WEBHOOK", "SqlOutbox", "write_notices"]

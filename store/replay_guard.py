@@ -25,8 +25,9 @@ class SqlReplayGuard:
         try:
             with translated(), self.engine.begin() as conn:
                 conn.execute(insert(seen_requests).values(signature=signature[:80], seen_at=now))
-                conn.execute(delete(seen_requests).where(
-                    seen_requests.c.seen_at < now - REPLAY_WINDOW))
+                conn.execute(
+                    delete(seen_requests).where(seen_requests.c.seen_at < now - REPLAY_WINDOW)
+                )
         except sa_exc.IntegrityError as exc:
             if is_unique_violation(exc):
                 return False

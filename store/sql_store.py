@@ -107,15 +107,28 @@ class SqlStore:
                 yield conn
 
     def create_run(
-        self, run_id: RunId, workflow: str, input: Any, now: datetime,
-        notices: Sequence[Notice] = (), fork: Fork | None = None,
+        self,
+        run_id: RunId,
+        workflow: str,
+        input: Any,
+        now: datetime,
+        notices: Sequence[Notice] = (),
+        fork: Fork | None = None,
     ) -> Run:
         """Store a new pending run (with a fork's inherited journal) and its notices, and
         wake the workers."""
-        values = {"id": run_id, "workflow": workflow, "status": RunStatus.PENDING.value,
-                  "input": input, "created_at": now, "updated_at": now, "due_at": now, "fence": 0,
-                  "forked_from": None if fork is None else fork.source,
-                  "fork_at": None if fork is None else fork.at}
+        values = {
+            "id": run_id,
+            "workflow": workflow,
+            "status": RunStatus.PENDING.value,
+            "input": input,
+            "created_at": now,
+            "updated_at": now,
+            "due_at": now,
+            "fence": 0,
+            "forked_from": None if fork is None else fork.source,
+            "fork_at": None if fork is None else fork.at,
+        }
         with self._tx() as conn:
             if fork is not None:
                 self._get(conn, fork.source)
@@ -132,13 +145,21 @@ class SqlStore:
             return self._get(conn, run_id)
 
     def list_runs(
-        self, *, status: RunStatus | None = None, limit: int = 100,
-        forked_from: RunId | None = None, input_fields: Mapping[str, str] | None = None,
+        self,
+        *,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        forked_from: RunId | None = None,
+        input_fields: Mapping[str, str] | None = None,
         offset: int = 0,
     ) -> list[Run]:
         """Return the newest runs first."""
-        query = (select(runs).order_by(runs.c.created_at.desc(), runs.c.id.desc())
-                 .limit(limit).offset(offset))
+        query = (
+            select(runs)
+            .order_by(runs.c.created_at.desc(), runs.c.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
         for path, value in (input_fields or {}).items():
             query = query.where(text_is(runs.c.input, path, value, self.engine.dialect.name))
         if status is not None:
@@ -166,11 +187,19 @@ class SqlStore:
         them by id); a running one only once its lease has expired. The fence increases.
         """
         free = or_(runs.c.status != RUNNING, runs.c.due_at <= now)
-        stmt = (update(runs)
-                .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED), free)
-                .values(status=RUNNING, lease_owner=owner, fence=runs.c.fence + 1,
-                        due_at=expires_at, wait_key=None, updated_at=now)
-                .returning(runs.c.fence))
+        stmt = (
+            update(runs)
+            .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED), free)
+            .values(
+                status=RUNNING,
+                lease_owner=owner,
+                fence=runs.c.fence + 1,
+                due_at=expires_at,
+                wait_key=None,
+                updated_at=now,
+            )
+            .returning(runs.c.fence)
+        )
         with self._one() as conn:
             fence = conn.execute(stmt).scalar()
         return None if fence is None else Lease(run_id, owner, int(fence))
@@ -178,9 +207,7 @@ class SqlStore:
     def renew_lease(self, lease: Lease, expires_at: datetime) -> bool:
         """Extend a held lease."""
         with self._one() as conn:
-            result = conn.execute(
-                update(runs).where(_held(lease)).values(due_at=expires_at)
-            )
+            result = conn.execute(update(runs).where(_held(lease)).values(due_at=expires_at))
         return bool(result.rowcount)
 
     def renew_leases(self, leases: Sequence[Lease], expires_at: datetime) -> list[Lease]:
@@ -188,8 +215,12 @@ class SqlStore:
         if not leases:
             return []
         held = tuple_(runs.c.id, runs.c.fence).in_([(held.run_id, held.fence) for held in leases])
-        stmt = (update(runs).where(held, runs.c.status == RUNNING).values(due_at=expires_at)
-                .returning(runs.c.id, runs.c.fence))
+        stmt = (
+            update(runs)
+            .where(held, runs.c.status == RUNNING)
+            .values(due_at=expires_at)
+            .returning(runs.c.id, runs.c.fence)
+        )
         with self._one() as conn:
             renewed = {(row.id, row.fence) for row in conn.execute(stmt)}
         return [lease for lease in leases if (lease.run_id, lease.fence) not in renewed]
@@ -222,7 +253,8 @@ class SqlStore:
         statement = self._journal.statement
         with self._tx() as conn:
             result = conn.execution_options(preserve_rowcount=True).exec_driver_sql(
-                statement.sql, statement.params(lease, step))
+                statement.sql, statement.params(lease, step)
+            )
             written = int(result.rowcount)
             if written:
                 write_notices(conn, notices, step.finished_at)
@@ -243,7 +275,9 @@ class SqlStore:
 
     def _fenced_attempt(self, lease: Lease, attempt: AttemptRecord) -> Any:
         entry = select(
-            runs.c.id, literal(attempt.position), literal(attempt.attempt),
+            runs.c.id,
+            literal(attempt.position),
+            literal(attempt.attempt),
             literal(attempt.error.to_json(), attempts.c.error.type),
             literal(attempt.at, attempts.c.at.type),
         ).where(_held(lease))
@@ -253,39 +287,63 @@ class SqlStore:
 
     def list_attempts(self, run_id: RunId) -> list[AttemptRecord]:
         """Return the failed attempts, oldest first."""
-        query = (select(attempts).where(attempts.c.run_id == run_id)
-                 .order_by(attempts.c.position, attempts.c.attempt))
+        query = (
+            select(attempts)
+            .where(attempts.c.run_id == run_id)
+            .order_by(attempts.c.position, attempts.c.attempt)
+        )
         with self._read() as conn:
             return [
-                AttemptRecord(position=r.position, attempt=r.attempt,
-                              error=ErrorInfo.from_json(r.error), at=r.at)
+                AttemptRecord(
+                    position=r.position,
+                    attempt=r.attempt,
+                    error=ErrorInfo.from_json(r.error),
+                    at=r.at,
+                )
                 for r in conn.execute(query)
             ]
 
     def suspend(self, lease: Lease, wait: Wait, now: datetime) -> RunStatus:
         """Park the run; if its event has arrived meanwhile, make it pending at once."""
         with self._tx() as conn:
-            self._update_held(conn, lease, status=RunStatus.WAITING.value, lease_owner=None,
-                              due_at=wait.wake_at, wait_key=wait.key, updated_at=now)
+            self._update_held(
+                conn,
+                lease,
+                status=RunStatus.WAITING.value,
+                lease_owner=None,
+                due_at=wait.wake_at,
+                wait_key=wait.key,
+                updated_at=now,
+            )
             if wait.key is None or not self._has_event(conn, lease.run_id, wait.key):
                 return RunStatus.WAITING
-            conn.execute(update(runs).where(runs.c.id == lease.run_id).values(
-                status=RunStatus.PENDING.value, due_at=now, wait_key=None))
+            conn.execute(
+                update(runs)
+                .where(runs.c.id == lease.run_id)
+                .values(status=RunStatus.PENDING.value, due_at=now, wait_key=None)
+            )
             return RunStatus.PENDING
 
     def release(self, lease: Lease, now: datetime) -> None:
         """Give the run back so that any worker resumes it at once."""
         with self._one() as conn:
-            self._update_held(conn, lease, status=RunStatus.PENDING.value, lease_owner=None,
-                              due_at=now, updated_at=now)
+            self._update_held(
+                conn,
+                lease,
+                status=RunStatus.PENDING.value,
+                lease_owner=None,
+                due_at=now,
+                updated_at=now,
+            )
 
     def complete(
         self, lease: Lease, output: Any, now: datetime, notices: Sequence[Notice] = ()
     ) -> None:
         """End the run successfully (and queue its notices)."""
         with self._tx() if notices else self._one() as conn:
-            self._update_held(conn, lease, status=RunStatus.COMPLETED.value, output=output,
-                              **_ended(now))
+            self._update_held(
+                conn, lease, status=RunStatus.COMPLETED.value, output=output, **_ended(now)
+            )
             write_notices(conn, notices, now)
 
     def fail(
@@ -293,8 +351,9 @@ class SqlStore:
     ) -> None:
         """End the run as failed (and queue its notices)."""
         with self._tx() if notices else self._one() as conn:
-            self._update_held(conn, lease, status=RunStatus.FAILED.value,
-                              error=error.to_json(), **_ended(now))
+            self._update_held(
+                conn, lease, status=RunStatus.FAILED.value, error=error.to_json(), **_ended(now)
+            )
             write_notices(conn, notices, now)
 
     def cancel(self, run_id: RunId, now: datetime, notices: Sequence[Notice] = ()) -> Run:
@@ -304,10 +363,12 @@ class SqlStore:
 
     def resume(self, run_id: RunId, now: datetime) -> Run:
         """Make a failed run pending again."""
-        stmt = (update(runs)
-                .where(runs.c.id == run_id, runs.c.status == RunStatus.FAILED.value)
-                .values(status=RunStatus.PENDING.value, error=None, due_at=now, updated_at=now)
-                .returning(*runs.c))
+        stmt = (
+            update(runs)
+            .where(runs.c.id == run_id, runs.c.status == RunStatus.FAILED.value)
+            .values(status=RunStatus.PENDING.value, error=None, due_at=now, updated_at=now)
+            .returning(*runs.c)
+        )
         return self._transition(stmt, run_id, "resume")
 
     def deliver_event(self, run_id: RunId, key: str, data: Any, now: datetime) -> Run:
@@ -335,8 +396,14 @@ class SqlStore:
     def _get(self, conn: Connection, run_id: RunId) -> Run:
         return load_run(conn, run_id)
 
-    def _transition(self, stmt: Any, run_id: RunId, operation: str,
-                    notices: Sequence[Notice] = (), now: datetime | None = None) -> Run:
+    def _transition(
+        self,
+        stmt: Any,
+        run_id: RunId,
+        operation: str,
+        notices: Sequence[Notice] = (),
+        now: datetime | None = None,
+    ) -> Run:
         with self._tx() as conn:
             row = conn.execute(stmt).first()
             if row is None:
@@ -392,10 +459,14 @@ class FencedAppend:
     def params(self, lease: Lease, step: StepRecord) -> tuple[Any, ...]:
         """Return the driver parameters that append ``step`` under ``lease``."""
         row = {
-            "position": step.position, "kind": step.kind.value, "name": step.name,
-            "input_hash": step.input_hash, "output": step.output,
+            "position": step.position,
+            "kind": step.kind.value,
+            "name": step.name,
+            "input_hash": step.input_hash,
+            "output": step.output,
             "error": None if step.error is None else step.error.to_json(),
-            "attempts": step.attempts, "started_at": step.started_at,
+            "attempts": step.attempts,
+            "started_at": step.started_at,
             "finished_at": step.finished_at,
         }
         entry = [encode(row[name]) for name, encode in self._entry]
@@ -498,8 +569,12 @@ class JournalWriter:
         if broken:  # the server went away: the idle connections are no better
             self.close()
         return sa_exc.DBAPIError.instance(
-            self.statement.sql, params, exc, dialect.loaded_dbapi.Error,
-            connection_invalidated=broken, dialect=dialect,
+            self.statement.sql,
+            params,
+            exc,
+            dialect.loaded_dbapi.Error,
+            connection_invalidated=broken,
+            dialect=dialect,
         )
 
 
@@ -521,15 +596,24 @@ def _claim_statement(postgres: bool) -> Any:
     """UPDATE runs SET <leased to :owner until :expires_at, fence + 1> WHERE id IN (up to
     :limit runs due at :now) RETURNING the runs; built once (it is costly to build)."""
     now = bindparam("now", type_=runs.c.due_at.type)
-    due = (select(runs.c.id).where(runs.c.due_at <= now)
-           .order_by(runs.c.due_at).limit(bindparam("limit")))
+    due = (
+        select(runs.c.id)
+        .where(runs.c.due_at <= now)
+        .order_by(runs.c.due_at)
+        .limit(bindparam("limit"))
+    )
     if postgres:
         due = due.with_for_update(skip_locked=True)
     return (
         update(runs)
         .where(runs.c.id.in_(due.scalar_subquery()))
-        .values(status=RUNNING, lease_owner=bindparam("owner"), fence=runs.c.fence + 1,
-                due_at=bindparam("expires_at", type_=runs.c.due_at.type), updated_at=now)
+        .values(
+            status=RUNNING,
+            lease_owner=bindparam("owner"),
+            fence=runs.c.fence + 1,
+            due_at=bindparam("expires_at", type_=runs.c.due_at.type),
+            updated_at=now,
+        )
         .returning(*runs.c)
     )
 
@@ -545,10 +629,12 @@ def load_run(conn: Connection, run_id: RunId) -> Run:
 def cancel_in(conn: Connection, run_id: RunId, now: datetime, notices: Sequence[Notice]) -> Run:
     """Cancel an unfinished run in ``conn``'s transaction; bumping the fence locks its worker
     out. ``InvalidRunState`` for a finished run."""
-    stmt = (update(runs)
-            .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED))
-            .values(status=RunStatus.CANCELLED.value, fence=runs.c.fence + 1, **_ended(now))
-            .returning(*runs.c))
+    stmt = (
+        update(runs)
+        .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED))
+        .values(status=RunStatus.CANCELLED.value, fence=runs.c.fence + 1, **_ended(now))
+        .returning(*runs.c)
+    )
     row = conn.execute(stmt).first()
     if row is None:
         raise InvalidRunState(run_id, load_run(conn, run_id).status, "cancel")
@@ -563,27 +649,47 @@ def _ended(now: datetime) -> dict[str, Any]:
 
 def _run(row: Row[Any]) -> Run:
     return Run(
-        id=RunId(row.id), workflow=row.workflow, status=RunStatus(row.status), input=row.input,
-        output=row.output, error=None if row.error is None else ErrorInfo.from_json(row.error),
-        created_at=row.created_at, updated_at=row.updated_at, due_at=row.due_at,
-        wait_key=row.wait_key, lease_owner=row.lease_owner, fence=row.fence,
+        id=RunId(row.id),
+        workflow=row.workflow,
+        status=RunStatus(row.status),
+        input=row.input,
+        output=row.output,
+        error=None if row.error is None else ErrorInfo.from_json(row.error),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        due_at=row.due_at,
+        wait_key=row.wait_key,
+        lease_owner=row.lease_owner,
+        fence=row.fence,
         forked_from=None if row.forked_from is None else RunId(row.forked_from),
         fork_at=row.fork_at,
     )
 
 
 def _step_row(run_id: RunId, step: StepRecord) -> dict[str, Any]:
-    return {"run_id": run_id, "position": step.position, "kind": step.kind.value,
-            "name": step.name, "input_hash": step.input_hash, "output": step.output,
-            "error": None if step.error is None else step.error.to_json(),
-            "attempts": step.attempts, "started_at": step.started_at,
-            "finished_at": step.finished_at}
+    return {
+        "run_id": run_id,
+        "position": step.position,
+        "kind": step.kind.value,
+        "name": step.name,
+        "input_hash": step.input_hash,
+        "output": step.output,
+        "error": None if step.error is None else step.error.to_json(),
+        "attempts": step.attempts,
+        "started_at": step.started_at,
+        "finished_at": step.finished_at,
+    }
 
 
 def _step(row: Row[Any]) -> StepRecord:
     return StepRecord(
-        position=row.position, kind=StepKind(row.kind), name=row.name,
-        input_hash=row.input_hash, output=row.output,
+        position=row.position,
+        kind=StepKind(row.kind),
+        name=row.name,
+        input_hash=row.input_hash,
+        output=row.output,
         error=None if row.error is None else ErrorInfo.from_json(row.error),
-        attempts=row.attempts, started_at=row.started_at, finished_at=row.finished_at,
+        attempts=row.attempts,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
     )

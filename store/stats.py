@@ -33,19 +33,27 @@ class Stats:
 def read_stats(engine: Engine, now: datetime) -> Stats:
     """Count runs, approvals, decisions and notices (``StoreUnavailable`` if down)."""
     with translated(), engine.connect() as conn:
-        pending = conn.execute(select(func.count(), func.min(approvals.c.requested_at))
-                               .where(approvals.c.status == "pending")).one()
+        pending = conn.execute(
+            select(func.count(), func.min(approvals.c.requested_at)).where(
+                approvals.c.status == "pending"
+            )
+        ).one()
         return Stats(
             runs=_grouped(conn, runs.c.status),
             approvals_pending=int(pending[0]),
             oldest_pending_approval=pending[1],
             decisions=_decisions(conn),
             outbox=_unsent(conn),
-            oldest_undelivered=conn.execute(select(func.min(outbox.c.created_at))
-                                            .where(outbox.c.status == "pending")).scalar(),
-            expired_leases=int(conn.execute(
-                select(func.count()).select_from(runs)
-                .where(runs.c.status == "running", runs.c.due_at < now)).scalar_one()),
+            oldest_undelivered=conn.execute(
+                select(func.min(outbox.c.created_at)).where(outbox.c.status == "pending")
+            ).scalar(),
+            expired_leases=int(
+                conn.execute(
+                    select(func.count())
+                    .select_from(runs)
+                    .where(runs.c.status == "running", runs.c.due_at < now)
+                ).scalar_one()
+            ),
         )
 
 
@@ -58,16 +66,23 @@ def _grouped(conn: Connection, column: Column[str]) -> dict[str, int]:
 def _unsent(conn: Connection) -> dict[str, int]:
     """Return how many notices wait (``pending``) or were given up (``dead``): the sent ones,
     nearly all of them, are left uncounted."""
-    query = (select(outbox.c.status, func.count()).where(outbox.c.status.in_(UNSENT))
-             .group_by(outbox.c.status))
+    query = (
+        select(outbox.c.status, func.count())
+        .where(outbox.c.status.in_(UNSENT))
+        .group_by(outbox.c.status)
+    )
     found = {str(status): int(count) for status, count in conn.execute(query)}
     return {status: found.get(status, 0) for status in UNSENT}
 
 
 def _decisions(conn: Connection) -> dict[str, int]:
     """Return how many approvals ended each way and how many decisions were refused why."""
-    refused = (select(audit_log.c.action, func.count())
-               .where(audit_log.c.action.in_(REFUSALS)).group_by(audit_log.c.action))
+    refused = (
+        select(audit_log.c.action, func.count())
+        .where(audit_log.c.action.in_(REFUSALS))
+        .group_by(audit_log.c.action)
+    )
     found = _grouped(conn, approvals.c.status) | {
-        str(action): int(count) for action, count in conn.execute(refused)}
+        str(action): int(count) for action, count in conn.execute(refused)
+    }
     return {outcome: found.get(outcome, 0) for outcome in (*OUTCOMES, *REFUSALS)}

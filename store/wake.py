@@ -25,7 +25,8 @@ def deliver(
     # Lock the run first: a run suspending on ``key`` at this moment then either commits
     # before us (and we wake it) or sees our event when it checks (and stays pending).
     status = conn.execute(
-        select(runs.c.status).where(runs.c.id == run_id).with_for_update()).scalar()
+        select(runs.c.status).where(runs.c.id == run_id).with_for_update()
+    ).scalar()
     if status is None:
         raise RunNotFound(run_id)
     if RunStatus(status).finished:
@@ -33,15 +34,20 @@ def deliver(
             return
         raise InvalidRunState(run_id, status, "signal")
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stored = conn.execute(dialect.insert(events).values(
-        run_id=run_id, key=key, data=data, delivered_at=now).on_conflict_do_nothing()
-        .returning(events.c.run_id)).first()
+    stored = conn.execute(
+        dialect.insert(events)
+        .values(run_id=run_id, key=key, data=data, delivered_at=now)
+        .on_conflict_do_nothing()
+        .returning(events.c.run_id)
+    ).first()
     if stored is None:  # the key was delivered before
         if strict:
             raise EventAlreadyDelivered(run_id, key)
         return
     conn.execute(
         update(runs)
-        .where(runs.c.id == run_id, runs.c.status == RunStatus.WAITING.value,
-               runs.c.wait_key == key)
-        .values(status=RunStatus.PENDING.value, due_at=now, wait_key=None, updated_at=now))
+        .where(
+            runs.c.id == run_id, runs.c.status == RunStatus.WAITING.value, runs.c.wait_key == key
+        )
+        .values(status=RunStatus.PENDING.value, due_at=now, wait_key=None, updated_at=now)
+    )

@@ -103,8 +103,11 @@ def fail_first(path: str, failures: int) -> int:
 def retried(ctx: RunContext, input: dict[str, Any]) -> dict[str, Any]:
     """One step that fails on its first ``failures`` attempts, retried every ``retry_s``
     seconds with three attempts in all."""
-    policy = RetryPolicy(max_attempts=3, backoff=1, initial_interval=timedelta(
-        seconds=float(input.get("retry_s", 1.0))))
+    policy = RetryPolicy(
+        max_attempts=3,
+        backoff=1,
+        initial_interval=timedelta(seconds=float(input.get("retry_s", 1.0))),
+    )
     failures = int(input.get("failures", 1))
     return {"attempt": ctx.step(fail_first, _path(input), failures, name="flaky", retry=policy)}
 

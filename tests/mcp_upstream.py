@@ -20,28 +20,38 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 TOOLS = [
-    types.Tool(name="read_note", description="Read a note.",
-               input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
-               annotations=types.ToolAnnotations(read_only_hint=True)),
-    types.Tool(name="delete_note", description="Delete a note.",
-               input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
-               annotations=types.ToolAnnotations(destructive_hint=True,
-                                                 read_only_hint=False)),
-    types.Tool(name="archive_note", description="Send a note to the archive service.",
-               input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
-               annotations=types.ToolAnnotations(destructive_hint=False, open_world_hint=True)),
+    types.Tool(
+        name="read_note",
+        description="Read a note.",
+        input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
+    types.Tool(
+        name="delete_note",
+        description="Delete a note.",
+        input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
+        annotations=types.ToolAnnotations(destructive_hint=True, read_only_hint=False),
+    ),
+    types.Tool(
+        name="archive_note",
+        description="Send a note to the archive service.",
+        input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
+        annotations=types.ToolAnnotations(destructive_hint=False, open_world_hint=True),
+    ),
 ]
 
 
 def build(ledger: Path) -> Server[Any]:
     """Return the server, appending each real call with a side effect to ``ledger``."""
 
-    async def list_tools(ctx: ServerRequestContext[Any],
-                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=TOOLS)
 
-    async def call_tool(ctx: ServerRequestContext[Any],
-                        params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         args = params.arguments or {}
         if params.name == "read_note":
             return _text(f"the note {args.get('title')} says hello")

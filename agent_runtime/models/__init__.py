@@ -37,9 +37,13 @@ if TYPE_CHECKING:
     )
 
 _HTTP_ADAPTERS = {
-    "ANTHROPIC_BASE_URL": "anthropic", "ANTHROPIC_VERSION": "anthropic",
-    "AnthropicModel": "anthropic", "HttpOptions": "http", "post_json": "http",
-    "OPENAI_BASE_URL": "openai_chat", "RAW_ARGUMENTS_KEY": "openai_chat",
+    "ANTHROPIC_BASE_URL": "anthropic",
+    "ANTHROPIC_VERSION": "anthropic",
+    "AnthropicModel": "anthropic",
+    "HttpOptions": "http",
+    "post_json": "http",
+    "OPENAI_BASE_URL": "openai_chat",
+    "RAW_ARGUMENTS_KEY": "openai_chat",
     "OpenAIChatModel": "openai_chat",
 }
 

@@ -90,8 +90,13 @@ def parse_response(data: dict[str, Any], *, default_model: str) -> ModelResponse
             if block["type"] == "text":
                 texts.append(str(block["text"]))
             elif block["type"] == "tool_use":
-                calls.append(ToolCall(id=str(block["id"]), name=str(block["name"]),
-                                      arguments=parse_arguments(block.get("input"))))
+                calls.append(
+                    ToolCall(
+                        id=str(block["id"]),
+                        name=str(block["name"]),
+                        arguments=parse_arguments(block.get("input")),
+                    )
+                )
         return ModelResponse(
             message=Message(role="assistant", content="".join(texts), tool_calls=tuple(calls)),
             usage=_usage(data.get("usage") or {}),
@@ -104,10 +109,13 @@ def parse_response(data: dict[str, Any], *, default_model: str) -> ModelResponse
 
 def _usage(usage: dict[str, Any]) -> Usage:
     """Count input tokens including any read from or written to the prompt cache."""
-    cached = sum(int(usage.get(k) or 0)
-                 for k in ("cache_creation_input_tokens", "cache_read_input_tokens"))
-    return Usage(input_tokens=int(usage.get("input_tokens") or 0) + cached,
-                 output_tokens=int(usage.get("output_tokens") or 0))
+    cached = sum(
+        int(usage.get(k) or 0) for k in ("cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    return Usage(
+        input_tokens=int(usage.get("input_tokens") or 0) + cached,
+        output_tokens=int(usage.get("output_tokens") or 0),
+    )
 
 
 def _turns(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -128,13 +136,21 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
     if message.role == "tool":
         if message.tool_call_id is None:
             raise ModelError("anthropic: a tool message has no tool_call_id")
-        return [{"type": "tool_result", "tool_use_id": message.tool_call_id,
-                 "content": message.content, "is_error": message.is_error}]
+        return [
+            {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": message.content,
+                "is_error": message.is_error,
+            }
+        ]
     blocks: list[dict[str, Any]] = []
     if message.content:
         blocks.append({"type": "text", "text": message.content})
-    blocks.extend({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
-                  for c in message.tool_calls)
+    blocks.extend(
+        {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+        for c in message.tool_calls
+    )
     return blocks
 
 

@@ -112,8 +112,10 @@ class ModelResponse:
         """Return the JSON form journaled for the call."""
         return {
             "message": self.message.to_json(),
-            "usage": {"input_tokens": self.usage.input_tokens,
-                      "output_tokens": self.usage.output_tokens},
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+            },
             "model": self.model,
             "stop_reason": self.stop_reason,
         }
@@ -124,8 +126,10 @@ class ModelResponse:
         usage = data.get("usage", {})
         return cls(
             message=Message.from_json(data["message"]),
-            usage=Usage(input_tokens=usage.get("input_tokens", 0),
-                        output_tokens=usage.get("output_tokens", 0)),
+            usage=Usage(
+                input_tokens=usage.get("input_tokens", 0),
+                output_tokens=usage.get("output_tokens", 0),
+            ),
             model=data.get("model", ""),
             stop_reason=data.get("stop_reason", ""),
         )

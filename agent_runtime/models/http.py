@@ -85,8 +85,9 @@ def _final(error: ModelError, attempts: int) -> ModelError:
     """Say how many attempts a retryable failure took before it was given up."""
     if not error.retryable or attempts == 1:
         return error
-    final = ModelError(f"{error} (gave up after {attempts} attempts)",
-                       status=error.status, retryable=True)
+    final = ModelError(
+        f"{error} (gave up after {attempts} attempts)", status=error.status, retryable=True
+    )
     final.__cause__ = error.__cause__
     return final
 
@@ -101,11 +102,14 @@ def _attempt(
 ) -> tuple[dict[str, Any] | ModelError, timedelta | None]:
     """Make one request; return the JSON answer, or the error and any Retry-After pause."""
     try:
-        response = session.post(url, json=dict(body), headers=dict(headers),
-                                timeout=options.timeout.total_seconds())
+        response = session.post(
+            url, json=dict(body), headers=dict(headers), timeout=options.timeout.total_seconds()
+        )
     except requests.RequestException as exc:
-        transient = isinstance(exc, requests.ConnectionError | requests.Timeout
-                               | requests.exceptions.ChunkedEncodingError)
+        transient = isinstance(
+            exc,
+            requests.ConnectionError | requests.Timeout | requests.exceptions.ChunkedEncodingError,
+        )
         detail = _clean(f"{type(exc).__name__}: {exc}", options.api_key)
         error = ModelError(f"{provider}: request failed: {detail}", retryable=transient)
         error.__cause__ = exc
@@ -114,8 +118,9 @@ def _attempt(
         status = response.status_code
         retryable = status in RETRYABLE_STATUSES or status >= 500
         detail = _clean(_error_detail(response), options.api_key)
-        return ModelError(f"{provider}: HTTP {status}: {detail}", status=status,
-                          retryable=retryable), _retry_after(response)
+        return ModelError(
+            f"{provider}: HTTP {status}: {detail}", status=status, retryable=retryable
+        ), _retry_after(response)
     return _json_object(response, provider, options.api_key), None
 
 
@@ -128,11 +133,13 @@ def _json_object(
         data = response.json()
     except ValueError:
         snippet = _clean(response.text, api_key)
-        return ModelError(f"{provider}: HTTP {status} with a body that is not JSON: {snippet}",
-                          status=status)
+        return ModelError(
+            f"{provider}: HTTP {status} with a body that is not JSON: {snippet}", status=status
+        )
     if not isinstance(data, dict):
-        return ModelError(f"{provider}: HTTP {status} with JSON that is not an object",
-                          status=status)
+        return ModelError(
+            f"{provider}: HTTP {status} with JSON that is not an object", status=status
+        )
     if data.get("error"):
         detail = _clean(_payload_detail(data) or "unknown error", api_key)
         return ModelError(f"{provider}: HTTP {status} carrying an error: {detail}", status=status)

@@ -71,16 +71,23 @@ class OpenAIChatModel:
         return request_body(self._model, request, max_tokens_field=self._max_tokens_field)
 
 
-def request_body(model: str, request: ModelRequest, *,
-                 max_tokens_field: str = "max_tokens") -> dict[str, Any]:
+def request_body(
+    model: str, request: ModelRequest, *, max_tokens_field: str = "max_tokens"
+) -> dict[str, Any]:
     """Build the Chat Completions request body."""
     messages = [{"role": "system", "content": request.system}] if request.system else []
     messages.extend(_message(m) for m in request.messages)
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [
-            {"type": "function", "function": {"name": t.name, "description": t.description,
-                                              "parameters": t.parameters}}
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
             for t in request.tools
         ]
     body[max_tokens_field] = request.max_output_tokens
@@ -95,10 +102,13 @@ def parse_response(data: dict[str, Any], *, default_model: str) -> ModelResponse
         calls = tuple(_tool_call(c) for c in message.get("tool_calls") or ())
         usage = data.get("usage") or {}
         return ModelResponse(
-            message=Message(role="assistant", content=_text(message.get("content")),
-                            tool_calls=calls),
-            usage=Usage(input_tokens=int(usage.get("prompt_tokens") or 0),
-                        output_tokens=int(usage.get("completion_tokens") or 0)),
+            message=Message(
+                role="assistant", content=_text(message.get("content")), tool_calls=calls
+            ),
+            usage=Usage(
+                input_tokens=int(usage.get("prompt_tokens") or 0),
+                output_tokens=int(usage.get("completion_tokens") or 0),
+            ),
             model=str(data.get("model") or default_model),
             stop_reason=str(choice.get("finish_reason") or ""),
         )
@@ -118,8 +128,11 @@ def _message(message: Message) -> dict[str, Any]:
             "role": "assistant",
             "content": message.content or None,
             "tool_calls": [
-                {"id": c.id, "type": "function",
-                 "function": {"name": c.name, "arguments": _arguments_json(c.arguments)}}
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": _arguments_json(c.arguments)},
+                }
                 for c in message.tool_calls
             ],
         }
@@ -138,8 +151,11 @@ def _tool_call(call: dict[str, Any]) -> ToolCall:
     """Read one tool call; its id is invented when a server leaves it out."""
     function = call["function"]
     call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
-    return ToolCall(id=str(call_id), name=str(function["name"]),
-                    arguments=parse_arguments(function.get("arguments")))
+    return ToolCall(
+        id=str(call_id),
+        name=str(function["name"]),
+        arguments=parse_arguments(function.get("arguments")),
+    )
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:

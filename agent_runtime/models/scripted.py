@@ -37,8 +37,9 @@ class ScriptedModel:
     deterministic estimate: a quarter of the characters sent, and of those answered.
     """
 
-    def __init__(self, script: Sequence[ModelResponse] | Responder, *,
-                 name: str = "scripted") -> None:
+    def __init__(
+        self, script: Sequence[ModelResponse] | Responder, *, name: str = "scripted"
+    ) -> None:
         self._name = name
         self._responder: Responder | None = None
         self._script: tuple[ModelResponse, ...] = ()
@@ -57,8 +58,9 @@ class ScriptedModel:
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Return the next scripted response, or raise ``ScriptExhausted``."""
-        kept = dataclasses.replace(request, messages=tuple(request.messages),
-                                   tools=tuple(request.tools))
+        kept = dataclasses.replace(
+            request, messages=tuple(request.messages), tools=tuple(request.tools)
+        )
         with self._lock:
             self.calls += 1
             self.requests.append(kept)
@@ -75,11 +77,14 @@ class ScriptedModel:
         """Fill in the model name and, when missing, estimated usage."""
         usage = response.usage
         if usage.total == 0:
-            usage = Usage(input_tokens=_estimate(_request_text(request)),
-                          output_tokens=_estimate(_message_text([response.message])))
+            usage = Usage(
+                input_tokens=_estimate(_request_text(request)),
+                output_tokens=_estimate(_message_text([response.message])),
+            )
         # like a real model, it never produces more than it was allowed
         usage = dataclasses.replace(
-            usage, output_tokens=min(usage.output_tokens, request.max_output_tokens))
+            usage, output_tokens=min(usage.output_tokens, request.max_output_tokens)
+        )
         return dataclasses.replace(response, usage=usage, model=response.model or self._name)
 
 

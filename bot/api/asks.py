@@ -12,8 +12,9 @@ from agent_runtime.exceptions import InvalidConfiguration
 from bot.api.exceptions import BadRequest
 from bot.mcp.policy import GatePolicy, ToolRule, read_rule
 
-FIELDS = frozenset({"tool", "arguments", "policy", "idempotency_key", "conversation_id",
-                    "callback_url", "channel"})
+FIELDS = frozenset(
+    {"tool", "arguments", "policy", "idempotency_key", "conversation_id", "callback_url", "channel"}
+)
 NAME_LIMIT = 100
 KEY_LIMIT = 200
 
@@ -36,15 +37,19 @@ class Ask:
         """The hash of what is asked (tool and arguments), the same for a repeated request."""
         return args_hash({"tool": self.tool, "arguments": self.arguments})
 
-    def policy(self, policies: GatePolicy, approvers: tuple[str, ...],
-               groups: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    def policy(
+        self, policies: GatePolicy, approvers: tuple[str, ...], groups: dict[str, tuple[str, ...]]
+    ) -> dict[str, Any]:
         """Return the approval policy snapshot: the request's rule (or the named one) over
         the default of ``policies``, with ``approvers`` when neither names any."""
         if isinstance(self.rule, str) and self.rule not in policies.tools:
             raise BadRequest(f"no policy named {self.rule!r}")
         rule = policies.tools[self.rule] if isinstance(self.rule, str) else self.rule
-        return GatePolicy(default=rule.over(policies.default)).approval(
-            self.tool, approvers).snapshot(groups)
+        return (
+            GatePolicy(default=rule.over(policies.default))
+            .approval(self.tool, approvers)
+            .snapshot(groups)
+        )
 
 
 def read_ask(body: Any) -> Ask:
@@ -56,10 +61,15 @@ def read_ask(body: Any) -> Ask:
         raise BadRequest(f"'tool' is a name of 1 to {NAME_LIMIT} characters")
     if not isinstance(arguments, dict):
         raise BadRequest("'arguments' is a JSON object")
-    return Ask(tool=tool, arguments=arguments, rule=_rule(body.get("policy")),
-               idempotency_key=_text(body, "idempotency_key") or uuid.uuid4().hex,
-               conversation=_text(body, "conversation_id") or "default",
-               callback_url=_url(body.get("callback_url")), channel=_text(body, "channel"))
+    return Ask(
+        tool=tool,
+        arguments=arguments,
+        rule=_rule(body.get("policy")),
+        idempotency_key=_text(body, "idempotency_key") or uuid.uuid4().hex,
+        conversation=_text(body, "conversation_id") or "default",
+        callback_url=_url(body.get("callback_url")),
+        channel=_text(body, "channel"),
+    )
 
 
 def _rule(policy: Any) -> ToolRule | str:

@@ -28,6 +28,7 @@ Reply = tuple[str, dict[str, Any]]
 
 def api_app(api: ApiApprovals, fallback: WSGIApp) -> WSGIApp:
     """A WSGI app answering ``/v1/...`` and passing anything else to ``fallback``."""
+
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if not str(environ.get("PATH_INFO", "")).startswith(PREFIX):
             return fallback(environ, start_response)
@@ -86,9 +87,14 @@ def _body(environ: dict[str, Any]) -> Any:
         raise BadRequest("the body is not JSON") from None
 
 
-def _json(start_response: Callable[..., Any], status: str,
-          body: dict[str, Any]) -> Iterable[bytes]:
+def _json(start_response: Callable[..., Any], status: str, body: dict[str, Any]) -> Iterable[bytes]:
     data = json.dumps(body).encode()
-    start_response(status, [("Content-Type", "application/json"),
-                            ("Content-Length", str(len(data))), ("Cache-Control", "no-store")])
+    start_response(
+        status,
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("Cache-Control", "no-store"),
+        ],
+    )
     return [data]

@@ -30,8 +30,11 @@ def hash_key(key: str) -> str:
 
 def create_key(store: SqlApiStore, name: str, now: datetime) -> NewKey:
     """Create the client ``name`` with a new random key; ``KeyNameTaken`` if it exists."""
-    new = NewKey(name=name, key=KEY_PREFIX + secrets.token_urlsafe(32),
-                 webhook_secret=SECRET_PREFIX + secrets.token_urlsafe(32))
+    new = NewKey(
+        name=name,
+        key=KEY_PREFIX + secrets.token_urlsafe(32),
+        webhook_secret=SECRET_PREFIX + secrets.token_urlsafe(32),
+    )
     if not store.create_key(name, hash_key(new.key), new.webhook_secret, now):
         raise KeyNameTaken(f"an API client named {name!r} exists already")
     return new

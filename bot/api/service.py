@@ -40,11 +40,11 @@ def run_id(client: str, conversation: str) -> RunId:
 class ApiApprovals:
     """Authenticates clients, records their requests and reads back the decisions."""
 
-    def __init__(self, services: Services, store: SqlApiStore, *,
-                 waiters: int = WAITERS) -> None:
+    def __init__(self, services: Services, store: SqlApiStore, *, waiters: int = WAITERS) -> None:
         self._services = services
-        self._policies = load_policy(Path(services.settings.api_policies)
-                                     if services.settings.api_policies else None)
+        self._policies = load_policy(
+            Path(services.settings.api_policies) if services.settings.api_policies else None
+        )
         self._store = store
         self._clock = services.runtime.clock
         self._limit = waiters
@@ -63,20 +63,27 @@ class ApiApprovals:
         now, settings = self._clock.now(), self._services.settings
         policy = ask.policy(self._policies, settings.approvers, settings.approver_groups)
         draft = self._run(client.name, ask)
-        request = self._store.open_request(client.name, ask.idempotency_key, ask.digest, draft,
-                                           ask.callback_url, now)
+        request = self._store.open_request(
+            client.name, ask.idempotency_key, ask.digest, draft, ask.callback_url, now
+        )
         if request.request_hash != ask.digest:
-            raise Conflict(f"the idempotency key {ask.idempotency_key!r} was used for "
-                           "another tool call")
+            raise Conflict(
+                f"the idempotency key {ask.idempotency_key!r} was used for another tool call"
+            )
         existing = self._existing(request.approval_id)
         if existing is not None:
             return existing, False
         if self._services.store.get_run(RunId(request.run_id)).status.finished:
             raise Conflict(f"the run of conversation {ask.conversation!r} is finished")
         approval = self._services.approvals.request(
-            run_id=request.run_id, position=request.position,
-            tool=api_tool(qualified_name(client.name, ask.tool)), args=ask.arguments,
-            policy=policy, requester=Actor(user_id=f"api:{client.name}"), now=now)
+            run_id=request.run_id,
+            position=request.position,
+            tool=api_tool(qualified_name(client.name, ask.tool)),
+            args=ask.arguments,
+            policy=policy,
+            requester=Actor(user_id=f"api:{client.name}"),
+            now=now,
+        )
         return approval, request.created
 
     def wait(self, client: ApiKey, approval: str, seconds: float) -> Approval:
@@ -135,14 +142,26 @@ class ApiApprovals:
     def _run(self, client: str, ask: Ask) -> RunDraft:
         rid = run_id(client, ask.conversation)
         data: dict[str, Any] = {
-            "client": client, "conversation": ask.conversation,
+            "client": client,
+            "conversation": ask.conversation,
             "task": f"API client {client}: conversation {ask.conversation}",
-            "requester": {"user_id": f"api:{client}"}}
+            "requester": {"user_id": f"api:{client}"},
+        }
         if ask.channel:
             data["context"] = {"slack": {"channel": ask.channel, "team": ""}}
         now = self._clock.now()
-        draft = Run(id=rid, workflow=WORKFLOW, status=RunStatus.PENDING, input=data,
-                    created_at=now, updated_at=now, due_at=now)
-        return RunDraft(run_id=rid, workflow=WORKFLOW, input=data,
-                        notices=self._services.runtime.notifier.run_started(draft))
-
+        draft = Run(
+            id=rid,
+            workflow=WORKFLOW,
+            status=RunStatus.PENDING,
+            input=data,
+            created_at=now,
+            updated_at=now,
+            due_at=now,
+        )
+        return RunDraft(
+            run_id=rid,
+            workflow=WORKFLOW,
+            input=data,
+            notices=self._services.runtime.notifier.run_started(draft),
+        )

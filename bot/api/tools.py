@@ -28,8 +28,13 @@ def client_tool(qualified: str) -> str:
 
 def api_tool(name: str) -> Tool:
     """Return the stand-in approvals use for an API client's tool of qualified ``name``."""
-    return Tool(name=name, description="a tool of an agent using the Signoff API",
-                fn=_elsewhere, parameters={"type": "object"}, side_effect=True)
+    return Tool(
+        name=name,
+        description="a tool of an agent using the Signoff API",
+        fn=_elsewhere,
+        parameters={"type": "object"},
+        side_effect=True,
+    )
 
 
 class ApiTools(GatewayTools):

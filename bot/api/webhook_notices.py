@@ -44,7 +44,16 @@ class WebhookNotifier:
             return notices
         request = self._requests.request_for(approval.id)
         if request is not None and request.callback_url:
-            notices.append(Notice(key=webhook_key(approval.id), run_id=None, kind=WEBHOOK,
-                                  data={"client": request.client, "url": request.callback_url,
-                                        "body": view(approval)}))
+            notices.append(
+                Notice(
+                    key=webhook_key(approval.id),
+                    run_id=None,
+                    kind=WEBHOOK,
+                    data={
+                        "client": request.client,
+                        "url": request.callback_url,
+                        "body": view(approval),
+                    },
+                )
+            )
         return notices

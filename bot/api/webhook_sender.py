@@ -39,8 +39,14 @@ class SenderOptions:
 class WebhookSender:
     """Takes due webhooks from the outbox and POSTs them, signed, to their callback URLs."""
 
-    def __init__(self, outbox: SqlOutbox, clients: SqlApiStore, clock: Clock, owner: str,
-                 options: SenderOptions | None = None) -> None:
+    def __init__(
+        self,
+        outbox: SqlOutbox,
+        clients: SqlApiStore,
+        clock: Clock,
+        owner: str,
+        options: SenderOptions | None = None,
+    ) -> None:
         self._outbox = outbox
         self._clients = clients
         self._clock = clock
@@ -51,8 +57,13 @@ class WebhookSender:
     def send_once(self) -> int:
         """Send one batch of due webhooks; return how many were claimed."""
         now = self._clock.now()
-        batch = self._outbox.claim_due(self._owner, now=now, until=now + self._options.claim_for,
-                                       limit=self._options.batch, webhooks=True)
+        batch = self._outbox.claim_due(
+            self._owner,
+            now=now,
+            until=now + self._options.claim_for,
+            limit=self._options.batch,
+            webhooks=True,
+        )
         for item in batch:
             self._send(item)
         return len(batch)
@@ -68,13 +79,20 @@ class WebhookSender:
             return  # another sender claimed it since
         body = json.dumps(data["body"], sort_keys=True).encode()
         stamp = int(now.timestamp())
-        headers = {"Content-Type": "application/json", TIMESTAMP: str(stamp),
-                   SIGNATURE: sign(client.webhook_secret, stamp, body),
-                   DELIVERY: item.notice.key}
+        headers = {
+            "Content-Type": "application/json",
+            TIMESTAMP: str(stamp),
+            SIGNATURE: sign(client.webhook_secret, stamp, body),
+            DELIVERY: item.notice.key,
+        }
         try:
-            answer = self._http.post(str(data["url"]), data=body, headers=headers,
-                                     timeout=self._options.claim_for.total_seconds() / 4,
-                                     allow_redirects=False)
+            answer = self._http.post(
+                str(data["url"]),
+                data=body,
+                headers=headers,
+                timeout=self._options.claim_for.total_seconds() / 4,
+                allow_redirects=False,
+            )
         except requests.RequestException as exc:
             self._retry(item, f"no answer: {exc}", maybe_sent=True)
             return
@@ -84,14 +102,18 @@ class WebhookSender:
         if 200 <= status < 300:
             self._outbox.delivered(item, None, self._clock.now())
         elif 400 <= status < 500 and status not in RETRIED:
-            logger.error("webhook refused", extra={"action": "webhook", "status": status,
-                                                   "key": item.notice.key})
+            logger.error(
+                "webhook refused",
+                extra={"action": "webhook", "status": status, "key": item.notice.key},
+            )
             self._outbox.give_up(item, f"the receiver answered {status}")
         else:
             self._retry(item, f"the receiver answered {status}", maybe_sent=False)
 
     def _retry(self, item: QueuedNotice, error: str, *, maybe_sent: bool) -> None:
         wait = backoff(item.attempts, self._options.backoff_cap)
-        logger.warning("webhook not delivered", extra={"action": "webhook", "reason": error,
-                                                       "key": item.notice.key})
+        logger.warning(
+            "webhook not delivered",
+            extra={"action": "webhook", "reason": error, "key": item.notice.key},
+        )
         self._outbox.retry_later(item, self._clock.now() + wait, error, maybe_sent=maybe_sent)

@@ -11,5 +11,14 @@ from bot.client.exceptions import (
     StillPending,
 )
 
-__all__ = ["ApiRefused", "Approved", "Expired", "NotApproved", "Rejected", "SignoffClient",
-           "SignoffClientError", "StillPending", "approval_required"]
+__all__ = [
+    "ApiRefused",
+    "Approved",
+    "Expired",
+    "NotApproved",
+    "Rejected",
+    "SignoffClient",
+    "SignoffClientError",
+    "StillPending",
+    "approval_required",
+]

@@ -155,7 +155,10 @@ class Ledger:
                 same = (charge.order_id, charge.amount_cents, charge.currency)
                 outcome = "replayed" if same == (order_id, amount_cents, currency) else "conflict"
             _insert_request(
-                db, received, _OUTCOME_STATUS[outcome], created_charge=outcome == "created",
+                db,
+                received,
+                _OUTCOME_STATUS[outcome],
+                created_charge=outcome == "created",
                 charge_id=None if outcome == "conflict" else charge.id,
             )
         return outcome, charge
@@ -171,8 +174,14 @@ class Ledger:
                 db.execute(
                     'INSERT INTO emails (id, dedupe_id, "to", subject, body, created_at) '
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (email.id, email.dedupe_id, email.to, email.subject, email.body,
-                     email.created_at),
+                    (
+                        email.id,
+                        email.dedupe_id,
+                        email.to,
+                        email.subject,
+                        email.body,
+                        email.created_at,
+                    ),
                 )
                 outcome: EmailOutcome = "created"
             else:
@@ -210,9 +219,17 @@ def _insert_request(
     cursor = db.execute(
         "INSERT INTO requests (at, method, path, idempotency_key, body, status, "
         "created_charge, charge_id, email_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (_now(), received.method, received.path, received.idempotency_key,
-         json.dumps(received.body, ensure_ascii=False), status, int(created_charge),
-         charge_id, email_id),
+        (
+            _now(),
+            received.method,
+            received.path,
+            received.idempotency_key,
+            json.dumps(received.body, ensure_ascii=False),
+            status,
+            int(created_charge),
+            charge_id,
+            email_id,
+        ),
     )
     return int(cursor.lastrowid or 0)
 
@@ -221,27 +238,46 @@ def _insert_charge(db: sqlite3.Connection, charge: Charge) -> None:
     db.execute(
         "INSERT INTO charges (id, idempotency_key, order_id, amount_cents, currency, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (charge.id, charge.idempotency_key, charge.order_id, charge.amount_cents,
-         charge.currency, charge.created_at),
+        (
+            charge.id,
+            charge.idempotency_key,
+            charge.order_id,
+            charge.amount_cents,
+            charge.currency,
+            charge.created_at,
+        ),
     )
 
 
 def _charge(row: sqlite3.Row) -> Charge:
-    return Charge(row["id"], row["idempotency_key"], row["order_id"], int(row["amount_cents"]),
-                  row["currency"], row["created_at"])
+    return Charge(
+        row["id"],
+        row["idempotency_key"],
+        row["order_id"],
+        int(row["amount_cents"]),
+        row["currency"],
+        row["created_at"],
+    )
 
 
 def _email(row: sqlite3.Row) -> Email:
-    return Email(row["id"], row["dedupe_id"], row["to"], row["subject"], row["body"],
-                 row["created_at"])
+    return Email(
+        row["id"], row["dedupe_id"], row["to"], row["subject"], row["body"], row["created_at"]
+    )
 
 
 def _entry(row: sqlite3.Row) -> LedgerEntry:
     return LedgerEntry(
-        seq=int(row["seq"]), at=row["at"], method=row["method"], path=row["path"],
-        idempotency_key=row["idempotency_key"], body=json.loads(row["body"]),
-        status=int(row["status"]), created_charge=bool(row["created_charge"]),
-        charge_id=row["charge_id"], email_id=row["email_id"],
+        seq=int(row["seq"]),
+        at=row["at"],
+        method=row["method"],
+        path=row["path"],
+        idempotency_key=row["idempotency_key"],
+        body=json.loads(row["body"]),
+        status=int(row["status"]),
+        created_charge=bool(row["created_charge"]),
+        charge_id=row["charge_id"],
+        email_id=row["email_id"],
     )
 
 

@@ -44,21 +44,36 @@ def add_demo_commands(
     commands = demo.add_subparsers(dest="demo_command", required=True, parser_class=type(demo))
 
     provider = commands.add_parser(
-        "provider", help="run the demo payment provider until SIGTERM or Ctrl-C")
-    provider.add_argument("--port", type=_port, default=port,
-                          help=f"port to listen on (0: any free port; default {port})")
-    provider.add_argument("--host", default=DEFAULT_HOST,
-                          help=f"address to listen on (default {DEFAULT_HOST})")
-    provider.add_argument("--ledger", default=ledger_path, metavar="PATH",
-                          help=f"SQLite file keeping the ledger (default {ledger_path})")
-    provider.add_argument("--pause-after-charge-file", metavar="PATH", default=None,
-                          help="fault injection for crash tests: once PATH.arm exists, hold the "
-                               "next new refund's response until PATH is deleted")
+        "provider", help="run the demo payment provider until SIGTERM or Ctrl-C"
+    )
+    provider.add_argument(
+        "--port",
+        type=_port,
+        default=port,
+        help=f"port to listen on (0: any free port; default {port})",
+    )
+    provider.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})"
+    )
+    provider.add_argument(
+        "--ledger",
+        default=ledger_path,
+        metavar="PATH",
+        help=f"SQLite file keeping the ledger (default {ledger_path})",
+    )
+    provider.add_argument(
+        "--pause-after-charge-file",
+        metavar="PATH",
+        default=None,
+        help="fault injection for crash tests: once PATH.arm exists, hold the "
+        "next new refund's response until PATH is deleted",
+    )
     provider.set_defaults(handler=cmd_demo_provider)
 
     ledger = commands.add_parser("ledger", help="show every request the demo provider received")
-    ledger.add_argument("--url", default=provider_url,
-                        help=f"the running provider's URL (default {provider_url})")
+    ledger.add_argument(
+        "--url", default=provider_url, help=f"the running provider's URL (default {provider_url})"
+    )
     ledger.add_argument("--json", action="store_true", help="print stable JSON for scripts")
     ledger.set_defaults(handler=cmd_demo_ledger)
     return demo
@@ -67,8 +82,13 @@ def add_demo_commands(
 def cmd_demo_provider(args: argparse.Namespace, *_: object) -> int:
     """Serve the demo provider in the foreground; 1 with a one-line error if it cannot."""
     try:
-        serve(args.port, args.ledger, host=args.host,
-              pause_after_charge_file=args.pause_after_charge_file, log=_log)
+        serve(
+            args.port,
+            args.ledger,
+            host=args.host,
+            pause_after_charge_file=args.pause_after_charge_file,
+            log=_log,
+        )
     except ProviderError as exc:
         return _fail(exc)
     return 0
@@ -95,7 +115,8 @@ def fetch_ledger(url: str, *, timeout: float = REQUEST_TIMEOUT_S) -> list[dict[s
     except requests.RequestException as exc:
         raise LedgerUnavailable(
             f"cannot reach the demo provider at {url} ({type(exc).__name__}); "
-            "is `signoff demo provider` running?") from None
+            "is `signoff demo provider` running?"
+        ) from None
     if response.status_code != 200:
         raise LedgerUnavailable(f"{endpoint} answered {response.status_code}")
     try:
@@ -113,8 +134,10 @@ def format_ledger(entries: Sequence[dict[str, Any]]) -> str:
         return "no requests yet"
     rows = [_COLUMNS, *(_row(entry) for entry in entries)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-             for row in rows]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
     charges = sum(1 for entry in entries if entry.get("created_charge"))
     lines.append(f"{len(entries)} request(s), {charges} charge(s) created")
     return "\n".join(lines)

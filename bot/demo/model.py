@@ -13,8 +13,7 @@ from typing import Any
 from agent_runtime.models.base import Message, ModelRequest, ModelResponse, ToolCall
 from agent_runtime.models.scripted import ScriptedModel, text_reply, tool_reply
 
-HELP = ("I can refund orders and email customers, e.g. "
-        "\"refund order 1042 and email the customer\".")
+HELP = 'I can refund orders and email customers, e.g. "refund order 1042 and email the customer".'
 
 
 def demo_model() -> ScriptedModel:
@@ -30,8 +29,9 @@ def respond(request: ModelRequest) -> ModelResponse:
         return text_reply(HELP)
     results = _results(request.messages)
     if "lookup_order" not in results:
-        return tool_reply(ToolCall(id="call_lookup", name="lookup_order",
-                                   arguments={"order_id": order_id}))
+        return tool_reply(
+            ToolCall(id="call_lookup", name="lookup_order", arguments={"order_id": order_id})
+        )
     order = results["lookup_order"]
     if not isinstance(order, dict):
         return text_reply(f"I could not find order {order_id}: {order}")
@@ -44,17 +44,35 @@ def _actions(task: str, order: dict[str, Any]) -> list[ToolCall]:
     calls = []
     lowered = task.lower()
     if "refund" in lowered:
-        calls.append(ToolCall(id="call_refund", name="issue_refund", arguments={
-            "order_id": order["id"], "amount_cents": order["amount_cents"]}))
+        calls.append(
+            ToolCall(
+                id="call_refund",
+                name="issue_refund",
+                arguments={"order_id": order["id"], "amount_cents": order["amount_cents"]},
+            )
+        )
     if "email" in lowered or "tell" in lowered or "notify" in lowered:
         customer = order["customer"]
         amount = f"{order['amount_cents'] / 100:.2f} {order['currency']}"
-        calls.append(ToolCall(id="call_email", name="send_email", arguments={
-            "to": customer["email"], "subject": f"Your refund for order {order['id']}",
-            "body": f"Hello {customer['name']},\n\nWe have refunded {amount} for order "
-                    f"{order['id']}.\n\nBest regards"}))
-    return calls or [ToolCall(id="call_refund", name="issue_refund", arguments={
-        "order_id": order["id"], "amount_cents": order["amount_cents"]})]
+        calls.append(
+            ToolCall(
+                id="call_email",
+                name="send_email",
+                arguments={
+                    "to": customer["email"],
+                    "subject": f"Your refund for order {order['id']}",
+                    "body": f"Hello {customer['name']},\n\nWe have refunded {amount} for order "
+                    f"{order['id']}.\n\nBest regards",
+                },
+            )
+        )
+    return calls or [
+        ToolCall(
+            id="call_refund",
+            name="issue_refund",
+            arguments={"order_id": order["id"], "amount_cents": order["amount_cents"]},
+        )
+    ]
 
 
 def _summary(order: dict[str, Any], results: dict[str, Any]) -> str:
@@ -68,8 +86,9 @@ def _summary(order: dict[str, Any], results: dict[str, Any]) -> str:
 
 
 def _order_id(task: str) -> str | None:
-    match = re.search(r"\border\s*#?\s*(\d+)", task, re.IGNORECASE) or re.search(r"\b(\d{3,})\b",
-                                                                                  task)
+    match = re.search(r"\border\s*#?\s*(\d+)", task, re.IGNORECASE) or re.search(
+        r"\b(\d{3,})\b", task
+    )
     return match.group(1) if match else None
 
 

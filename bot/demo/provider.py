@@ -94,8 +94,9 @@ class Provider:
     ) -> None:
         self.ledger = ledger
         self._orders = orders
-        self._pause_file = None if pause_after_charge_file is None else Path(
-            pause_after_charge_file)
+        self._pause_file = (
+            None if pause_after_charge_file is None else Path(pause_after_charge_file)
+        )
         self._released = threading.Event()
 
     def handle(
@@ -147,8 +148,11 @@ class Provider:
         raw: bytes | None,
     ) -> Reply:
         if raw is None:
-            raise _Rejection(413, "invalid_request",
-                             f"the body needs a Content-Length of at most {MAX_BODY_BYTES}")
+            raise _Rejection(
+                413,
+                "invalid_request",
+                f"the body needs a Content-Length of at most {MAX_BODY_BYTES}",
+            )
         if (method, path) == ("POST", "/v1/refunds"):
             return self._create_refund(received, raw)
         if (method, path) == ("GET", "/v1/refunds"):
@@ -174,19 +178,29 @@ class Provider:
         amount = _positive_int(body.get("amount_cents"), "amount_cents")
         currency = _currency(body.get("currency", order.currency))
         if currency != order.currency:
-            raise _Rejection(422, "currency_mismatch",
-                             f"order {order.id} was paid in {order.currency}, not {currency}")
+            raise _Rejection(
+                422,
+                "currency_mismatch",
+                f"order {order.id} was paid in {order.currency}, not {currency}",
+            )
         if amount > order.amount_cents:
-            raise _Rejection(422, "amount_too_large",
-                             f"amount_cents {amount} exceeds order {order.id}'s "
-                             f"{order.amount_cents}")
+            raise _Rejection(
+                422,
+                "amount_too_large",
+                f"amount_cents {amount} exceeds order {order.id}'s {order.amount_cents}",
+            )
         outcome, charge = self.ledger.create_charge(
-            replace(received, idempotency_key=key), order.id, amount, currency)
+            replace(received, idempotency_key=key), order.id, amount, currency
+        )
         if outcome == "conflict":
-            return Reply(409, error_body(
-                "idempotency_conflict",
-                f"Idempotency-Key {key!r} was used for a different refund ({charge.id})"),
-                recorded=True)
+            return Reply(
+                409,
+                error_body(
+                    "idempotency_conflict",
+                    f"Idempotency-Key {key!r} was used for a different refund ({charge.id})",
+                ),
+                recorded=True,
+            )
         if outcome == "replayed":
             return Reply(200, charge.to_json(), ((REPLAYED_HEADER, "true"),), recorded=True)
         return Reply(201, charge.to_json(), recorded=True, created_charge=charge.id)
@@ -194,8 +208,9 @@ class Provider:
     def _find_refund(self, query: dict[str, list[str]]) -> Reply:
         keys = query.get("idempotency_key", [])
         if len(keys) != 1:
-            raise _Rejection(400, "invalid_request",
-                             "give exactly one idempotency_key query parameter")
+            raise _Rejection(
+                400, "invalid_request", "give exactly one idempotency_key query parameter"
+            )
         charge = self.ledger.charge_for_key(keys[0])
         if charge is None:
             raise _Rejection(404, "not_found", f"no refund with idempotency key {keys[0]!r}")
@@ -237,8 +252,9 @@ def _checked_key(value: object, name: str) -> str:
     if value is None:
         raise _Rejection(400, "invalid_request", f"{name} is required")
     if not isinstance(value, str) or not value or len(value) > MAX_KEY_LENGTH:
-        raise _Rejection(400, "invalid_request",
-                         f"{name} must be a string of 1 to {MAX_KEY_LENGTH} characters")
+        raise _Rejection(
+            400, "invalid_request", f"{name} must be a string of 1 to {MAX_KEY_LENGTH} characters"
+        )
     return value
 
 

@@ -166,8 +166,9 @@ def start_in_thread(
     except OSError as exc:
         ledger.close()
         if exc.errno == errno.EADDRINUSE:
-            raise PortInUse(f"port {port} on {host} is already in use "
-                            "(is another demo provider running?)") from None
+            raise PortInUse(
+                f"port {port} on {host} is already in use (is another demo provider running?)"
+            ) from None
         raise ProviderError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return RunningProvider(server)
 
@@ -188,8 +189,9 @@ def serve(
     """
     if stop is None:
         stop = threading.Event()
-    running = start_in_thread(ledger_path, port=port, host=host,
-                              pause_after_charge_file=pause_after_charge_file, log=log)
+    running = start_in_thread(
+        ledger_path, port=port, host=host, pause_after_charge_file=pause_after_charge_file, log=log
+    )
     if log is not None:
         log(f"demo provider listening on {running.url} (ledger {running.ledger.path})")
     try:

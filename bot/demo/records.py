@@ -42,14 +42,26 @@ def _orders(*orders: Order) -> Mapping[str, Order]:
 
 
 DEMO_ORDERS: Final[Mapping[str, Order]] = _orders(
-    Order("1042", "Dana Example", "dana@example.com", 4999, "USD", "delivered",
-          "Ceramic pour-over coffee set"),
-    Order("1043", "Lee Sample", "lee@example.com", 12900, "EUR", "shipped",
-          "Merino wool blanket"),
-    Order("1044", "Sam Placeholder", "sam@example.org", 2500, "USD", "processing",
-          "Paperback: Durable Systems"),
-    Order("1045", "Robin Test", "robin@example.net", 89900, "GBP", "delivered",
-          "Espresso machine"),
+    Order(
+        "1042",
+        "Dana Example",
+        "dana@example.com",
+        4999,
+        "USD",
+        "delivered",
+        "Ceramic pour-over coffee set",
+    ),
+    Order("1043", "Lee Sample", "lee@example.com", 12900, "EUR", "shipped", "Merino wool blanket"),
+    Order(
+        "1044",
+        "Sam Placeholder",
+        "sam@example.org",
+        2500,
+        "USD",
+        "processing",
+        "Paperback: Durable Systems",
+    ),
+    Order("1045", "Robin Test", "robin@example.net", 89900, "GBP", "delivered", "Espresso machine"),
 )
 """The fixture orders: immutable, so sharing them is safe."""
 

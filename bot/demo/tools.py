@@ -23,8 +23,12 @@ def demo_tools(provider_url: str, approvers: tuple[str, ...], *, required: int =
     """Return the demo tools bound to the provider at ``provider_url``; each side effect
     needs ``required`` of the ``approvers``."""
     base = provider_url.rstrip("/")
-    policy = ApprovalPolicy(approvers=approvers, required=required, deadline=timedelta(hours=4),
-                            remind_every=timedelta(hours=1))
+    policy = ApprovalPolicy(
+        approvers=approvers,
+        required=required,
+        deadline=timedelta(hours=4),
+        remind_every=timedelta(hours=1),
+    )
     return Tools(_lookup_order(base), _issue_refund(base, policy), _send_email(base, policy))
 
 
@@ -49,17 +53,26 @@ def _issue_refund(base: str, policy: ApprovalPolicy) -> Tool:
             amount_cents: How much to refund, in cents; at most the order's amount.
         """
         response = requests.post(
-            f"{base}/v1/refunds", json={"order_id": order_id, "amount_cents": amount_cents},
-            headers={"Idempotency-Key": idempotency_key}, timeout=TIMEOUT_S)
+            f"{base}/v1/refunds",
+            json={"order_id": order_id, "amount_cents": amount_cents},
+            headers={"Idempotency-Key": idempotency_key},
+            timeout=TIMEOUT_S,
+        )
         return _answer(response)
 
     def verify(idempotency_key: str) -> Any:
-        response = requests.get(f"{base}/v1/refunds", params={"idempotency_key": idempotency_key},
-                                timeout=TIMEOUT_S)
+        response = requests.get(
+            f"{base}/v1/refunds", params={"idempotency_key": idempotency_key}, timeout=TIMEOUT_S
+        )
         return None if response.status_code == 404 else _answer(response)
 
-    return tool(side_effect=True, approval=policy, retry=HTTP_RETRY, verify=verify,
-                on_unknown_outcome=UnknownOutcome.RETRY)(issue_refund)
+    return tool(
+        side_effect=True,
+        approval=policy,
+        retry=HTTP_RETRY,
+        verify=verify,
+        on_unknown_outcome=UnknownOutcome.RETRY,
+    )(issue_refund)
 
 
 def _send_email(base: str, policy: ApprovalPolicy) -> Tool:
@@ -74,8 +87,9 @@ def _send_email(base: str, policy: ApprovalPolicy) -> Tool:
         payload = {"to": to, "subject": subject, "body": body, "dedupe_id": idempotency_key}
         return _answer(requests.post(f"{base}/v1/emails", json=payload, timeout=TIMEOUT_S))
 
-    return tool(side_effect=True, approval=policy, retry=HTTP_RETRY,
-                on_unknown_outcome=UnknownOutcome.RETRY)(send_email)
+    return tool(
+        side_effect=True, approval=policy, retry=HTTP_RETRY, on_unknown_outcome=UnknownOutcome.RETRY
+    )(send_email)
 
 
 def _answer(response: requests.Response) -> Any:

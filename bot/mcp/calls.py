@@ -77,9 +77,14 @@ def read_calls(journal: Sequence[StepRecord]) -> list[Call]:
         output = record.output if isinstance(record.output, dict) else {}
         if kind == CALL:
             calls[record.position] = Call(
-                position=record.position, tool=output["tool"], args=output["args"],
-                args_hash=output["args_hash"], gated=output["gated"],
-                definition=output["definition"], read_only=output.get("read_only", False))
+                position=record.position,
+                tool=output["tool"],
+                args=output["args"],
+                args_hash=output["args_hash"],
+                gated=output["gated"],
+                definition=output["definition"],
+                read_only=output.get("read_only", False),
+            )
         elif "call" in output and output["call"] in calls:
             calls[output["call"]].entries[kind] = output
     return list(calls.values())

@@ -35,15 +35,18 @@ from bot.wiring import Services
 logger = logging.getLogger(__name__)
 
 SIGNED_OFF = " [Signoff: a person signs off each call of this tool before it runs.]"
-RUN_LOST = ("refused: this gateway's run was cancelled or taken over, so nothing more can be "
-            "recorded in it; no new call reaches the upstream server")
+RUN_LOST = (
+    "refused: this gateway's run was cancelled or taken over, so nothing more can be "
+    "recorded in it; no new call reaches the upstream server"
+)
 
 
 class Gateway:
     """Answers one client's MCP requests from the upstream server and the run's journal."""
 
-    def __init__(self, options: GatewayOptions, services: Services, run: GatewayRun,
-                 upstream: ClientSession) -> None:
+    def __init__(
+        self, options: GatewayOptions, services: Services, run: GatewayRun, upstream: ClientSession
+    ) -> None:
         self.options = options
         self.services = services
         self.upstream = upstream
@@ -54,18 +57,23 @@ class Gateway:
 
     def server(self) -> Server[Any]:
         """Return the MCP server the client talks to."""
-        return Server(f"signoff-{self.options.key.gateway}", on_list_tools=self.list_tools,
-                      on_call_tool=self.call_tool)
+        return Server(
+            f"signoff-{self.options.key.gateway}",
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+        )
 
-    async def list_tools(self, ctx: ServerRequestContext[Any],
-                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         """Pass the upstream tools through, saying which ones a person signs off."""
         listed = await self._refresh(params)
         tools = [self._described(t) for t in listed.tools]
         return types.ListToolsResult(tools=tools, next_cursor=listed.next_cursor)
 
-    async def call_tool(self, ctx: ServerRequestContext[Any],
-                        params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         """Journal the call, wait for its sign-off if gated, and call upstream at most once."""
         request = await self._request(params.name, params.arguments or {})
         try:
@@ -78,8 +86,10 @@ class Gateway:
         assert call.result is not None
         return types.CallToolResult.model_validate(call.result)
 
-    async def _refresh(self, params: types.PaginatedRequestParams | None = None,
-                       ) -> types.ListToolsResult:
+    async def _refresh(
+        self,
+        params: types.PaginatedRequestParams | None = None,
+    ) -> types.ListToolsResult:
         listed = await self.upstream.list_tools(params=params)
         self._tools.update({t.name: t for t in listed.tools})
         return listed
@@ -87,11 +97,14 @@ class Gateway:
     async def _settle(self, ctx: ServerRequestContext[Any], call: Call, definition: str) -> None:
         await self._finish(call, await self._outcome(ctx, call, definition))
 
-    async def _outcome(self, ctx: ServerRequestContext[Any], call: Call,
-                       definition: str) -> types.CallToolResult:
+    async def _outcome(
+        self, ctx: ServerRequestContext[Any], call: Call, definition: str
+    ) -> types.CallToolResult:
         if call.started:
-            return _error(f"not executed again: the gateway stopped while calling {call.tool}, "
-                          "so whether it happened is unknown")
+            return _error(
+                f"not executed again: the gateway stopped while calling {call.tool}, "
+                "so whether it happened is unknown"
+            )
         if call.gated:
             decision = await self._wait_for_decision(ctx, call)
             if decision["status"] != "approved":
@@ -101,8 +114,9 @@ class Gateway:
             return _error(f"not executed: {go}")
         return await self._call_upstream(call.tool, go)
 
-    async def _wait_for_decision(self, ctx: ServerRequestContext[Any],
-                                 call: Call) -> dict[str, Any]:
+    async def _wait_for_decision(
+        self, ctx: ServerRequestContext[Any], call: Call
+    ) -> dict[str, Any]:
         token = (ctx.meta or {}).get("progress_token")
         polls = 0
         while True:
@@ -112,8 +126,11 @@ class Gateway:
             if token is not None:
                 polls += 1
                 await ctx.session.send_progress_notification(
-                    token, polls, message=f"waiting for sign-off (approval {call.approval_id})",
-                    related_request_id=None if ctx.request_id is None else str(ctx.request_id))
+                    token,
+                    polls,
+                    message=f"waiting for sign-off (approval {call.approval_id})",
+                    related_request_id=None if ctx.request_id is None else str(ctx.request_id),
+                )
             await anyio.sleep(self.options.poll_interval.total_seconds())
 
     async def _call_upstream(self, tool: str, go: Go) -> types.CallToolResult:
@@ -132,19 +149,43 @@ class Gateway:
         if name not in self._tools:
             await self._refresh()
         definition = self._tools.get(name)
-        annotations = None if definition is None or definition.annotations is None else (
-            definition.annotations.model_dump(by_alias=True, exclude_none=True))
+        annotations = (
+            None
+            if definition is None or definition.annotations is None
+            else (definition.annotations.model_dump(by_alias=True, exclude_none=True))
+        )
         gated = self.options.policy.gated(name, annotations)
-        policy = self.options.policy.approval(name, self.services.settings.approvers).snapshot(
-            self.services.settings.approver_groups) if gated else {}
-        digest = args_hash({"tool": None if definition is None else definition.model_dump(
-            mode="json", by_alias=True, exclude_none=True), "gated": gated, "policy": policy})
-        return CallRequest(tool=name, args=args, gated=gated, definition=digest, policy=policy,
-                           read_only=(annotations or {}).get("readOnlyHint") is True)
+        policy = (
+            self.options.policy.approval(name, self.services.settings.approvers).snapshot(
+                self.services.settings.approver_groups
+            )
+            if gated
+            else {}
+        )
+        digest = args_hash(
+            {
+                "tool": None
+                if definition is None
+                else definition.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "gated": gated,
+                "policy": policy,
+            }
+        )
+        return CallRequest(
+            tool=name,
+            args=args,
+            gated=gated,
+            definition=digest,
+            policy=policy,
+            read_only=(annotations or {}).get("readOnlyHint") is True,
+        )
 
     def _described(self, tool: types.Tool) -> types.Tool:
-        annotations = None if tool.annotations is None else tool.annotations.model_dump(
-            by_alias=True, exclude_none=True)
+        annotations = (
+            None
+            if tool.annotations is None
+            else tool.annotations.model_dump(by_alias=True, exclude_none=True)
+        )
         if not self.options.policy.gated(tool.name, annotations):
             return tool
         return tool.model_copy(update={"description": (tool.description or "") + SIGNED_OFF})
@@ -164,8 +205,11 @@ async def serve(options: GatewayOptions, services: Services, *, patience: timede
     ready = anyio.Event()
 
     async def take_run() -> None:
-        attached.append(await anyio.to_thread.run_sync(
-            lambda: attach(services, options.key, patience=patience, channel=options.channel)))
+        attached.append(
+            await anyio.to_thread.run_sync(
+                lambda: attach(services, options.key, patience=patience, channel=options.channel)
+            )
+        )
         ready.set()
 
     try:
@@ -216,6 +260,9 @@ async def _upstream(upstream: Upstream) -> AsyncIterator[ClientSession]:
 def _transport(upstream: Upstream) -> AbstractAsyncContextManager[tuple[Any, Any]]:
     if upstream.url is not None:
         return streamable_http_client(upstream.url)
-    params = StdioServerParameters(command=upstream.command, args=list(upstream.args),
-                                   env=None if upstream.env is None else dict(upstream.env))
+    params = StdioServerParameters(
+        command=upstream.command,
+        args=list(upstream.args),
+        env=None if upstream.env is None else dict(upstream.env),
+    )
     return stdio_client(params)

@@ -29,8 +29,9 @@ import yaml
 from agent_runtime import ApprovalPolicy
 from bot.mcp.exceptions import PolicyError
 
-RULE_KEYS = frozenset({"gated", "approvers", "groups", "required", "deadline_seconds",
-                       "allow_requester"})
+RULE_KEYS = frozenset(
+    {"gated", "approvers", "groups", "required", "deadline_seconds", "allow_requester"}
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,11 +70,14 @@ class GatePolicy:
         """Return the approval policy of ``tool``; ``approvers`` when the policy names none."""
         rule = self.tools.get(tool, ToolRule()).over(self.default)
         return ApprovalPolicy(
-            approvers=approvers if rule.approvers is None and not rule.groups
+            approvers=approvers
+            if rule.approvers is None and not rule.groups
             else rule.approvers or (),
-            groups=rule.groups or (), required=int(rule.required or 1),
+            groups=rule.groups or (),
+            required=int(rule.required or 1),
             deadline=rule.deadline or timedelta(hours=24),
-            allow_requester=bool(rule.allow_requester))
+            allow_requester=bool(rule.allow_requester),
+        )
 
 
 def needs_person(annotations: Mapping[str, Any] | None) -> bool:
@@ -82,7 +86,8 @@ def needs_person(annotations: Mapping[str, Any] | None) -> bool:
     if hints.get("readOnlyHint") is True:
         return False
     return hints.get("destructiveHint", True) is not False or (
-        hints.get("openWorldHint", True) is not False)
+        hints.get("openWorldHint", True) is not False
+    )
 
 
 def load_policy(path: Path | None) -> GatePolicy:
@@ -96,9 +101,10 @@ def load_policy(path: Path | None) -> GatePolicy:
     if not isinstance(tools, dict):
         raise PolicyError(str(path), "'tools' must map tool names to rules")
     default = read_rule(str(path), "the default", data)
-    return GatePolicy(default=default,
-                      tools={str(k): read_rule(str(path), f"tool {k!r}", v)
-                             for k, v in tools.items()})
+    return GatePolicy(
+        default=default,
+        tools={str(k): read_rule(str(path), f"tool {k!r}", v) for k, v in tools.items()},
+    )
 
 
 def _parse(path: Path) -> Any:
@@ -113,16 +119,20 @@ def _parse(path: Path) -> Any:
 
 def read_rule(source: str, what: str, data: Any) -> ToolRule:
     if not isinstance(data, dict) or set(data) - RULE_KEYS:
-        raise PolicyError(source, f"{what}: a rule is a mapping with keys among "
-                                  f"{', '.join(sorted(RULE_KEYS))}")
+        raise PolicyError(
+            source, f"{what}: a rule is a mapping with keys among {', '.join(sorted(RULE_KEYS))}"
+        )
     try:
         return ToolRule(
             gated=_optional(data, "gated", bool),
-            approvers=_names(data.get("approvers")), groups=_names(data.get("groups")),
+            approvers=_names(data.get("approvers")),
+            groups=_names(data.get("groups")),
             required=_positive(data.get("required")),
-            deadline=None if data.get("deadline_seconds") is None
+            deadline=None
+            if data.get("deadline_seconds") is None
             else timedelta(seconds=_positive(data["deadline_seconds"]) or 0),
-            allow_requester=_optional(data, "allow_requester", bool))
+            allow_requester=_optional(data, "allow_requester", bool),
+        )
     except (TypeError, ValueError) as exc:
         raise PolicyError(source, f"{what}: {exc}") from exc
 
@@ -143,7 +153,8 @@ def _names(value: Any) -> tuple[str, ...] | None:
 
 
 def _positive(value: Any) -> Any:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                              or value <= 0):
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+    ):
         raise ValueError("required and deadline_seconds must be positive numbers")
     return value

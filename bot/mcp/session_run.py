@@ -57,9 +57,12 @@ class SessionKey:
         """Return the run's input; with ``channel`` its thread and cards go to that Slack
         channel (through ``signoff serve``)."""
         data: dict[str, Any] = {
-            "gateway": self.gateway, "client": self.client, "session": self.session,
+            "gateway": self.gateway,
+            "client": self.client,
+            "session": self.session,
             "task": f"MCP gateway {self.gateway}: tool calls of {self.client}",
-            "requester": {"user_id": self.client}}
+            "requester": {"user_id": self.client},
+        }
         if channel:
             data["context"] = {"slack": {"channel": channel, "team": ""}}
         return data
@@ -101,10 +104,15 @@ class GatewayRun:
     def append(self, name: str, step_input: Any, output: Any) -> int:
         """Append one journal entry under the lease (``LeaseLost`` if lost); return its position."""
         now = self.services.runtime.clock.now()
-        record = StepRecord(position=self._next, kind=StepKind.STEP, name=name,
-                            input_hash=input_hash(step_input),
-                            output=round_trip(output, what=f"the entry {name!r}"),
-                            started_at=now, finished_at=now)
+        record = StepRecord(
+            position=self._next,
+            kind=StepKind.STEP,
+            name=name,
+            input_hash=input_hash(step_input),
+            output=round_trip(output, what=f"the entry {name!r}"),
+            started_at=now,
+            finished_at=now,
+        )
         notices = self.services.runtime.notifier.step_committed(self._run, record)
         self.services.store.append_step(self._lease, record, notices)
         self._next += 1
@@ -121,21 +129,24 @@ class GatewayRun:
         try:
             self.services.store.suspend(self._lease, Wait(wake_at=None, key=DETACHED), now)
         except LeaseLost:
-            logger.info("gateway run taken or cancelled", extra={"action": "detach",
-                                                                "run_id": self.run_id})
+            logger.info(
+                "gateway run taken or cancelled", extra={"action": "detach", "run_id": self.run_id}
+            )
 
     def _beat(self) -> None:
         ttl = self.services.settings.lease_ttl
         while not self._stop.wait(ttl.total_seconds() / 3):
             expires = self.services.runtime.clock.now() + ttl
             if not self.services.store.renew_lease(self._lease, expires):
-                logger.warning("gateway lease lost", extra={"action": "heartbeat",
-                                                            "run_id": self.run_id})
+                logger.warning(
+                    "gateway lease lost", extra={"action": "heartbeat", "run_id": self.run_id}
+                )
                 return
 
 
-def attach(services: Services, key: SessionKey, *, patience: timedelta,
-           channel: str | None = None) -> GatewayRun:
+def attach(
+    services: Services, key: SessionKey, *, patience: timedelta, channel: str | None = None
+) -> GatewayRun:
     """Create (posting to ``channel``, if named) or adopt the run of ``key``, waiting up to
     ``patience`` for a dead gateway's lease to expire; ``RunUnavailable`` if it is finished
     or still held."""
@@ -155,10 +166,18 @@ def _ensure_run(services: Services, key: SessionKey, channel: str | None) -> Non
         run = services.store.get_run(key.run_id)
     except RunNotFound:
         now = services.runtime.clock.now()
-        draft = Run(id=key.run_id, workflow=WORKFLOW, status=RunStatus.PENDING,
-                    input=key.to_json(channel), created_at=now, updated_at=now, due_at=now)
-        services.store.create_run(draft.id, WORKFLOW, draft.input, now,
-                                  services.runtime.notifier.run_started(draft))
+        draft = Run(
+            id=key.run_id,
+            workflow=WORKFLOW,
+            status=RunStatus.PENDING,
+            input=key.to_json(channel),
+            created_at=now,
+            updated_at=now,
+            due_at=now,
+        )
+        services.store.create_run(
+            draft.id, WORKFLOW, draft.input, now, services.runtime.notifier.run_started(draft)
+        )
         return
     if run.status.finished:
         raise RunUnavailable(key.run_id, f"is {run.status.value}")
@@ -166,8 +185,12 @@ def _ensure_run(services: Services, key: SessionKey, channel: str | None) -> Non
 
 def _adopt(services: Services, key: SessionKey) -> Lease | None:
     now = services.runtime.clock.now()
-    lease = services.store.adopt_run(key.run_id, f"mcp-gateway:{default_owner()}", now=now,
-                                     expires_at=now + services.settings.lease_ttl)
+    lease = services.store.adopt_run(
+        key.run_id,
+        f"mcp-gateway:{default_owner()}",
+        now=now,
+        expires_at=now + services.settings.lease_ttl,
+    )
     if lease is None and services.store.get_run(key.run_id).status == RunStatus.CANCELLED:
         raise RunUnavailable(key.run_id, "was cancelled")
     return lease

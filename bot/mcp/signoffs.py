@@ -105,8 +105,16 @@ class SignOffs:
                     return checked
                 approval, args = checked.id, checked.proposed_args
             key = idempotency_key(self._run.run_id, call.position)
-            self._append(call, STARTED, {"call": call.position, "key": key,
-                                         "args_hash": args_hash(args), "approval_id": approval})
+            self._append(
+                call,
+                STARTED,
+                {
+                    "call": call.position,
+                    "key": key,
+                    "args_hash": args_hash(args),
+                    "approval_id": approval,
+                },
+            )
             return Go(args=args, key=key)
 
     def finish(self, call: Call, result: dict[str, Any]) -> None:
@@ -123,24 +131,49 @@ class SignOffs:
         return lost if lost is not None and lost.matches(request.tool, digest) else None
 
     def _new(self, request: CallRequest, digest: str) -> Call:
-        output = {"tool": request.tool, "args": request.args, "args_hash": digest,
-                  "gated": request.gated, "definition": request.definition,
-                  "read_only": request.read_only}
-        position = self._run.append(entry_name(CALL, request.tool),
-                                    {"tool": request.tool, "args_hash": digest}, output)
-        call = Call(position=position, tool=request.tool, args=request.args, args_hash=digest,
-                    gated=request.gated, definition=request.definition,
-                    read_only=request.read_only)
+        output = {
+            "tool": request.tool,
+            "args": request.args,
+            "args_hash": digest,
+            "gated": request.gated,
+            "definition": request.definition,
+            "read_only": request.read_only,
+        }
+        position = self._run.append(
+            entry_name(CALL, request.tool), {"tool": request.tool, "args_hash": digest}, output
+        )
+        call = Call(
+            position=position,
+            tool=request.tool,
+            args=request.args,
+            args_hash=digest,
+            gated=request.gated,
+            definition=request.definition,
+            read_only=request.read_only,
+        )
         self._unanswered.append(call)
         return call
 
     def _request(self, call: Call, policy: dict[str, Any]) -> None:
         position = self._run.next_position
         approval = self._approvals.request(
-            run_id=self._run.run_id, position=position, tool=upstream_tool(self._name(call)),
-            args=call.args, policy=policy, requester=self._requester, now=self._clock.now())
-        self._append(call, REQUEST, {"call": call.position, "approval_id": approval.id,
-                                     "deadline": approval.deadline.isoformat()})
+            run_id=self._run.run_id,
+            position=position,
+            tool=upstream_tool(self._name(call)),
+            args=call.args,
+            policy=policy,
+            requester=self._requester,
+            now=self._clock.now(),
+        )
+        self._append(
+            call,
+            REQUEST,
+            {
+                "call": call.position,
+                "approval_id": approval.id,
+                "deadline": approval.deadline.isoformat(),
+            },
+        )
 
     def _current(self, call: Call) -> Approval:
         """Return the call's approval, expired first if its deadline passed (fail-closed)."""

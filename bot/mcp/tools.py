@@ -22,8 +22,13 @@ def qualified_name(gateway: str, tool: str) -> str:
 
 def upstream_tool(name: str) -> Tool:
     """Return the stand-in approvals use for the upstream tool with qualified ``name``."""
-    return Tool(name=name, description="a tool behind a Signoff MCP gateway", fn=_elsewhere,
-                parameters={"type": "object"}, side_effect=True)
+    return Tool(
+        name=name,
+        description="a tool behind a Signoff MCP gateway",
+        fn=_elsewhere,
+        parameters={"type": "object"},
+        side_effect=True,
+    )
 
 
 class GatewayTools(ToolLookup):

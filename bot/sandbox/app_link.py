@@ -88,9 +88,17 @@ class _ResponseTarget:
 class AppLink:
     """Delivers people's actions in a workspace to one app, signed, over HTTP."""
 
-    def __init__(self, workspace: Workspace, *, request_url: str, signing_secret: str,
-                 response_url_base: str, commands: tuple[str, ...] = ("/agent",),
-                 timeout: float = ACK_TIMEOUT_S, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        request_url: str,
+        signing_secret: str,
+        response_url_base: str,
+        commands: tuple[str, ...] = ("/agent",),
+        timeout: float = ACK_TIMEOUT_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not request_url.startswith(("http://", "https://")):
             raise ValueError(f"the app's request URL must be http(s), not {request_url!r}")
         self.workspace = workspace
@@ -112,19 +120,27 @@ class AppLink:
         command, _, text = line.strip().partition(" ")
         if command not in self.commands:
             self.workspace.post_ephemeral(
-                channel_id, user_id,
+                channel_id,
+                user_id,
                 text=f"`{command}` is not a valid command. In Slack, all messages that start "
-                     "with the \"/\" character are interpreted as commands.")
+                'with the "/" character are interpreted as commands.',
+            )
             return AppAnswer(404, error="unknown_command")
         form = slash_command_form(
-            self.workspace, origin, command, text.strip(),
+            self.workspace,
+            origin,
+            command,
+            text.strip(),
             trigger_id=self.workspace.issue_trigger(user_id),
-            response_url=self._response_url(channel_id, user_id, None))
+            response_url=self._response_url(channel_id, user_id, None),
+        )
         answer = self._post(urlencode(form).encode())
         if not answer.ok:
             self.workspace.post_ephemeral(
-                channel_id, user_id,
-                text=f"{command} failed with the error \"{answer.error or 'dispatch_failed'}\"")
+                channel_id,
+                user_id,
+                text=f'{command} failed with the error "{answer.error or "dispatch_failed"}"',
+            )
             return answer
         self._show_command_reply(origin, line, answer)
         return answer
@@ -135,13 +151,21 @@ class AppLink:
             return
         body = answer.json()
         if body is None:
-            self.workspace.post_ephemeral(origin.channel_id, origin.user.id,
-                                          text=answer.body.decode("utf-8", "replace"))
+            self.workspace.post_ephemeral(
+                origin.channel_id, origin.user.id, text=answer.body.decode("utf-8", "replace")
+            )
             return
         self._show_message(body, origin.channel_id, origin.user.id, None, echo=line)
 
-    def _show_message(self, body: JsonObject, channel: str, user: str, thread_ts: str | None,
-                      *, echo: str | None = None) -> None:
+    def _show_message(
+        self,
+        body: JsonObject,
+        channel: str,
+        user: str,
+        thread_ts: str | None,
+        *,
+        echo: str | None = None,
+    ) -> None:
         text = str(body.get("text") or "")
         blocks = body.get("blocks") if isinstance(body.get("blocks"), list) else None
         if not text and not blocks:
@@ -151,13 +175,21 @@ class AppLink:
                 self.workspace.post_message(channel, text=echo, user=user)
             self.workspace.post_message(channel, text=text, blocks=blocks, thread_ts=thread_ts)
         else:
-            self.workspace.post_ephemeral(channel, user, text=text, blocks=blocks,
-                                          thread_ts=thread_ts)
+            self.workspace.post_ephemeral(
+                channel, user, text=text, blocks=blocks, thread_ts=thread_ts
+            )
 
     # -- clicks ------------------------------------------------------------------------------
 
-    def click(self, user_id: str, *, channel_id: str, message_ts: str, action_id: str,
-              block_id: str | None = None) -> AppAnswer:
+    def click(
+        self,
+        user_id: str,
+        *,
+        channel_id: str,
+        message_ts: str,
+        action_id: str,
+        block_id: str | None = None,
+    ) -> AppAnswer:
         """Click a button in a message, as ``user_id``."""
         user = self._user(user_id)
         message = self.workspace.find_message(channel_id, message_ts)
@@ -165,38 +197,59 @@ class AppLink:
             raise WorkspaceError("message_not_found")
         return self._click_message(user, message, action_id, block_id)
 
-    def click_ephemeral(self, user_id: str, *, channel_id: str, message_ts: str,
-                        action_id: str, block_id: str | None = None) -> AppAnswer:
+    def click_ephemeral(
+        self,
+        user_id: str,
+        *,
+        channel_id: str,
+        message_ts: str,
+        action_id: str,
+        block_id: str | None = None,
+    ) -> AppAnswer:
         """Click a button in an ephemeral message, as the person it was shown to.
 
         Only they see it, so anyone else's click is refused (``ephemeral_of_another_user``);
         an unknown ts is ``message_not_found``.
         """
         user = self._user(user_id)
-        shown = [e for e in self.workspace.ephemerals(channel=channel_id)
-                 if e.message_ts == message_ts]
+        shown = [
+            e for e in self.workspace.ephemerals(channel=channel_id) if e.message_ts == message_ts
+        ]
         if not shown:
             raise WorkspaceError("message_not_found")
         if shown[0].user != user_id:
             raise WorkspaceError("ephemeral_of_another_user")
         return self._click_message(user, shown[0], action_id, block_id)
 
-    def _click_message(self, user: User, message: InMessage, action_id: str,
-                       block_id: str | None) -> AppAnswer:
+    def _click_message(
+        self, user: User, message: InMessage, action_id: str, block_id: str | None
+    ) -> AppAnswer:
         origin = Origin(user, message.channel)
         found = find_element(message.blocks, block_id, action_id)
         if found is None:
             raise WorkspaceError("action_not_found")
         element, real_block_id = found
         payload = message_action_payload(
-            self.workspace, origin, message, element, real_block_id,
+            self.workspace,
+            origin,
+            message,
+            element,
+            real_block_id,
             trigger_id=self.workspace.issue_trigger(user.id),
             response_url=self._response_url(message.channel, user.id, message.thread_ts),
-            action_ts=self._action_ts())
+            action_ts=self._action_ts(),
+        )
         return self._post(urlencode({"payload": json.dumps(payload)}).encode())
 
-    def click_in_view(self, user_id: str, view_id: str, *, action_id: str,
-                      block_id: str | None = None, values: Values | None = None) -> AppAnswer:
+    def click_in_view(
+        self,
+        user_id: str,
+        view_id: str,
+        *,
+        action_id: str,
+        block_id: str | None = None,
+        values: Values | None = None,
+    ) -> AppAnswer:
         """Click a button in a modal, as ``user_id``."""
         view = self._open_view(user_id, view_id)
         found = find_element(view.view.get("blocks"), block_id, action_id)
@@ -204,9 +257,15 @@ class AppLink:
             raise WorkspaceError("action_not_found")
         element, real_block_id = found
         payload = view_action_payload(
-            self.workspace, Origin(self._user(user_id)), view, element, real_block_id,
-            values or {}, trigger_id=self.workspace.issue_trigger(user_id, view_id=view.id),
-            action_ts=self._action_ts())
+            self.workspace,
+            Origin(self._user(user_id)),
+            view,
+            element,
+            real_block_id,
+            values or {},
+            trigger_id=self.workspace.issue_trigger(user_id, view_id=view.id),
+            action_ts=self._action_ts(),
+        )
         return self._post(urlencode({"payload": json.dumps(payload)}).encode())
 
     # -- modals ------------------------------------------------------------------------------
@@ -215,8 +274,12 @@ class AppLink:
         """Submit a modal; act on the app's ``response_action`` as Slack does."""
         view = self._open_view(user_id, view_id)
         payload = view_submission_payload(
-            self.workspace, Origin(self._user(user_id)), view, values,
-            trigger_id=self.workspace.issue_trigger(user_id, view_id=view.id))
+            self.workspace,
+            Origin(self._user(user_id)),
+            view,
+            values,
+            trigger_id=self.workspace.issue_trigger(user_id, view_id=view.id),
+        )
         answer = self._post(urlencode({"payload": json.dumps(payload)}).encode())
         if not answer.ok:
             return SubmitResult(closed=False, error=MODAL_TROUBLE)
@@ -254,8 +317,9 @@ class AppLink:
                 return 404, {"ok": False, "error": "expired_url"}
             target.uses_left -= 1
         try:
-            self._show_message(body, target.channel, target.user,
-                               body.get("thread_ts") or target.thread_ts)
+            self._show_message(
+                body, target.channel, target.user, body.get("thread_ts") or target.thread_ts
+            )
         except WorkspaceError as exc:
             return 200, {"ok": False, "error": exc.error}
         return 200, {"ok": True}
@@ -265,8 +329,9 @@ class AppLink:
         with self._lock:
             now = self._clock()
             self._responses = {k: v for k, v in self._responses.items() if v.expires_at >= now}
-            self._responses[token] = _ResponseTarget(channel, user, thread_ts,
-                                                     now + RESPONSE_URL_TTL_S)
+            self._responses[token] = _ResponseTarget(
+                channel, user, thread_ts, now + RESPONSE_URL_TTL_S
+            )
         return f"{self._response_base}/{token}"
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -274,7 +339,8 @@ class AppLink:
     def _post(self, body: bytes) -> AppAnswer:
         headers = signed_headers(self._secret, body, content_type=FORM, clock=self._clock)
         request = urllib.request.Request(  # noqa: S310 - http(s) only, checked in __init__
-            self.request_url, data=body, headers=headers, method="POST")
+            self.request_url, data=body, headers=headers, method="POST"
+        )
         try:
             with self._opener.open(request, timeout=self._timeout) as response:
                 return AppAnswer(response.status, response.read())

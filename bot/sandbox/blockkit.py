@@ -9,20 +9,56 @@ from bot.sandbox.records import JsonObject
 MAX_MESSAGE_BLOCKS = 50
 MAX_MODAL_BLOCKS = 100
 
-_BLOCK_TYPES = frozenset({
-    "actions", "context", "context_actions", "divider", "file", "header", "image", "input",
-    "markdown", "rich_text", "section", "table", "video",
-})
-_SELECT_TYPES = frozenset({
-    "static_select", "external_select", "users_select", "conversations_select",
-    "channels_select", "multi_static_select", "multi_external_select", "multi_users_select",
-    "multi_conversations_select", "multi_channels_select",
-})
-_ELEMENT_TYPES = _SELECT_TYPES | frozenset({
-    "button", "checkboxes", "datepicker", "datetimepicker", "email_text_input", "file_input",
-    "image", "number_input", "overflow", "plain_text_input", "radio_buttons",
-    "rich_text_input", "timepicker", "url_text_input", "workflow_button",
-})
+_BLOCK_TYPES = frozenset(
+    {
+        "actions",
+        "context",
+        "context_actions",
+        "divider",
+        "file",
+        "header",
+        "image",
+        "input",
+        "markdown",
+        "rich_text",
+        "section",
+        "table",
+        "video",
+    }
+)
+_SELECT_TYPES = frozenset(
+    {
+        "static_select",
+        "external_select",
+        "users_select",
+        "conversations_select",
+        "channels_select",
+        "multi_static_select",
+        "multi_external_select",
+        "multi_users_select",
+        "multi_conversations_select",
+        "multi_channels_select",
+    }
+)
+_ELEMENT_TYPES = _SELECT_TYPES | frozenset(
+    {
+        "button",
+        "checkboxes",
+        "datepicker",
+        "datetimepicker",
+        "email_text_input",
+        "file_input",
+        "image",
+        "number_input",
+        "overflow",
+        "plain_text_input",
+        "radio_buttons",
+        "rich_text_input",
+        "timepicker",
+        "url_text_input",
+        "workflow_button",
+    }
+)
 
 
 class _BlockChecker:
@@ -41,7 +77,12 @@ class _BlockChecker:
             self.fail(f"must be less than {limit + 1} characters", pointer)
 
     def text_object(
-        self, value: object, pointer: str, limit: int, *, plain_only: bool = False,
+        self,
+        value: object,
+        pointer: str,
+        limit: int,
+        *,
+        plain_only: bool = False,
         required: bool = True,
     ) -> None:
         """Check a text object: a known type, a non-empty string within ``limit``."""
@@ -127,17 +168,18 @@ class _BlockChecker:
                 action_id = item.get("action_id") if isinstance(item, dict) else None
                 if isinstance(action_id, str):
                     if action_id in action_ids:
-                        self.fail(f"duplicate action_id: {action_id}",
-                                  f"{at}/elements/{j}/action_id")
+                        self.fail(
+                            f"duplicate action_id: {action_id}", f"{at}/elements/{j}/action_id"
+                        )
                     action_ids.add(action_id)
         elif kind == "image":
             self.image(block, at)
-            self.text_object(block.get("title"), f"{at}/title", 2000, plain_only=True,
-                             required=False)
+            self.text_object(
+                block.get("title"), f"{at}/title", 2000, plain_only=True, required=False
+            )
         elif kind == "input":
             self.text_object(block.get("label"), f"{at}/label", 2000, plain_only=True)
-            self.text_object(block.get("hint"), f"{at}/hint", 2000, plain_only=True,
-                             required=False)
+            self.text_object(block.get("hint"), f"{at}/hint", 2000, plain_only=True, required=False)
             if block.get("element") is None:
                 self.fail("missing required field", f"{at}/element")
             else:
@@ -170,8 +212,9 @@ class _BlockChecker:
             self.fail(f"unsupported type: {kind}", f"{at}/type")
             return
         self.max_len(element.get("action_id"), f"{at}/action_id", 255)
-        self.text_object(element.get("placeholder"), f"{at}/placeholder", 150, plain_only=True,
-                         required=False)
+        self.text_object(
+            element.get("placeholder"), f"{at}/placeholder", 150, plain_only=True, required=False
+        )
         if kind == "button":
             self.text_object(element.get("text"), f"{at}/text", 75, plain_only=True)
             self.max_len(element.get("value"), f"{at}/value", 2000)
@@ -196,8 +239,12 @@ class _BlockChecker:
                 groups = self.items(element["option_groups"], f"{at}/option_groups", most=100)
                 for j, group in enumerate(groups):
                     if isinstance(group, dict):
-                        self.options(group.get("options"), f"{at}/option_groups/{j}/options",
-                                     most=100, least=1)
+                        self.options(
+                            group.get("options"),
+                            f"{at}/option_groups/{j}/options",
+                            most=100,
+                            least=1,
+                        )
             else:
                 self.options(element.get("options"), f"{at}/options", most=100, least=1)
 
@@ -209,8 +256,7 @@ class _BlockChecker:
                 self.fail("must be an object", at)
                 continue
             self.text_object(option.get("text"), f"{at}/text", 75)
-            self.text_object(option.get("description"), f"{at}/description", 75,
-                             required=False)
+            self.text_object(option.get("description"), f"{at}/description", 75, required=False)
             value_ = option.get("value")
             if not isinstance(value_, str):
                 self.fail("missing required field", f"{at}/value")
@@ -233,8 +279,7 @@ def validate_modal(view: object) -> list[str]:
     if view.get("type") != "modal":
         checker.fail("must be one of modal", "/view/type")
     checker.text_object(view.get("title"), "/view/title", 24, plain_only=True)
-    checker.text_object(view.get("submit"), "/view/submit", 24, plain_only=True,
-                        required=False)
+    checker.text_object(view.get("submit"), "/view/submit", 24, plain_only=True, required=False)
     checker.text_object(view.get("close"), "/view/close", 24, plain_only=True, required=False)
     checker.blocks(view.get("blocks"), "/view/blocks", MAX_MODAL_BLOCKS)
     for key, limit in (("private_metadata", 3000), ("callback_id", 255), ("external_id", 255)):

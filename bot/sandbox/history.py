@@ -50,8 +50,7 @@ def _within(message: Message, params: Mapping[str, Any]) -> bool:
     inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
     ts = float(message.ts)
     oldest, latest = params.get("oldest"), params.get("latest")
-    if oldest not in (None, "") and (ts < float(oldest) or (ts == float(oldest)
-                                                             and not inclusive)):
+    if oldest not in (None, "") and (ts < float(oldest) or (ts == float(oldest) and not inclusive)):
         return False
     return latest in (None, "") or ts < float(latest) or (ts == float(latest) and inclusive)
 
@@ -59,12 +58,13 @@ def _within(message: Message, params: Mapping[str, Any]) -> bool:
 def _page(ws: Workspace, messages: list[Message], params: Mapping[str, Any]) -> JsonObject:
     limit = min(max(int(params.get("limit") or DEFAULT_LIMIT), 1), MAX_LIMIT)
     start = _offset(params.get("cursor"))
-    shown = messages[start:start + limit]
+    shown = messages[start : start + limit]
     more = start + limit < len(messages)
     metadata = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
     return {
-        "messages": [m.to_api(team_id=ws.team_id, app_id=ws.app_id, include_metadata=metadata)
-                     for m in shown],
+        "messages": [
+            m.to_api(team_id=ws.team_id, app_id=ws.app_id, include_metadata=metadata) for m in shown
+        ],
         "has_more": more,
         "response_metadata": {"next_cursor": _cursor(start + limit) if more else ""},
     }

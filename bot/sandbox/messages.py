@@ -51,8 +51,9 @@ class MessagesMixin(WorkspaceCore):
             parent = None
             if thread_ts is not None:
                 if not _TS_RE.match(thread_ts):
-                    raise WorkspaceError("invalid_thread_ts",
-                                         [f"[ERROR] {thread_ts} is not a valid thread_ts"])
+                    raise WorkspaceError(
+                        "invalid_thread_ts", [f"[ERROR] {thread_ts} is not a valid thread_ts"]
+                    )
                 parent = self._find_locked(target.id, thread_ts)
                 if parent is None:
                     raise WorkspaceError("thread_not_found")
@@ -99,7 +100,10 @@ class MessagesMixin(WorkspaceCore):
             _check_content(new_text, new_blocks)
             edit_ts = self._next_ts()
             updated = replace(
-                old, text=new_text, blocks=new_blocks, edited_ts=edit_ts,
+                old,
+                text=new_text,
+                blocks=new_blocks,
+                edited_ts=edit_ts,
                 edits=(*old.edits, MessageRevision(old.text, old.blocks, edit_ts)),
             )
             timeline = self._messages[channel]
@@ -123,8 +127,9 @@ class MessagesMixin(WorkspaceCore):
         with self._lock:
             if not self.is_member(target.id, user):
                 raise WorkspaceError("user_not_in_channel")
-            message = EphemeralMessage(target.id, user, self._next_ts(), text,
-                                       copy.deepcopy(blocks), thread_ts)
+            message = EphemeralMessage(
+                target.id, user, self._next_ts(), text, copy.deepcopy(blocks), thread_ts
+            )
             self._ephemerals.append(message)
             event = self._event_locked("ephemeral_posted", message)
         self._deliver(event)
@@ -154,13 +159,16 @@ class MessagesMixin(WorkspaceCore):
         with self._lock:
             return self._find_locked(channel, ts)
 
-    def ephemerals(self, channel: str | None = None, user: str | None = None
-                   ) -> list[EphemeralMessage]:
+    def ephemerals(
+        self, channel: str | None = None, user: str | None = None
+    ) -> list[EphemeralMessage]:
         """Return ephemeral messages, optionally for one channel and/or one user."""
         with self._lock:
-            return [e for e in self._ephemerals
-                    if (channel is None or e.channel == channel)
-                    and (user is None or e.user == user)]
+            return [
+                e
+                for e in self._ephemerals
+                if (channel is None or e.channel == channel) and (user is None or e.user == user)
+            ]
 
     def permalink(self, channel: str, ts: str) -> str:
         """Return a message's permalink (``message_not_found`` / ``channel_not_found``)."""

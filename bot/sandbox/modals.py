@@ -26,8 +26,7 @@ class ModalsMixin(WorkspaceCore):
         The trigger expires ``trigger_ttl`` seconds after it was issued.
         """
         with self._lock:
-            trigger_id = (f"{int(self._clock())}.{next(self._ids)}."
-                          f"{secrets.token_hex(16)}")
+            trigger_id = f"{int(self._clock())}.{next(self._ids)}.{secrets.token_hex(16)}"
             self._triggers[trigger_id] = Trigger(trigger_id, user, self._clock(), view_id)
             return trigger_id
 
@@ -48,15 +47,15 @@ class ModalsMixin(WorkspaceCore):
             top = self._stack_top_locked(self._check_trigger_locked(trigger_id))
             if top is None:
                 raise WorkspaceError("not_found")
-            stack = [v for v in self._views.values()
-                     if v.root_view_id == top.root_view_id and v.is_open]
+            stack = [
+                v for v in self._views.values() if v.root_view_id == top.root_view_id and v.is_open
+            ]
             if len(stack) >= MAX_VIEW_STACK:
                 raise WorkspaceError("push_limit_reached")
             trigger = self._exchange_locked(trigger_id)
             if trigger.user is None:
                 trigger = replace(trigger, user=top.user)
-            new = self._new_view_locked(checked, trigger, root=top.root_view_id,
-                                        previous=top.id)
+            new = self._new_view_locked(checked, trigger, root=top.root_view_id, previous=top.id)
             event = self._event_locked("view_pushed", new)
         self._deliver(event)
         return new
@@ -79,12 +78,22 @@ class ModalsMixin(WorkspaceCore):
             if new_external != old.external_id:
                 self._check_external_id_locked(new_external)
             new_hash = self._new_hash()
-            payload = self._view_payload(checked, view_id=old.id, hash_=new_hash,
-                                         external_id=new_external, root=old.root_view_id,
-                                         previous=old.previous_view_id)
-            new = replace(old, view=payload, hash=new_hash,
-                          private_metadata=payload["private_metadata"],
-                          external_id=new_external, updates=(*old.updates, checked))
+            payload = self._view_payload(
+                checked,
+                view_id=old.id,
+                hash_=new_hash,
+                external_id=new_external,
+                root=old.root_view_id,
+                previous=old.previous_view_id,
+            )
+            new = replace(
+                old,
+                view=payload,
+                hash=new_hash,
+                private_metadata=payload["private_metadata"],
+                external_id=new_external,
+                updates=(*old.updates, checked),
+            )
             self._views[old.id] = new
             event = self._event_locked("view_updated", new)
         self._deliver(event)
@@ -96,8 +105,12 @@ class ModalsMixin(WorkspaceCore):
             target = self._views.get(view_id)
             if target is None:
                 raise WorkspaceError("not_found")
-            closing = [v for v in self._views.values() if v.is_open and (
-                v.id == view_id or (clear and v.root_view_id == target.root_view_id))]
+            closing = [
+                v
+                for v in self._views.values()
+                if v.is_open
+                and (v.id == view_id or (clear and v.root_view_id == target.root_view_id))
+            ]
             events = []
             for view in closing:
                 self._views[view.id] = replace(view, is_open=False)
@@ -134,18 +147,27 @@ class ModalsMixin(WorkspaceCore):
 
     def _stack_top_locked(self, trigger: Trigger) -> View | None:
         origin = self._views.get(trigger.view_id) if trigger.view_id else None
-        candidates = [v for v in self._views.values() if v.is_open and (
-            (origin is not None and v.root_view_id == origin.root_view_id)
-            or (origin is None and trigger.user is not None and v.user == trigger.user))]
+        candidates = [
+            v
+            for v in self._views.values()
+            if v.is_open
+            and (
+                (origin is not None and v.root_view_id == origin.root_view_id)
+                or (origin is None and trigger.user is not None and v.user == trigger.user)
+            )
+        ]
         return candidates[-1] if candidates else None
 
     def _find_view_locked(self, view_id: str | None, external_id: str | None) -> View:
         if view_id is None and external_id is None:
-            raise WorkspaceError("invalid_arguments",
-                                 ["[ERROR] either view_id or external_id is required"])
+            raise WorkspaceError(
+                "invalid_arguments", ["[ERROR] either view_id or external_id is required"]
+            )
         for view in self._views.values():
-            if view.is_open and ((view_id is not None and view.id == view_id) or (
-                    view_id is None and view.external_id == external_id)):
+            if view.is_open and (
+                (view_id is not None and view.id == view_id)
+                or (view_id is None and view.external_id == external_id)
+            ):
                 return view
         raise WorkspaceError("not_found")
 
@@ -160,18 +182,37 @@ class ModalsMixin(WorkspaceCore):
         self._check_external_id_locked(external_id)
         view_id = self._new_id("V")
         hash_ = self._new_hash()
-        payload = self._view_payload(view, view_id=view_id, hash_=hash_, external_id=external_id,
-                                     root=root or view_id, previous=previous)
-        new = View(id=view_id, trigger_id=trigger.id, user=trigger.user, view=payload,
-                   hash=hash_, private_metadata=payload["private_metadata"],
-                   external_id=external_id, root_view_id=root or view_id,
-                   previous_view_id=previous)
+        payload = self._view_payload(
+            view,
+            view_id=view_id,
+            hash_=hash_,
+            external_id=external_id,
+            root=root or view_id,
+            previous=previous,
+        )
+        new = View(
+            id=view_id,
+            trigger_id=trigger.id,
+            user=trigger.user,
+            view=payload,
+            hash=hash_,
+            private_metadata=payload["private_metadata"],
+            external_id=external_id,
+            root_view_id=root or view_id,
+            previous_view_id=previous,
+        )
         self._views[view_id] = new
         return new
 
     def _view_payload(
-        self, view: JsonObject, *, view_id: str, hash_: str, external_id: str | None,
-        root: str, previous: str | None,
+        self,
+        view: JsonObject,
+        *,
+        view_id: str,
+        hash_: str,
+        external_id: str | None,
+        root: str,
+        previous: str | None,
     ) -> JsonObject:
         payload = copy.deepcopy(view)
         payload.update(

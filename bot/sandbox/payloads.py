@@ -17,8 +17,7 @@ from bot.sandbox.records import EphemeralMessage, JsonObject, Message, User, Vie
 from bot.sandbox.workspace import Workspace
 
 VERIFICATION_TOKEN = "sandbox-verification-token"  # noqa: S105 - deprecated by Slack, still sent
-TEXT_INPUTS = frozenset({"plain_text_input", "email_text_input", "url_text_input",
-                         "number_input"})
+TEXT_INPUTS = frozenset({"plain_text_input", "email_text_input", "url_text_input", "number_input"})
 InMessage = Message | EphemeralMessage
 """A message a button can be clicked in: one in a channel, or an ephemeral one."""
 
@@ -47,8 +46,9 @@ def _channel_json(ws: Workspace, channel_id: str) -> JsonObject:
     return {"id": channel.id, "name": "directmessage" if channel.is_im else channel.name}
 
 
-def slash_command_form(ws: Workspace, origin: Origin, command: str, text: str, *,
-                       trigger_id: str, response_url: str) -> dict[str, str]:
+def slash_command_form(
+    ws: Workspace, origin: Origin, command: str, text: str, *, trigger_id: str, response_url: str
+) -> dict[str, str]:
     """The form fields of a slash command, as Slack posts them."""
     assert origin.channel_id is not None
     channel = _channel_json(ws, origin.channel_id)
@@ -69,8 +69,9 @@ def slash_command_form(ws: Workspace, origin: Origin, command: str, text: str, *
     }
 
 
-def find_element(blocks: list[JsonObject] | None, block_id: str | None,
-                 action_id: str) -> tuple[JsonObject, str] | None:
+def find_element(
+    blocks: list[JsonObject] | None, block_id: str | None, action_id: str
+) -> tuple[JsonObject, str] | None:
     """Find an interactive element by ``action_id`` (and ``block_id`` when given).
 
     Returns the element and its block's id (Slack makes one up when a block has none).
@@ -89,29 +90,48 @@ def find_element(blocks: list[JsonObject] | None, block_id: str | None,
 
 
 def _action_json(element: JsonObject, block_id: str, action_ts: str) -> JsonObject:
-    action: JsonObject = {"action_id": element.get("action_id"), "block_id": block_id,
-                          "type": element.get("type"), "action_ts": action_ts}
+    action: JsonObject = {
+        "action_id": element.get("action_id"),
+        "block_id": block_id,
+        "type": element.get("type"),
+        "action_ts": action_ts,
+    }
     for key in ("text", "value", "style", "url"):
         if element.get(key) is not None:
             action[key] = copy.deepcopy(element[key])
     return action
 
 
-def message_action_payload(ws: Workspace, origin: Origin, message: InMessage,
-                           element: JsonObject, block_id: str, *, trigger_id: str,
-                           response_url: str, action_ts: str) -> JsonObject:
+def message_action_payload(
+    ws: Workspace,
+    origin: Origin,
+    message: InMessage,
+    element: JsonObject,
+    block_id: str,
+    *,
+    trigger_id: str,
+    response_url: str,
+    action_ts: str,
+) -> JsonObject:
     """A ``block_actions`` payload for a button clicked in a message, ephemeral or not.
 
     For an ephemeral message the container says ``is_ephemeral`` and there is no ``message``
     field: Slack does not send an ephemeral message's content back to the app.
     """
     ephemeral = isinstance(message, EphemeralMessage)
-    container: JsonObject = {"type": "message", "message_ts": _ts_of(message),
-                             "channel_id": message.channel, "is_ephemeral": ephemeral}
+    container: JsonObject = {
+        "type": "message",
+        "message_ts": _ts_of(message),
+        "channel_id": message.channel,
+        "is_ephemeral": ephemeral,
+    }
     if message.thread_ts is not None:
         container["thread_ts"] = message.thread_ts
-    content = {} if isinstance(message, EphemeralMessage) else {
-        "message": message.to_api(team_id=ws.team_id, app_id=ws.app_id)}
+    content = (
+        {}
+        if isinstance(message, EphemeralMessage)
+        else {"message": message.to_api(team_id=ws.team_id, app_id=ws.app_id)}
+    )
     return {
         "type": "block_actions",
         "user": _user_json(ws, origin.user),
@@ -134,9 +154,17 @@ def _ts_of(message: InMessage) -> str:
     return message.message_ts if isinstance(message, EphemeralMessage) else message.ts
 
 
-def view_action_payload(ws: Workspace, origin: Origin, view: View, element: JsonObject,
-                        block_id: str, values: Mapping[str, Mapping[str, str]], *,
-                        trigger_id: str, action_ts: str) -> JsonObject:
+def view_action_payload(
+    ws: Workspace,
+    origin: Origin,
+    view: View,
+    element: JsonObject,
+    block_id: str,
+    values: Mapping[str, Mapping[str, str]],
+    *,
+    trigger_id: str,
+    action_ts: str,
+) -> JsonObject:
     """A ``block_actions`` payload for a button clicked in a modal."""
     return {
         "type": "block_actions",
@@ -153,9 +181,14 @@ def view_action_payload(ws: Workspace, origin: Origin, view: View, element: Json
     }
 
 
-def view_submission_payload(ws: Workspace, origin: Origin, view: View,
-                            values: Mapping[str, Mapping[str, str]], *,
-                            trigger_id: str) -> JsonObject:
+def view_submission_payload(
+    ws: Workspace,
+    origin: Origin,
+    view: View,
+    values: Mapping[str, Mapping[str, str]],
+    *,
+    trigger_id: str,
+) -> JsonObject:
     """A ``view_submission`` payload: the modal with what the person typed in ``state``."""
     return {
         "type": "view_submission",
@@ -201,7 +234,6 @@ def view_with_state(view: View, values: Mapping[str, Mapping[str, str]]) -> Json
         action_id = str(element.get("action_id", ""))
         typed = (values.get(block_id) or {}).get(action_id)
         text = typed if typed is not None else element.get("initial_value")
-        state.setdefault(block_id, {})[action_id] = {"type": element["type"],
-                                                     "value": text or None}
+        state.setdefault(block_id, {})[action_id] = {"type": element["type"], "value": text or None}
     payload["state"] = {"values": state}
     return payload

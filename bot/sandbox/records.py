@@ -83,10 +83,21 @@ class Channel:
     def to_api(self) -> JsonObject:
         """Return the conversation object the Web API answers with."""
         if self.is_im:
-            return {"id": self.id, "created": self.created, "is_im": True, "user": self.user,
-                    "is_open": True}
-        return {"id": self.id, "name": self.name, "created": self.created, "is_channel": True,
-                "is_im": False, "is_member": True}
+            return {
+                "id": self.id,
+                "created": self.created,
+                "is_im": True,
+                "user": self.user,
+                "is_open": True,
+            }
+        return {
+            "id": self.id,
+            "name": self.name,
+            "created": self.created,
+            "is_channel": True,
+            "is_im": False,
+            "is_member": True,
+        }
 
 
 @dataclass(frozen=True)
@@ -123,12 +134,18 @@ class Message:
         """Return whether the message is a thread reply."""
         return self.thread_ts is not None and self.thread_ts != self.ts
 
-    def to_api(self, *, team_id: str, app_id: str | None = None,
-               include_metadata: bool = True) -> JsonObject:
+    def to_api(
+        self, *, team_id: str, app_id: str | None = None, include_metadata: bool = True
+    ) -> JsonObject:
         """Return the message object the Web API answers with (history calls show its
         metadata only when asked, with ``include_all_metadata``)."""
-        payload: JsonObject = {"type": "message", "user": self.user, "text": self.text,
-                               "ts": self.ts, "team": team_id}
+        payload: JsonObject = {
+            "type": "message",
+            "user": self.user,
+            "text": self.text,
+            "ts": self.ts,
+            "team": team_id,
+        }
         if self.bot_id is not None:
             payload["bot_id"] = self.bot_id
             if app_id is not None:

@@ -74,10 +74,13 @@ def state_from_json(data: JsonObject) -> SavedState:
     return SavedState(
         users=[User(**u) for u in data["users"]],
         channels=[Channel(**c) for c in data["channels"]],
-        bot_channels=list(data["bot_channels"]), archived=list(data["archived"]),
+        bot_channels=list(data["bot_channels"]),
+        archived=list(data["archived"]),
         messages=[_message(m) for m in data["messages"]],
         ephemerals=[EphemeralMessage(**e) for e in data["ephemerals"]],
-        next_id=int(data["next_id"]), last_ts_us=int(data["last_ts_us"]))
+        next_id=int(data["next_id"]),
+        last_ts_us=int(data["last_ts_us"]),
+    )
 
 
 def _message(data: dict[str, Any]) -> Message:

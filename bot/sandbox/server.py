@@ -52,13 +52,15 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
             self._send(ApiResponse(404, {"ok": False, "error": "not_found"}))
             return
         api = cast(_ApiHttpServer, self.server).api
-        self._send(api.handle_http(
-            parts.path[len(API_PREFIX):],
-            content_type=self.headers.get("Content-Type"),
-            body=body,
-            query=parts.query,
-            authorization=self.headers.get("Authorization"),
-        ))
+        self._send(
+            api.handle_http(
+                parts.path[len(API_PREFIX) :],
+                content_type=self.headers.get("Content-Type"),
+                body=body,
+                query=parts.query,
+                authorization=self.headers.get("Authorization"),
+            )
+        )
 
     def _send(self, response: ApiResponse) -> None:
         data = json.dumps(response.body).encode("utf-8")
@@ -135,6 +137,7 @@ def start_slack_api(
     Port 0 picks a free port. Requests must carry ``token`` (``Authorization: Bearer``), which
     was granted ``scopes``.
     """
-    api = SlackWebApi(workspace if workspace is not None else Workspace(), tokens=(token,),
-                      scopes=scopes)
+    api = SlackWebApi(
+        workspace if workspace is not None else Workspace(), tokens=(token,), scopes=scopes
+    )
     return RunningSlackApi(_ApiHttpServer((host, port), api), host, token)

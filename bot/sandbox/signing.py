@@ -21,8 +21,9 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
     return f"{VERSION}={digest}"
 
 
-def signed_headers(secret: str, body: bytes, *, content_type: str,
-                   clock: Callable[[], float] = time.time) -> dict[str, str]:
+def signed_headers(
+    secret: str, body: bytes, *, content_type: str, clock: Callable[[], float] = time.time
+) -> dict[str, str]:
     """Return the headers Slack sends with ``body``: content type, timestamp and signature."""
     timestamp = str(int(clock()))
     return {
@@ -33,8 +34,15 @@ def signed_headers(secret: str, body: bytes, *, content_type: str,
     }
 
 
-def verify(secret: str, timestamp: str, body: bytes, given: str, *,
-           now: float | None = None, tolerance_s: int = 300) -> bool:
+def verify(
+    secret: str,
+    timestamp: str,
+    body: bytes,
+    given: str,
+    *,
+    now: float | None = None,
+    tolerance_s: int = 300,
+) -> bool:
     """Check a signature as an app does: the right HMAC, and a timestamp within 5 minutes."""
     try:
         sent = int(timestamp)

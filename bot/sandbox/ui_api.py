@@ -46,8 +46,15 @@ class Persona:
 class SandboxUi:
     """The page's API: snapshots of the workspace for one person, and their actions."""
 
-    def __init__(self, workspace: Workspace, link: AppLink, personas: Sequence[Persona], *,
-                 panel: Panel | None = None, title: str = "Signoff sandbox") -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        link: AppLink,
+        personas: Sequence[Persona],
+        *,
+        panel: Panel | None = None,
+        title: str = "Signoff sandbox",
+    ) -> None:
         self.workspace = workspace
         self.link = link
         self.personas = tuple(personas)
@@ -55,8 +62,9 @@ class SandboxUi:
         self.title = title
         for persona in self.personas:
             if workspace.user(persona.user_id) is None:
-                workspace.add_user(persona.name, real_name=persona.real_name,
-                                   user_id=persona.user_id)
+                workspace.add_user(
+                    persona.name, real_name=persona.real_name, user_id=persona.user_id
+                )
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -67,8 +75,10 @@ class SandboxUi:
             "title": self.title,
             "team": {"id": ws.team_id, "name": ws.team_name},
             "bot": {"id": ws.bot_user.id, "name": ws.bot_user.name},
-            "personas": [{"id": p.user_id, "name": p.name, "real_name": p.real_name,
-                          "role": p.role} for p in self.personas],
+            "personas": [
+                {"id": p.user_id, "name": p.name, "real_name": p.real_name, "role": p.role}
+                for p in self.personas
+            ],
             "users": {u.id: u.real_name or u.name for u in ws.users()},
             "commands": list(self.link.commands),
             "panel": self.panel is not None,
@@ -114,8 +124,9 @@ class SandboxUi:
             if time.monotonic() >= deadline:
                 return {"seq": since, "changed": False}
 
-    def _thread(self, channel: str, ts: str, ephemerals: list[EphemeralMessage]
-                ) -> JsonObject | None:
+    def _thread(
+        self, channel: str, ts: str, ephemerals: list[EphemeralMessage]
+    ) -> JsonObject | None:
         if not ts:
             return None
         messages = self.workspace.thread(channel, ts)
@@ -161,16 +172,23 @@ class SandboxUi:
                 answer = self.link.slash_command(user, _str(body, "channel"), _str(body, "text"))
                 return 200, {"ok": answer.ok, "error": answer.error}
             if action == "message":
-                self.workspace.post_message(_str(body, "channel"), text=_str(body, "text"),
-                                            thread_ts=body.get("thread_ts") or None, user=user)
+                self.workspace.post_message(
+                    _str(body, "channel"),
+                    text=_str(body, "text"),
+                    thread_ts=body.get("thread_ts") or None,
+                    user=user,
+                )
                 return 200, {"ok": True}
             if action == "click":
                 return self._click(user, body)
             if action == "submit":
                 result = self.link.submit_view(user, _str(body, "view_id"), _values(body))
-                return 200, {"ok": result.closed or not (result.errors or result.error),
-                             "closed": result.closed, "errors": result.errors,
-                             "error": result.error}
+                return 200, {
+                    "ok": result.closed or not (result.errors or result.error),
+                    "closed": result.closed,
+                    "errors": result.errors,
+                    "error": result.error,
+                }
             if action == "close":
                 self.link.close_view(user, _str(body, "view_id"))
                 return 200, {"ok": True}
@@ -182,13 +200,22 @@ class SandboxUi:
         """Click in a modal (``view_id``) or a message (``channel``, ``ts``, ``ephemeral``)."""
         block_id = body.get("block_id") or None
         if body.get("view_id"):
-            answer = self.link.click_in_view(user, _str(body, "view_id"),
-                                             action_id=_str(body, "action_id"),
-                                             block_id=block_id, values=_values(body))
+            answer = self.link.click_in_view(
+                user,
+                _str(body, "view_id"),
+                action_id=_str(body, "action_id"),
+                block_id=block_id,
+                values=_values(body),
+            )
         else:
             click = self.link.click_ephemeral if body.get("ephemeral") is True else self.link.click
-            answer = click(user, channel_id=_str(body, "channel"), message_ts=_str(body, "ts"),
-                           action_id=_str(body, "action_id"), block_id=block_id)
+            answer = click(
+                user,
+                channel_id=_str(body, "channel"),
+                message_ts=_str(body, "ts"),
+                action_id=_str(body, "action_id"),
+                block_id=block_id,
+            )
         return 200, {"ok": answer.ok, "status": answer.status, "error": answer.error}
 
     def _persona(self, user_id: str) -> str:
@@ -198,10 +225,19 @@ class SandboxUi:
 
 
 def _ephemeral(message: EphemeralMessage) -> JsonObject:
-    return {"ts": message.message_ts, "channel": message.channel, "user": None,
-            "author": "", "is_bot": True, "text": message.text, "blocks": message.blocks,
-            "thread_ts": message.thread_ts, "reply_count": 0, "edited": False,
-            "ephemeral": True}
+    return {
+        "ts": message.message_ts,
+        "channel": message.channel,
+        "user": None,
+        "author": "",
+        "is_bot": True,
+        "text": message.text,
+        "blocks": message.blocks,
+        "thread_ts": message.thread_ts,
+        "reply_count": 0,
+        "edited": False,
+        "ephemeral": True,
+    }
 
 
 def _str(body: Mapping[str, Any], name: str) -> str:
@@ -215,8 +251,11 @@ def _values(body: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     raw = body.get("values") or {}
     if not isinstance(raw, dict):
         raise WorkspaceError("invalid_arguments")
-    return {str(block): {str(k): str(v) for k, v in (fields or {}).items()}
-            for block, fields in raw.items() if isinstance(fields, dict)}
+    return {
+        str(block): {str(k): str(v) for k, v in (fields or {}).items()}
+        for block, fields in raw.items()
+        if isinstance(fields, dict)
+    }
 
 
 def _int(value: str | None, default: int) -> int:

@@ -32,10 +32,16 @@ log = logging.getLogger(__name__)
 
 RESPONSE_PREFIX = "/slack/response/"
 MAX_BODY = 1_000_000
-STATIC_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
-                ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+STATIC_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 UI_ACTIONS = ("command", "message", "click", "submit", "close")
 
 
@@ -122,13 +128,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(413, {"ok": False, "error": "request_too_large"})
             return
         if path.startswith(API_PREFIX) and self.server.api is not None:
-            self._api(path[len(API_PREFIX):], parts.query, body)
+            self._api(path[len(API_PREFIX) :], parts.query, body)
             return
         if not self._trusted_host():
             self._json(403, {"ok": False, "error": "forbidden_host"})
             return
         if method == "POST" and path.startswith(RESPONSE_PREFIX):
-            self._respond(path[len(RESPONSE_PREFIX):], body)
+            self._respond(path[len(RESPONSE_PREFIX) :], body)
         elif method == "GET" and (path == "/" or path.startswith("/static/")):
             self._static("index.html" if path == "/" else path.removeprefix("/static/"))
         elif path.startswith("/ui/") and self.server.ui is not None:
@@ -139,8 +145,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _api(self, method: str, query: str, body: bytes) -> None:
         assert self.server.api is not None
         response: ApiResponse = self.server.api.handle_http(
-            method, content_type=self.headers.get("Content-Type"), body=body, query=query,
-            authorization=self.headers.get("Authorization"))
+            method,
+            content_type=self.headers.get("Content-Type"),
+            body=body,
+            query=query,
+            authorization=self.headers.get("Authorization"),
+        )
         self._json(response.status, response.body, response.headers)
 
     def _respond(self, token: str, body: bytes) -> None:
@@ -175,8 +185,9 @@ class _Handler(BaseHTTPRequestHandler):
             answer = 500, {"ok": False, "error": "internal_error"}
         self._json(*answer)
 
-    def _ui_answer(self, ui: SandboxUi, method: str, name: str, query: dict[str, str],
-                   body: dict[str, Any]) -> Answer:
+    def _ui_answer(
+        self, ui: SandboxUi, method: str, name: str, query: dict[str, str], body: dict[str, Any]
+    ) -> Answer:
         if method == "GET" and name == "bootstrap":
             return 200, ui.bootstrap()
         if method == "GET" and name == "state":
@@ -192,7 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
         return 404, {"ok": False, "error": "not_found"}
 
     def _static(self, name: str) -> None:
-        suffix = name[name.rfind("."):] if "." in name else ""
+        suffix = name[name.rfind(".") :] if "." in name else ""
         if "/" in name or name.startswith(".") or suffix not in STATIC_TYPES:
             self._json(404, {"ok": False, "error": "not_found"})
             return
@@ -230,8 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         self._send(status, data, "application/json; charset=utf-8", headers or {})
 
-    def _send(self, status: int, data: bytes, content_type: str,
-              headers: dict[str, str]) -> None:
+    def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str]) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)

@@ -54,8 +54,9 @@ def parse_request(content_type: str | None, body: bytes, query: str = "") -> Jso
         params.update(decoded)
     elif media in ("application/x-www-form-urlencoded", "text/plain", ""):
         try:
-            params.update(parse_qsl(body.decode("utf-8"), keep_blank_values=True,
-                                    strict_parsing=False))
+            params.update(
+                parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+            )
         except UnicodeDecodeError:
             raise WorkspaceError("invalid_form_data") from None
     elif media == "multipart/form-data":
@@ -131,8 +132,12 @@ def _metadata_arg(params: Mapping[str, Any]) -> JsonObject | None:
     metadata = _json_arg(params, "metadata", "invalid_metadata_format")
     if metadata is None:
         return None
-    if (not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str)
-            or not metadata["event_type"] or not isinstance(metadata.get("event_payload"), dict)):
+    if (
+        not isinstance(metadata, dict)
+        or not isinstance(metadata.get("event_type"), str)
+        or not metadata["event_type"]
+        or not isinstance(metadata.get("event_payload"), dict)
+    ):
         raise WorkspaceError("invalid_metadata_format")
     return {"event_type": metadata["event_type"], "event_payload": metadata["event_payload"]}
 
@@ -142,8 +147,9 @@ def _view_arg(params: Mapping[str, Any]) -> JsonObject:
     if view is None:
         raise WorkspaceError("invalid_arguments", ["[ERROR] missing required field: view"])
     if not isinstance(view, dict):
-        raise WorkspaceError("invalid_arguments",
-                             ["[ERROR] must be an object [json-pointer:/view]"])
+        raise WorkspaceError(
+            "invalid_arguments", ["[ERROR] must be an object [json-pointer:/view]"]
+        )
     return view
 
 
@@ -164,8 +170,13 @@ class SlackWebApi:
     raises: every outcome is an ``ApiResponse`` and a logged ``ApiCall``.
     """
 
-    def __init__(self, workspace: Workspace, *, tokens: Iterable[str] = (DEFAULT_TOKEN,),
-                 scopes: Iterable[str] = BOT_SCOPES) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        tokens: Iterable[str] = (DEFAULT_TOKEN,),
+        scopes: Iterable[str] = BOT_SCOPES,
+    ) -> None:
         self.workspace = workspace
         self.tokens = frozenset(tokens)
         self.scopes = tuple(scopes)
@@ -192,7 +203,12 @@ class SlackWebApi:
         return tuple(self._handlers)
 
     def handle_http(
-        self, method: str, *, content_type: str | None, body: bytes, query: str = "",
+        self,
+        method: str,
+        *,
+        content_type: str | None,
+        body: bytes,
+        query: str = "",
         authorization: str | None = None,
     ) -> ApiResponse:
         """Answer a raw HTTP request for ``/api/<method>``."""
@@ -235,8 +251,9 @@ class SlackWebApi:
             headers = {"Retry-After": str(fault.retry_after)} if fault.kind == "ratelimited" else {}
             return ApiResponse(fault.status, {"ok": False, "error": fault.error}, headers)
         try:
-            return ApiResponse(200, {"ok": True, **handler(args)},
-                               {"x-oauth-scopes": ",".join(self.scopes)})
+            return ApiResponse(
+                200, {"ok": True, **handler(args)}, {"x-oauth-scopes": ",".join(self.scopes)}
+            )
         except WorkspaceError as exc:
             return ApiResponse(200, _error_body(exc))
         except Exception:
@@ -247,9 +264,15 @@ class SlackWebApi:
 
     def _auth_test(self, params: Mapping[str, Any]) -> JsonObject:
         ws = self.workspace
-        return {"url": ws.url, "team": ws.team_name, "user": ws.bot_user.name,
-                "team_id": ws.team_id, "user_id": ws.bot_user.id, "bot_id": ws.bot_id,
-                "is_enterprise_install": False}
+        return {
+            "url": ws.url,
+            "team": ws.team_name,
+            "user": ws.bot_user.name,
+            "team_id": ws.team_id,
+            "user_id": ws.bot_user.id,
+            "bot_id": ws.bot_id,
+            "is_enterprise_install": False,
+        }
 
     def _chat_post_message(self, params: Mapping[str, Any]) -> JsonObject:
         ws = self.workspace
@@ -261,8 +284,11 @@ class SlackWebApi:
             reply_broadcast=_flag(params, "reply_broadcast"),
             metadata=_metadata_arg(params),
         )
-        return {"channel": message.channel, "ts": message.ts,
-                "message": message.to_api(team_id=ws.team_id, app_id=ws.app_id)}
+        return {
+            "channel": message.channel,
+            "ts": message.ts,
+            "message": message.to_api(team_id=ws.team_id, app_id=ws.app_id),
+        }
 
     def _chat_update(self, params: Mapping[str, Any]) -> JsonObject:
         ws = self.workspace
@@ -273,8 +299,12 @@ class SlackWebApi:
             text=_text(params, "text"),
             blocks=_blocks_arg(params),
         )
-        return {"channel": channel, "ts": message.ts, "text": message.text,
-                "message": message.to_api(team_id=ws.team_id, app_id=ws.app_id)}
+        return {
+            "channel": channel,
+            "ts": message.ts,
+            "text": message.text,
+            "message": message.to_api(team_id=ws.team_id, app_id=ws.app_id),
+        }
 
     def _chat_post_ephemeral(self, params: Mapping[str, Any]) -> JsonObject:
         message = self.workspace.post_ephemeral(
@@ -288,8 +318,9 @@ class SlackWebApi:
 
     def _chat_get_permalink(self, params: Mapping[str, Any]) -> JsonObject:
         channel = _required(params, "channel", "channel_not_found")
-        link = self.workspace.permalink(channel, _required(params, "message_ts",
-                                                           "message_not_found"))
+        link = self.workspace.permalink(
+            channel, _required(params, "message_ts", "message_not_found")
+        )
         return {"channel": channel, "permalink": link}
 
     def _conversations_info(self, params: Mapping[str, Any]) -> JsonObject:
@@ -297,9 +328,15 @@ class SlackWebApi:
         channel = ws.channel(_required(params, "channel", "channel_not_found"))
         if channel is None:
             raise WorkspaceError("channel_not_found")
-        return {"channel": {"id": channel.id, "name": channel.name, "is_im": channel.is_im,
-                            "is_archived": ws.is_archived(channel.id),
-                            "is_member": ws.is_member(channel.id, ws.bot_user.id)}}
+        return {
+            "channel": {
+                "id": channel.id,
+                "name": channel.name,
+                "is_im": channel.is_im,
+                "is_archived": ws.is_archived(channel.id),
+                "is_member": ws.is_member(channel.id, ws.bot_user.id),
+            }
+        }
 
     def _conversations_open(self, params: Mapping[str, Any]) -> JsonObject:
         ws = self.workspace
@@ -313,13 +350,16 @@ class SlackWebApi:
         elif not users:
             raise WorkspaceError("users_list_not_supplied")
         elif len(users) > 1:
-            raise WorkspaceError("invalid_arguments",
-                                 ["[ERROR] the sandbox opens 1:1 DMs only [json-pointer:/users]"])
+            raise WorkspaceError(
+                "invalid_arguments",
+                ["[ERROR] the sandbox opens 1:1 DMs only [json-pointer:/users]"],
+            )
         else:
             already_open = any(c.is_im and c.user == users[0] for c in ws.channels())
             channel = ws.open_im(users[0])
-        body: JsonObject = {"channel": channel.to_api() if _flag(params, "return_im")
-                            else {"id": channel.id}}
+        body: JsonObject = {
+            "channel": channel.to_api() if _flag(params, "return_im") else {"id": channel.id}
+        }
         if already_open:
             body.update(no_op=True, already_open=True)
         return body
@@ -334,16 +374,18 @@ class SlackWebApi:
         trigger_id = _text(params, "trigger_id") or _text(params, "interactivity_pointer")
         view = _view_arg(params)
         if not trigger_id:
-            raise WorkspaceError("invalid_arguments",
-                                 ["[ERROR] missing required field: trigger_id"])
+            raise WorkspaceError(
+                "invalid_arguments", ["[ERROR] missing required field: trigger_id"]
+            )
         return {"view": self.workspace.open_view(trigger_id, view).view}
 
     def _views_push(self, params: Mapping[str, Any]) -> JsonObject:
         trigger_id = _text(params, "trigger_id") or _text(params, "interactivity_pointer")
         view = _view_arg(params)
         if not trigger_id:
-            raise WorkspaceError("invalid_arguments",
-                                 ["[ERROR] missing required field: trigger_id"])
+            raise WorkspaceError(
+                "invalid_arguments", ["[ERROR] missing required field: trigger_id"]
+            )
         return {"view": self.workspace.push_view(trigger_id, view).view}
 
     def _views_update(self, params: Mapping[str, Any]) -> JsonObject:

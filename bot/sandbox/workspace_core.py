@@ -95,8 +95,9 @@ class WorkspaceCore:
 
     # -- people and conversations ------------------------------------------------------------
 
-    def add_user(self, name: str, *, real_name: str | None = None,
-                 user_id: str | None = None) -> User:
+    def add_user(
+        self, name: str, *, real_name: str | None = None, user_id: str | None = None
+    ) -> User:
         """Add a person (member of every public channel) and return them."""
         with self._lock:
             user = User(user_id or self._new_id("U"), name, real_name or name)
@@ -107,8 +108,9 @@ class WorkspaceCore:
         self._deliver(event)
         return user
 
-    def add_channel(self, name: str, *, channel_id: str | None = None,
-                    with_bot: bool = False) -> Channel:
+    def add_channel(
+        self, name: str, *, channel_id: str | None = None, with_bot: bool = False
+    ) -> Channel:
         """Add a public channel; the bot is not in it (as in Slack) unless ``with_bot``."""
         with self._lock:
             name = name.lstrip("#")
@@ -160,8 +162,9 @@ class WorkspaceCore:
             existing = self._ims.get(user_id)
             if existing is not None:
                 return self._channels[existing], None
-            channel = Channel(self._new_id("D"), user.name, is_im=True, user=user_id,
-                              created=int(self._clock()))
+            channel = Channel(
+                self._new_id("D"), user.name, is_im=True, user=user_id, created=int(self._clock())
+            )
             self._channels[channel.id] = channel
             self._messages[channel.id] = []
             self._ims[user_id] = channel.id
@@ -225,8 +228,9 @@ class WorkspaceCore:
 
     # -- the API log and scripted faults ------------------------------------------------------
 
-    def log_call(self, method: str, params: Mapping[str, Any], *, status: int,
-                 error: str | None) -> ApiCall:
+    def log_call(
+        self, method: str, params: Mapping[str, Any], *, status: int, error: str | None
+    ) -> ApiCall:
         """Record a request the API answered (the server calls this for every request)."""
         with self._lock:
             call = ApiCall(method, dict(params), self._clock(), status, error is None, error)
@@ -351,11 +355,15 @@ class WorkspaceCore:
             next_id = next(self._ids)
             self._ids = itertools.count(next_id)  # saving uses up no id
             return SavedState(
-                users=list(self._users.values()), channels=list(self._channels.values()),
-                bot_channels=sorted(self._bot_channels), archived=sorted(self._archived),
+                users=list(self._users.values()),
+                channels=list(self._channels.values()),
+                bot_channels=sorted(self._bot_channels),
+                archived=sorted(self._archived),
                 messages=[m for ms in self._messages.values() for m in ms],
-                ephemerals=list(self._ephemerals), next_id=next_id,
-                last_ts_us=self._last_ts_us)
+                ephemerals=list(self._ephemerals),
+                next_id=next_id,
+                last_ts_us=self._last_ts_us,
+            )
 
     def restore(self, state: SavedState) -> None:
         """Replace people, channels, messages and ephemerals with ``state`` (before serving)."""

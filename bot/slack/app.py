@@ -76,8 +76,13 @@ class SlackDeps:
 
 def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
     """Return the Bolt app with every listener registered."""
-    app = App(client=client, signing_secret=signing_secret, token_verification_enabled=False,
-              ignoring_self_events_enabled=True, request_verification_enabled=True)
+    app = App(
+        client=client,
+        signing_secret=signing_secret,
+        token_verification_enabled=False,
+        ignoring_self_events_enabled=True,
+        request_verification_enabled=True,
+    )
     app.middleware(_drop_retries)
     app.middleware(_refuse_replays(deps))
     app.error(guard_errors)
@@ -107,7 +112,8 @@ def _refuse_replays(deps: SlackDeps) -> Callable[..., BoltResponse]:
     def middleware(request: Any, next: Callable[[], BoltResponse]) -> BoltResponse:
         signature = (request.headers.get("x-slack-signature") or [""])[0]
         if signature and not BEFORE_ACK.call(
-                lambda: deps.replays.first_time(signature, deps.clock.now())):
+            lambda: deps.replays.first_time(signature, deps.clock.now())
+        ):
             logger.warning("replayed request refused", extra={"action": "replay"})
             return BoltResponse(status=401, body='{"error": "replayed request"}')
         return next()
@@ -134,8 +140,9 @@ class Listeners:
         try:
             if parsed.name == "history":
                 assert parsed.run_id is not None
-                self._check_visible(parsed.run_id, _actor_of_command(command),
-                                    command.get("channel_id", ""))
+                self._check_visible(
+                    parsed.run_id, _actor_of_command(command), command.get("channel_id", "")
+                )
                 text, history = history_message(self.deps.runtime, parsed.run_id)
                 ack(response_type="ephemeral", text=text, blocks=history)
                 return
@@ -179,7 +186,8 @@ class Listeners:
         requester = (run.input.get("requester") or {}) if isinstance(run.input, dict) else {}
         agent = self.deps.agents.for_workflow(run.workflow)
         return requester.get("user_id") == actor.user_id or (
-            agent is not None and agent.may_raise_budget(actor.user_id))
+            agent is not None and agent.may_raise_budget(actor.user_id)
+        )
 
     def _check_control(self, run: Run, actor: Actor, verb: str) -> None:
         """Only the person who started a run, or its approvers, may cancel or fork it."""
@@ -189,9 +197,13 @@ class Listeners:
     def _start(self, task: str, actor: Actor, command: dict[str, Any]) -> str:
         agent = self.deps.agents.get()
         # the response_url reaches the requester even where the bot cannot post
-        context = {"slack": {"channel": command.get("channel_id", ""),
-                             "team": command.get("team_id", ""),
-                             "response_url": command.get("response_url", "")}}
+        context = {
+            "slack": {
+                "channel": command.get("channel_id", ""),
+                "team": command.get("team_id", ""),
+                "response_url": command.get("response_url", ""),
+            }
+        }
         data = AgentInput(task=task, requester=actor, context=context).to_json()
         run = self.deps.runtime.start(agent.workflow, data)
         return f"Started run `{run.id}`; follow it in the thread below."
@@ -201,20 +213,27 @@ class Listeners:
         ack()
         self._decisions.submit(self._after_ack, body, self._approve, "approve")
 
-    def _after_ack(self, body: dict[str, Any], work: Callable[[dict[str, Any]], None],
-                   action: str) -> None:
+    def _after_ack(
+        self, body: dict[str, Any], work: Callable[[dict[str, Any]], None], action: str
+    ) -> None:
         """Carry an acknowledged click through database reconnects; if it still cannot be
         done, tell the clicker so through the click's ``response_url``."""
         try:
             AFTER_ACK.call(lambda: work(body))
         except StoreUnavailable:
             logger.error("click not recorded: database unavailable", extra={"action": action})
-            respond(body, "Sorry: Signoff could not reach its database, so your click may not "
-                          "have been recorded. Check the card and try again in a minute.")
+            respond(
+                body,
+                "Sorry: Signoff could not reach its database, so your click may not "
+                "have been recorded. Check the card and try again in a minute.",
+            )
         except Exception:
             logger.exception("click failed", extra={"action": action})
-            respond(body, "Sorry: something went wrong and your click was not recorded. "
-                          "Try again; if it keeps failing, tell your Signoff operator.")
+            respond(
+                body,
+                "Sorry: something went wrong and your click was not recorded. "
+                "Try again; if it keeps failing, tell your Signoff operator.",
+            )
 
     def _approve(self, body: dict[str, Any]) -> None:
         value, actor = _click(body)
@@ -223,8 +242,9 @@ class Listeners:
         if approval is None:
             return
         # a card without the hash of what it shows is from before hashes were shown: stale
-        result = self.deps.approvals.decide(approval.id, actor, Decision.APPROVE,
-                                            seen_hash=seen_hash or "")
+        result = self.deps.approvals.decide(
+            approval.id, actor, Decision.APPROVE, seen_hash=seen_hash or ""
+        )
         if result.accepted:
             return
         if result.refused_as == "stale":
@@ -233,8 +253,9 @@ class Listeners:
             return
         self._tell(body, actor, result.message)
 
-    def _visible_approval(self, body: dict[str, Any], approval_id: str,
-                          actor: Actor) -> Approval | None:
+    def _visible_approval(
+        self, body: dict[str, Any], approval_id: str, actor: Actor
+    ) -> Approval | None:
         """Return the approval if ``actor`` may see it where they clicked; else tell them."""
         try:
             if not is_approval_id(approval_id):
@@ -243,8 +264,7 @@ class Listeners:
             if actor.user_id not in _people_of(approval):
                 self._check_visible(parse_run_id(approval.run_id), actor, _channel_of(body))
         except (ApprovalNotFound, RunNotFound):
-            self._tell(body, actor, "Sorry: there is no such approval, or it is not yours "
-                                    "to see.")
+            self._tell(body, actor, "Sorry: there is no such approval, or it is not yours to see.")
             return None
         return approval
 
@@ -256,8 +276,11 @@ class Listeners:
     def open_edit(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Edit: show the arguments in a modal (if the clicker may decide at all)."""
         ack()
-        self._open_if_allowed(body, client, lambda approval_id: blocks.edit_modal(
-            self.deps.approvals.get(approval_id)))
+        self._open_if_allowed(
+            body,
+            client,
+            lambda approval_id: blocks.edit_modal(self.deps.approvals.get(approval_id)),
+        )
 
     def view_args(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Show the full arguments of a card (to whoever may see the approval there)."""
@@ -280,7 +303,7 @@ class Listeners:
         self._tell(body, actor, text, history)
 
     def fork(self, ack: Ack, body: dict[str, Any]) -> None:
-        """"Fork from here": a new run from the run's journal up to that model call."""
+        """ "Fork from here": a new run from the run's journal up to that model call."""
         ack()
         value, actor = _click(body)
         source, _, position = value.partition(":")
@@ -292,8 +315,12 @@ class Listeners:
         except (SignoffError, ValueError) as exc:
             self._tell(body, actor, f"Sorry: {escape(str(exc))}")
             return
-        self._tell(body, actor, f"Forked run `{forked.id}` from step {position} of `{run.id}`; "
-                                "it continues in its own thread.")
+        self._tell(
+            body,
+            actor,
+            f"Forked run `{forked.id}` from step {position} of `{run.id}`; "
+            "it continues in its own thread.",
+        )
 
     def submit_reject(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         """The reject modal's submit: a reason is required; refusals show in the modal."""
@@ -307,8 +334,10 @@ class Listeners:
         """The edit modal's submit: JSON and schema errors show in the modal."""
         text = _value(view, "args")
         if too_deep(text):
-            ack(response_action="errors",
-                errors={"args": f"The arguments nest deeper than {MAX_ARGS_DEPTH} levels."})
+            ack(
+                response_action="errors",
+                errors={"args": f"The arguments nest deeper than {MAX_ARGS_DEPTH} levels."},
+            )
             return
         try:
             edited = json.loads(text)
@@ -320,16 +349,26 @@ class Listeners:
             return
         self._submit(ack, body, view, "args", Decision.EDIT, edited_args=edited)
 
-    def _submit(self, ack: Ack, body: dict[str, Any], view: dict[str, Any], block: str,
-                decision: Decision, **kwargs: Any) -> None:
+    def _submit(
+        self,
+        ack: Ack,
+        body: dict[str, Any],
+        view: dict[str, Any],
+        block: str,
+        decision: Decision,
+        **kwargs: Any,
+    ) -> None:
         """Decide from a modal; every refusal or failure shows in the modal, never a 500."""
         approval_id, seen_hash = blocks.parse_approval_ref(str(view.get("private_metadata")))
         actor = _actor(body["user"])
         try:
             if not is_approval_id(approval_id):
                 raise ApprovalNotFound(approval_id[:40])
-            result = BEFORE_ACK.call(lambda: self.deps.approvals.decide(
-                approval_id, actor, decision, seen_hash=seen_hash, **kwargs))
+            result = BEFORE_ACK.call(
+                lambda: self.deps.approvals.decide(
+                    approval_id, actor, decision, seen_hash=seen_hash, **kwargs
+                )
+            )
         except InvalidInput as exc:
             ack(response_action="errors", errors={block: exc.detail[:300]})
             return
@@ -337,16 +376,22 @@ class Listeners:
             ack(response_action="errors", errors={block: "There is no such approval."})
             return
         except StoreUnavailable:
-            ack(response_action="errors", errors={block: "Signoff could not reach its "
-                "database, so nothing was recorded. Submit again in a moment."})
+            ack(
+                response_action="errors",
+                errors={
+                    block: "Signoff could not reach its "
+                    "database, so nothing was recorded. Submit again in a moment."
+                },
+            )
             return
         if result.accepted or _own_decision(result.approval, actor):
             ack()
         else:
             ack(response_action="errors", errors={block: result.message})
 
-    def _open_if_allowed(self, body: dict[str, Any], client: WebClient,
-                         modal: Callable[[str], dict[str, Any]]) -> None:
+    def _open_if_allowed(
+        self, body: dict[str, Any], client: WebClient, modal: Callable[[str], dict[str, Any]]
+    ) -> None:
         value, actor = _click(body)
         approval = self._visible_approval(body, blocks.parse_approval_ref(value)[0], actor)
         if approval is None:
@@ -357,28 +402,46 @@ class Listeners:
             return
         self._open(body, actor, client, modal(approval.id))
 
-    def _open(self, body: dict[str, Any], actor: Actor, client: WebClient,
-              view: dict[str, Any]) -> None:
+    def _open(
+        self, body: dict[str, Any], actor: Actor, client: WebClient, view: dict[str, Any]
+    ) -> None:
         """Open a modal; if Slack refuses (an expired trigger, say), tell the clicker."""
         try:
             client.views_open(trigger_id=body["trigger_id"], view=view)
         except (SlackApiError, OSError) as exc:
             error = exc.response.get("error") if isinstance(exc, SlackApiError) else None
             logger.warning("views.open failed", extra={"action": "views_open"})
-            self._tell(body, actor, "Sorry: Slack did not open the dialog "
-                                    f"({escape(str(error or 'network error'))}). "
-                                    "Click the button again.")
+            self._tell(
+                body,
+                actor,
+                "Sorry: Slack did not open the dialog "
+                f"({escape(str(error or 'network error'))}). "
+                "Click the button again.",
+            )
 
-    def _tell(self, body: dict[str, Any], actor: Actor, text: str,
-              layout: list[blocks.Block] | None = None) -> None:
+    def _tell(
+        self,
+        body: dict[str, Any],
+        actor: Actor,
+        text: str,
+        layout: list[blocks.Block] | None = None,
+    ) -> None:
         channel = _channel_of(body)
         if not channel:
             return
         container = body.get("container") or {}
-        notice = Notice(key=f"ephemeral:{body.get('trigger_id') or self.deps.clock.now()}",
-                        run_id=None, kind=EPHEMERAL,
-                        data={"channel": channel, "user": actor.user_id, "text": text,
-                              "thread_ts": container.get("thread_ts"), "blocks": layout})
+        notice = Notice(
+            key=f"ephemeral:{body.get('trigger_id') or self.deps.clock.now()}",
+            run_id=None,
+            kind=EPHEMERAL,
+            data={
+                "channel": channel,
+                "user": actor.user_id,
+                "text": text,
+                "thread_ts": container.get("thread_ts"),
+                "blocks": layout,
+            },
+        )
         self.deps.outbox.enqueue([notice], self.deps.clock.now())
 
 
@@ -390,13 +453,19 @@ def _own_decision(approval: Approval, actor: Actor) -> bool:
 def _people_of(approval: Approval) -> set[str]:
     """Who may see an approval anywhere: its requester and everyone who may decide it."""
     policy = approval.policy
-    return {approval.requester.user_id, *policy.get("approvers", ()),
-            *policy.get("escalate_to", ())}
+    return {
+        approval.requester.user_id,
+        *policy.get("approvers", ()),
+        *policy.get("escalate_to", ()),
+    }
 
 
 def _channel_of(body: dict[str, Any]) -> str:
-    return str((body.get("channel") or {}).get("id")
-               or (body.get("container") or {}).get("channel_id") or "")
+    return str(
+        (body.get("channel") or {}).get("id")
+        or (body.get("container") or {}).get("channel_id")
+        or ""
+    )
 
 
 def _click(body: dict[str, Any]) -> tuple[str, Actor]:
@@ -404,13 +473,19 @@ def _click(body: dict[str, Any]) -> tuple[str, Actor]:
 
 
 def _actor(user: dict[str, Any]) -> Actor:
-    return Actor(user_id=user["id"], team_id=user.get("team_id", ""),
-                 name=user.get("username") or user.get("name") or "")
+    return Actor(
+        user_id=user["id"],
+        team_id=user.get("team_id", ""),
+        name=user.get("username") or user.get("name") or "",
+    )
 
 
 def _actor_of_command(command: dict[str, Any]) -> Actor:
-    return Actor(user_id=command.get("user_id", ""), team_id=command.get("team_id", ""),
-                 name=command.get("user_name", ""))
+    return Actor(
+        user_id=command.get("user_id", ""),
+        team_id=command.get("team_id", ""),
+        name=command.get("user_name", ""),
+    )
 
 
 def _value(view: dict[str, Any], block: str) -> str:

@@ -25,8 +25,13 @@ from bot.slack.text import (
 Block = dict[str, Any]
 
 APPROVE, REJECT, EDIT, VIEW_ARGS, HISTORY, FORK = (
-    "approval.approve", "approval.reject", "approval.edit", "approval.view_args", "run.history",
-    "run.fork")
+    "approval.approve",
+    "approval.reject",
+    "approval.edit",
+    "approval.view_args",
+    "run.history",
+    "run.fork",
+)
 HISTORY_FORKS = 20
 """The most recent model calls a history offers to fork from (Slack allows 50 blocks)."""
 ARGS_PREVIEW = 1500
@@ -34,10 +39,16 @@ MODAL_BLOCKS = 100
 PLAIN_TEXT_INPUT_LIMIT = 3000
 EDITED_FIELDS = 10
 """The edited fields a decision line names before summing up the rest."""
-HIDDEN_NOTE = ("⚠️ This card contains invisible or direction-changing characters; they are "
-               "shown as `\\u…` escapes. Read the arguments as escaped before deciding.")
-ICONS = {ApprovalStatus.APPROVED: "✅", ApprovalStatus.REJECTED: "❌",
-         ApprovalStatus.EXPIRED: "⌛", ApprovalStatus.CANCELLED: "🛑"}
+HIDDEN_NOTE = (
+    "⚠️ This card contains invisible or direction-changing characters; they are "
+    "shown as `\\u…` escapes. Read the arguments as escaped before deciding."
+)
+ICONS = {
+    ApprovalStatus.APPROVED: "✅",
+    ApprovalStatus.REJECTED: "❌",
+    ApprovalStatus.EXPIRED: "⌛",
+    ApprovalStatus.CANCELLED: "🛑",
+}
 
 
 def plain(text: str, limit: int = 150) -> dict[str, Any]:
@@ -64,8 +75,12 @@ def preformatted(text: str, limit: int = SECTION_LIMIT) -> Block:
     """A rich_text_preformatted block: text shown as written (hidden characters as escapes),
     never parsed as markup."""
     shown_text = truncate(visible(text[: limit + 1]), limit)
-    return {"type": "rich_text", "elements": [{"type": "rich_text_preformatted",
-                                               "elements": [{"type": "text", "text": shown_text}]}]}
+    return {
+        "type": "rich_text",
+        "elements": [
+            {"type": "rich_text_preformatted", "elements": [{"type": "text", "text": shown_text}]}
+        ],
+    }
 
 
 def canonical(args: Any) -> str:
@@ -78,20 +93,32 @@ def compact(args: Any) -> str:
     return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def run_root(run_id: str, task: str, requester: str, agent: str,
-             fork: dict[str, Any] | None = None, *,
-             status: str | None = None) -> tuple[str, list[Block]]:
+def run_root(
+    run_id: str,
+    task: str,
+    requester: str,
+    agent: str,
+    fork: dict[str, Any] | None = None,
+    *,
+    status: str | None = None,
+) -> tuple[str, list[Block]]:
     """The run's root message: the task, who asked, its status (already mrkdwn), the run id
     and what it was forked from."""
     name = tool_name(agent)
     text = f"{user(requester)} started a run of {name}: {shown(task, 500)}" + (
-        f"\n{status}" if status else "")
+        f"\n{status}" if status else ""
+    )
     origin = "" if fork is None else f" · fork of `{fork['from']}` from step {fork['at']}"
-    blocks = [section(f"*Task* from {user(requester)}\n{shown(task, 2800)}"),
-              *([section(status)] if status else []),
-              context(f"run `{run_id}` · agent {name}{origin} · history in this thread"),
-              {"type": "actions", "block_id": f"run:{run_id}", "elements": [
-                  _button("History", HISTORY, run_id)]}]
+    blocks = [
+        section(f"*Task* from {user(requester)}\n{shown(task, 2800)}"),
+        *([section(status)] if status else []),
+        context(f"run `{run_id}` · agent {name}{origin} · history in this thread"),
+        {
+            "type": "actions",
+            "block_id": f"run:{run_id}",
+            "elements": [_button("History", HISTORY, run_id)],
+        },
+    ]
     return message(text), blocks
 
 
@@ -107,8 +134,13 @@ def history_blocks(run_id: str, header: str, lines: list[tuple[str, int | None]]
         if plain_lines:
             blocks.append(section("\n".join(plain_lines)))
             plain_lines = []
-        blocks.append(section(text) | {"block_id": f"fork:{position}", "accessory": _button(
-            "Fork from here", FORK, f"{run_id}:{position}")})
+        blocks.append(
+            section(text)
+            | {
+                "block_id": f"fork:{position}",
+                "accessory": _button("Fork from here", FORK, f"{run_id}:{position}"),
+            }
+        )
     if plain_lines:
         blocks.append(section("\n".join(plain_lines)))
     return blocks
@@ -136,8 +168,11 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
         return decided_card(approval)
     preview = canonical(approval.proposed_args)
     too_long = _fitting(preview, ARGS_PREVIEW) is None
-    title = ("Did this happen?" if approval.kind == ApprovalKind.OUTCOME
-             else f"Approval needed: {approval.tool}")
+    title = (
+        "Did this happen?"
+        if approval.kind == ApprovalKind.OUTCOME
+        else f"Approval needed: {approval.tool}"
+    )
     blocks: list[Block] = [
         {"type": "header", "text": plain(title)},
         section(_facts(approval)),
@@ -150,16 +185,25 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
         blocks.insert(2, context(progress))
     if _hides(approval, approval.proposed_args):
         blocks.insert(1, context(HIDDEN_NOTE))
-    buttons = [_button("Approve" if approval.kind == ApprovalKind.TOOL_CALL else "Yes, it did",
-                       APPROVE, approval_ref(approval), style="primary"),
-               _button("Reject" if approval.kind == ApprovalKind.TOOL_CALL else "No, run it",
-                       REJECT, approval.id, style="danger")]
+    buttons = [
+        _button(
+            "Approve" if approval.kind == ApprovalKind.TOOL_CALL else "Yes, it did",
+            APPROVE,
+            approval_ref(approval),
+            style="primary",
+        ),
+        _button(
+            "Reject" if approval.kind == ApprovalKind.TOOL_CALL else "No, run it",
+            REJECT,
+            approval.id,
+            style="danger",
+        ),
+    ]
     if approval.kind == ApprovalKind.TOOL_CALL:
         buttons.append(_button("Edit", EDIT, approval.id))
     if too_long:
         buttons.append(_button("View full arguments", VIEW_ARGS, approval.id))
-    blocks.append({"type": "actions", "block_id": f"approval:{approval.id}",
-                   "elements": buttons})
+    blocks.append({"type": "actions", "block_id": f"approval:{approval.id}", "elements": buttons})
     asker = user(approval.requester.user_id)
     return message(f"Approval needed: {tool_name(approval.tool)} (requested by {asker})"), blocks
 
@@ -213,30 +257,50 @@ def _fields(diff: list[dict[str, Any]]) -> str:
 def reject_modal(approval_id: str) -> dict[str, Any]:
     """The modal asking for a rejection reason."""
     return {
-        "type": "modal", "callback_id": "approval.reject_submit", "private_metadata": approval_id,
-        "title": plain("Reject", 24), "submit": plain("Reject", 24), "close": plain("Cancel", 24),
-        "blocks": [{"type": "input", "block_id": "reason",
-                    "label": plain("Why? The agent reads this."),
-                    "element": {"type": "plain_text_input", "action_id": "value",
-                                "multiline": True, "max_length": PLAIN_TEXT_INPUT_LIMIT}}],
+        "type": "modal",
+        "callback_id": "approval.reject_submit",
+        "private_metadata": approval_id,
+        "title": plain("Reject", 24),
+        "submit": plain("Reject", 24),
+        "close": plain("Cancel", 24),
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": "reason",
+                "label": plain("Why? The agent reads this."),
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": "value",
+                    "multiline": True,
+                    "max_length": PLAIN_TEXT_INPUT_LIMIT,
+                },
+            }
+        ],
     }
 
 
 def edit_modal(approval: Approval) -> dict[str, Any]:
     """The modal for editing arguments before approving (it remembers which it showed)."""
     current, note = editable(approval.proposed_args)
-    element: dict[str, Any] = {"type": "plain_text_input", "action_id": "value",
-                               "multiline": True, "max_length": PLAIN_TEXT_INPUT_LIMIT}
+    element: dict[str, Any] = {
+        "type": "plain_text_input",
+        "action_id": "value",
+        "multiline": True,
+        "max_length": PLAIN_TEXT_INPUT_LIMIT,
+    }
     if current is not None:
         element["initial_value"] = current
     return {
-        "type": "modal", "callback_id": "approval.edit_submit",
+        "type": "modal",
+        "callback_id": "approval.edit_submit",
         "private_metadata": approval_ref(approval),
-        "title": plain("Edit and approve", 24), "submit": plain("Approve", 24),
+        "title": plain("Edit and approve", 24),
+        "submit": plain("Approve", 24),
         "close": plain("Cancel", 24),
-        "blocks": [section(f"Edit the arguments of *{tool_name(approval.tool)}* (JSON).{note}"),
-                   {"type": "input", "block_id": "args", "label": plain("Arguments"),
-                    "element": element}],
+        "blocks": [
+            section(f"Edit the arguments of *{tool_name(approval.tool)}* (JSON).{note}"),
+            {"type": "input", "block_id": "args", "label": plain("Arguments"), "element": element},
+        ],
     }
 
 
@@ -246,8 +310,12 @@ def args_modal(approval: Approval) -> dict[str, Any]:
     blocks = [preformatted(piece) for piece in pieces[: MODAL_BLOCKS - 1]]
     if len(pieces) >= MODAL_BLOCKS:
         blocks.append(context("(truncated: the arguments are longer than a modal can show)"))
-    return {"type": "modal", "title": plain("Arguments", 24), "close": plain("Close", 24),
-            "blocks": blocks}
+    return {
+        "type": "modal",
+        "title": plain("Arguments", 24),
+        "close": plain("Close", 24),
+        "blocks": blocks,
+    }
 
 
 def editable(args: dict[str, Any]) -> tuple[str | None, str]:
@@ -260,10 +328,12 @@ def editable(args: dict[str, Any]) -> tuple[str | None, str]:
     if short is not None:
         return short, "\nShown as compact JSON: indented, they would not fit the edit box."
     size = len(compact(args))
-    return None, (f"\nThe arguments are too long to edit here ({size:,} characters; the "
-                  f"box holds {PLAIN_TEXT_INPUT_LIMIT:,}). Read them with *View full arguments*, "
-                  "then approve them on the card as they are, or *Reject* with a reason asking "
-                  "the agent for shorter arguments.")
+    return None, (
+        f"\nThe arguments are too long to edit here ({size:,} characters; the "
+        f"box holds {PLAIN_TEXT_INPUT_LIMIT:,}). Read them with *View full arguments*, "
+        "then approve them on the card as they are, or *Reject* with a reason asking "
+        "the agent for shorter arguments."
+    )
 
 
 def _fitting(text: str, limit: int) -> str | None:
@@ -281,10 +351,12 @@ def _hides(approval: Approval, args: dict[str, Any]) -> bool:
 def _facts(approval: Approval) -> str:
     approvers = ", ".join(user(u) for u in approval.eligible) or "nobody"
     escalated = " (escalated)" if approval.escalated else ""
-    return (f"*Requested by* {user(approval.requester.user_id)} · "
-            f"*Approvers*{escalated} {approvers}\n"
-            f"*Deadline* {date(approval.deadline)} · "
-            f"*Arguments* sha256 `{approval.proposed_hash[:12]}`")
+    return (
+        f"*Requested by* {user(approval.requester.user_id)} · "
+        f"*Approvers*{escalated} {approvers}\n"
+        f"*Deadline* {date(approval.deadline)} · "
+        f"*Arguments* sha256 `{approval.proposed_hash[:12]}`"
+    )
 
 
 def _progress(approval: Approval) -> str:
@@ -301,9 +373,12 @@ def _progress(approval: Approval) -> str:
 
 
 def _button(text: str, action_id: str, value: str, *, style: str | None = None) -> Block:
-    button: Block = {"type": "button", "text": plain(text, 75), "action_id": action_id,
-                     "value": value}
+    button: Block = {
+        "type": "button",
+        "text": plain(text, 75),
+        "action_id": action_id,
+        "value": value,
+    }
     if style:
         button["style"] = style
     return button
-

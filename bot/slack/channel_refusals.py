@@ -25,13 +25,13 @@ SIGNOFF = Actor(user_id="signoff", name="Signoff (the bot could not post in the 
 
 HOW_TO_FIX = {
     "not_in_channel": "I am not a member of this channel, so nobody could see its progress "
-                      "or approve its actions. Invite me with `/invite @Signoff` and run "
-                      "the command again.",
+    "or approve its actions. Invite me with `/invite @Signoff` and run "
+    "the command again.",
     "channel_not_found": "I cannot see this channel (a private channel I was not invited "
-                         "to, or one that was deleted). Invite me with `/invite @Signoff`, "
-                         "or start the run from another channel.",
+    "to, or one that was deleted). Invite me with `/invite @Signoff`, "
+    "or start the run from another channel.",
     "is_archived": "This channel is archived, so I cannot post in it. Start the run from "
-                   "another channel.",
+    "another channel.",
 }
 
 
@@ -58,8 +58,10 @@ class ChannelRefusals:
             return  # the run had already ended (or was ended by an earlier refusal)
         where = slack_context(self._runtime.get(run_id)) or {}
         told = respond(where, cancel_message(run_id, error))
-        logger.error("run cancelled: slack refused its channel", extra={
-            "action": "dispatch", "run_id": run_id, "error": error, "requester_told": told})
+        logger.error(
+            "run cancelled: slack refused its channel",
+            extra={"action": "dispatch", "run_id": run_id, "error": error, "requester_told": told},
+        )
 
 
 __all__ = ["CHANNEL_REFUSALS", "ChannelRefusals", "cancel_message"]

@@ -37,8 +37,9 @@ def parse(text: str) -> Command:
     """Parse the text after ``/agent``."""
     text = text.strip()
     if not text:
-        raise BadCommand("Tell me what to do, e.g. `/agent refund order 1042`. "
-                         "`/agent help` lists the commands.")
+        raise BadCommand(
+            "Tell me what to do, e.g. `/agent refund order 1042`. `/agent help` lists the commands."
+        )
     word, rest = [*text.split(maxsplit=1), ""][:2]
     name = word.lower()
     if name not in SUBCOMMANDS:
@@ -64,8 +65,10 @@ def _run(task: str) -> Command:
 def _run_id(text: str, name: str) -> RunId:
     token = text.strip().strip("`")
     if not re.fullmatch(r"[0-9a-fA-F-]{32,36}", token):
-        raise BadCommand(f"`/agent {name}` needs a run id, e.g. `/agent {name} 3f9a…`. "
-                         f"To start a run with this text, use `/agent run {name} …`.")
+        raise BadCommand(
+            f"`/agent {name}` needs a run id, e.g. `/agent {name} 3f9a…`. "
+            f"To start a run with this text, use `/agent run {name} …`."
+        )
     try:
         return parse_run_id(token)
     except ValueError:

@@ -17,24 +17,48 @@ from slack_sdk.errors import SlackApiError
 TRANSPORT_ERRORS: tuple[type[Exception], ...] = (URLError, OSError, http.client.HTTPException)
 """What ``slack_sdk``'s urllib client raises when Slack cannot be reached or stops answering."""
 
-TRANSIENT_ERRORS = frozenset({
-    "ratelimited", "fatal_error", "internal_error", "service_unavailable", "request_timeout",
-})
+TRANSIENT_ERRORS = frozenset(
+    {
+        "ratelimited",
+        "fatal_error",
+        "internal_error",
+        "service_unavailable",
+        "request_timeout",
+    }
+)
 """Slack error codes that say "not now" rather than "never"."""
 
-PERMANENT_ERRORS = frozenset({
-    "channel_not_found", "not_in_channel", "is_archived", "user_not_found",
-    "user_not_visible", "cannot_dm_bot", "invalid_blocks", "msg_too_long", "no_text",
-    "message_not_found", "cant_update_message", "invalid_metadata_format",
-    "invalid_metadata_schema", "metadata_too_large",
-})
+PERMANENT_ERRORS = frozenset(
+    {
+        "channel_not_found",
+        "not_in_channel",
+        "is_archived",
+        "user_not_found",
+        "user_not_visible",
+        "cannot_dm_bot",
+        "invalid_blocks",
+        "msg_too_long",
+        "no_text",
+        "message_not_found",
+        "cant_update_message",
+        "invalid_metadata_format",
+        "invalid_metadata_schema",
+        "metadata_too_large",
+    }
+)
 """Slack errors that no retry will cure for this notice. Token and scope errors are not
 among them: they hit every notice alike and are cured by fixing the app's configuration,
 so those notices wait, with backoff."""
 
-TOKEN_ERRORS = frozenset({
-    "not_authed", "invalid_auth", "token_revoked", "token_expired", "account_inactive",
-})
+TOKEN_ERRORS = frozenset(
+    {
+        "not_authed",
+        "invalid_auth",
+        "token_revoked",
+        "token_expired",
+        "account_inactive",
+    }
+)
 """Slack refusing the bot token itself: every call fails alike until an operator fixes it."""
 
 DEFAULT_RETRY_AFTER = timedelta(seconds=1)
@@ -68,8 +92,12 @@ def is_transient(exc: SlackApiError) -> bool:
     Such a call may also have done its work before failing.
     """
     error = slack_error(exc)
-    return (exc.response.status_code >= 500 or error in TRANSIENT_ERRORS
-            or error is None or error.startswith("Received a response in a non-JSON format"))
+    return (
+        exc.response.status_code >= 500
+        or error in TRANSIENT_ERRORS
+        or error is None
+        or error.startswith("Received a response in a non-JSON format")
+    )
 
 
 def retry_after(exc: SlackApiError) -> timedelta:

@@ -127,17 +127,29 @@ class Held(Exception):
 def sending_client(client: WebClient, options: DispatchOptions) -> WebClient:
     """The dispatcher's own client: no automatic retries (a retried post could land twice)
     and a timeout well inside a claim."""
-    return WebClient(token=client.token, base_url=client.base_url, retry_handlers=[],
-                     timeout=max(1, int(options.call_timeout)), logger=client.logger)
+    return WebClient(
+        token=client.token,
+        base_url=client.base_url,
+        retry_handlers=[],
+        timeout=max(1, int(options.call_timeout)),
+        logger=client.logger,
+    )
 
 
 class Dispatcher:
     """Takes due notices from the outbox and sends them with the Slack Web API."""
 
-    def __init__(self, outbox: Outbox, client: WebClient, approvals: Approvals, clock: Clock,
-                 owner: str, options: DispatchOptions | None = None,
-                 channel_refused: ChannelRefused | None = None,
-                 runs: Store | None = None) -> None:
+    def __init__(
+        self,
+        outbox: Outbox,
+        client: WebClient,
+        approvals: Approvals,
+        clock: Clock,
+        owner: str,
+        options: DispatchOptions | None = None,
+        channel_refused: ChannelRefused | None = None,
+        runs: Store | None = None,
+    ) -> None:
         self._options = options or DispatchOptions()
         self._outbox = outbox
         self._client = sending_client(client, self._options)
@@ -154,8 +166,12 @@ class Dispatcher:
     def dispatch_once(self, limit: int | None = None) -> int:
         """Deliver what is due now; return how many notices were claimed."""
         now = self._clock.now()
-        items = self._outbox.claim_due(self._owner, now=now, until=now + self._options.claim_for,
-                                       limit=limit or self._options.batch)
+        items = self._outbox.claim_due(
+            self._owner,
+            now=now,
+            until=now + self._options.claim_for,
+            limit=limit or self._options.batch,
+        )
         for item in items:
             self._contained(item)
         return len(items)
@@ -176,18 +192,21 @@ class Dispatcher:
         except StoreUnavailable:
             raise
         except Exception as exc:
-            logger.exception("delivering a notice failed unexpectedly", extra={
-                "action": "dispatch", "run_id": item.notice.run_id, "key": item.notice.key})
+            logger.exception(
+                "delivering a notice failed unexpectedly",
+                extra={"action": "dispatch", "run_id": item.notice.run_id, "key": item.notice.key},
+            )
             until = self._clock.now() + backoff(item.attempts, self._options.backoff_cap)
-            self._retry(item, until, f"unexpected: {type(exc).__name__}: {exc}",
-                        maybe_sent=True)
+            self._retry(item, until, f"unexpected: {type(exc).__name__}: {exc}", maybe_sent=True)
 
     def _deliver(self, item: QueuedNotice) -> None:
         try:
             delivery = self._send(item)
         except LostClaim:
-            logger.info("notice claimed by another dispatcher",
-                        extra={"action": "dispatch", "run_id": item.notice.run_id})
+            logger.info(
+                "notice claimed by another dispatcher",
+                extra={"action": "dispatch", "run_id": item.notice.run_id},
+            )
         except NotReady:
             self._retry(item, self._clock.now() + NOT_READY_DELAY, "waits for an earlier message")
         except Held as held:
@@ -195,11 +214,16 @@ class Dispatcher:
         except Undeliverable as exc:
             self._give_up(item, str(exc))
         except IncompleteAnswer as exc:
-            logger.warning("slack answered ok without the message; retrying", extra={
-                "action": "dispatch", "run_id": item.notice.run_id, "key": item.notice.key})
-            self._retry(item, self._clock.now() + backoff(item.attempts,
-                                                          self._options.backoff_cap),
-                        str(exc), maybe_sent=True)
+            logger.warning(
+                "slack answered ok without the message; retrying",
+                extra={"action": "dispatch", "run_id": item.notice.run_id, "key": item.notice.key},
+            )
+            self._retry(
+                item,
+                self._clock.now() + backoff(item.attempts, self._options.backoff_cap),
+                str(exc),
+                maybe_sent=True,
+            )
         except SlackApiError as exc:
             self._refused(item, exc)
         except TRANSPORT_ERRORS as exc:
@@ -216,39 +240,54 @@ class Dispatcher:
         if is_token_refused(exc):
             self._token_refused(item, exc)
             return
-        logger.warning("slack failed a call; retrying",
-                       extra={"action": "dispatch", "run_id": item.notice.run_id,
-                              "error": describe(exc)})
-        self._retry(item, self._clock.now() + backoff(item.attempts, self._options.backoff_cap),
-                    describe(exc), maybe_sent=is_transient(exc))
+        logger.warning(
+            "slack failed a call; retrying",
+            extra={"action": "dispatch", "run_id": item.notice.run_id, "error": describe(exc)},
+        )
+        self._retry(
+            item,
+            self._clock.now() + backoff(item.attempts, self._options.backoff_cap),
+            describe(exc),
+            maybe_sent=is_transient(exc),
+        )
 
     def _token_refused(self, item: QueuedNotice, exc: SlackApiError) -> None:
         """Every call would fail alike: hold them all back, keep the notice, alert the operator."""
         until = self._clock.now() + backoff(item.attempts, self._options.backoff_cap)
         self._limits.hold(Lane(EVERYTHING), until)
-        logger.error("slack refused the bot token: check SLACK_BOT_TOKEN and the app's "
-                     "installation; notices wait", extra={
-                         "action": "dispatch", "run_id": item.notice.run_id,
-                         "error": describe(exc)})
+        logger.error(
+            "slack refused the bot token: check SLACK_BOT_TOKEN and the app's "
+            "installation; notices wait",
+            extra={"action": "dispatch", "run_id": item.notice.run_id, "error": describe(exc)},
+        )
         self._retry(item, until, describe(exc))
 
     def _unreachable(self, item: QueuedNotice, exc: BaseException) -> None:
         until = self._clock.now() + backoff(item.attempts, self._options.backoff_cap)
         self._limits.hold(Lane(EVERYTHING), until)
-        logger.warning("slack unreachable; retrying",
-                       extra={"action": "dispatch", "run_id": item.notice.run_id,
-                              "error": describe(exc)})
+        logger.warning(
+            "slack unreachable; retrying",
+            extra={"action": "dispatch", "run_id": item.notice.run_id, "error": describe(exc)},
+        )
         self._retry(item, until, describe(exc), maybe_sent=not never_reached_slack(exc))
 
-    def _retry(self, item: QueuedNotice, at: datetime, error: str, *,
-               maybe_sent: bool = False) -> None:
+    def _retry(
+        self, item: QueuedNotice, at: datetime, error: str, *, maybe_sent: bool = False
+    ) -> None:
         # an earlier send still unaccounted for stays so until a lookup or a delivery settles it
         self._outbox.retry_later(item, at, error, maybe_sent=maybe_sent or item.uncertain)
 
     def _give_up(self, item: QueuedNotice, error: str) -> None:
-        logger.error("slack notice given up", extra={
-            "action": "dispatch", "run_id": item.notice.run_id, "key": item.notice.key,
-            "kind": item.notice.kind, "error": error})
+        logger.error(
+            "slack notice given up",
+            extra={
+                "action": "dispatch",
+                "run_id": item.notice.run_id,
+                "key": item.notice.key,
+                "kind": item.notice.kind,
+                "error": error,
+            },
+        )
         self._outbox.give_up(item, error)
 
     def _record(self, item: QueuedNotice, delivery: Delivery | None) -> None:
@@ -258,8 +297,10 @@ class Dispatcher:
         except StoreUnavailable:
             recorded = self._outbox.delivered(item, delivery, self._clock.now())
         if not recorded:
-            logger.warning("delivery recorded by another dispatcher",
-                           extra={"action": "dispatch", "run_id": item.notice.run_id})
+            logger.warning(
+                "delivery recorded by another dispatcher",
+                extra={"action": "dispatch", "run_id": item.notice.run_id},
+            )
 
     # -- what each notice sends -------------------------------------------------------------
 
@@ -284,10 +325,17 @@ class Dispatcher:
             self._update(item, data["target"], data["approval_id"])
             return None
         if notice.kind == EPHEMERAL:
-            self._call(item, Lane.of("chat.postEphemeral", data["channel"]),
-                       lambda: self._client.chat_postEphemeral(
-                           channel=data["channel"], user=data["user"], text=data["text"],
-                           blocks=data.get("blocks"), thread_ts=data.get("thread_ts")))
+            self._call(
+                item,
+                Lane.of("chat.postEphemeral", data["channel"]),
+                lambda: self._client.chat_postEphemeral(
+                    channel=data["channel"],
+                    user=data["user"],
+                    text=data["text"],
+                    blocks=data.get("blocks"),
+                    thread_ts=data.get("thread_ts"),
+                ),
+            )
             return None
         raise ValueError(f"unknown notice kind {notice.kind!r}")
 
@@ -309,8 +357,11 @@ class Dispatcher:
             raise
 
     def _open_dm(self, item: QueuedNotice, user: str) -> str:
-        opened = self._call(item, Lane.of("conversations.open", None),
-                            lambda: self._client.conversations_open(users=user))
+        opened = self._call(
+            item,
+            Lane.of("conversations.open", None),
+            lambda: self._client.conversations_open(users=user),
+        )
         channel = str(opened["channel"]["id"])
         self._dm_channels[user] = channel
         return channel
@@ -318,19 +369,30 @@ class Dispatcher:
     def _update(self, item: QueuedNotice, target: str, approval_id: str) -> None:
         card = self._depends_on(target)
         text, body = blocks.approval_card(self._approvals.get(approval_id))
-        self._call(item, Lane.of("chat.update", card.channel),
-                   lambda: self._client.chat_update(channel=card.channel, ts=card.ts, text=text,
-                                                    blocks=body))
+        self._call(
+            item,
+            Lane.of("chat.update", card.channel),
+            lambda: self._client.chat_update(
+                channel=card.channel, ts=card.ts, text=text, blocks=body
+            ),
+        )
 
     @staticmethod
-    def _root(run_id: str, fields: dict[str, Any], live: Live | None
-              ) -> tuple[str, list[blocks.Block]]:
+    def _root(
+        run_id: str, fields: dict[str, Any], live: Live | None
+    ) -> tuple[str, list[blocks.Block]]:
         """The root message as the run stands (``fields`` without a status, if unknown)."""
         status = None
         if live is not None:
             fields, status = root_fields(live[0]), status_line(*live)
-        return blocks.run_root(run_id, fields["task"], fields["requester"], fields["agent"],
-                               fork=fields.get("fork"), status=status)
+        return blocks.run_root(
+            run_id,
+            fields["task"],
+            fields["requester"],
+            fields["agent"],
+            fork=fields.get("fork"),
+            status=status,
+        )
 
     def _live(self, run_id: str) -> Live | None:
         """The run and its pending and approved approvals (oldest first), if it can be read."""
@@ -340,8 +402,10 @@ class Dispatcher:
             run = self._runs.get_run(RunId(run_id))
         except RunNotFound:
             return None
-        pending, approved = (self._approvals.store.list_approvals(run_id=run_id, status=status)
-                             for status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED))
+        pending, approved = (
+            self._approvals.store.list_approvals(run_id=run_id, status=status)
+            for status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
+        )
         return run, pending[::-1], approved[::-1]
 
     def _update_root(self, item: QueuedNotice, run_id: str) -> None:
@@ -350,26 +414,59 @@ class Dispatcher:
         if live is None:
             return
         text, body = self._root(run_id, {}, live)
-        self._call(item, Lane.of("chat.update", root.channel),
-                   lambda: self._client.chat_update(channel=root.channel, ts=root.ts, text=text,
-                                                    blocks=body))
+        self._call(
+            item,
+            Lane.of("chat.update", root.channel),
+            lambda: self._client.chat_update(
+                channel=root.channel, ts=root.ts, text=text, blocks=body
+            ),
+        )
 
-    def _post(self, item: QueuedNotice, channel: str, text: str,
-              body: list[blocks.Block] | None, *, thread_ts: str | None = None) -> Delivery:
+    def _post(
+        self,
+        item: QueuedNotice,
+        channel: str,
+        text: str,
+        body: list[blocks.Block] | None,
+        *,
+        thread_ts: str | None = None,
+    ) -> Delivery:
         if item.uncertain:
             method = "conversations.replies" if thread_ts else "conversations.history"
-            found = self._call(item, Lane.of(method, channel), lambda: find_sent(
-                self._client, item.notice.key, channel=channel, thread_ts=thread_ts,
-                since=item.sending_since))
+            found = self._call(
+                item,
+                Lane.of(method, channel),
+                lambda: find_sent(
+                    self._client,
+                    item.notice.key,
+                    channel=channel,
+                    thread_ts=thread_ts,
+                    since=item.sending_since,
+                ),
+            )
             if found is not None:
-                logger.info("notice found already posted", extra={
-                    "action": "dispatch", "run_id": item.notice.run_id, "key": item.notice.key})
+                logger.info(
+                    "notice found already posted",
+                    extra={
+                        "action": "dispatch",
+                        "run_id": item.notice.run_id,
+                        "key": item.notice.key,
+                    },
+                )
                 return found
-        response = self._call(item, Lane.of("chat.postMessage", channel), lambda: (
-            self._client.chat_postMessage(channel=channel, text=text, blocks=body,
-                                          thread_ts=thread_ts, unfurl_links=False,
-                                          unfurl_media=False,
-                                          metadata=metadata(item.notice.key))))
+        response = self._call(
+            item,
+            Lane.of("chat.postMessage", channel),
+            lambda: self._client.chat_postMessage(
+                channel=channel,
+                text=text,
+                blocks=body,
+                thread_ts=thread_ts,
+                unfurl_links=False,
+                unfurl_media=False,
+                metadata=metadata(item.notice.key),
+            ),
+        )
         return delivery_of(response.data)
 
     def _pace(self, item: QueuedNotice, lane: Lane, now: datetime) -> None:
@@ -411,5 +508,12 @@ def delivery_of(answer: Any) -> Delivery:
     return Delivery(channel=channel, ts=ts)
 
 
-__all__ = ["ChannelRefused", "DispatchOptions", "Dispatcher", "NotReady", "Pace",
-           "delivery_of", "sending_client"]
+__all__ = [
+    "ChannelRefused",
+    "DispatchOptions",
+    "Dispatcher",
+    "NotReady",
+    "Pace",
+    "delivery_of",
+    "sending_client",
+]

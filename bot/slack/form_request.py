@@ -32,10 +32,14 @@ def form_fields(raw_body: str, content_type: str | None) -> dict[str, str] | Non
 class SlackFormRequest(BoltRequest):
     """A ``BoltRequest`` whose form body is parsed by its fields (see the module)."""
 
-    def __init__(self, *, body: str,
-                 query: str | dict[str, str] | dict[str, Sequence[str]] | None = None,
-                 headers: dict[str, Any] | None = None,
-                 context: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        body: str,
+        query: str | dict[str, str] | dict[str, Sequence[str]] | None = None,
+        headers: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(body=body, query=query, headers=headers, context=context)
         fields = form_fields(self.raw_body, self.content_type)
         if fields is not None and fields != self.body:
@@ -44,8 +48,12 @@ class SlackFormRequest(BoltRequest):
 
     def to_copyable(self) -> BoltRequest:
         """A copy for another thread, parsed the same way."""
-        return SlackFormRequest(body=self.raw_body, query=self.query, headers=self.headers,
-                                context=self.context.to_copyable())
+        return SlackFormRequest(
+            body=self.raw_body,
+            query=self.query,
+            headers=self.headers,
+            context=self.context.to_copyable(),
+        )
 
 
 class SlackWsgiHandler(SlackRequestHandler):
@@ -53,9 +61,11 @@ class SlackWsgiHandler(SlackRequestHandler):
 
     def dispatch(self, request: WsgiHttpRequest) -> BoltResponse:
         """Hand the request to the app."""
-        return self.app.dispatch(SlackFormRequest(
-            body=request.get_body(), query=request.query_string,
-            headers=request.get_headers()))
+        return self.app.dispatch(
+            SlackFormRequest(
+                body=request.get_body(), query=request.query_string, headers=request.get_headers()
+            )
+        )
 
 
 __all__ = ["SlackFormRequest", "SlackWsgiHandler", "form_fields"]

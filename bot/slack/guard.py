@@ -22,8 +22,9 @@ logger = logging.getLogger(__name__)
 MAX_ARGS_DEPTH = 32
 """How deeply edited arguments may nest (deeper JSON is refused before it is parsed)."""
 APPROVAL_ID = re.compile(r"[0-9a-f]{24}")
-UNAVAILABLE = ("Signoff could not reach its database, so nothing was recorded. "
-               "Try again in a moment.")
+UNAVAILABLE = (
+    "Signoff could not reach its database, so nothing was recorded. Try again in a moment."
+)
 FAILED = "Something went wrong, so nothing was recorded. Try again."
 
 
@@ -52,8 +53,9 @@ def too_deep(text: str, limit: int = MAX_ARGS_DEPTH) -> bool:
     return False
 
 
-def guard_errors(error: Exception, body: dict[str, Any],
-                 response: BoltResponse | None) -> BoltResponse | None:
+def guard_errors(
+    error: Exception, body: dict[str, Any], response: BoltResponse | None
+) -> BoltResponse | None:
     """Bolt's error handler: log, and answer (or tell the person) instead of failing.
 
     Malformed requests never get here: ``bot.request_hygiene`` refuses them before Bolt.
@@ -61,14 +63,16 @@ def guard_errors(error: Exception, body: dict[str, Any],
     return _handle(error, body, response)
 
 
-def _handle(error: Exception, body: dict[str, Any],
-            response: BoltResponse | None) -> BoltResponse | None:
+def _handle(
+    error: Exception, body: dict[str, Any], response: BoltResponse | None
+) -> BoltResponse | None:
     logger.error("request failed", exc_info=error, extra={"action": "request_error"})
     text = UNAVAILABLE if isinstance(error, StoreUnavailable) else FAILED
     if response is None or body.get("type") == "block_actions":
         # acknowledged already (or a click, whose answer Slack does not show): tell the person
-        threading.Thread(target=respond, args=(body, f"Sorry: {text}"), daemon=True,
-                         name="signoff-respond").start()
+        threading.Thread(
+            target=respond, args=(body, f"Sorry: {text}"), daemon=True, name="signoff-respond"
+        ).start()
         return None if response is None else BoltResponse(status=200, body="")
     return _answer(body, text)
 
@@ -94,8 +98,11 @@ def _first_input(view: Any) -> str | None:
 
 
 def _json(answer: dict[str, Any]) -> BoltResponse:
-    return BoltResponse(status=200, body=json.dumps(answer),
-                        headers={"content-type": "application/json;charset=utf-8"})
+    return BoltResponse(
+        status=200,
+        body=json.dumps(answer),
+        headers={"content-type": "application/json;charset=utf-8"},
+    )
 
 
 __all__ = ["MAX_ARGS_DEPTH", "guard_errors", "is_approval_id", "too_deep"]

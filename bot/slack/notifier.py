@@ -22,8 +22,14 @@ from bot.slack.blocks import decision_line
 from bot.slack.text import message, shown, tool_name
 
 ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE = (
-    "run.root", "run.reply", "approval.card", "approval.dm", "approval.update", "ephemeral",
-    "run.root.update")
+    "run.root",
+    "run.reply",
+    "approval.card",
+    "approval.dm",
+    "approval.update",
+    "ephemeral",
+    "run.root.update",
+)
 REPLY_LIMIT = 600
 PLANS_SHOWN = 10
 """The planned tool calls a reply names before summing up the rest."""
@@ -39,11 +45,12 @@ def slack_context(run: Run) -> dict[str, Any] | None:
 def root_fields(run: Run) -> dict[str, Any]:
     """What the root message says of a run besides its status: task, requester, agent, fork."""
     data = run.input if isinstance(run.input, dict) else {}
-    return {"task": data.get("task", ""),
-            "requester": (data.get("requester") or {}).get("user_id", ""),
-            "agent": run.workflow.removeprefix("agent:"),
-            "fork": None if run.forked_from is None else {"from": run.forked_from,
-                                                          "at": run.fork_at}}
+    return {
+        "task": data.get("task", ""),
+        "requester": (data.get("requester") or {}).get("user_id", ""),
+        "agent": run.workflow.removeprefix("agent:"),
+        "fork": None if run.forked_from is None else {"from": run.forked_from, "at": run.fork_at},
+    }
 
 
 def root_key(run_id: str) -> str:
@@ -67,8 +74,14 @@ class SlackNotifier:
         where = slack_context(run)
         if where is None:
             return ()
-        return [Notice(key=root_key(run.id), run_id=run.id, kind=ROOT,
-                       data={"channel": where["channel"]} | root_fields(run))]
+        return [
+            Notice(
+                key=root_key(run.id),
+                run_id=run.id,
+                kind=ROOT,
+                data={"channel": where["channel"]} | root_fields(run),
+            )
+        ]
 
     def step_committed(self, run: Run, step: StepRecord) -> Sequence[Notice]:
         """A concise thread reply for the steps a person cares about."""
@@ -87,13 +100,17 @@ class SlackNotifier:
         if run.status == RunStatus.COMPLETED:
             answer = (run.output or {}).get("answer") if isinstance(run.output, dict) else None
             ended = (run.output or {}).get("ended") if isinstance(run.output, dict) else None
-            text = (f"🛑 Ended by a person ({shown(str(ended), 40)} budget)." if ended
-                    else f"✅ *Done:* {shown(str(answer or run.output), 2500)}")
+            text = (
+                f"🛑 Ended by a person ({shown(str(ended), 40)} budget)."
+                if ended
+                else f"✅ *Done:* {shown(str(answer or run.output), 2500)}"
+            )
         else:
             error = run.error
             icon = "🛑" if run.status == RunStatus.CANCELLED else "❌"
             text = f"{icon} *{run.status.value.capitalize()}*" + (
-                f": {shown(error.message, 2500)}" if error else "")
+                f": {shown(error.message, 2500)}" if error else ""
+            )
         return [_reply(run.id, "end", text), _root_update(run.id, "end")]
 
     def approval_changed(self, approval: Approval, action: str) -> Sequence[Notice]:
@@ -106,8 +123,7 @@ class SlackNotifier:
             return ()
         status = _root_update(run.id, f"approval:{approval.id}:{action}:v{approval.version}")
         if action == "requested":
-            return [_card(approval, None), *(_card(approval, u) for u in approval.eligible),
-                    status]
+            return [_card(approval, None), *(_card(approval, u) for u in approval.eligible), status]
         dms = list(approval.policy.get("approvers", []))
         if approval.escalated and action != "escalated":
             dms += approval.policy.get("escalate_to", [])
@@ -115,11 +131,21 @@ class SlackNotifier:
         if action == "escalated":
             notices += [_card(approval, u) for u in approval.policy.get("escalate_to", [])]
         if action == "reminded":
-            notices.append(_reply(run.id, f"remind:{approval.id}:{approval.version}", (
-                f"⏰ Still waiting for a decision on *{tool_name(approval.tool)}*.")))
+            notices.append(
+                _reply(
+                    run.id,
+                    f"remind:{approval.id}:{approval.version}",
+                    (f"⏰ Still waiting for a decision on *{tool_name(approval.tool)}*."),
+                )
+            )
         if approval.status != ApprovalStatus.PENDING:
-            notices.append(_reply(run.id, f"decided:{approval.id}",
-                                  f"*{tool_name(approval.tool)}*: {decision_line(approval)}"))
+            notices.append(
+                _reply(
+                    run.id,
+                    f"decided:{approval.id}",
+                    f"*{tool_name(approval.tool)}*: {decision_line(approval)}",
+                )
+            )
         return [*notices, status]
 
 
@@ -129,8 +155,10 @@ def describe_step(step: StepRecord) -> str | None:
         calls = (step.output or {}).get("message", {}).get("tool_calls") or []
         if not calls:
             return None
-        plans = ", ".join(f"`{tool_name(c['name'])}`({shown(_args(c['arguments']), 120)})"
-                          for c in calls[:PLANS_SHOWN])
+        plans = ", ".join(
+            f"`{tool_name(c['name'])}`({shown(_args(c['arguments']), 120)})"
+            for c in calls[:PLANS_SHOWN]
+        )
         more = len(calls) - PLANS_SHOWN
         return f"🤖 Plans: {plans}" + (f" and {more} more calls" if more > 0 else "")
     if step.name.startswith("tool:"):
@@ -153,8 +181,9 @@ def _args(value: Any) -> str:
 
 
 def _reply(run_id: str, suffix: str, text: str) -> Notice:
-    return Notice(key=f"run:{run_id}:{suffix}", run_id=run_id, kind=REPLY,
-                  data={"text": message(text)})
+    return Notice(
+        key=f"run:{run_id}:{suffix}", run_id=run_id, kind=REPLY, data={"text": message(text)}
+    )
 
 
 def _waits(step: StepRecord) -> bool:
@@ -170,12 +199,18 @@ def _root_update(run_id: str, suffix: str) -> Notice:
 def _card(approval: Approval, user: str | None) -> Notice:
     # DMs are not ordered with the run's thread: one that cannot be delivered must not
     # hold the thread up
-    return Notice(key=card_key(approval.id, user), run_id=None if user else approval.run_id,
-                  kind=DM if user else CARD, data={"approval_id": approval.id, "user": user})
+    return Notice(
+        key=card_key(approval.id, user),
+        run_id=None if user else approval.run_id,
+        kind=DM if user else CARD,
+        data={"approval_id": approval.id, "user": user},
+    )
 
 
 def _update(approval: Approval, user: str | None) -> Notice:
-    return Notice(key=f"{card_key(approval.id, user)}:v{approval.version}",
-                  run_id=None if user else approval.run_id,
-                  kind=CARD_UPDATE, data={"approval_id": approval.id,
-                                          "target": card_key(approval.id, user)})
+    return Notice(
+        key=f"{card_key(approval.id, user)}:v{approval.version}",
+        run_id=None if user else approval.run_id,
+        kind=CARD_UPDATE,
+        data={"approval_id": approval.id, "target": card_key(approval.id, user)},
+    )

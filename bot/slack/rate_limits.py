@@ -45,6 +45,7 @@ class RateLimits:
     def held_until(self, lane: Lane, now: datetime) -> datetime | None:
         """Return until when a call on ``lane`` must wait, or None if it may go now."""
         with self._lock:
-            found = [u for key in (lane, Lane(EVERYTHING)) if (u := self._until.get(key))
-                     and u > now]
+            found = [
+                u for key in (lane, Lane(EVERYTHING)) if (u := self._until.get(key)) and u > now
+            ]
         return max(found, default=None)

@@ -21,8 +21,7 @@ class Reconnect:
     first_delay: timedelta = timedelta(milliseconds=50)
     max_delay: timedelta = timedelta(seconds=2)
 
-    def call(self, action: Callable[[], T], *,
-             sleep: Callable[[float], None] = time.sleep) -> T:
+    def call(self, action: Callable[[], T], *, sleep: Callable[[float], None] = time.sleep) -> T:
         """Return ``action()``, retried while it raises ``StoreUnavailable`` within ``within``.
 
         Every action retried here is a compare-and-set or an idempotent write, so a retry

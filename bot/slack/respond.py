@@ -32,7 +32,8 @@ def respond(body: dict[str, Any], text: str) -> bool:
         return False
     try:
         answer = WebhookClient(url, timeout=TIMEOUT_S).send(
-            text=text, response_type="ephemeral", replace_original=False)
+            text=text, response_type="ephemeral", replace_original=False
+        )
     except OSError:
         logger.warning("response_url unreachable", extra={"action": "respond"})
         return False

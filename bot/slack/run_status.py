@@ -12,8 +12,7 @@ ANSWER_SHOWN = 1500
 """The characters of a final answer the root message shows (the thread has all of it)."""
 
 
-def status_line(run: Run, pending: Sequence[Approval],
-                approved: Sequence[Approval] = ()) -> str:
+def status_line(run: Run, pending: Sequence[Approval], approved: Sequence[Approval] = ()) -> str:
     """One line saying where ``run`` is: running, waiting for whom, or how it ended.
 
     ``approved`` are the run's approved calls that have not run yet: one that waits for an
@@ -26,8 +25,11 @@ def status_line(run: Run, pending: Sequence[Approval],
         reason = f": {shown(run.error.message, 300)}" if run.error else ""
         return f"{icon} *{run.status.value.capitalize()}*{reason}"
     if pending:
-        return "⏳ *Waiting* for " + "; ".join(_sign_off(a) for a in pending) + _queued(
-            pending, approved)
+        return (
+            "⏳ *Waiting* for "
+            + "; ".join(_sign_off(a) for a in pending)
+            + _queued(pending, approved)
+        )
     if run.status == RunStatus.WAITING and (run.wait_key or "").startswith("budget:"):
         return "💸 *Waiting* for an approver to raise the budget or end the run"
     if run.status == RunStatus.WAITING and run.wait_key is None:

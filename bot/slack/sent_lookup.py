@@ -26,8 +26,9 @@ CLOCK_SKEW = timedelta(minutes=2)
 """How much earlier than our record of the send Slack's clock may have stamped the message."""
 PAGE_SIZE = 200
 MAX_PAGES = 5
-UNSEARCHABLE = frozenset({"missing_scope", "not_in_channel", "channel_not_found",
-                          "thread_not_found"})
+UNSEARCHABLE = frozenset(
+    {"missing_scope", "not_in_channel", "channel_not_found", "thread_not_found"}
+)
 """Refusals that mean we cannot look: the notice is then sent again (at least once)."""
 
 
@@ -36,8 +37,9 @@ def metadata(key: str) -> dict[str, Any]:
     return {"event_type": EVENT_TYPE, "event_payload": {"notice": key}}
 
 
-def find_sent(client: WebClient, key: str, *, channel: str, thread_ts: str | None,
-              since: datetime | None) -> Delivery | None:
+def find_sent(
+    client: WebClient, key: str, *, channel: str, thread_ts: str | None, since: datetime | None
+) -> Delivery | None:
     """Return where the notice ``key`` was already posted in the channel (or thread), if it was.
 
     Transient failures propagate (the caller retries); a refusal to let us look is logged and
@@ -57,19 +59,32 @@ def find_sent(client: WebClient, key: str, *, channel: str, thread_ts: str | Non
     except SlackApiError as exc:
         if slack_error(exc) not in UNSEARCHABLE:
             raise
-        logger.warning("cannot look for an earlier send; sending again",
-                       extra={"action": "dispatch", "key": key, "error": slack_error(exc)})
+        logger.warning(
+            "cannot look for an earlier send; sending again",
+            extra={"action": "dispatch", "key": key, "error": slack_error(exc)},
+        )
     return None
 
 
-def _page(client: WebClient, channel: str, thread_ts: str | None, oldest: str,
-          cursor: str | None) -> Any:
+def _page(
+    client: WebClient, channel: str, thread_ts: str | None, oldest: str, cursor: str | None
+) -> Any:
     if thread_ts is None:
-        return client.conversations_history(channel=channel, oldest=oldest, cursor=cursor,
-                                            limit=PAGE_SIZE, include_all_metadata=True)
-    return client.conversations_replies(channel=channel, ts=thread_ts, oldest=oldest,
-                                        cursor=cursor, limit=PAGE_SIZE,
-                                        include_all_metadata=True)
+        return client.conversations_history(
+            channel=channel,
+            oldest=oldest,
+            cursor=cursor,
+            limit=PAGE_SIZE,
+            include_all_metadata=True,
+        )
+    return client.conversations_replies(
+        channel=channel,
+        ts=thread_ts,
+        oldest=oldest,
+        cursor=cursor,
+        limit=PAGE_SIZE,
+        include_all_metadata=True,
+    )
 
 
 def _names(message: Any, key: str) -> bool:

@@ -25,8 +25,7 @@ _UNFINISHED = re.compile(r"(&[a-z]{0,4}|<[^<>]*|\\(u[0-9a-f]{0,3})?)$")
 
 def is_hiding(char: str) -> bool:
     """Tell whether ``char`` is invisible or changes direction (controls, formats, separators)."""
-    return not char.isprintable() and char not in _KEPT and (
-        unicodedata.category(char) in _HIDING)
+    return not char.isprintable() and char not in _KEPT and (unicodedata.category(char) in _HIDING)
 
 
 def has_hidden(text: str) -> bool:
@@ -40,8 +39,10 @@ def visible(text: str) -> str:
     r"""Show invisible and direction-changing characters as JSON escapes (``\u202e``)."""
     if not has_hidden(text):
         return text
-    return "\u200d".join("".join(json.dumps(c)[1:-1] if is_hiding(c) else c for c in part)
-                          for part in _EMOJI_JOINER.split(text))
+    return "\u200d".join(
+        "".join(json.dumps(c)[1:-1] if is_hiding(c) else c for c in part)
+        for part in _EMOJI_JOINER.split(text)
+    )
 
 
 def escape(text: str) -> str:
@@ -83,7 +84,7 @@ def message(text: str) -> str:
 
 def chunks(text: str, size: int) -> list[str]:
     """Split ``text`` into pieces of at most ``size`` characters (at least one piece)."""
-    return [text[i: i + size] for i in range(0, len(text), size)] or [""]
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 def user(user_id: str) -> str:

@@ -18,8 +18,10 @@ def status_text(runtime: Runtime, run_id: RunId | None, actor: Actor) -> str:
         return "You have no runs yet. Start one with `/agent <task>`."
     steps = len(runtime.journal(run.id))
     waiting = f" (waiting for `{escape(run.wait_key)}`)" if run.wait_key else ""
-    return (f"Run `{run.id}`: *{run.status.value}*{waiting} · {steps} journal entries · "
-            f"task: {shown(_task(run), 200)}")
+    return (
+        f"Run `{run.id}`: *{run.status.value}*{waiting} · {steps} journal entries · "
+        f"task: {shown(_task(run), 200)}"
+    )
 
 
 def history_message(runtime: Runtime, run_id: RunId) -> tuple[str, list[Block]]:
@@ -54,18 +56,20 @@ def list_text(runtime: Runtime, channel: str) -> str:
     runs = runtime.runs(input_fields={"context.slack.channel": channel}, limit=SHOWN)
     if not runs:
         return "No runs in this channel yet."
-    return "\n".join(f"`{r.id}` {r.status.value} · {shown(_task(r), 80)}"
-                     for r in runs)
+    return "\n".join(f"`{r.id}` {r.status.value} · {shown(_task(r), 80)}" for r in runs)
 
 
 def pending_text(approvals: Approvals, actor: Actor) -> str:
     """Approvals that ``actor`` may decide now."""
-    mine = approvals.store.list_approvals(status=ApprovalStatus.PENDING,
-                                          decidable_by=actor.user_id, limit=SHOWN)
+    mine = approvals.store.list_approvals(
+        status=ApprovalStatus.PENDING, decidable_by=actor.user_id, limit=SHOWN
+    )
     if not mine:
         return "Nothing is waiting on you."
-    return "\n".join(f"`{a.id}` *{tool_name(a.tool)}* for run `{a.run_id}`, asked by "
-                     f"{user(a.requester.user_id)}" for a in mine[:SHOWN])
+    return "\n".join(
+        f"`{a.id}` *{tool_name(a.tool)}* for run `{a.run_id}`, asked by {user(a.requester.user_id)}"
+        for a in mine[:SHOWN]
+    )
 
 
 def _latest(runtime: Runtime, actor: Actor) -> Run | None:

@@ -32,10 +32,19 @@ class SpanEvent:
 
 def attempt_events(attempts: Sequence[AttemptRecord], position: int) -> list[SpanEvent]:
     """Return the failed attempts of the entry at ``position`` as ``exception`` events."""
-    return [SpanEvent("exception", attempt.at, {
-        "exception.type": attempt.error.type, "exception.message": attempt.error.message,
-        "signoff.attempt": attempt.attempt}) for attempt in attempts
-        if attempt.position == position]
+    return [
+        SpanEvent(
+            "exception",
+            attempt.at,
+            {
+                "exception.type": attempt.error.type,
+                "exception.message": attempt.error.message,
+                "signoff.attempt": attempt.attempt,
+            },
+        )
+        for attempt in attempts
+        if attempt.position == position
+    ]
 
 
 def approval_id_of(step: StepRecord) -> str | None:
@@ -65,42 +74,72 @@ def _output(step: StepRecord) -> dict[str, Any]:
 
 
 def _requested(approval: Approval) -> SpanEvent:
-    return SpanEvent("approval.requested", approval.requested_at, _present({
-        "signoff.approval.id": approval.id, "signoff.approval.tool": approval.tool,
-        "signoff.approval.kind": approval.kind.value,
-        "signoff.approval.requested_by": approval.requester.label,
-        "signoff.approval.args_hash": approval.args_hash,
-        "signoff.approval.deadline": approval.deadline.isoformat()}))
+    return SpanEvent(
+        "approval.requested",
+        approval.requested_at,
+        _present(
+            {
+                "signoff.approval.id": approval.id,
+                "signoff.approval.tool": approval.tool,
+                "signoff.approval.kind": approval.kind.value,
+                "signoff.approval.requested_by": approval.requester.label,
+                "signoff.approval.args_hash": approval.args_hash,
+                "signoff.approval.deadline": approval.deadline.isoformat(),
+            }
+        ),
+    )
 
 
 def _requested_as_recorded(step: StepRecord) -> SpanEvent:
     """The request as the journal recorded it, when its approval is no longer stored."""
     output = _output(step)
-    return SpanEvent("approval.requested", step.finished_at, _present({
-        "signoff.approval.id": str(output["approval_id"]),
-        "signoff.approval.tool": step.name.removeprefix(REQUEST_PREFIX),
-        "signoff.approval.deadline": output.get("deadline")}))
+    return SpanEvent(
+        "approval.requested",
+        step.finished_at,
+        _present(
+            {
+                "signoff.approval.id": str(output["approval_id"]),
+                "signoff.approval.tool": step.name.removeprefix(REQUEST_PREFIX),
+                "signoff.approval.deadline": output.get("deadline"),
+            }
+        ),
+    )
 
 
 def _decided(approval: Approval) -> SpanEvent:
     by = approval.decided_by
-    return SpanEvent("approval.decided", approval.decided_at or approval.requested_at, _present({
-        "signoff.approval.id": approval.id, "signoff.approval.tool": approval.tool,
-        "signoff.approval.decision": approval.status.value,
-        "signoff.approval.decided_by": None if by is None else by.label,
-        "signoff.approval.decided_by.id": None if by is None else by.user_id,
-        "signoff.approval.args_hash": approval.decided_args_hash or approval.args_hash,
-        "signoff.approval.reason": approval.reason}))
+    return SpanEvent(
+        "approval.decided",
+        approval.decided_at or approval.requested_at,
+        _present(
+            {
+                "signoff.approval.id": approval.id,
+                "signoff.approval.tool": approval.tool,
+                "signoff.approval.decision": approval.status.value,
+                "signoff.approval.decided_by": None if by is None else by.label,
+                "signoff.approval.decided_by.id": None if by is None else by.user_id,
+                "signoff.approval.args_hash": approval.decided_args_hash or approval.args_hash,
+                "signoff.approval.reason": approval.reason,
+            }
+        ),
+    )
 
 
 def _decided_as_received(step: StepRecord) -> SpanEvent:
     """The decision as the journal recorded it, when its approval is no longer stored."""
     data: dict[str, Any] = _output(step)["data"]
-    return SpanEvent("approval.decided", step.started_at, _present({
-        "signoff.approval.id": str(data["approval_id"]),
-        "signoff.approval.decision": data.get("status"),
-        "signoff.approval.args_hash": data.get("args_hash"),
-        "signoff.approval.reason": data.get("reason")}))
+    return SpanEvent(
+        "approval.decided",
+        step.started_at,
+        _present(
+            {
+                "signoff.approval.id": str(data["approval_id"]),
+                "signoff.approval.decision": data.get("status"),
+                "signoff.approval.args_hash": data.get("args_hash"),
+                "signoff.approval.reason": data.get("reason"),
+            }
+        ),
+    )
 
 
 def _present(values: Mapping[str, AttributeValue | None]) -> Attributes:

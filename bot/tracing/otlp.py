@@ -68,7 +68,8 @@ class OtlpJsonLines(SpanExporter):
             self._out.flush()
         except OSError as exc:
             self.failure = TraceExportFailed(
-                f"cannot write the trace to {self._name}: {exc.strerror or exc}", retryable=False)
+                f"cannot write the trace to {self._name}: {exc.strerror or exc}", retryable=False
+            )
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
@@ -85,8 +86,9 @@ class OtlpHttp(SpanExporter):
         self.failure: TraceExportFailed | None = None
         self._name = name or url
         self._session = _RecordingSession()
-        self._exporter: SpanExporter = OTLPSpanExporter(endpoint=url, timeout=timeout,
-                                                        session=self._session)
+        self._exporter: SpanExporter = OTLPSpanExporter(
+            endpoint=url, timeout=timeout, session=self._session
+        )
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Send one request, retrying transient failures within the timeout."""
@@ -94,8 +96,8 @@ class OtlpHttp(SpanExporter):
             result = self._exporter.export(spans)
         if result is not SpanExportResult.SUCCESS:
             self.failure = TraceExportFailed(
-                f"could not send the trace to {self._name}: {self._session.failure}",
-                retryable=True)
+                f"could not send the trace to {self._name}: {self._session.failure}", retryable=True
+            )
         return result
 
     def shutdown(self) -> None:
@@ -111,8 +113,9 @@ class _RecordingSession(requests.Session):
         super().__init__()
         self.failure = "the collector did not accept the spans"
 
-    def request(self, method: str | bytes, url: str | bytes, *args: Any,
-                **kwargs: Any) -> requests.Response:
+    def request(
+        self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any
+    ) -> requests.Response:
         """Send a request, noting a failure in words."""
         try:
             response = super().request(method, url, *args, **kwargs)

@@ -65,23 +65,33 @@ class JournalSpans:
 
     def __init__(self, processor: SpanProcessor) -> None:
         self._ids = JournalIds()
-        self._provider = TracerProvider(sampler=ALWAYS_ON, resource=_resource(),
-                                        shutdown_on_exit=False, id_generator=self._ids)
+        self._provider = TracerProvider(
+            sampler=ALWAYS_ON, resource=_resource(), shutdown_on_exit=False, id_generator=self._ids
+        )
         self._provider.add_span_processor(processor)
         self._tracer = self._provider.get_tracer(SCOPE)
 
     def run_span(self, run: Run, steps: Sequence[StepRecord] = ()) -> None:
         """Make the run's span; a run not finished ends at the last of its ``steps``."""
         self._ids.expect(run.id, None)
-        span = self._tracer.start_span(f"run {run.workflow}", attributes=_run_attributes(run),
-                                       links=_fork_links(run), start_time=_ns(run.created_at))
+        span = self._tracer.start_span(
+            f"run {run.workflow}",
+            attributes=_run_attributes(run),
+            links=_fork_links(run),
+            start_time=_ns(run.created_at),
+        )
         if run.status == RunStatus.FAILED:
             span.set_status(Status(StatusCode.ERROR, _describe_error(run.error)))
         span.end(end_time=max(_ns(run.created_at), _ns(_run_end(run, steps))))
 
-    def step_span(self, run_id: RunId, step: StepRecord, *,
-                  attempts: Sequence[AttemptRecord] = (),
-                  approvals: Mapping[str, Approval] | None = None) -> None:
+    def step_span(
+        self,
+        run_id: RunId,
+        step: StepRecord,
+        *,
+        attempts: Sequence[AttemptRecord] = (),
+        approvals: Mapping[str, Approval] | None = None,
+    ) -> None:
         """Make the span of one journal entry, a child of its run's span.
 
         ``attempts`` are failed attempts of the run (those of other positions are ignored);
@@ -89,10 +99,17 @@ class JournalSpans:
         """
         name, kind, attributes = _describe_step(step)
         self._ids.expect(run_id, step.position)
-        span = self._tracer.start_span(name, context=_run_context(run_id), kind=kind,
-                                       attributes=attributes, start_time=_ns(step.started_at))
-        for event in (*attempt_events(attempts, step.position),
-                      *approval_events(step, approvals or {})):
+        span = self._tracer.start_span(
+            name,
+            context=_run_context(run_id),
+            kind=kind,
+            attributes=attributes,
+            start_time=_ns(step.started_at),
+        )
+        for event in (
+            *attempt_events(attempts, step.position),
+            *approval_events(step, approvals or {}),
+        ):
             span.add_event(event.name, event.attributes, timestamp=_ns(event.at))
         if step.error is not None:
             span.set_status(Status(StatusCode.ERROR, _describe_error(step.error)))
@@ -128,14 +145,18 @@ def _resource() -> Resource:
 
 def _run_context(run_id: RunId) -> Context:
     """The context of a run's span, for making its children without the span at hand."""
-    parent = SpanContext(trace_id_for(run_id), span_id_for(run_id), is_remote=False,
-                         trace_flags=_SAMPLED)
+    parent = SpanContext(
+        trace_id_for(run_id), span_id_for(run_id), is_remote=False, trace_flags=_SAMPLED
+    )
     return trace.set_span_in_context(NonRecordingSpan(parent))
 
 
 def _run_attributes(run: Run) -> Attributes:
-    attributes: Attributes = {"signoff.run.id": run.id, "signoff.run.workflow": run.workflow,
-                              "signoff.run.status": run.status.value}
+    attributes: Attributes = {
+        "signoff.run.id": run.id,
+        "signoff.run.workflow": run.workflow,
+        "signoff.run.status": run.status.value,
+    }
     if run.wait_key:
         attributes["signoff.run.wait_key"] = run.wait_key
     if run.error is not None:
@@ -151,8 +172,12 @@ def _fork_links(run: Run) -> list[Link]:
     """Link a fork's span to the span of the run it was forked from."""
     if run.forked_from is None:
         return []
-    origin = SpanContext(trace_id_for(run.forked_from), span_id_for(run.forked_from),
-                         is_remote=True, trace_flags=_SAMPLED)
+    origin = SpanContext(
+        trace_id_for(run.forked_from),
+        span_id_for(run.forked_from),
+        is_remote=True,
+        trace_flags=_SAMPLED,
+    )
     return [Link(origin, {"signoff.link": "forked_from"})]
 
 
@@ -166,8 +191,11 @@ def _run_end(run: Run, steps: Sequence[StepRecord]) -> datetime:
 def _describe_step(step: StepRecord) -> tuple[str, SpanKind, Attributes]:
     """Return the span name, kind and attributes of a journal entry."""
     attributes: Attributes = {
-        "signoff.step.position": step.position, "signoff.step.kind": step.kind.value,
-        "signoff.step.name": step.name, "signoff.step.attempts": step.attempts}
+        "signoff.step.position": step.position,
+        "signoff.step.kind": step.kind.value,
+        "signoff.step.name": step.name,
+        "signoff.step.attempts": step.attempts,
+    }
     if step.error is not None:
         attributes["error.type"] = step.error.type
     if step.kind == StepKind.STEP and step.name == "model":
@@ -175,8 +203,11 @@ def _describe_step(step: StepRecord) -> tuple[str, SpanKind, Attributes]:
         return name, SpanKind.CLIENT, attributes | model
     if step.kind == StepKind.STEP and step.name.startswith("tool:"):
         tool = step.name.removeprefix("tool:")
-        return f"execute_tool {tool}", SpanKind.INTERNAL, attributes | {
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
+        return (
+            f"execute_tool {tool}",
+            SpanKind.INTERNAL,
+            attributes | {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool},
+        )
     return _plain_name(step), SpanKind.INTERNAL, attributes
 
 
@@ -191,8 +222,10 @@ def _model_call(step: StepRecord) -> tuple[str, Attributes]:
     if model:
         attributes["gen_ai.response.model"] = model
     if step.error is None:
-        attributes |= {"gen_ai.usage.input_tokens": usage.input_tokens,
-                       "gen_ai.usage.output_tokens": usage.output_tokens}
+        attributes |= {
+            "gen_ai.usage.input_tokens": usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+        }
     stop = output.get("stop_reason")
     if stop:
         attributes["gen_ai.response.finish_reasons"] = (str(stop),)

@@ -63,16 +63,18 @@ class SpanStreamer:
         self._jobs: queue.Queue[_Job] = queue.Queue(MAX_QUEUED)
         self._queue_full = _Outage("trace queue full; dropping spans")
         self._making = _Outage("cannot make trace spans; dropping them")
-        self._thread = threading.Thread(target=self._work, name="signoff-trace-stream",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._work, name="signoff-trace-stream", daemon=True)
         self._closed = False
         self._thread.start()
 
     @classmethod
     def to_endpoint(cls, url: str, store: Store, approvals: ApprovalStore) -> SpanStreamer:
         """Stream to the OTLP/HTTP traces endpoint ``url``."""
-        return cls(store, approvals,
-                   OtlpHttp(url, timeout=EXPORT_TIMEOUT.total_seconds(), name=redacted(url)))
+        return cls(
+            store,
+            approvals,
+            OtlpHttp(url, timeout=EXPORT_TIMEOUT.total_seconds(), name=redacted(url)),
+        )
 
     def step_committed(self, run: Run, step: StepRecord) -> None:
         """Queue the entry's span."""
@@ -120,8 +122,12 @@ class SpanStreamer:
             self._spans.run_span(job.run)
             return
         run_id, step = job.run.id, job.step
-        self._spans.step_span(run_id, step, attempts=self._store.list_attempts(run_id),
-                              approvals=self._approval_of(step))
+        self._spans.step_span(
+            run_id,
+            step,
+            attempts=self._store.list_attempts(run_id),
+            approvals=self._approval_of(step),
+        )
 
     def _approval_of(self, step: StepRecord) -> dict[str, Approval]:
         approval_id = approval_id_of(step)

@@ -22,5 +22,16 @@ from store.archive.format import FORMAT, RUN_TABLES, VERSION, ArchiveError, RunA
 from store.archive.pruning import PruneResult, prune
 from store.archive.restore import ImportResult, import_archive
 
-__all__ = ["FORMAT", "RUN_TABLES", "VERSION", "ArchiveError", "ArchiveWriter", "ImportResult",
-           "PruneResult", "RunArchive", "import_archive", "prune", "read_archive"]
+__all__ = [
+    "FORMAT",
+    "RUN_TABLES",
+    "VERSION",
+    "ArchiveError",
+    "ArchiveWriter",
+    "ImportResult",
+    "PruneResult",
+    "RunArchive",
+    "import_archive",
+    "prune",
+    "read_archive",
+]

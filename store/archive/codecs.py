@@ -19,12 +19,13 @@ def decode_row(table: Table, value: Any) -> dict[str, Any]:
         raise ValueError(f"a row of {table.name!r} must be an object")
     codecs = _codecs(table)
     if unknown := sorted(set(value) - set(codecs)):
-        raise ValueError(f"{table.name} has no column {unknown[0]!r} here"
-                         " (run `signoff db upgrade`, or use a newer Signoff)")
+        raise ValueError(
+            f"{table.name} has no column {unknown[0]!r} here"
+            " (run `signoff db upgrade`, or use a newer Signoff)"
+        )
     if missing := [c.name for c in table.columns if _required(c) and c.name not in value]:
         raise ValueError(f"a row of {table.name!r} lacks {missing[0]!r}")
-    return {name: _decode_value(table.c[name], codecs[name], item)
-            for name, item in value.items()}
+    return {name: _decode_value(table.c[name], codecs[name], item) for name, item in value.items()}
 
 
 def _decode_value(column: Column[Any], codec: _Codec, value: Any) -> Any:
@@ -45,8 +46,9 @@ def _required(column: Column[Any]) -> bool:
 
 def encode_row(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
     codecs = _codecs(table)
-    return {name: None if value is None else codecs[name].encode(value)
-            for name, value in row.items()}
+    return {
+        name: None if value is None else codecs[name].encode(value) for name, value in row.items()
+    }
 
 
 @dataclass(frozen=True, slots=True)

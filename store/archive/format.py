@@ -54,8 +54,11 @@ class RunArchive:
 
     def to_json(self) -> dict[str, Any]:
         """Return the archive document of this run."""
-        doc: dict[str, Any] = {"format": FORMAT, "version": VERSION,
-                               "run": encode_row(runs, self.run)}
+        doc: dict[str, Any] = {
+            "format": FORMAT,
+            "version": VERSION,
+            "run": encode_row(runs, self.run),
+        }
         for table in RUN_TABLES:
             doc[table.name] = [encode_row(table, row) for row in self.rows[table.name]]
         return doc
@@ -67,8 +70,10 @@ class RunArchive:
         run = decode_row(runs, doc["run"])
         if run.get("status") not in FINISHED:
             raise ValueError(f"run {run.get('id')} is {run.get('status')}, not finished")
-        rows = {table.name: _decode_rows(table, doc.get(table.name, []), run["id"])
-                for table in RUN_TABLES}
+        rows = {
+            table.name: _decode_rows(table, doc.get(table.name, []), run["id"])
+            for table in RUN_TABLES
+        }
         return cls(run=run, rows=rows)
 
 
@@ -93,8 +98,10 @@ def _check_header(doc: Any) -> None:
         raise ValueError("not a JSON object")
     kind, version = doc.get("format"), doc.get("version")
     if kind != FORMAT or type(version) is not int or version != VERSION:
-        raise ValueError(f"unknown archive format {kind!r} version {version!r}"
-                         f" (this Signoff reads {FORMAT!r} version {VERSION})")
+        raise ValueError(
+            f"unknown archive format {kind!r} version {version!r}"
+            f" (this Signoff reads {FORMAT!r} version {VERSION})"
+        )
     expected = {"format", "version", "run", *(t.name for t in RUN_TABLES)}
     if extra := sorted(set(doc) - expected):
         raise ValueError(f"unknown key {extra[0]!r}")

@@ -42,7 +42,11 @@ class _Batch:
 
 
 def prune(
-    engine: Engine, *, cutoff: datetime, archive: Path | None = None, dry_run: bool = False,
+    engine: Engine,
+    *,
+    cutoff: datetime,
+    archive: Path | None = None,
+    dry_run: bool = False,
     batch_size: int = BATCH_SIZE,
 ) -> PruneResult:
     """Remove the finished runs last updated before ``cutoff``, archiving them first if asked.
@@ -57,7 +61,7 @@ def prune(
     rows = no_rows()
     after: RunId | None = None
     try:
-        while (batch := _prune_batch(engine, cutoff, after, batch_size, writer, dry_run)):
+        while batch := _prune_batch(engine, cutoff, after, batch_size, writer, dry_run):
             after = batch.last
             removed += [found.run_id for found in batch.chosen]
             skipped += batch.skipped
@@ -66,13 +70,22 @@ def prune(
     finally:
         if writer is not None:
             writer.close()
-    return PruneResult(cutoff=cutoff, dry_run=dry_run, removed=tuple(removed),
-                       skipped=tuple(skipped), rows=dict(rows))
+    return PruneResult(
+        cutoff=cutoff,
+        dry_run=dry_run,
+        removed=tuple(removed),
+        skipped=tuple(skipped),
+        rows=dict(rows),
+    )
 
 
 def _prune_batch(
-    engine: Engine, cutoff: datetime, after: RunId | None, limit: int,
-    writer: ArchiveWriter | None, dry_run: bool,
+    engine: Engine,
+    cutoff: datetime,
+    after: RunId | None,
+    limit: int,
+    writer: ArchiveWriter | None,
+    dry_run: bool,
 ) -> _Batch | None:
     """Take the next batch in one transaction: read, archive (synced), then delete."""
     with translated(), engine.begin() as conn:
@@ -93,9 +106,12 @@ def _candidates(
     conn: Connection, cutoff: datetime, after: RunId | None, limit: int, *, lock: bool
 ) -> list[RunId]:
     """The next finished runs last updated before ``cutoff``, by id; locked if asked."""
-    query = (select(runs.c.id)
-             .where(runs.c.status.in_(FINISHED), runs.c.updated_at < cutoff)
-             .order_by(runs.c.id).limit(limit))
+    query = (
+        select(runs.c.id)
+        .where(runs.c.status.in_(FINISHED), runs.c.updated_at < cutoff)
+        .order_by(runs.c.id)
+        .limit(limit)
+    )
     if after is not None:
         query = query.where(runs.c.id > after)
     if lock:
@@ -107,14 +123,11 @@ def _rows_of(conn: Connection, table: Table, ids: Sequence[str]) -> list[dict[st
     """Every row of ``table`` belonging to the runs ``ids``, in primary key order."""
     if not ids:
         return []
-    query = (select(table).where(table.c.run_id.in_(ids))
-             .order_by(*table.primary_key.columns))
+    query = select(table).where(table.c.run_id.in_(ids)).order_by(*table.primary_key.columns)
     return [row._asdict() for row in conn.execute(query)]
 
 
-def _read(
-    conn: Connection, ids: list[RunId], notices: list[dict[str, Any]]
-) -> list[RunArchive]:
+def _read(conn: Connection, ids: list[RunId], notices: list[dict[str, Any]]) -> list[RunArchive]:
     """Read the runs ``ids`` with all their rows (their notices are read already)."""
     if not ids:
         return []
@@ -123,8 +136,11 @@ def _read(
     for table in RUN_TABLES:
         for row in notices if table is outbox else _rows_of(conn, table, ids):
             grouped[row["run_id"]][table.name].append(row)
-    return [RunArchive(run=found[i], rows={t.name: grouped[i][t.name] for t in RUN_TABLES})
-            for i in ids if i in found]
+    return [
+        RunArchive(run=found[i], rows={t.name: grouped[i][t.name] for t in RUN_TABLES})
+        for i in ids
+        if i in found
+    ]
 
 
 def _delete(conn: Connection, archived: list[RunArchive]) -> None:

@@ -67,8 +67,9 @@ def _restore(engine: Engine, found: RunArchive, path: Path, number: int) -> bool
             _insert_notices(conn, found.rows[outbox.name])
     except sa_exc.IntegrityError as exc:
         detail = str(exc.orig).strip().splitlines()[0]
-        raise ArchiveError(path, number,
-                           f"run {found.run_id} conflicts with stored rows: {detail}") from exc
+        raise ArchiveError(
+            path, number, f"run {found.run_id} conflicts with stored rows: {detail}"
+        ) from exc
     return True
 
 
@@ -86,15 +87,19 @@ def _insert_notices(conn: Connection, notices: list[dict[str, Any]]) -> None:
         conn.execute(insert(outbox), free)
         if conn.dialect.name == "postgresql":
             conn.execute(_ADVANCE_OUTBOX_IDS)
-    if renumbered := [{k: v for k, v in row.items() if k != "id"}
-                      for row in notices if row["id"] in taken]:
+    if renumbered := [
+        {k: v for k, v in row.items() if k != "id"} for row in notices if row["id"] in taken
+    ]:
         conn.execute(insert(outbox), renumbered)
 
 
 def _insert_run(conn: Connection, run: dict[str, Any]) -> bool:
     """Insert the run's row unless its id is taken; tell whether it was inserted."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    statement = (dialect.insert(runs).values(run)
-                 .on_conflict_do_nothing(index_elements=[c.name for c in runs.primary_key])
-                 .returning(runs.c.id))
+    statement = (
+        dialect.insert(runs)
+        .values(run)
+        .on_conflict_do_nothing(index_elements=[c.name for c in runs.primary_key])
+        .returning(runs.c.id)
+    )
     return conn.execute(statement).first() is not None

@@ -19,8 +19,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 WAIT_S = 30.0
 APPROVE = "approval.approve"
 T = TypeVar("T")
-RETRY = (NoSuchElementException, StaleElementReferenceException,
-         ElementClickInterceptedException)
+RETRY = (NoSuchElementException, StaleElementReferenceException, ElementClickInterceptedException)
 
 
 @dataclass
@@ -37,21 +36,24 @@ class SandboxPage:
         page.wait(lambda: page.driver.find_element(By.CSS_SELECTOR, "#channels .chan"))
         return page
 
-    def wait(self, condition: Callable[[], T | None], timeout: float = WAIT_S,
-             what: str = "") -> T:
+    def wait(self, condition: Callable[[], T | None], timeout: float = WAIT_S, what: str = "") -> T:
         """Wait until ``condition()`` is truthy (re-trying while the page redraws)."""
-        waiting = WebDriverWait(self.driver, timeout, poll_frequency=0.1,
-                                ignored_exceptions=RETRY)
-        result = waiting.until(lambda _: condition(),
-                               message=what or "the page did not get there in time")
+        waiting = WebDriverWait(self.driver, timeout, poll_frequency=0.1, ignored_exceptions=RETRY)
+        result = waiting.until(
+            lambda _: condition(), message=what or "the page did not get there in time"
+        )
         assert result is not None
         return result
 
     def act_as(self, user_id: str) -> None:
         """Switch the person the page acts as."""
         Select(self.driver.find_element(By.ID, "persona")).select_by_value(user_id)
-        self.wait(lambda: self.driver.find_element(By.TAG_NAME, "body")
-                  .get_attribute("data-user") == user_id, what=f"acting as {user_id}")
+        self.wait(
+            lambda: (
+                self.driver.find_element(By.TAG_NAME, "body").get_attribute("data-user") == user_id
+            ),
+            what=f"acting as {user_id}",
+        )
 
     def send(self, text: str) -> None:
         """Type ``text`` into the composer and press Enter."""
@@ -64,6 +66,7 @@ class SandboxPage:
 
     def wait_for_text(self, element_id: str, text: str, timeout: float = WAIT_S) -> str:
         """Wait until the element shows ``text``; return all its text."""
+
         def shown() -> str | None:
             found = self.text_of(element_id)
             return found if text in found else None
@@ -80,16 +83,17 @@ class SandboxPage:
         selector = f'#thread button[data-action-id="{APPROVE}"]'
 
         def cards() -> list[str] | None:
-            found = [str(b.get_attribute("data-block-id"))
-                     for b in self.driver.find_elements(By.CSS_SELECTOR, selector)]
+            found = [
+                str(b.get_attribute("data-block-id"))
+                for b in self.driver.find_elements(By.CSS_SELECTOR, selector)
+            ]
             return found if len(found) == count else None
 
         return self.wait(cards, what=f"{count} approval cards in the thread")
 
     def click_in_thread(self, action_id: str, block_id: str) -> None:
         """Click a card's button in the thread."""
-        selector = (f'#thread button[data-action-id="{action_id}"]'
-                    f'[data-block-id="{block_id}"]')
+        selector = f'#thread button[data-action-id="{action_id}"][data-block-id="{block_id}"]'
         self.wait(lambda: self._click_last(selector), what=f"{action_id} on {block_id}")
 
     def click_last(self, selector: str) -> None:

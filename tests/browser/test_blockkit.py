@@ -13,29 +13,45 @@ from tests.browser.page import SandboxPage
 
 BLOCKS: list[dict[str, Any]] = [
     {"type": "header", "text": {"type": "plain_text", "text": "Refunds <today>"}},
-    {"type": "section", "text": {"type": "mrkdwn",
-                                 "text": "*Bold* and `code` for <@U_DANA>\n&lt;i&gt;x&lt;/i&gt;"},
-     "fields": [{"type": "mrkdwn", "text": "*Amount*\n49.99"},
-                {"type": "plain_text", "text": "Order 1042"}]},
+    {
+        "type": "section",
+        "text": {"type": "mrkdwn", "text": "*Bold* and `code` for <@U_DANA>\n&lt;i&gt;x&lt;/i&gt;"},
+        "fields": [
+            {"type": "mrkdwn", "text": "*Amount*\n49.99"},
+            {"type": "plain_text", "text": "Order 1042"},
+        ],
+    },
     {"type": "divider"},
     {"type": "context", "elements": [{"type": "mrkdwn", "text": "context line"}]},
     {"type": "image", "image_url": "https://example.invalid/chart.png", "alt_text": "a chart"},
-    {"type": "actions", "block_id": "demo", "elements": [
-        {"type": "button", "action_id": "demo.delete", "value": "1", "style": "danger",
-         "text": {"type": "plain_text", "text": "Delete"},
-         "confirm": {"title": {"type": "plain_text", "text": "Sure?"},
-                     "text": {"type": "mrkdwn", "text": "This *cannot* be undone."},
-                     "confirm": {"type": "plain_text", "text": "Delete it"},
-                     "deny": {"type": "plain_text", "text": "Keep it"}}}]},
+    {
+        "type": "actions",
+        "block_id": "demo",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": "demo.delete",
+                "value": "1",
+                "style": "danger",
+                "text": {"type": "plain_text", "text": "Delete"},
+                "confirm": {
+                    "title": {"type": "plain_text", "text": "Sure?"},
+                    "text": {"type": "mrkdwn", "text": "This *cannot* be undone."},
+                    "confirm": {"type": "plain_text", "text": "Delete it"},
+                    "deny": {"type": "plain_text", "text": "Keep it"},
+                },
+            }
+        ],
+    },
 ]
 
 
 def test_blocks_are_drawn_and_a_confirm_dialog_guards_the_click(
-        page: SandboxPage, dev_stack: DevStack) -> None:
+    page: SandboxPage, dev_stack: DevStack
+) -> None:
     """Header, section fields, mrkdwn, divider, context, image, danger button with confirm."""
     channel = dev_stack.workspace.channels()[0].id
-    web_client(dev_stack.settings).chat_postMessage(channel=channel, text="fallback",
-                                                    blocks=BLOCKS)
+    web_client(dev_stack.settings).chat_postMessage(channel=channel, text="fallback", blocks=BLOCKS)
     find = page.driver.find_element
     page.wait(lambda: find(By.CSS_SELECTOR, ".b-header"))
     assert find(By.CSS_SELECTOR, ".b-header").text == "Refunds <today>"

@@ -34,7 +34,8 @@ def _run_and_approve_both(page: SandboxPage) -> str:
 
 
 def test_requester_starts_a_run_and_an_approver_signs_both_cards_off(
-        page: SandboxPage, dev_stack: DevStack) -> None:
+    page: SandboxPage, dev_stack: DevStack
+) -> None:
     """Rita's run waits for two cards; Dana approves both; the thread ends with the answer."""
     thread = _run_and_approve_both(page)
     assert "issue_refund · ✅ Approved by @Dana" in thread
@@ -92,7 +93,8 @@ def test_the_reject_modal_shows_the_apps_validation_errors(page: SandboxPage) ->
 
 
 def test_fork_from_here_on_the_ephemeral_history_forks_the_run(
-        page: SandboxPage, dev_stack: DevStack) -> None:
+    page: SandboxPage, dev_stack: DevStack
+) -> None:
     """Rita clicks History, then "Fork from here" on the ephemeral history: the run is forked."""
     page.send(TASK)
     page.open_thread()

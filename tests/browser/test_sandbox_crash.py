@@ -7,7 +7,8 @@ from tests.browser.page import APPROVE, SandboxPage
 
 
 def test_crashing_the_worker_mid_refund_resumes_the_run_with_one_charge(
-        page: SandboxPage, dev_stack: DevStack) -> None:
+    page: SandboxPage, dev_stack: DevStack
+) -> None:
     """SIGKILL between the provider's charge and the journal: the run completes, one charge."""
     page.send("/agent refund order 1042 and email the customer")
     page.open_thread()

@@ -41,8 +41,9 @@ def stores(request: pytest.FixtureRequest) -> tuple[Store, ApprovalStore]:
     if request.param == "memory":
         runs = InMemoryStore()
         return runs, InMemoryApprovalStore(runs)
-    sql: SqlStore = request.getfixturevalue("sqlite_store" if request.param == "sqlite"
-                                            else "pg_store")
+    sql: SqlStore = request.getfixturevalue(
+        "sqlite_store" if request.param == "sqlite" else "pg_store"
+    )
     return sql, SqlApprovalStore(sql.engine)
 
 
@@ -56,26 +57,45 @@ def _waiting_run(runs: Store, key: str = "approval:x") -> RunId:
 def _approval(run_id: str, position: int = 3, deadline: timedelta = timedelta(hours=1)) -> Approval:
     args = {"order_id": "1042", "amount_cents": 4999}
     return Approval(
-        id=approval_id(run_id, position), run_id=run_id, position=position,
-        kind=ApprovalKind.TOOL_CALL, tool="issue_refund", args=args, args_hash=args_hash(args),
-        fingerprint="f" * 64, policy={"approvers": ["U_DANA"], "required": 1},
-        requester=Actor(user_id="U_REQ"), requested_at=T0, deadline=T0 + deadline,
-        remind_at=T0 + timedelta(minutes=10))
+        id=approval_id(run_id, position),
+        run_id=run_id,
+        position=position,
+        kind=ApprovalKind.TOOL_CALL,
+        tool="issue_refund",
+        args=args,
+        args_hash=args_hash(args),
+        fingerprint="f" * 64,
+        policy={"approvers": ["U_DANA"], "required": 1},
+        requester=Actor(user_id="U_REQ"),
+        requested_at=T0,
+        deadline=T0 + deadline,
+        remind_at=T0 + timedelta(minutes=10),
+    )
 
 
 def _draft(approval: Approval, action: str) -> AuditDraft:
-    return AuditDraft(at=T0, approval_id=approval.id, run_id=approval.run_id, action=action,
-                      actor=DANA.to_json(), detail={"n": 1})
+    return AuditDraft(
+        at=T0,
+        approval_id=approval.id,
+        run_id=approval.run_id,
+        action=action,
+        actor=DANA.to_json(),
+        detail={"n": 1},
+    )
 
 
 def _approved(approval: Approval) -> Approval:
-    return dataclasses.replace(approval, status=ApprovalStatus.APPROVED, decided_by=DANA,
-                               decided_at=T0, decided_args=approval.args,
-                               decided_args_hash=approval.args_hash)
+    return dataclasses.replace(
+        approval,
+        status=ApprovalStatus.APPROVED,
+        decided_by=DANA,
+        decided_at=T0,
+        decided_args=approval.args,
+        decided_args_hash=approval.args_hash,
+    )
 
 
-def test_approval_round_trips_and_create_is_idempotent(
-        stores: tuple[Store, ApprovalStore]) -> None:
+def test_approval_round_trips_and_create_is_idempotent(stores: tuple[Store, ApprovalStore]) -> None:
     """A created approval reads back equal; creating the same id again keeps the first."""
     runs, approvals = stores
     approval = _approval(_waiting_run(runs))
@@ -99,10 +119,12 @@ def test_save_is_a_compare_and_set_on_version(stores: tuple[Store, ApprovalStore
     approvals.create_approval(approval, _draft(approval, "requested"))
     first = _approved(approval)
     second = dataclasses.replace(first, status=ApprovalStatus.REJECTED, reason="no")
-    assert approvals.save_approval(first, audit=_draft(first, "approve"), decided_before=T0,
-                                   wake=None)
-    assert not approvals.save_approval(second, audit=_draft(second, "reject"),
-                                       decided_before=T0, wake=None)
+    assert approvals.save_approval(
+        first, audit=_draft(first, "approve"), decided_before=T0, wake=None
+    )
+    assert not approvals.save_approval(
+        second, audit=_draft(second, "reject"), decided_before=T0, wake=None
+    )
     stored = approvals.get_approval(approval.id)
     assert (stored.status, stored.version) == (ApprovalStatus.APPROVED, 1)
     assert [e.action for e in approvals.audit_log()[0]] == ["requested", "approve"]
@@ -114,8 +136,9 @@ def test_decision_after_the_deadline_cannot_win(stores: tuple[Store, ApprovalSto
     approval = _approval(_waiting_run(runs), deadline=timedelta(minutes=5))
     approvals.create_approval(approval, _draft(approval, "requested"))
     late = T0 + timedelta(minutes=5)
-    assert not approvals.save_approval(_approved(approval), audit=_draft(approval, "approve"),
-                                       decided_before=late, wake=None)
+    assert not approvals.save_approval(
+        _approved(approval), audit=_draft(approval, "approve"), decided_before=late, wake=None
+    )
     assert approvals.get_approval(approval.id).status == ApprovalStatus.PENDING
 
 
@@ -127,8 +150,9 @@ def test_final_decision_wakes_the_waiting_run(stores: tuple[Store, ApprovalStore
     approvals.create_approval(approval, _draft(approval, "requested"))
     assert runs.get_run(run_id).status == RunStatus.WAITING
     event = Event(key="approval:x", data={"status": "approved"}, delivered_at=T0)
-    assert approvals.save_approval(_approved(approval), audit=_draft(approval, "approve"),
-                                   decided_before=T0, wake=event)
+    assert approvals.save_approval(
+        _approved(approval), audit=_draft(approval, "approve"), decided_before=T0, wake=event
+    )
     assert runs.get_run(run_id).status == RunStatus.PENDING
     assert runs.get_event(run_id, "approval:x") is not None
 
@@ -150,12 +174,15 @@ def test_due_approvals_by_deadline_or_reminder(stores: tuple[Store, ApprovalStor
     first, second = _approval(run_id, 3), _approval(run_id, 7)
     for approval in (first, second):
         approvals.create_approval(approval, _draft(approval, "requested"))
-    approvals.save_approval(_approved(second), audit=_draft(second, "approve"),
-                            decided_before=T0, wake=None)
+    approvals.save_approval(
+        _approved(second), audit=_draft(second, "approve"), decided_before=T0, wake=None
+    )
     assert approvals.due_approvals(T0) == []
     assert [a.id for a in approvals.due_approvals(T0 + timedelta(minutes=10))] == [first.id]
     assert [a.status for a in approvals.list_approvals(run_id=run_id)] == [
-        ApprovalStatus.APPROVED, ApprovalStatus.PENDING]
+        ApprovalStatus.APPROVED,
+        ApprovalStatus.PENDING,
+    ]
 
 
 def test_audit_chain_verifies(stores: tuple[Store, ApprovalStore]) -> None:
@@ -163,8 +190,14 @@ def test_audit_chain_verifies(stores: tuple[Store, ApprovalStore]) -> None:
     runs, approvals = stores
     approval = _approval(_waiting_run(runs))
     approvals.create_approval(approval, _draft(approval, "requested"))
-    threads = [threading.Thread(target=lambda: [approvals.append_audit(
-        _draft(approval, "unauthorized")) for _ in range(5)]) for _ in range(4)]
+    threads = [
+        threading.Thread(
+            target=lambda: [
+                approvals.append_audit(_draft(approval, "unauthorized")) for _ in range(5)
+            ]
+        )
+        for _ in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -189,8 +222,9 @@ def test_a_store_with_keys_signs_every_entry(stores: tuple[Store, ApprovalStore]
     assert approvals.last_audit_entry() is None
     approval = _approval(_waiting_run(runs))
     approvals.create_approval(approval, _draft(approval, "requested"))
-    approvals.save_approval(_approved(approval), audit=_draft(approval, "approve"),
-                            decided_before=T0, wake=None)
+    approvals.save_approval(
+        _approved(approval), audit=_draft(approval, "approve"), decided_before=T0, wake=None
+    )
     approvals.append_audit(_draft(approval, "late"))
     entries, head = approvals.audit_log()
     assert [(e.kid, e.mac is not None) for e in entries] == [("k1", True)] * 3
@@ -200,13 +234,15 @@ def test_a_store_with_keys_signs_every_entry(stores: tuple[Store, ApprovalStore]
 
 
 def _closed(approval: Approval) -> tuple[Approval, AuditDraft, list[Notice]]:
-    closed = dataclasses.replace(approval, status=ApprovalStatus.REJECTED, decided_by=DANA,
-                                 decided_at=T0, reason="cancelled")
+    closed = dataclasses.replace(
+        approval, status=ApprovalStatus.REJECTED, decided_by=DANA, decided_at=T0, reason="cancelled"
+    )
     return closed, _draft(approval, "closed"), []
 
 
 def test_cancel_run_closes_its_pending_approvals_with_it(
-        stores: tuple[Store, ApprovalStore]) -> None:
+    stores: tuple[Store, ApprovalStore],
+) -> None:
     """Cancelling a run rejects its pending approvals and audits each, leaving others alone."""
     runs, approvals = stores
     run_id, other = _waiting_run(runs), _waiting_run(runs)
@@ -215,7 +251,10 @@ def test_cancel_run_closes_its_pending_approvals_with_it(
         approvals.create_approval(approval, _draft(approval, "requested"))
     assert approvals.cancel_run(run_id, T0, [], _closed).status == RunStatus.CANCELLED
     assert [approvals.get_approval(a.id).status for a in (first, second, elsewhere)] == [
-        ApprovalStatus.REJECTED, ApprovalStatus.REJECTED, ApprovalStatus.PENDING]
+        ApprovalStatus.REJECTED,
+        ApprovalStatus.REJECTED,
+        ApprovalStatus.PENDING,
+    ]
     entries, head = approvals.audit_log()
     assert [e.action for e in entries][-2:] == ["closed", "closed"]
     assert verify(entries, head) == []
@@ -238,14 +277,18 @@ def test_a_failed_cancel_changes_nothing(stores: tuple[Store, ApprovalStore]) ->
 
 
 def test_list_approvals_finds_those_a_person_may_decide(
-        stores: tuple[Store, ApprovalStore]) -> None:
+    stores: tuple[Store, ApprovalStore],
+) -> None:
     """Only approvals listing the person as approver (or, escalated, as escalation) match."""
     runs, approvals = stores
     run_id = _waiting_run(runs)
     mine, theirs, escalated = (_approval(run_id, p) for p in (3, 5, 7))
     theirs = dataclasses.replace(theirs, policy={"approvers": ["U_OMAR"], "required": 1})
-    escalated = dataclasses.replace(escalated, escalated=True, policy={
-        "approvers": ["U_DANA"], "escalate_to": ["U_BOSS"], "required": 1})
+    escalated = dataclasses.replace(
+        escalated,
+        escalated=True,
+        policy={"approvers": ["U_DANA"], "escalate_to": ["U_BOSS"], "required": 1},
+    )
     for approval in (mine, theirs, escalated):
         approvals.create_approval(approval, _draft(approval, "requested"))
     assert [a.id for a in approvals.list_approvals(decidable_by="U_DANA")] == [mine.id]
@@ -258,8 +301,12 @@ def test_list_approvals_finds_those_a_person_may_decide(
 RULE = Actor(user_id="rule:small-refunds", name="rule:small-refunds")
 
 
-def _ruling(approval: Approval, *, limit: int | None = None, seen: list[int] | None = None,
-            ) -> Ruling:
+def _ruling(
+    approval: Approval,
+    *,
+    limit: int | None = None,
+    seen: list[int] | None = None,
+) -> Ruling:
     decided = dataclasses.replace(_approved(approval), decided_by=RULE)
 
     def allowed(used: Sequence[Approval]) -> bool:
@@ -267,35 +314,45 @@ def _ruling(approval: Approval, *, limit: int | None = None, seen: list[int] | N
             seen.append(len(used))
         return limit is None or len(used) < limit
 
-    return Ruling(since=T0 - timedelta(days=1), shadows=[_draft(approval, "rule.shadow")],
-                  decided=decided, decision=_draft(approval, "approve"),
-                  limited=_draft(approval, "rule.limited"),
-                  wake=Event(key="approval:x", data={"status": "approved"}, delivered_at=T0),
-                  allowed=allowed)
+    return Ruling(
+        since=T0 - timedelta(days=1),
+        shadows=[_draft(approval, "rule.shadow")],
+        decided=decided,
+        decision=_draft(approval, "approve"),
+        limited=_draft(approval, "rule.limited"),
+        wake=Event(key="approval:x", data={"status": "approved"}, delivered_at=T0),
+        allowed=allowed,
+    )
 
 
 def _queued(runs: Store) -> list[str]:
-    outbox = runs.outbox if isinstance(runs, InMemoryStore) else SqlOutbox(
-        cast(SqlStore, runs).engine)
-    return [q.notice.key for q in outbox.claim_due("t", now=T0, until=T0 + timedelta(minutes=1),
-                                                   limit=10)]
+    outbox = (
+        runs.outbox if isinstance(runs, InMemoryStore) else SqlOutbox(cast(SqlStore, runs).engine)
+    )
+    return [
+        q.notice.key
+        for q in outbox.claim_due("t", now=T0, until=T0 + timedelta(minutes=1), limit=10)
+    ]
 
 
 def _notices(approval: Approval, *names: str) -> list[Notice]:
-    return [Notice(key=f"{name}:{approval.id}", run_id=approval.run_id, kind="run.reply",
-                   data={}) for name in names]
+    return [
+        Notice(key=f"{name}:{approval.id}", run_id=approval.run_id, kind="run.reply", data={})
+        for name in names
+    ]
 
 
 def test_a_ruling_within_its_limit_decides_and_wakes_the_run(
-        stores: tuple[Store, ApprovalStore]) -> None:
+    stores: tuple[Store, ApprovalStore],
+) -> None:
     """An allowed ruling stores the decided approval, its entries, notices and wake at once."""
     runs, approvals = stores
     run_id = _waiting_run(runs)
     approval = _approval(run_id)
-    ruling = dataclasses.replace(_ruling(approval, limit=1),
-                                 notices=_notices(approval, "decided"))
-    stored = approvals.create_ruled_approval(approval, _draft(approval, "requested"),
-                                             _notices(approval, "asked"), ruling)
+    ruling = dataclasses.replace(_ruling(approval, limit=1), notices=_notices(approval, "decided"))
+    stored = approvals.create_ruled_approval(
+        approval, _draft(approval, "requested"), _notices(approval, "asked"), ruling
+    )
     assert _queued(runs) == [f"decided:{approval.id}"]
     assert (stored.status, stored.version) == (ApprovalStatus.APPROVED, 1)
     assert approvals.get_approval(approval.id) == stored
@@ -303,34 +360,46 @@ def test_a_ruling_within_its_limit_decides_and_wakes_the_run(
     entries, head = approvals.audit_log()
     assert [e.action for e in entries] == ["requested", "rule.shadow", "approve"]
     assert verify(entries, head) == []
-    again = approvals.create_ruled_approval(approval, _draft(approval, "requested"), (),
-                                            _ruling(approval))
+    again = approvals.create_ruled_approval(
+        approval, _draft(approval, "requested"), (), _ruling(approval)
+    )
     assert again == stored
     assert len(approvals.audit_log()[0]) == 3
 
 
 def test_a_ruling_past_its_limit_leaves_the_approval_pending(
-        stores: tuple[Store, ApprovalStore]) -> None:
+    stores: tuple[Store, ApprovalStore],
+) -> None:
     """A rule's earlier approvals count against it: past the limit, nothing is decided."""
     runs, approvals = stores
     run_id = _waiting_run(runs)
     first, second = _approval(run_id, position=3), _approval(run_id, position=5)
     seen: list[int] = []
-    approvals.create_ruled_approval(first, _draft(first, "requested"), (),
-                                    _ruling(first, limit=1, seen=seen))
+    approvals.create_ruled_approval(
+        first, _draft(first, "requested"), (), _ruling(first, limit=1, seen=seen)
+    )
     stored = approvals.create_ruled_approval(
-        second, _draft(second, "requested"), _notices(second, "asked"), dataclasses.replace(
-            _ruling(second, limit=1, seen=seen), notices=_notices(second, "decided")))
+        second,
+        _draft(second, "requested"),
+        _notices(second, "asked"),
+        dataclasses.replace(
+            _ruling(second, limit=1, seen=seen), notices=_notices(second, "decided")
+        ),
+    )
     assert seen == [0, 1]
     assert _queued(runs) == [f"asked:{second.id}"]
     assert stored.status == ApprovalStatus.PENDING
     assert approvals.get_approval(second.id).status == ApprovalStatus.PENDING
     assert [e.action for e in approvals.audit_log()[0]][3:] == [
-        "requested", "rule.shadow", "rule.limited"]
+        "requested",
+        "rule.shadow",
+        "rule.limited",
+    ]
 
 
 def test_concurrent_rulings_never_exceed_a_limit_of_one(
-        stores: tuple[Store, ApprovalStore]) -> None:
+    stores: tuple[Store, ApprovalStore],
+) -> None:
     """Requesters racing for a rule's last allowed approval: exactly one of them gets it."""
     runs, approvals = stores
     asked = [_approval(_waiting_run(runs), position=n) for n in range(6)]
@@ -339,8 +408,11 @@ def test_concurrent_rulings_never_exceed_a_limit_of_one(
 
     def request(approval: Approval) -> None:
         start.wait(timeout=30)
-        results.append(approvals.create_ruled_approval(
-            approval, _draft(approval, "requested"), (), _ruling(approval, limit=1)))
+        results.append(
+            approvals.create_ruled_approval(
+                approval, _draft(approval, "requested"), (), _ruling(approval, limit=1)
+            )
+        )
 
     threads = [threading.Thread(target=request, args=(a,)) for a in asked]
     for thread in threads:

@@ -25,8 +25,13 @@ def _sample(column: Column[Any]) -> Any:
     if column.name == "status":
         return "completed"
     samples: list[tuple[type[Any], Any]] = [
-        (JSON, {"z": [1, 2.5, None, "é\n"], "a": {"nested": True}}), (HexUuid, RUN),
-        (UTCDateTime, WHEN), (Boolean, True), (Integer, 2**40), (String, "text ✓")]
+        (JSON, {"z": [1, 2.5, None, "é\n"], "a": {"nested": True}}),
+        (HexUuid, RUN),
+        (UTCDateTime, WHEN),
+        (Boolean, True),
+        (Integer, 2**40),
+        (String, "text ✓"),
+    ]
     return next(value for base, value in samples if isinstance(kind, base))
 
 
@@ -48,10 +53,12 @@ def _line(doc: dict[str, Any]) -> str:
 
 def test_every_table_that_references_runs_is_archived() -> None:
     """Deleting a run cascades to no table that prune does not archive; only the audit log stays."""
-    referencing = {table.name for table in Base.metadata.tables.values()
-                   if any(fk.column.table is runs for fk in table.foreign_keys)}
-    holding_runs = {table.name for table in Base.metadata.tables.values()
-                    if "run_id" in table.c}
+    referencing = {
+        table.name
+        for table in Base.metadata.tables.values()
+        if any(fk.column.table is runs for fk in table.foreign_keys)
+    }
+    holding_runs = {table.name for table in Base.metadata.tables.values() if "run_id" in table.c}
     archived = {table.name for table in RUN_TABLES}
     assert referencing <= archived
     assert holding_runs == archived | {audit_log.name}
@@ -100,20 +107,23 @@ def _broken(change: str) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ("version 2", "unknown archive format 'signoff-archive' version 2"),
-    ("version true", "unknown archive format 'signoff-archive' version True"),
-    ("other format", "unknown archive format 'something-else'"),
-    ("unknown key", "unknown key 'comments'"),
-    ("missing key", "missing key 'events'"),
-    ("unknown column", "steps has no column 'colour'"),
-    ("missing column", "a row of 'steps' lacks 'name'"),
-    ("another run's row", "a row of 'attempts' belongs to another run"),
-    ("unfinished run", "is running, not finished"),
-    ("naive timestamp", "runs.updated_at: '2001-02-03T04:05:06' has no UTC offset"),
-    ("text in an integer", "runs.fence: '1' is not an integer"),
-    ("null where required", "runs.workflow must not be null"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("version 2", "unknown archive format 'signoff-archive' version 2"),
+        ("version true", "unknown archive format 'signoff-archive' version True"),
+        ("other format", "unknown archive format 'something-else'"),
+        ("unknown key", "unknown key 'comments'"),
+        ("missing key", "missing key 'events'"),
+        ("unknown column", "steps has no column 'colour'"),
+        ("missing column", "a row of 'steps' lacks 'name'"),
+        ("another run's row", "a row of 'attempts' belongs to another run"),
+        ("unfinished run", "is running, not finished"),
+        ("naive timestamp", "runs.updated_at: '2001-02-03T04:05:06' has no UTC offset"),
+        ("text in an integer", "runs.fence: '1' is not an integer"),
+        ("null where required", "runs.workflow must not be null"),
+    ],
+)
 def test_a_line_that_cannot_be_trusted_is_refused_with_its_number(
     change: str, message: str, tmp_path: Path
 ) -> None:
@@ -128,11 +138,14 @@ def test_a_line_that_cannot_be_trusted_is_refused_with_its_number(
     assert message in str(raised.value)
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (b"{not json\n", "not JSON: "),
-    (b"\xff\xfe\n", "not UTF-8 text"),
-    (b"[1, 2]\n", "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json\n", "not JSON: "),
+        (b"\xff\xfe\n", "not UTF-8 text"),
+        (b"[1, 2]\n", "not a JSON object"),
+    ],
+)
 def test_a_line_that_is_not_a_document_is_refused(
     content: bytes, message: str, tmp_path: Path
 ) -> None:

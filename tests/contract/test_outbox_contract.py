@@ -21,7 +21,8 @@ def outbox(request: pytest.FixtureRequest) -> Outbox:
     if request.param == "memory":
         return InMemoryOutbox()
     store: SqlStore = request.getfixturevalue(
-        "sqlite_store" if request.param == "sqlite" else "pg_store")
+        "sqlite_store" if request.param == "sqlite" else "pg_store"
+    )
     with store.engine.begin() as conn:
         from sqlalchemy import text
 
@@ -34,8 +35,10 @@ def _notice(key: str, run: str | None = "r1") -> Notice:
 
 
 def _claim(outbox: Outbox, now: datetime = T0, limit: int = 10) -> list[str]:
-    return [q.notice.key for q in outbox.claim_due("d1", now=now, until=now + timedelta(
-        seconds=30), limit=limit)]
+    return [
+        q.notice.key
+        for q in outbox.claim_due("d1", now=now, until=now + timedelta(seconds=30), limit=limit)
+    ]
 
 
 def test_a_key_is_queued_once(outbox: Outbox) -> None:

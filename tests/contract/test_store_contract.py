@@ -43,14 +43,22 @@ def _claim_one(store: Store, owner: str = "w1", now: datetime = T0) -> Lease:
 
 
 def _step(position: int, output: Any = None, error: ErrorInfo | None = None) -> StepRecord:
-    return StepRecord(position=position, kind=StepKind.STEP, name=f"s{position}",
-                      input_hash="0123456789abcdef", output=output, error=error, attempts=1,
-                      started_at=T0, finished_at=T0 + timedelta(milliseconds=5))
+    return StepRecord(
+        position=position,
+        kind=StepKind.STEP,
+        name=f"s{position}",
+        input_hash="0123456789abcdef",
+        output=output,
+        error=error,
+        attempts=1,
+        started_at=T0,
+        finished_at=T0 + timedelta(milliseconds=5),
+    )
 
 
 def test_created_run_reads_back(any_store: Store) -> None:
     """A new run is pending, due now, and its JSON input reads back unchanged."""
-    data = {"text": "héllo \"quoted\" 🎉", "n": [1, 2.5, None, True]}
+    data = {"text": 'héllo "quoted" 🎉', "n": [1, 2.5, None, True]}
     run_id = _new(any_store, data)
     run = any_store.get_run(run_id)
     assert (run.status, run.input, run.workflow, run.due_at) == (RunStatus.PENDING, data, "wf", T0)
@@ -127,15 +135,17 @@ def test_renewed_lease_is_not_claimable(any_store: Store) -> None:
 def test_leases_renewed_together_report_the_lost_ones(any_store: Store) -> None:
     """One batch renewal extends every held lease and returns the one taken over meanwhile."""
     _new(any_store), _new(any_store)
-    first, second = (lease for _, lease in any_store.claim_runs(
-        "w1", limit=2, now=T0, expires_at=T0 + TTL))
+    first, second = (
+        lease for _, lease in any_store.claim_runs("w1", limit=2, now=T0, expires_at=T0 + TTL)
+    )
     later = T0 + TTL + timedelta(seconds=1)
     any_store.renew_lease(first, later + TTL)  # the first stays held, the second lapses
     taken = _claim_one(any_store, "w2", now=later)
     assert taken.run_id == second.run_id
     assert any_store.renew_leases([first, second], later + TTL * 3) == [second]
-    still_held = any_store.claim_runs("w3", limit=2, now=later + TTL * 2,
-                                      expires_at=later + TTL * 4)
+    still_held = any_store.claim_runs(
+        "w3", limit=2, now=later + TTL * 2, expires_at=later + TTL * 4
+    )
     assert [lease.run_id for _, lease in still_held] == [second.run_id], "w2's lapsed"
     assert any_store.renew_leases([], later) == []
 
@@ -165,8 +175,10 @@ def test_attempts_are_recorded_under_the_lease(any_store: Store) -> None:
     """Failed attempts are kept in order, and only the lease holder can add them."""
     run_id = _new(any_store)
     lease = _claim_one(any_store)
-    attempts = [AttemptRecord(position=0, attempt=n, error=ErrorInfo(type="E", message=str(n)),
-                              at=T0) for n in (1, 2)]
+    attempts = [
+        AttemptRecord(position=0, attempt=n, error=ErrorInfo(type="E", message=str(n)), at=T0)
+        for n in (1, 2)
+    ]
     for attempt in attempts:
         any_store.record_attempt(lease, attempt)
     assert any_store.list_attempts(run_id) == attempts
@@ -175,8 +187,9 @@ def test_attempts_are_recorded_under_the_lease(any_store: Store) -> None:
 
 
 def _failed(attempt: int, message: str = "bad") -> AttemptRecord:
-    return AttemptRecord(position=0, attempt=attempt, error=ErrorInfo(type="E", message=message),
-                         at=T0)
+    return AttemptRecord(
+        position=0, attempt=attempt, error=ErrorInfo(type="E", message=message), at=T0
+    )
 
 
 def test_recording_a_taken_attempt_number_is_an_attempt_conflict(any_store: Store) -> None:
@@ -198,8 +211,10 @@ def test_timer_wait_becomes_due_at_its_time(any_store: Store) -> None:
     assert any_store.suspend(lease, Wait(wake_at=wake), T0) == RunStatus.WAITING
     run = any_store.get_run(run_id)
     assert (run.status, run.due_at, run.lease_owner) == (RunStatus.WAITING, wake, None)
-    assert any_store.claim_runs("w", limit=1, now=wake - timedelta(seconds=1),
-                                expires_at=wake + TTL) == []
+    assert (
+        any_store.claim_runs("w", limit=1, now=wake - timedelta(seconds=1), expires_at=wake + TTL)
+        == []
+    )
     assert any_store.next_due() == wake
     assert len(any_store.claim_runs("w", limit=1, now=wake, expires_at=wake + TTL)) == 1
 
@@ -238,8 +253,10 @@ def test_suspend_for_an_event_already_delivered_stays_runnable(any_store: Store)
 def test_finished_runs_accept_no_writes_or_events(any_store: Store) -> None:
     """Completed and failed runs are final: not due, no lease writes, no events."""
     done, failed = _new(any_store), _new(any_store)
-    leases = {lease.run_id: lease for _, lease in
-              any_store.claim_runs("w", limit=2, now=T0, expires_at=T0 + TTL)}
+    leases = {
+        lease.run_id: lease
+        for _, lease in any_store.claim_runs("w", limit=2, now=T0, expires_at=T0 + TTL)
+    }
     any_store.complete(leases[done], {"result": 1}, T0)
     any_store.fail(leases[failed], ErrorInfo(type="E", message="boom"), T0)
     assert any_store.get_run(done).output == {"result": 1}
@@ -341,6 +358,7 @@ def test_fork_of_an_unknown_run_creates_nothing(any_store: Store) -> None:
 
 def test_list_runs_filters_on_input_fields_and_pages(any_store: Store) -> None:
     """Runs are filtered on strings in their input at dotted paths, newest first, by page."""
+
     def started(user: Any, channel: str, minute: int) -> RunId:
         data = {"requester": {"user_id": user}, "context": {"slack": {"channel": channel}}}
         return _new(any_store, data, T0 + timedelta(minutes=minute))
@@ -352,7 +370,9 @@ def test_list_runs_filters_on_input_fields_and_pages(any_store: Store) -> None:
     mine = {"requester.user_id": "U_ANN"}
     assert [r.id for r in any_store.list_runs(input_fields=mine)] == ann[::-1]
     assert [r.id for r in any_store.list_runs(input_fields=mine, limit=2, offset=1)] == [
-        ann[1], ann[0]]
+        ann[1],
+        ann[0],
+    ]
     both = {"requester.user_id": "U_ANN", "context.slack.channel": "C2"}
     assert any_store.list_runs(input_fields=both) == []
     assert any_store.list_runs(input_fields={"requester.user_id": "7"}) == []

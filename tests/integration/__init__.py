@@ -81,9 +81,7 @@ def cli_ok(env: dict[str, str], *args: str) -> str:
 class WorkerProcess:
     """A ``signoff worker`` subprocess, killed and reaped on exit from its ``with`` block."""
 
-    def __init__(
-        self, env: dict[str, str], log: Path, *args: str, concurrency: int = 4
-    ) -> None:
+    def __init__(self, env: dict[str, str], log: Path, *args: str, concurrency: int = 4) -> None:
         self.log = log
         self._handle = log.open("w", encoding="utf-8")
         self.process = subprocess.Popen(

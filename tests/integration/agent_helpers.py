@@ -80,8 +80,9 @@ COUNTING_MODEL_CALLS = 3
 class DemoProvider:
     """``signoff demo provider --port 0`` in a subprocess; stopped on exit from ``with``."""
 
-    def __init__(self, directory: Path, *, pause_file: Path | None = None,
-                 name: str = "provider") -> None:
+    def __init__(
+        self, directory: Path, *, pause_file: Path | None = None, name: str = "provider"
+    ) -> None:
         self.ledger_path = directory / f"{name}-ledger.db"
         self.log = directory / f"{name}.log"
         self.pause_file = pause_file
@@ -90,8 +91,9 @@ class DemoProvider:
             args += ["--pause-after-charge-file", str(pause_file)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
         self._handle = self.log.open("w", encoding="utf-8")
-        self.process = subprocess.Popen([*signoff_command(), *args], env=env,
-                                        stdout=self._handle, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [*signoff_command(), *args], env=env, stdout=self._handle, stderr=subprocess.STDOUT
+        )
         try:
             self.url = wait_until(self._listening, timeout=30, what="the demo provider")
         except BaseException:
@@ -124,21 +126,35 @@ class DemoProvider:
     def __enter__(self) -> DemoProvider:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 
 def refund_requests(entries: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
     """Return the run's ``POST /v1/refunds`` ledger entries (its keys name the run)."""
-    return [e for e in entries if e["method"] == "POST" and e["path"] == "/v1/refunds"
-            and (e["idempotency_key"] or "").startswith(f"signoff-{run_id}-")]
+    return [
+        e
+        for e in entries
+        if e["method"] == "POST"
+        and e["path"] == "/v1/refunds"
+        and (e["idempotency_key"] or "").startswith(f"signoff-{run_id}-")
+    ]
 
 
 def email_requests(entries: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
     """Return the run's ``POST /v1/emails`` ledger entries."""
-    return [e for e in entries if e["method"] == "POST" and e["path"] == "/v1/emails"
-            and (e["idempotency_key"] or "").startswith(f"signoff-{run_id}-")]
+    return [
+        e
+        for e in entries
+        if e["method"] == "POST"
+        and e["path"] == "/v1/emails"
+        and (e["idempotency_key"] or "").startswith(f"signoff-{run_id}-")
+    ]
 
 
 def all_refund_requests(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -149,15 +165,26 @@ def all_refund_requests(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # --- settings, services and probes --------------------------------------------------------
 
 
-def agent_env(database_url: str, provider_url: str, *, lease_ttl: float = 0.5,
-              poll_interval: float = 0.05, approvers: str = APPROVER,
-              extra: dict[str, str] | None = None) -> dict[str, str]:
+def agent_env(
+    database_url: str,
+    provider_url: str,
+    *,
+    lease_ttl: float = 0.5,
+    poll_interval: float = 0.05,
+    approvers: str = APPROVER,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
     """Return the environment of a ``signoff`` process running the demo agent."""
-    return signoff_env(database_url, lease_ttl=lease_ttl, poll_interval=poll_interval, extra={
-        "SIGNOFF_DEMO_PROVIDER_URL": provider_url,
-        "SIGNOFF_APPROVERS": approvers,
-        **(extra or {}),
-    })
+    return signoff_env(
+        database_url,
+        lease_ttl=lease_ttl,
+        poll_interval=poll_interval,
+        extra={
+            "SIGNOFF_DEMO_PROVIDER_URL": provider_url,
+            "SIGNOFF_APPROVERS": approvers,
+            **(extra or {}),
+        },
+    )
 
 
 def settings_of(env: dict[str, str]) -> Settings:
@@ -180,8 +207,7 @@ def services_for(env: dict[str, str]) -> Iterator[Services]:
         services.store.engine.dispose()
 
 
-def start_demo_run(services: Services, *, budget: Budget | None = None,
-                   task: str = TASK) -> RunId:
+def start_demo_run(services: Services, *, budget: Budget | None = None, task: str = TASK) -> RunId:
     """Start a demo-agent run as ``REQUESTER`` (what ``signoff run`` does)."""
     agent = services.agents.get("demo")
     data = AgentInput(task=task, requester=Actor(user_id=REQUESTER), budget=budget).to_json()
@@ -212,16 +238,19 @@ class RunProbe:
     quarter of a millisecond a probe. This reads through the bare driver, in autocommit.
     """
 
-    _QUERY = ("SELECT status, lease_owner, fence, wait_key, "
-              "(SELECT count(*) FROM steps WHERE run_id = {p}) FROM runs WHERE id = {p}")
+    _QUERY = (
+        "SELECT status, lease_owner, fence, wait_key, "
+        "(SELECT count(*) FROM steps WHERE run_id = {p}) FROM runs WHERE id = {p}"
+    )
 
     def __init__(self, database_url: str) -> None:
         url = make_url(database_url)
         self._connection: Any
         if url.get_backend_name() == "sqlite":
             assert url.database
-            self._connection = sqlite3.connect(url.database, timeout=30, isolation_level=None,
-                                               check_same_thread=False)
+            self._connection = sqlite3.connect(
+                url.database, timeout=30, isolation_level=None, check_same_thread=False
+            )
             self._query = self._QUERY.format(p="?")
             self._uuid = False
         else:
@@ -277,8 +306,7 @@ def _respond(request: ModelRequest) -> ModelResponse:
     _append_line(MODEL_LOG_ENV, f"call {done + 1} pid {os.getpid()}")
     time.sleep(float(os.environ.get(MODEL_DELAY_ENV) or 0))
     if done < TICKS:
-        return tool_reply(ToolCall(id=f"tick-{done + 1}", name="tick",
-                                   arguments={"n": done + 1}))
+        return tool_reply(ToolCall(id=f"tick-{done + 1}", name="tick", arguments={"n": done + 1}))
     return text_reply(f"counted to {done}")
 
 
@@ -296,9 +324,12 @@ def tick(n: int) -> dict[str, Any]:
 def counting_agent() -> Agent:
     """Return the counting agent: a model-call budget smaller than its work needs."""
     return Agent(
-        name="counter", model=ScriptedModel(_respond, name="counting-scripted"),
-        system_prompt="Count ticks, then say how many.", tools=Tools(tool(tick)),
-        budget=Budget(model_calls=COUNTING_MODEL_CALLS), budget_approvers=(APPROVER,),
+        name="counter",
+        model=ScriptedModel(_respond, name="counting-scripted"),
+        system_prompt="Count ticks, then say how many.",
+        tools=Tools(tool(tick)),
+        budget=Budget(model_calls=COUNTING_MODEL_CALLS),
+        budget_approvers=(APPROVER,),
         model_retry=NO_RETRY,
     )
 
@@ -374,12 +405,15 @@ class Launcher:
 
     def __init__(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT),
-                                                          env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         self._lock = threading.Lock()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.agent_helpers", "launcher"], env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            [sys.executable, "-m", "tests.integration.agent_helpers", "launcher"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.process.stdout is not None
         assert self.process.stdin is not None
         self._in, self._out = self.process.stdin, self.process.stdout
@@ -396,8 +430,12 @@ class Launcher:
     def run(self, env: dict[str, str], log: Path, *args: str) -> tuple[int, str]:
         """Fork ``signoff args``, wait for it to exit; return its exit status and output."""
         child = ForkedWorker(self.spawn(env, log, *args), log)
-        wait_until(lambda: not child.running(), timeout=60, interval=0.005,
-                   what=f"signoff {' '.join(args)}")
+        wait_until(
+            lambda: not child.running(),
+            timeout=60,
+            interval=0.005,
+            what=f"signoff {' '.join(args)}",
+        )
         return child.exit_status(), child.output()
 
     def worker(self, env: dict[str, str], log: Path) -> ForkedWorker:
@@ -417,8 +455,12 @@ class Launcher:
     def __enter__(self) -> Launcher:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 
@@ -446,8 +488,12 @@ class ForkedWorker:
         """SIGKILL it and wait until the kernel has reaped it."""
         with suppress(ProcessLookupError):
             os.kill(self._pid, signal.SIGKILL)
-        wait_until(lambda: not self.running(), timeout=30, interval=0.001,
-                   what=f"worker {self._pid} to die")
+        wait_until(
+            lambda: not self.running(),
+            timeout=30,
+            interval=0.001,
+            what=f"worker {self._pid} to die",
+        )
 
     def stop(self) -> int:
         """SIGTERM it and return the exit status it recorded."""

@@ -63,13 +63,18 @@ class ApiServer:
 
     def post(self, body: dict[str, Any], key: str | None = None) -> requests.Response:
         """POST ``body`` to ``/v1/approvals`` with ``key`` (default: the first client's)."""
-        return requests.post(f"{self.url}/v1/approvals", json=body, timeout=30,
-                             headers=_auth(key or self.client.key))
+        return requests.post(
+            f"{self.url}/v1/approvals", json=body, timeout=30, headers=_auth(key or self.client.key)
+        )
 
     def get(self, approval_id: str, wait: float = 0, key: str | None = None) -> requests.Response:
         """GET the approval, waiting up to ``wait`` seconds."""
-        return requests.get(f"{self.url}/v1/approvals/{approval_id}", params={"wait": wait},
-                            headers=_auth(key or self.client.key), timeout=wait + 30)
+        return requests.get(
+            f"{self.url}/v1/approvals/{approval_id}",
+            params={"wait": wait},
+            headers=_auth(key or self.client.key),
+            timeout=wait + 30,
+        )
 
 
 def _auth(key: str) -> dict[str, str]:
@@ -82,8 +87,9 @@ def _not_found(environ: dict[str, Any], start_response: Callable[..., Any]) -> l
 
 
 @contextmanager
-def api_server(database_url: str, *, waiters: int = WAITERS,
-               policies: str = "") -> Iterator[ApiServer]:
+def api_server(
+    database_url: str, *, waiters: int = WAITERS, policies: str = ""
+) -> Iterator[ApiServer]:
     """Serve the approvals API (under the policy file ``policies``, if named) on a free
     loopback port until the block ends."""
     services = build_services(Settings(database_url=database_url, api_policies=policies))
@@ -92,6 +98,12 @@ def api_server(database_url: str, *, waiters: int = WAITERS,
     api = ApiApprovals(services, keys, waiters=waiters)
     application = api_app(api, fallback=_not_found)
     with serve_wsgi(application, 0, "127.0.0.1", name="api", flag="port") as serving:
-        yield ApiServer(url=f"http://127.0.0.1:{serving.port}", services=services, keys=keys,
-                        client=client, env=signoff_env(database_url), api=api)
+        yield ApiServer(
+            url=f"http://127.0.0.1:{serving.port}",
+            services=services,
+            keys=keys,
+            client=client,
+            env=signoff_env(database_url),
+            api=api,
+        )
     services.store.engine.dispose()

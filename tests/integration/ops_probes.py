@@ -31,12 +31,15 @@ def metrics(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     response = get(port, "/metrics")
     assert response.status_code == 200, response.text
     assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(response.text)
-            for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
 
 
-def sample(found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
-           **labels: str) -> float | None:
+def sample(
+    found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float | None:
     """Return the value of one sample, or None if it is not there."""
     return found.get((name, frozenset(labels.items())))

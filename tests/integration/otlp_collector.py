@@ -25,8 +25,9 @@ class OtlpCollector:
         self.encodings: list[str] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
-                                        name="otlp-collector", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="otlp-collector", daemon=True
+        )
         self._thread.start()
 
     @property
@@ -44,8 +45,13 @@ class OtlpCollector:
     def spans(self) -> list[Span]:
         """Every span received, in the order received."""
         with self._lock:
-            return [span for request in self.requests for resource in request.resource_spans
-                    for scope in resource.scope_spans for span in scope.spans]
+            return [
+                span
+                for request in self.requests
+                for resource in request.resource_spans
+                for scope in resource.scope_spans
+                for span in scope.spans
+            ]
 
     def close(self) -> None:
         """Stop serving and release the port."""
@@ -56,8 +62,12 @@ class OtlpCollector:
     def __enter__(self) -> OtlpCollector:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 

@@ -38,16 +38,38 @@ class PrivatePostgres:
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
         if os.geteuid() == 0:
             shutil.chown(self.folder, "postgres", "postgres")
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                  "--no-sync", "--no-instructions")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+            "--no-instructions",
+        )
         self.start()
 
     def start(self) -> None:
         """Start the server and wait until it accepts connections."""
-        options = (f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c full_page_writes=off")
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l",
-                  str(self.folder / "server.log"), "-w", "-t", str(START_TIMEOUT_S), "start")
+        options = (
+            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c full_page_writes=off"
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.folder / "server.log"),
+            "-w",
+            "-t",
+            str(START_TIMEOUT_S),
+            "start",
+        )
 
     def stop(self) -> None:
         """Stop the server at once, closing every connection (what a crash or failover does)."""
@@ -60,8 +82,12 @@ class PrivatePostgres:
 
     def close(self) -> None:
         """Stop the server if it runs and remove its folder."""
-        subprocess.run(self._command("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop"),
-                       capture_output=True, check=False, timeout=START_TIMEOUT_S)
+        subprocess.run(
+            self._command("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop"),
+            capture_output=True,
+            check=False,
+            timeout=START_TIMEOUT_S,
+        )
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _command(self, program: str, *args: str) -> list[str]:
@@ -69,15 +95,24 @@ class PrivatePostgres:
         return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
 
     def _run(self, program: str, *args: str) -> None:
-        done = subprocess.run(self._command(program, *args), capture_output=True, text=True,
-                              check=False, timeout=START_TIMEOUT_S * 2)
+        done = subprocess.run(
+            self._command(program, *args),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=START_TIMEOUT_S * 2,
+        )
         assert done.returncode == 0, f"{program} failed: {done.stdout}{done.stderr}{self.log()}"
 
     def __enter__(self) -> PrivatePostgres:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 

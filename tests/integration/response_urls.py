@@ -16,8 +16,9 @@ class ResponseUrls:
         self._posts: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
-                                        name="response-urls", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="response-urls", daemon=True
+        )
         self._thread.start()
 
     def url(self, name: str) -> str:
@@ -44,8 +45,12 @@ class ResponseUrls:
     def __enter__(self) -> ResponseUrls:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 

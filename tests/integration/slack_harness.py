@@ -73,8 +73,10 @@ POSTING_METHODS = ("chat.postMessage", "chat.update", "chat.postEphemeral")
 FORM = "application/x-www-form-urlencoded"
 UNPACED_PACE = Pace(every=timedelta(milliseconds=1), burst=1000)
 """Per-channel pacing lifted, for scenarios that post faster than Slack allows."""
-UNPACED = {"SIGNOFF_SLACK_POST_INTERVAL_SECONDS": str(UNPACED_PACE.every.total_seconds()),
-           "SIGNOFF_SLACK_POST_BURST": str(UNPACED_PACE.burst)}
+UNPACED = {
+    "SIGNOFF_SLACK_POST_INTERVAL_SECONDS": str(UNPACED_PACE.every.total_seconds()),
+    "SIGNOFF_SLACK_POST_BURST": str(UNPACED_PACE.burst),
+}
 """The settings of ``UNPACED_PACE``."""
 NOWHERE = "http://127.0.0.1:9/actions/response"
 """The ``response_url`` of a click unless a test listens on one (nothing listens here)."""
@@ -86,8 +88,13 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
 
 
-def eventually(probe: Callable[[], T | None], *, what: str, timeout: float = 5.0,
-               between: Callable[[], object] | None = None) -> T:
+def eventually(
+    probe: Callable[[], T | None],
+    *,
+    what: str,
+    timeout: float = 5.0,
+    between: Callable[[], object] | None = None,
+) -> T:
     """Call ``between`` then ``probe`` until ``probe`` is truthy; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -164,31 +171,50 @@ class BotInstance:
         self.client: WebClient = web_client(settings)
         self.app: App = slack_app(self.services, self.client)
         self.dispatcher: Dispatcher = dispatcher(self.services, self.client)
-        self.worker = self.services.runtime.worker(WorkerOptions(
-            concurrency=4, lease_ttl=timedelta(seconds=10),
-            poll_interval=timedelta(milliseconds=20)))
-        self._server = make_server("127.0.0.1", 0, wsgi(self.app),
-                                   server_class=_ThreadingWSGIServer,
-                                   handler_class=_QuietHandler)
+        self.worker = self.services.runtime.worker(
+            WorkerOptions(
+                concurrency=4,
+                lease_ttl=timedelta(seconds=10),
+                poll_interval=timedelta(milliseconds=20),
+            )
+        )
+        self._server = make_server(
+            "127.0.0.1",
+            0,
+            wsgi(self.app),
+            server_class=_ThreadingWSGIServer,
+            handler_class=_QuietHandler,
+        )
         self.url = f"http://127.0.0.1:{self._server.server_port}/slack/events"
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.02},
-                                        name=f"bolt-wsgi-{self._server.server_port}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name=f"bolt-wsgi-{self._server.server_port}",
+            daemon=True,
+        )
         self._thread.start()
         self._http = requests.Session()
         self._http.trust_env = False  # loopback only: no proxy may capture these requests
 
     # -- raw requests --------------------------------------------------------------------------
 
-    def post(self, body: bytes, *, timestamp: int | None = None, secret: str = SIGNING_SECRET,
-             signature: str | None = None, content_type: str = FORM,
-             headers: dict[str, str] | None = None) -> Ack:
+    def post(
+        self,
+        body: bytes,
+        *,
+        timestamp: int | None = None,
+        secret: str = SIGNING_SECRET,
+        signature: str | None = None,
+        content_type: str = FORM,
+        headers: dict[str, str] | None = None,
+    ) -> Ack:
         """POST ``body`` to ``/slack/events`` signed as Slack signs it (unless told otherwise)."""
         stamp = str(int(time.time()) if timestamp is None else timestamp)
-        sent = {"Content-Type": content_type, "X-Slack-Request-Timestamp": stamp,
-                "X-Slack-Signature": signature if signature is not None
-                else sign(secret, stamp, body)}
+        sent = {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": signature if signature is not None else sign(secret, stamp, body),
+        }
         sent.update(headers or {})
         started = time.monotonic()
         response = self._http.post(self.url, data=body, headers=sent, timeout=HTTP_TIMEOUT_S)
@@ -196,97 +222,154 @@ class BotInstance:
 
     # -- what Slack sends ----------------------------------------------------------------------
 
-    def command_body(self, text: str, *, user: str = REQUESTER,
-                     channel: str | None = None) -> bytes:
+    def command_body(
+        self, text: str, *, user: str = REQUESTER, channel: str | None = None
+    ) -> bytes:
         """Return the form body of ``/agent text`` typed by ``user``."""
         ws = self.world.workspace
-        return urlencode({
-            "token": "legacy-verification-token", "team_id": ws.team_id,
-            "team_domain": ws.domain, "channel_id": channel or self.world.channel,
-            "channel_name": "general", "user_id": user, "user_name": PEOPLE.get(user, user),
-            "command": "/agent", "text": text, "api_app_id": ws.app_id,
-            "is_enterprise_install": "false",
-            "response_url": "http://127.0.0.1:9/commands/response",
-            "trigger_id": ws.issue_trigger(user),
-        }).encode()
+        return urlencode(
+            {
+                "token": "legacy-verification-token",
+                "team_id": ws.team_id,
+                "team_domain": ws.domain,
+                "channel_id": channel or self.world.channel,
+                "channel_name": "general",
+                "user_id": user,
+                "user_name": PEOPLE.get(user, user),
+                "command": "/agent",
+                "text": text,
+                "api_app_id": ws.app_id,
+                "is_enterprise_install": "false",
+                "response_url": "http://127.0.0.1:9/commands/response",
+                "trigger_id": ws.issue_trigger(user),
+            }
+        ).encode()
 
     def command(self, text: str, *, user: str = REQUESTER, channel: str | None = None) -> Ack:
         """Type ``/agent text`` as ``user``."""
         return self.post(self.command_body(text, user=user, channel=channel))
 
-    def click_body(self, user: str, action_id: str, message: Message,
-                   *, value: str | None = None,
-                   response_url: str = NOWHERE) -> tuple[bytes, str]:
+    def click_body(
+        self,
+        user: str,
+        action_id: str,
+        message: Message,
+        *,
+        value: str | None = None,
+        response_url: str = NOWHERE,
+    ) -> tuple[bytes, str]:
         """Return the form body of a click on the button ``action_id`` of ``message``.
 
         The button's value is read from the message (as Slack does) unless ``value`` is given.
         Also returns the ``trigger_id`` Slack issued for the click.
         """
         trigger = self.world.workspace.issue_trigger(user)
-        container: dict[str, Any] = {"type": "message", "message_ts": message.ts,
-                                     "channel_id": message.channel, "is_ephemeral": False}
+        container: dict[str, Any] = {
+            "type": "message",
+            "message_ts": message.ts,
+            "channel_id": message.channel,
+            "is_ephemeral": False,
+        }
         if message.thread_ts:
             container["thread_ts"] = message.thread_ts
         payload = self._action_payload(user, action_id, message, container, trigger, value)
         payload["response_url"] = response_url
-        payload["message"] = message.to_api(team_id=self.world.workspace.team_id,
-                                            app_id=self.world.workspace.app_id)
+        payload["message"] = message.to_api(
+            team_id=self.world.workspace.team_id, app_id=self.world.workspace.app_id
+        )
         return urlencode({"payload": json.dumps(payload)}).encode(), trigger
 
-    def click(self, user: str, action_id: str, message: Message,
-              *, value: str | None = None) -> Ack:
+    def click(
+        self, user: str, action_id: str, message: Message, *, value: str | None = None
+    ) -> Ack:
         """Click the button ``action_id`` of ``message`` as ``user``."""
         body, _ = self.click_body(user, action_id, message, value=value)
         return self.post(body)
 
-    def click_ephemeral(self, user: str, action_id: str, message: EphemeralMessage,
-                        *, value: str | None = None) -> Ack:
+    def click_ephemeral(
+        self, user: str, action_id: str, message: EphemeralMessage, *, value: str | None = None
+    ) -> Ack:
         """Click a button of an ephemeral message (Slack sends no ``message`` for those)."""
-        container: dict[str, Any] = {"type": "message", "message_ts": message.message_ts,
-                                     "channel_id": message.channel, "is_ephemeral": True}
+        container: dict[str, Any] = {
+            "type": "message",
+            "message_ts": message.message_ts,
+            "channel_id": message.channel,
+            "is_ephemeral": True,
+        }
         if message.thread_ts:
             container["thread_ts"] = message.thread_ts
         trigger = self.world.workspace.issue_trigger(user)
         payload = self._action_payload(user, action_id, message, container, trigger, value)
         return self.post(urlencode({"payload": json.dumps(payload)}).encode())
 
-    def _action_payload(self, user: str, action_id: str,
-                        message: Message | EphemeralMessage, container: dict[str, Any],
-                        trigger: str, value: str | None) -> dict[str, Any]:
+    def _action_payload(
+        self,
+        user: str,
+        action_id: str,
+        message: Message | EphemeralMessage,
+        container: dict[str, Any],
+        trigger: str,
+        value: str | None,
+    ) -> dict[str, Any]:
         """The ``block_actions`` payload of a click on ``action_id`` in ``message``."""
         ws = self.world.workspace
         button = find_button(message, action_id)
         return {
             "type": "block_actions",
-            "user": {"id": user, "username": PEOPLE.get(user, user),
-                     "name": PEOPLE.get(user, user), "team_id": ws.team_id},
-            "api_app_id": ws.app_id, "token": "legacy-verification-token",
-            "container": container, "trigger_id": trigger,
+            "user": {
+                "id": user,
+                "username": PEOPLE.get(user, user),
+                "name": PEOPLE.get(user, user),
+                "team_id": ws.team_id,
+            },
+            "api_app_id": ws.app_id,
+            "token": "legacy-verification-token",
+            "container": container,
+            "trigger_id": trigger,
             "team": {"id": ws.team_id, "domain": ws.domain},
-            "enterprise": None, "is_enterprise_install": False,
+            "enterprise": None,
+            "is_enterprise_install": False,
             "channel": {"id": message.channel, "name": "general"},
             "state": {"values": {}},
             "response_url": NOWHERE,
-            "actions": [{"type": "button", "action_id": action_id,
-                         "block_id": button["block_id"],
-                         "text": button["text"], "value": value or button["value"],
-                         "action_ts": f"{time.time():.6f}"}],
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": action_id,
+                    "block_id": button["block_id"],
+                    "text": button["text"],
+                    "value": value or button["value"],
+                    "action_ts": f"{time.time():.6f}",
+                }
+            ],
         }
 
     def submit_body(self, user: str, view: View, value: str) -> bytes:
         """Return the form body of submitting ``view`` with ``value`` in its one input."""
         ws = self.world.workspace
         [field] = [b for b in view.view["blocks"] if b["type"] == "input"]
-        state = {field["block_id"]: {field["element"]["action_id"]: {
-            "type": "plain_text_input", "value": value}}}
+        state = {
+            field["block_id"]: {
+                field["element"]["action_id"]: {"type": "plain_text_input", "value": value}
+            }
+        }
         submitted = {**view.view, "state": {"values": state}}
         payload: dict[str, Any] = {
-            "type": "view_submission", "team": {"id": ws.team_id, "domain": ws.domain},
-            "user": {"id": user, "username": PEOPLE.get(user, user),
-                     "name": PEOPLE.get(user, user), "team_id": ws.team_id},
-            "api_app_id": ws.app_id, "token": "legacy-verification-token",
-            "trigger_id": ws.issue_trigger(user), "view": submitted,
-            "response_urls": [], "is_enterprise_install": False, "enterprise": None,
+            "type": "view_submission",
+            "team": {"id": ws.team_id, "domain": ws.domain},
+            "user": {
+                "id": user,
+                "username": PEOPLE.get(user, user),
+                "name": PEOPLE.get(user, user),
+                "team_id": ws.team_id,
+            },
+            "api_app_id": ws.app_id,
+            "token": "legacy-verification-token",
+            "trigger_id": ws.issue_trigger(user),
+            "view": submitted,
+            "response_urls": [],
+            "is_enterprise_install": False,
+            "enterprise": None,
         }
         return urlencode({"payload": json.dumps(payload)}).encode()
 
@@ -296,6 +379,7 @@ class BotInstance:
 
     def decision(self, approval_id: str) -> Approval:
         """Wait until the approval is decided (a click's listener runs after its ack)."""
+
         def probe() -> Approval | None:
             approval = self.services.approvals.get(approval_id)
             return None if approval.status == ApprovalStatus.PENDING else approval
@@ -328,8 +412,14 @@ class BotInstance:
 class SlackWorld:
     """The demo provider, the fake Slack with the scenario's people, and the bot instances."""
 
-    def __init__(self, tmp_path: Path, database_url: str,
-                 *, approvers: Sequence[str] = (APPROVER,), required: int = 1) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        database_url: str,
+        *,
+        approvers: Sequence[str] = (APPROVER,),
+        required: int = 1,
+    ) -> None:
         self.tmp_path = tmp_path
         self.database_url = database_url
         self.approvers = tuple(approvers)
@@ -344,16 +434,18 @@ class SlackWorld:
 
     def settings(self) -> Settings:
         """Return the settings of a Signoff process in this world (built explicitly)."""
-        return Settings.from_env({
-            "SIGNOFF_DATABASE_URL": self.database_url,
-            "SIGNOFF_APPROVERS": ",".join(self.approvers),
-            "SIGNOFF_APPROVALS_REQUIRED": str(self.required),
-            "SIGNOFF_DEMO_PROVIDER_URL": self.provider.url,
-            "SIGNOFF_SLACK_API_URL": self.slack.api_url,
-            "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
-            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-            **UNPACED,
-        })
+        return Settings.from_env(
+            {
+                "SIGNOFF_DATABASE_URL": self.database_url,
+                "SIGNOFF_APPROVERS": ",".join(self.approvers),
+                "SIGNOFF_APPROVALS_REQUIRED": str(self.required),
+                "SIGNOFF_DEMO_PROVIDER_URL": self.provider.url,
+                "SIGNOFF_SLACK_API_URL": self.slack.api_url,
+                "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
+                "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                **UNPACED,
+            }
+        )
 
     def instance(self, *, migrate: bool = True) -> BotInstance:
         """Start one more Signoff app instance on the shared database."""
@@ -371,8 +463,12 @@ class SlackWorld:
     def __enter__(self) -> SlackWorld:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     # -- reading the workspace -----------------------------------------------------------------
@@ -383,8 +479,11 @@ class SlackWorld:
 
     def root_of(self, run_id: str) -> Message:
         """Return the root message of ``run_id`` (its History button carries the run id)."""
-        found = [m for m in self.roots() if any(
-            b.get("block_id") == f"run:{run_id}" for b in m.blocks or [])]
+        found = [
+            m
+            for m in self.roots()
+            if any(b.get("block_id") == f"run:{run_id}" for b in m.blocks or [])
+        ]
         assert len(found) == 1, f"{len(found)} root messages for run {run_id}"
         return found[0]
 
@@ -405,8 +504,11 @@ class SlackWorld:
         """Return the one message in ``channel`` (the run's thread by default) that is the
         card of ``approval_id``, decided or not."""
         where = channel or self.channel
-        timeline = [m for root in self.workspace.messages(where)
-                    for m in [root, *self.workspace.messages(where, thread_ts=root.ts)]]
+        timeline = [
+            m
+            for root in self.workspace.messages(where)
+            for m in [root, *self.workspace.messages(where, thread_ts=root.ts)]
+        ]
         found = [m for m in timeline if is_card_of(m, approval_id)]
         assert len(found) == 1, f"{len(found)} cards of {approval_id} in {where}"
         return found[0]
@@ -417,6 +519,7 @@ class SlackWorld:
 
     def new_ephemerals(self, user: str, seen: int, *, drain: BotInstance) -> list[str]:
         """Wait for ephemeral messages to ``user`` beyond the first ``seen``; return them."""
+
         def probe() -> list[str]:
             return self.ephemerals(user)[seen:]
 
@@ -424,10 +527,14 @@ class SlackWorld:
 
     def modal(self, callback_id: str, approval_id: str) -> View:
         """Wait for the modal ``callback_id`` opened for ``approval_id`` (opened after the ack)."""
+
         def probe() -> list[View]:
-            return [v for v in self.workspace.views()
-                    if v.view.get("callback_id") == callback_id
-                    and parse_approval_ref(v.private_metadata)[0] == approval_id]
+            return [
+                v
+                for v in self.workspace.views()
+                if v.view.get("callback_id") == callback_id
+                and parse_approval_ref(v.private_metadata)[0] == approval_id
+            ]
 
         found = eventually(probe, what=f"the {callback_id} modal")
         assert len(found) == 1, f"{len(found)} {callback_id} modals for {approval_id}"
@@ -452,10 +559,15 @@ def empty_postgres(url: str) -> None:
     engine = build_engine(url)
     try:
         with engine.begin() as conn:
-            conn.execute(text("TRUNCATE runs, steps, attempts, events, approvals, audit_log, "
-                              "outbox, api_approvals, api_keys"))
-            conn.execute(text("UPDATE audit_head SET seq = 0, hash = :genesis"),
-                         {"genesis": GENESIS})
+            conn.execute(
+                text(
+                    "TRUNCATE runs, steps, attempts, events, approvals, audit_log, "
+                    "outbox, api_approvals, api_keys"
+                )
+            )
+            conn.execute(
+                text("UPDATE audit_head SET seq = 0, hash = :genesis"), {"genesis": GENESIS}
+            )
     finally:
         engine.dispose()
 
@@ -493,8 +605,10 @@ def race(*sends: tuple[BotInstance, bytes]) -> list[Ack]:
         barrier.wait()
         answers[index] = target.post(body)
 
-    threads = [threading.Thread(target=send, args=(i, target, body))
-               for i, (target, body) in enumerate(sends)]
+    threads = [
+        threading.Thread(target=send, args=(i, target, body))
+        for i, (target, body) in enumerate(sends)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -34,8 +34,11 @@ def find_button(message: Message | EphemeralMessage, action_id: str) -> dict[str
     """Return the button ``action_id`` of ``message`` (in an actions block or a section's
     accessory) with its ``block_id``."""
     for block in message.blocks or []:
-        elements = block.get("elements", []) if block.get("type") == "actions" else [
-            block.get("accessory") or {}]
+        elements = (
+            block.get("elements", [])
+            if block.get("type") == "actions"
+            else [block.get("accessory") or {}]
+        )
         for element in elements:
             if element.get("action_id") == action_id:
                 return {**element, "block_id": block.get("block_id", "")}
@@ -44,8 +47,12 @@ def find_button(message: Message | EphemeralMessage, action_id: str) -> dict[str
 
 def buttons(message: Message) -> list[tuple[str, str]]:
     """Return the (action_id, value) of every button on ``message``."""
-    return [(e["action_id"], e.get("value", "")) for b in message.blocks or []
-            if b.get("type") == "actions" for e in b["elements"]]
+    return [
+        (e["action_id"], e.get("value", ""))
+        for b in message.blocks or []
+        if b.get("type") == "actions"
+        for e in b["elements"]
+    ]
 
 
 def is_card_of(message: Message, approval_id: str) -> bool:
@@ -88,9 +95,15 @@ def unescaped_markup(texts: Iterable[str], allowed: Iterable[str] | None = None)
     """Return the ``<…>`` markup in ``texts`` other than dates and ``allowed`` (by default the
     mentions of the scenario's people, which the bot writes itself)."""
     permitted = set(allowed) if allowed is not None else None
-    return [m for text in texts for m in re.findall(r"<[^<>]*>", text)
-            if not (DATE_MARKUP.match(m) or (
-                m in permitted if permitted is not None else LEGIT_MARKUP.match(m)))]
+    return [
+        m
+        for text in texts
+        for m in re.findall(r"<[^<>]*>", text)
+        if not (
+            DATE_MARKUP.match(m)
+            or (m in permitted if permitted is not None else LEGIT_MARKUP.match(m))
+        )
+    ]
 
 
 def approvals_of(bot: BotInstance, run_id: str) -> dict[str, Approval]:
@@ -114,9 +127,12 @@ def posts_per_message(world: SlackWorld) -> dict[tuple[str, str, str, str], int]
     """
     counts: dict[tuple[str, str, str, str], int] = {}
     for call in world.successful("chat.postMessage"):
-        key = (str(call.params.get("channel")), str(call.params.get("thread_ts") or ""),
-               str(call.params.get("text") or ""),
-               json.dumps(call.params.get("blocks"), sort_keys=True))
+        key = (
+            str(call.params.get("channel")),
+            str(call.params.get("thread_ts") or ""),
+            str(call.params.get("text") or ""),
+            json.dumps(call.params.get("blocks"), sort_keys=True),
+        )
         counts[key] = counts.get(key, 0) + 1
     return counts
 

@@ -77,8 +77,9 @@ def test_usd_budget_stops_before_the_crossing_call_and_a_raise_finishes_the_run(
 ) -> None:
     """$0.0015 stops the demo run after 1 model call; only an approver's raise lets it finish."""
     env = agent_env(sqlite_url, provider.url)
-    started = json.loads(cli_ok(env, "run", TASK, "--as", REQUESTER,
-                                "--budget-usd", str(DEMO_BUDGET_USD), "--json"))
+    started = json.loads(
+        cli_ok(env, "run", TASK, "--as", REQUESTER, "--budget-usd", str(DEMO_BUDGET_USD), "--json")
+    )
     run_id = started["id"]
     cli_ok(env, "worker", "--until-idle")
 
@@ -100,8 +101,9 @@ def test_usd_budget_stops_before_the_crossing_call_and_a_raise_finishes_the_run(
     with services_for(env) as services:
         cli_ok(env, "worker", "--until-idle")
         for approval in services.approvals.store.list_approvals(run_id=run_id):
-            assert services.approvals.decide(approval.id, Actor(user_id=APPROVER),
-                                             Decision.APPROVE).accepted
+            assert services.approvals.decide(
+                approval.id, Actor(user_id=APPROVER), Decision.APPROVE
+            ).accepted
         cli_ok(env, "worker", "--until-idle")
 
     shown = show(env, run_id)
@@ -124,8 +126,9 @@ def test_usd_budget_is_never_overshot_by_the_demo_model(
         cli_ok(env, "worker", "--until-idle")
         assert show(env, run_id)["usage"]["cost_usd"] <= 0.003
         for approval in services.approvals.store.list_approvals(run_id=run_id):
-            assert services.approvals.decide(approval.id, Actor(user_id=APPROVER),
-                                             Decision.APPROVE).accepted
+            assert services.approvals.decide(
+                approval.id, Actor(user_id=APPROVER), Decision.APPROVE
+            ).accepted
         cli_ok(env, "worker", "--until-idle")
 
     shown = show(env, run_id)
@@ -151,8 +154,9 @@ class Counting:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def counting(request: pytest.FixtureRequest, tmp_path: Path,
-             provider: DemoProvider) -> Iterator[Counting]:
+def counting(
+    request: pytest.FixtureRequest, tmp_path: Path, provider: DemoProvider
+) -> Iterator[Counting]:
     """A counting-agent run (3 model calls allowed, 5 needed), started with `signoff run`."""
     if request.param == "sqlite":
         url: str = request.getfixturevalue("sqlite_url")
@@ -160,9 +164,16 @@ def counting(request: pytest.FixtureRequest, tmp_path: Path,
         request.getfixturevalue("pg_store")
         url = request.getfixturevalue("pg_url")
     model_log, tool_log = tmp_path / "model.log", tmp_path / "tool.log"
-    env = agent_env(url, provider.url, extra={
-        "SIGNOFF_AGENT": COUNTING_AGENT, MODEL_LOG_ENV: str(model_log),
-        TOOL_LOG_ENV: str(tool_log), MODEL_DELAY_ENV: str(MODEL_DELAY_S)})
+    env = agent_env(
+        url,
+        provider.url,
+        extra={
+            "SIGNOFF_AGENT": COUNTING_AGENT,
+            MODEL_LOG_ENV: str(model_log),
+            TOOL_LOG_ENV: str(tool_log),
+            MODEL_DELAY_ENV: str(MODEL_DELAY_S),
+        },
+    )
     run_id = RunId(cli_ok(env, "run", "count the ticks", "--as", REQUESTER).strip())
     probe = RunProbe(url)
     with services_for(env) as services:
@@ -177,22 +188,32 @@ def test_model_call_budget_holds_across_sigkills_and_resumes(
     rng = random.Random(20)
     targets = [rng.randint(1, COUNTING_MODEL_CALLS - 1), COUNTING_MODEL_CALLS]
     for number, call in enumerate(targets, start=1):
-        with WorkerProcess(counting.env, tmp_path / f"worker-{number}.log",
-                           concurrency=1) as worker:
+        with WorkerProcess(
+            counting.env, tmp_path / f"worker-{number}.log", concurrency=1
+        ) as worker:
 
             def in_flight(call: int = call) -> bool:
                 lines = log_lines(counting.model_log)
                 done = len(model_steps(counting.journal()))
                 return bool(lines) and lines[-1].startswith(f"call {call} ") and done == call - 1
 
-            wait_until(in_flight, timeout=30, interval=0.01, alive=worker,
-                       what=f"model call {call} to be in flight")
+            wait_until(
+                in_flight,
+                timeout=30,
+                interval=0.01,
+                alive=worker,
+                what=f"model call {call} to be in flight",
+            )
             worker.sigkill()
         assert len(model_steps(counting.journal())) == call - 1, "the call in flight was lost"
 
     with WorkerProcess(counting.env, tmp_path / "worker-last.log", concurrency=1) as worker:
-        state = wait_until(lambda: _waiting(counting), timeout=30, alive=worker,
-                           what="the run to wait for a budget decision")
+        state = wait_until(
+            lambda: _waiting(counting),
+            timeout=30,
+            alive=worker,
+            what="the run to wait for a budget decision",
+        )
         assert worker.stop() == 0, worker.output()
     assert state.wait_key == "budget:1"
 
@@ -204,10 +225,12 @@ def test_model_call_budget_holds_across_sigkills_and_resumes(
     first, last = targets
     made = [int(c.split()[1]) for c in log_lines(counting.model_log)]
     assert made == [*range(1, first + 1), *range(first, last + 1), last], (
-        f"each killed call made once more, none past the budget: {made}")
+        f"each killed call made once more, none past the budget: {made}"
+    )
 
-    refused = run_cli(counting.env, "raise-budget", counting.run_id, "--model-calls", "10",
-                      "--as", OUTSIDER)
+    refused = run_cli(
+        counting.env, "raise-budget", counting.run_id, "--model-calls", "10", "--as", OUTSIDER
+    )
     assert refused.returncode == 2, refused.stderr
     cli_ok(counting.env, "raise-budget", counting.run_id, "--model-calls", "10", "--as", APPROVER)
     cli_ok(counting.env, "worker", "--until-idle")
@@ -217,7 +240,8 @@ def test_model_call_budget_holds_across_sigkills_and_resumes(
     assert run.output["answer"] == f"counted to {TICKS}"
     assert run.output["usage"]["model_calls"] == TICKS + 1 <= run.output["budget"]["model_calls"]
     assert [t.split()[1] for t in log_lines(counting.tool_log)] == [
-        str(n) for n in range(1, TICKS + 1)], "each tick ran exactly once"
+        str(n) for n in range(1, TICKS + 1)
+    ], "each tick ran exactly once"
 
 
 def _waiting(counting: Counting) -> RunState | None:
@@ -227,7 +251,7 @@ def _waiting(counting: Counting) -> RunState | None:
 
 
 def test_resuming_a_finished_run_replays_it_without_calling_model_or_tools(
-    counting: Counting
+    counting: Counting,
 ) -> None:
     """A finished run made `failed` and `signoff resume`d replays its journal: zero calls."""
     cli_ok(counting.env, "worker", "--until-idle")
@@ -240,8 +264,13 @@ def test_resuming_a_finished_run_replays_it_without_calling_model_or_tools(
     journal = counting.journal()
 
     with counting.services.store.engine.begin() as conn:
-        conn.execute(update(runs).where(runs.c.id == counting.run_id).values(
-            status=RunStatus.FAILED.value, error={"type": "Test", "message": "made to fail"}))
+        conn.execute(
+            update(runs)
+            .where(runs.c.id == counting.run_id)
+            .values(
+                status=RunStatus.FAILED.value, error={"type": "Test", "message": "made to fail"}
+            )
+        )
     resumed = json.loads(cli_ok(counting.env, "resume", counting.run_id, "--json"))
     assert resumed["status"] == "pending"
     cli_ok(counting.env, "worker", "--until-idle")

@@ -132,8 +132,15 @@ class Outcome:
 class CrashDriver:
     """Runs the task until the scenario's kills are spent, killing workers as it goes."""
 
-    def __init__(self, scenario: Scenario, directory: Path, database_url: str,
-                 provider: DemoProvider, services: Services, launcher: Launcher) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        directory: Path,
+        database_url: str,
+        provider: DemoProvider,
+        services: Services,
+        launcher: Launcher,
+    ) -> None:
         self.scenario = scenario
         self.launcher = launcher
         self.directory = directory
@@ -153,7 +160,8 @@ class CrashDriver:
         deadline = began + SCENARIO_TIMEOUT_S
         try:
             while self._random_kills() < self.scenario.kills or (
-                    self.scenario.pause and not self.paused):
+                self.scenario.pause and not self.paused
+            ):
                 self._one_run(deadline)
             for worker in self.alive:
                 assert worker.stop() == 0, worker.output()
@@ -172,8 +180,9 @@ class CrashDriver:
             self.provider.arm_pause()
         while (state := self.probe.state(self.run_id)).status != RunStatus.COMPLETED:
             assert time.monotonic() < deadline, self._context("the scenario took too long")
-            assert state.status not in (RunStatus.FAILED, RunStatus.CANCELLED), (
-                self._context(f"the run ended {state.status}"))
+            assert state.status not in (RunStatus.FAILED, RunStatus.CANCELLED), self._context(
+                f"the run ended {state.status}"
+            )
             if state.status == RunStatus.WAITING:
                 self._decide(state)
             elif self.scenario.pause and not self.paused and self._refund_is_next():
@@ -199,8 +208,9 @@ class CrashDriver:
             last = BEFORE_THE_REFUND if self.scenario.pause and not self.paused else LAST_ENTRY
             self._kill_at_step(self.rng.randint(now, max(now, last)))
             return
-        state = wait_until(self._claimed, timeout=30, interval=0.002,
-                           what="a worker to claim the run")
+        state = wait_until(
+            self._claimed, timeout=30, interval=0.002, what="a worker to claim the run"
+        )
         holder = self._holder(state)
         if holder is None:
             return  # the run parked or completed before the claim was seen: no kill
@@ -210,8 +220,12 @@ class CrashDriver:
     def _kill_at_step(self, target: int) -> None:
         """Kill the working worker as journal entry ``target`` starts, approving on the way."""
         while True:
-            state = wait_until(lambda: self._reached(target), timeout=30, interval=0.001,
-                               what=f"journal entry {target} to start")
+            state = wait_until(
+                lambda: self._reached(target),
+                timeout=30,
+                interval=0.001,
+                what=f"journal entry {target} to start",
+            )
             holder = self._holder(state)
             if state.journal >= target:
                 if holder is not None:
@@ -225,7 +239,9 @@ class CrashDriver:
     def _reached(self, target: int) -> RunState | None:
         state = self._state()
         if (state.journal >= target and self._holder(state) is not None) or state.status in (
-                RunStatus.WAITING, RunStatus.COMPLETED):
+            RunStatus.WAITING,
+            RunStatus.COMPLETED,
+        ):
             return state
         return None
 
@@ -234,18 +250,23 @@ class CrashDriver:
         pause_file = self.provider.pause_file
         assert pause_file is not None
         self._fill(LIVE_WORKERS)
-        wait_until(lambda: self._state() and pause_file.exists(), timeout=30,
-                   what="the provider to pause after the charge")
+        wait_until(
+            lambda: self._state() and pause_file.exists(),
+            timeout=30,
+            what="the provider to pause after the charge",
+        )
         state = self.probe.state(self.run_id)
         holder = self._holder(state)
         assert holder is not None, self._context("nobody holds the paused run")
         self._kill(holder, PAUSED, state.journal)
         journal = self.services.store.load_journal(self.run_id)
         assert journal[-1].name == "tool.started:issue_refund", self._context("no refund in flight")
-        charges = [e for e in refund_requests(self.provider.ledger(), self.run_id)
-                   if e["created_charge"]]
+        charges = [
+            e for e in refund_requests(self.provider.ledger(), self.run_id) if e["created_charge"]
+        ]
         assert [e["idempotency_key"] for e in charges] == [journal[-1].output["key"]], (
-            "the provider committed exactly this charge before the kill")
+            "the provider committed exactly this charge before the kill"
+        )
         pause_file.unlink()
         self.paused = True
 
@@ -257,8 +278,9 @@ class CrashDriver:
         worker.close()
         self.alive.remove(worker)
         state = self.probe.state(self.run_id)
-        self.outcome.kills.append(Kill(mode, self.run_id, journal_at_claim, state.journal,
-                                       state.status))
+        self.outcome.kills.append(
+            Kill(mode, self.run_id, journal_at_claim, state.journal, state.status)
+        )
 
     def _fill(self, count: int) -> None:
         self.alive = [w for w in self.alive if w.running()]
@@ -268,8 +290,11 @@ class CrashDriver:
     def _spawn(self) -> Worker:
         self.outcome.workers += 1
         log = self.directory / f"worker-{self.outcome.workers:03d}.log"
-        worker: Worker = (ScriptWorker(self.env, log) if self.scenario.script_workers
-                          else self.launcher.worker(self.env, log))
+        worker: Worker = (
+            ScriptWorker(self.env, log)
+            if self.scenario.script_workers
+            else self.launcher.worker(self.env, log)
+        )
         self.alive.append(worker)
         return worker
 
@@ -278,16 +303,19 @@ class CrashDriver:
 
     def _claimed(self) -> RunState | None:
         state = self._state()
-        if self._holder(state) is not None or state.status in (RunStatus.WAITING,
-                                                                RunStatus.COMPLETED):
+        if self._holder(state) is not None or state.status in (
+            RunStatus.WAITING,
+            RunStatus.COMPLETED,
+        ):
             return state
         return None
 
     def _state(self) -> RunState:
         """The run's state now; fails at once if the run failed or was cancelled."""
         state = self.probe.state(self.run_id)
-        assert state.status not in (RunStatus.FAILED, RunStatus.CANCELLED), (
-            self._context(f"the run ended {state.status}"))
+        assert state.status not in (RunStatus.FAILED, RunStatus.CANCELLED), self._context(
+            f"the run ended {state.status}"
+        )
         return state
 
     def _settled(self) -> RunState | None:
@@ -297,8 +325,12 @@ class CrashDriver:
     def _refund_is_next(self) -> bool:
         """The refund is approved and has not run: it runs next (the email may still wait)."""
         found = self.services.approvals.store.list_approvals(run_id=self.run_id)
-        return any(a.tool == "issue_refund" and a.status == ApprovalStatus.APPROVED
-                   and a.consumed_by is None for a in found)
+        return any(
+            a.tool == "issue_refund"
+            and a.status == ApprovalStatus.APPROVED
+            and a.consumed_by is None
+            for a in found
+        )
 
     def _decide(self, state: RunState) -> None:
         key = state.wait_key or ""
@@ -310,23 +342,26 @@ class CrashDriver:
             code, output = self.launcher.run(self.env, log, "approve", approval, "--as", APPROVER)
             assert (code, output.strip()) == (0, f"approved by {APPROVER}"), output
         else:
-            result = self.services.approvals.decide(approval, Actor(user_id=APPROVER),
-                                                    Decision.APPROVE)
+            result = self.services.approvals.decide(
+                approval, Actor(user_id=APPROVER), Decision.APPROVE
+            )
             assert result.accepted, result.message
 
     def _context(self, message: str) -> str:
         journal = self.services.store.load_journal(self.run_id)
         run = self.services.runtime.get(self.run_id)
         logs = sorted(self.directory.glob("worker-*.log"))
-        tails = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}"
-                          for p in logs[-3:])
-        return (f"{message} (seed {self.scenario.seed}, run {self.run_id}, {run.status}, "
-                f"error {run.error}, kills so far {len(self.outcome.kills)})\n"
-                f"journal: {[s.name for s in journal]}\n{tails}")
+        tails = "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in logs[-3:]
+        )
+        return (
+            f"{message} (seed {self.scenario.seed}, run {self.run_id}, {run.status}, "
+            f"error {run.error}, kills so far {len(self.outcome.kills)})\n"
+            f"journal: {[s.name for s in journal]}\n{tails}"
+        )
 
 
-def check_run(services: Services, ledger: list[dict[str, Any]], run_id: RunId,
-              where: str) -> None:
+def check_run(services: Services, ledger: list[dict[str, Any]], run_id: RunId, where: str) -> None:
     """The run completed with the refund done, one charge, and one key for every retry."""
     run = services.runtime.get(run_id)
     assert run.status == RunStatus.COMPLETED, where
@@ -342,12 +377,14 @@ def check_run(services: Services, ledger: list[dict[str, Any]], run_id: RunId,
     (refunded,) = named(journal, "tool:issue_refund")
     refunds = refund_requests(ledger, run_id)
     assert {e["idempotency_key"] for e in refunds} == {key}, (
-        f"every refund request reuses the journal's key {key}: {refunds} ({where})")
+        f"every refund request reuses the journal's key {key}: {refunds} ({where})"
+    )
     charges = [e for e in refunds if e["created_charge"]]
     assert len(charges) == 1, f"exactly one charge: {refunds} ({where})"
     assert charges[0]["charge_id"] == refunded.output["id"], where
     assert {e["status"] for e in refunds} <= {200, 201}, [
-        (e["seq"], e["status"], e["body"]) for e in refunds]
+        (e["seq"], e["status"], e["body"]) for e in refunds
+    ]
     for unknown in named(journal, "tool.unknown_outcome:issue_refund"):
         assert unknown.output == {"key": key, "strategy": "retry"}, unknown.output
 
@@ -376,12 +413,16 @@ def drive_scenario(scenario: Scenario, directory: Path, database_url: str) -> Ou
     with DemoProvider(directory, pause_file=pause_file) as provider, Launcher() as launcher:
         env = agent_env(database_url, provider.url, lease_ttl=LEASE_TTL_S)
         with services_for(env) as services:
-            outcome = CrashDriver(scenario, directory, database_url, provider, services,
-                                  launcher).drive()
+            outcome = CrashDriver(
+                scenario, directory, database_url, provider, services, launcher
+            ).drive()
             ledger = provider.ledger()
             where = f"seed {scenario.seed}: {summary([outcome])}"
-            mine = {key for run_id in outcome.runs
-                    for key in (e["idempotency_key"] for e in refund_requests(ledger, run_id))}
+            mine = {
+                key
+                for run_id in outcome.runs
+                for key in (e["idempotency_key"] for e in refund_requests(ledger, run_id))
+            }
             assert {e["idempotency_key"] for e in all_refund_requests(ledger)} == mine, where
             for run_id in outcome.runs:
                 check_run(services, ledger, run_id, where)
@@ -401,8 +442,10 @@ def summary(outcomes: list[Outcome]) -> str:
     modes = Counter(k.mode for k in kills)
     positions = Counter(k.journal_at_kill for k in kills if k.mode in (CLAIMED, AT_STEP))
     took = ", ".join(f"seed {o.scenario.seed}: {o.seconds:.1f}s" for o in outcomes)
-    return (f"{len(kills)} kills over {runs} runs ({took}); modes {dict(modes)}; journal "
-            f"length at the kills of working workers {dict(sorted(positions.items()))}")
+    return (
+        f"{len(kills)} kills over {runs} runs ({took}); modes {dict(modes)}; journal "
+        f"length at the kills of working workers {dict(sorted(positions.items()))}"
+    )
 
 
 SQLITE_SCENARIOS = (
@@ -412,12 +455,14 @@ SQLITE_SCENARIOS = (
     Scenario(seed=99, kills=11),
     Scenario(seed=31337, kills=11),
 )
-POSTGRES_SCENARIO = Scenario(seed=5432, kills=9, pause=True, approve_with_cli=True,
-                             check_with_cli=True)
+POSTGRES_SCENARIO = Scenario(
+    seed=5432, kills=9, pause=True, approve_with_cli=True, check_with_cli=True
+)
 
 
 def test_sigkilled_workers_on_sqlite_never_charge_twice(tmp_path: Path) -> None:
     """50 random SIGKILLs + 1 between charge and commit (SQLite): one charge, one key per run."""
+
     def one(scenario: Scenario) -> Outcome:
         directory = tmp_path / f"seed-{scenario.seed}"
         return drive_scenario(scenario, directory, f"sqlite:///{directory / 'signoff.db'}")
@@ -444,8 +489,9 @@ def test_demo_run_on_postgres_resumes_after_its_approvals(
             run_id = start_demo_run(services)
             cli_ok(env, "worker", "--until-idle")
             for approval in services.approvals.store.list_approvals(run_id=run_id):
-                assert services.approvals.decide(approval.id, Actor(user_id=APPROVER),
-                                                 Decision.APPROVE).accepted
+                assert services.approvals.decide(
+                    approval.id, Actor(user_id=APPROVER), Decision.APPROVE
+                ).accepted
             cli_ok(env, "worker", "--until-idle")
             run = services.runtime.get(run_id)
             assert run.status == RunStatus.COMPLETED, run.error

@@ -90,14 +90,16 @@ def test_an_undecided_approval_expires_at_its_deadline(api: ApiServer) -> None:
     """Past its deadline an approval nobody decided is expired (fail-closed) and never
     approved."""
     created = _ask(api, policy={"deadline_seconds": 1})
-    decided = wait_until(lambda: (a := api.get(created["id"], wait=5).json())["status"]
-                         != "pending" and a, timeout=20, what="the deadline")
+    decided = wait_until(
+        lambda: (a := api.get(created["id"], wait=5).json())["status"] != "pending" and a,
+        timeout=20,
+        what="the deadline",
+    )
     assert decided["status"] == "expired"
     assert decided["approved_arguments"] is None
 
 
-def test_a_wrong_or_revoked_key_is_refused_and_others_approvals_are_hidden(
-        api: ApiServer) -> None:
+def test_a_wrong_or_revoked_key_is_refused_and_others_approvals_are_hidden(api: ApiServer) -> None:
     """No key, a wrong key and a revoked key get 401; another client's approval is a 404."""
     created = _ask(api)
     other = api.new_client()
@@ -148,7 +150,8 @@ def test_long_polls_beyond_the_limit_are_answered_at_once(sqlite_url: str) -> No
 
 
 def test_cancelling_the_run_cancels_its_approvals_and_closes_the_conversation(
-        api: ApiServer) -> None:
+    api: ApiServer,
+) -> None:
     """``signoff cancel`` of an API client's run closes its pending approval as cancelled
     (with a webhook queued in the same transaction); a new request in that conversation is
     refused with 409, while another conversation still works."""
@@ -163,13 +166,16 @@ def test_cancelling_the_run_cancels_its_approvals_and_closes_the_conversation(
 
 
 def test_a_request_may_name_a_policy_of_the_servers_policy_file(
-        sqlite_url: str, tmp_path: Path) -> None:
+    sqlite_url: str, tmp_path: Path
+) -> None:
     """With ``SIGNOFF_API_POLICIES``, a request naming a policy gets its approvers and
     deadline, one naming none gets the file's default, and an unknown name is a 400 that
     asks for nothing."""
     policies = tmp_path / "policies.yaml"
-    policies.write_text("approvers: [U_DANA]\ndeadline_seconds: 600\n"
-                        "tools:\n  payments: {approvers: [U_FIN], deadline_seconds: 120}\n")
+    policies.write_text(
+        "approvers: [U_DANA]\ndeadline_seconds: 600\n"
+        "tools:\n  payments: {approvers: [U_FIN], deadline_seconds: 120}\n"
+    )
     with api_server(sqlite_url, policies=str(policies)) as api:
         named = api.services.approvals.get(_ask(api, policy="payments")["id"]).policy
         default = api.services.approvals.get(_ask(api)["id"]).policy
@@ -185,9 +191,15 @@ def test_an_idempotency_key_reused_for_another_call_is_refused(api: ApiServer) -
     """The same idempotency key with other arguments is a 409, and the first approval
     stays the only one, with its own arguments."""
     first = _ask(api, idempotency_key="k-2")
-    other = api.post({"tool": "refund", "arguments": {"account": "acme", "amount": 9999},
-                      "idempotency_key": "k-2"})
+    other = api.post(
+        {
+            "tool": "refund",
+            "arguments": {"account": "acme", "amount": 9999},
+            "idempotency_key": "k-2",
+        }
+    )
     assert other.status_code == 409
     assert api.services.approvals.store.list_approvals(run_id=first["run_id"]) == [
-        api.services.approvals.get(first["id"])]
+        api.services.approvals.get(first["id"])
+    ]
     assert api.get(first["id"]).json()["arguments"] == ARGS

@@ -24,9 +24,11 @@ def api(sqlite_url: str) -> Iterator[ApiServer]:
 
 def _pending_id(api: ApiServer) -> str:
     """Wait for the client's one pending approval to be asked and return its id."""
+
     def pending() -> str | None:
         found = api.services.approvals.store.list_approvals(status=ApprovalStatus.PENDING)
         return found[0].id if found else None
+
     return wait_until(pending, timeout=30, what="the approval to be asked")
 
 
@@ -54,8 +56,15 @@ def test_the_decorated_function_runs_once_with_the_edited_arguments(api: ApiServ
     waiting = Waiting(lambda: refund("acme"))
     approval = _pending_id(api)
     assert calls == []
-    cli_ok(api.env, "edit", approval, "--as", "U_APPROVER",
-           "--args", json.dumps({"account": "acme", "amount": 5}))
+    cli_ok(
+        api.env,
+        "edit",
+        approval,
+        "--as",
+        "U_APPROVER",
+        "--args",
+        json.dumps({"account": "acme", "amount": 5}),
+    )
     assert waiting.result() == "refunded 5 to acme"
     assert calls == [{"account": "acme", "amount": 5}]
 
@@ -63,8 +72,9 @@ def test_the_decorated_function_runs_once_with_the_edited_arguments(api: ApiServ
 def test_require_approval_returns_the_approved_call(api: ApiServer) -> None:
     """An approval gives ``Approved`` with the arguments, their hash and the approver."""
     client = SignoffClient(api.url, api.client.key)
-    waiting = Waiting(lambda: client.require_approval("send", {"to": "a@example.com"},
-                                                      idempotency_key="send-1"))
+    waiting = Waiting(
+        lambda: client.require_approval("send", {"to": "a@example.com"}, idempotency_key="send-1")
+    )
     cli_ok(api.env, "approve", _pending_id(api), "--as", "U_APPROVER")
     approved = waiting.result()
     assert isinstance(approved, Approved)

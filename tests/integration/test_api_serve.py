@@ -33,11 +33,22 @@ def test_an_api_approval_goes_through_slack_and_back(cluster: Cluster) -> None:
     receiver = Receiver(failures=0)
     with ServingThread(receiver, "receiver"):
         hook = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
-        waiting = Waiting(lambda: client.require_approval(
-            "refund", {"amount": 7}, policy={"approvers": [APPROVER]},
-            channel=cluster.world.channel, callback_url=hook))
-        approval = cluster.wait(lambda: next(iter(cluster.reader.approvals.store.list_approvals(
-            status=ApprovalStatus.PENDING)), None), what="the API's approval")
+        waiting = Waiting(
+            lambda: client.require_approval(
+                "refund",
+                {"amount": 7},
+                policy={"approvers": [APPROVER]},
+                channel=cluster.world.channel,
+                callback_url=hook,
+            )
+        )
+        approval = cluster.wait(
+            lambda: next(
+                iter(cluster.reader.approvals.store.list_approvals(status=ApprovalStatus.PENDING)),
+                None,
+            ),
+            what="the API's approval",
+        )
         cluster.wait(lambda: _has_card(cluster, approval.id), what="the card in Slack")
         cli_ok(cluster.env, "approve", approval.id, "--as", APPROVER)
         approved = waiting.result()
@@ -51,5 +62,8 @@ def test_an_api_approval_goes_through_slack_and_back(cluster: Cluster) -> None:
 def _has_card(cluster: Cluster, approval_id: str) -> bool:
     """Tell whether the approval's card is in the channel's threads yet."""
     slack, channel = cluster.world.workspace, cluster.world.channel
-    return any(is_card_of(m, approval_id) for root in slack.messages(channel)
-               for m in [root, *slack.messages(channel, thread_ts=root.ts)])
+    return any(
+        is_card_of(m, approval_id)
+        for root in slack.messages(channel)
+        for m in [root, *slack.messages(channel, thread_ts=root.ts)]
+    )

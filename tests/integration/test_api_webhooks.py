@@ -38,14 +38,26 @@ def test_a_decision_is_posted_once_signed_after_a_failed_attempt(api: ApiServer)
         cli_ok(api.env, "approve", created["id"], "--as", "U_APPROVER")
         now = SystemClock().now()
         assert api.services.outbox.claim_due("slack", now=now, until=now, limit=50) == []
-        sender = WebhookSender(api.services.outbox, api.keys, SystemClock(), owner="sender",
-                               options=SenderOptions(backoff_cap=timedelta(milliseconds=100)))
-        wait_until(lambda: sender.send_once() >= 0 and receiver.answered(200), timeout=20,
-                   what="the webhook to be delivered")
+        sender = WebhookSender(
+            api.services.outbox,
+            api.keys,
+            SystemClock(),
+            owner="sender",
+            options=SenderOptions(backoff_cap=timedelta(milliseconds=100)),
+        )
+        wait_until(
+            lambda: sender.send_once() >= 0 and receiver.answered(200),
+            timeout=20,
+            what="the webhook to be delivered",
+        )
         assert sender.send_once() == 0
         with api.services.store.engine.connect() as conn:
-            assert conn.execute(select(outbox.c.status).where(
-                outbox.c.key == f"webhook:{created['id']}")).scalar() == "sent"
+            assert (
+                conn.execute(
+                    select(outbox.c.status).where(outbox.c.key == f"webhook:{created['id']}")
+                ).scalar()
+                == "sent"
+            )
         assert len(receiver.answered(503)) == 1
         [(_, headers, body)] = receiver.answered(200)
     secret = api.client.webhook_secret

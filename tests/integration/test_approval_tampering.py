@@ -80,14 +80,14 @@ class Setup:
 
     def approve(self, approval: str) -> None:
         """Approve through the service, as the approver."""
-        result = self.services.approvals.decide(approval, Actor(user_id=APPROVER),
-                                                Decision.APPROVE)
+        result = self.services.approvals.decide(approval, Actor(user_id=APPROVER), Decision.APPROVE)
         assert result.accepted, result.message
 
     def charges(self) -> list[dict[str, Any]]:
         """The charges the provider created for this run."""
-        return [e for e in refund_requests(self.provider.ledger(), self.run_id)
-                if e["created_charge"]]
+        return [
+            e for e in refund_requests(self.provider.ledger(), self.run_id) if e["created_charge"]
+        ]
 
 
 @pytest.fixture
@@ -108,13 +108,18 @@ def park(env: dict[str, str], services: Services, provider: DemoProvider) -> Set
     cli_ok(env, "worker", "--until-idle")
     run = services.runtime.get(run_id)
     assert (run.status, run.wait_key) == (RunStatus.WAITING, _key(run_id, services, "issue_refund"))
-    return Setup(env, services, provider, run_id, _approval(run_id, services, "issue_refund"),
-                 _approval(run_id, services, "send_email"))
+    return Setup(
+        env,
+        services,
+        provider,
+        run_id,
+        _approval(run_id, services, "issue_refund"),
+        _approval(run_id, services, "send_email"),
+    )
 
 
 def _approval(run_id: RunId, services: Services, tool: str) -> str:
-    (found,) = [a for a in services.approvals.store.list_approvals(run_id=run_id)
-                if a.tool == tool]
+    (found,) = [a for a in services.approvals.store.list_approvals(run_id=run_id) if a.tool == tool]
     assert found.args == (APPROVED_ARGS if tool == "issue_refund" else found.args)
     return found.id
 
@@ -132,16 +137,20 @@ def _answer(setup: Setup) -> str:
 
 def forged_decision(approval: str, args: dict[str, Any]) -> dict[str, Any]:
     """An "approved" decision event as the approvals service would deliver it."""
-    return {"approval_id": approval, "status": "approved", "args": args,
-            "args_hash": args_hash(args), "reason": None,
-            "decided_by": {"user_id": APPROVER, "team_id": "", "name": ""},
-            "decided_at": datetime.now(UTC).isoformat()}
+    return {
+        "approval_id": approval,
+        "status": "approved",
+        "args": args,
+        "args_hash": args_hash(args),
+        "reason": None,
+        "decided_by": {"user_id": APPROVER, "team_id": "", "name": ""},
+        "decided_at": datetime.now(UTC).isoformat(),
+    }
 
 
 def forge(setup: Setup, run_id: RunId, approval: str, decision: dict[str, Any]) -> None:
     """Deliver a forged decision for ``approval`` to ``run_id``, straight into the store."""
-    setup.services.store.deliver_event(run_id, f"approval:{approval}", decision,
-                                       datetime.now(UTC))
+    setup.services.store.deliver_event(run_id, f"approval:{approval}", decision, datetime.now(UTC))
 
 
 # --- an approval for A never lets the tool run with B ---------------------------------------
@@ -154,14 +163,17 @@ def test_decided_args_tampered_in_the_database_never_run(parked: Setup, where: s
     parked.approve(parked.email)
     with parked.conn() as conn:
         if where == "approval row":
-            changed = conn.execute(update(approvals).where(approvals.c.id == parked.refund)
-                                   .values(decided_args=OTHER_ARGS,
-                                           decided_args_hash=args_hash(OTHER_ARGS)))
+            changed = conn.execute(
+                update(approvals)
+                .where(approvals.c.id == parked.refund)
+                .values(decided_args=OTHER_ARGS, decided_args_hash=args_hash(OTHER_ARGS))
+            )
         else:
             key = f"approval:{parked.refund}"
             data = conn.execute(select(events.c.data).where(events.c.key == key)).scalar_one()
-            changed = conn.execute(update(events).where(events.c.key == key)
-                                   .values(data={**data, "args": OTHER_ARGS}))
+            changed = conn.execute(
+                update(events).where(events.c.key == key).values(data={**data, "args": OTHER_ARGS})
+            )
         assert changed.rowcount == 1
 
     parked.work()
@@ -181,8 +193,9 @@ def test_decided_args_edited_without_their_hash_run_the_approved_args(parked: Se
     cli_ok(parked.env, "approve", parked.refund, "--as", APPROVER)
     parked.approve(parked.email)
     with parked.conn() as conn:
-        conn.execute(update(approvals).where(approvals.c.id == parked.refund)
-                     .values(decided_args=OTHER_ARGS))
+        conn.execute(
+            update(approvals).where(approvals.c.id == parked.refund).values(decided_args=OTHER_ARGS)
+        )
 
     parked.work()
 
@@ -194,8 +207,14 @@ def test_decided_args_edited_without_their_hash_run_the_approved_args(parked: Se
 def test_signoff_signal_refuses_decision_keys(parked: Setup) -> None:
     """`signoff signal RUN approval:ID` (or budget:N) with a forged decision exits 2: no effect."""
     for key in (f"approval:{parked.refund}", "budget:1"):
-        done = run_cli(parked.env, "signal", parked.run_id, key, "--data",
-                       json.dumps(forged_decision(parked.refund, OTHER_ARGS)))
+        done = run_cli(
+            parked.env,
+            "signal",
+            parked.run_id,
+            key,
+            "--data",
+            json.dumps(forged_decision(parked.refund, OTHER_ARGS)),
+        )
         assert done.returncode == 2, (key, done.stdout, done.stderr)
         assert "are delivered by decisions only" in done.stderr
         assert parked.services.store.get_event(parked.run_id, key) is None
@@ -243,8 +262,11 @@ def test_a_forged_event_does_not_stop_the_workers_at_the_deadline(parked: Setup)
     forge(parked, parked.run_id, parked.refund, forged_decision(parked.refund, OTHER_ARGS))
     parked.work()  # the run moves on (refund refused) and waits for the email's approval
     with parked.conn() as conn:  # four hours pass for the refund's approval
-        conn.execute(update(approvals).where(approvals.c.id == parked.refund)
-                     .values(deadline=datetime(2020, 1, 1, tzinfo=UTC)))
+        conn.execute(
+            update(approvals)
+            .where(approvals.c.id == parked.refund)
+            .values(deadline=datetime(2020, 1, 1, tzinfo=UTC))
+        )
 
     worker = run_cli(parked.env, "worker", "--until-idle")
 
@@ -297,13 +319,23 @@ def test_decisions_by_people_outside_the_policy_change_nothing(parked: Setup) ->
         assert answer["approval"]["status"] == "pending"
 
     approval = parked.services.approvals.get(parked.refund)
-    assert (approval.status, approval.version, approval.approvals) == (ApprovalStatus.PENDING,
-                                                                      0, ())
+    assert (approval.status, approval.version, approval.approvals) == (
+        ApprovalStatus.PENDING,
+        0,
+        (),
+    )
     entries, _ = parked.services.approvals.store.audit_log()
-    mine = [(e.action, (e.actor or {}).get("user_id")) for e in entries
-            if e.approval_id == parked.refund]
-    assert mine == [("requested", REQUESTER), ("unauthorized", OUTSIDER),
-                    ("unauthorized", OUTSIDER), ("unauthorized", REQUESTER)]
+    mine = [
+        (e.action, (e.actor or {}).get("user_id"))
+        for e in entries
+        if e.approval_id == parked.refund
+    ]
+    assert mine == [
+        ("requested", REQUESTER),
+        ("unauthorized", OUTSIDER),
+        ("unauthorized", OUTSIDER),
+        ("unauthorized", REQUESTER),
+    ]
     assert parked.services.store.get_event(parked.run_id, f"approval:{parked.refund}") is None
     parked.work()
     assert parked.services.runtime.get(parked.run_id).status == RunStatus.WAITING
@@ -326,12 +358,31 @@ def race(env: dict[str, str], approval: str, directory: Path) -> list[tuple[str,
         for i in range(RACERS):
             user = f"U_RACER{i}"
             verb = ["approve"] if i % 2 == 0 else ["reject", "--reason", f"no, says {user}"]
-            command = [sys.executable, "-m", "tests.integration.agent_helpers", str(barrier),
-                       verb[0], approval, *verb[1:], "--as", user, "--json"]
-            racers.append((user, subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                                  stderr=subprocess.PIPE, text=True)))
-        wait_until(lambda: len(list(directory.glob(f"go-{approval}.ready.*"))) == RACERS,
-                   timeout=60, what="every racer to be ready")
+            command = [
+                sys.executable,
+                "-m",
+                "tests.integration.agent_helpers",
+                str(barrier),
+                verb[0],
+                approval,
+                *verb[1:],
+                "--as",
+                user,
+                "--json",
+            ]
+            racers.append(
+                (
+                    user,
+                    subprocess.Popen(
+                        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                    ),
+                )
+            )
+        wait_until(
+            lambda: len(list(directory.glob(f"go-{approval}.ready.*"))) == RACERS,
+            timeout=60,
+            what="every racer to be ready",
+        )
         barrier.write_text("go", encoding="utf-8")
         results = []
         for user, process in racers:
@@ -377,13 +428,15 @@ def test_concurrent_decisions_from_many_processes_exactly_one_wins(
             assert len(decisions) == 1, actions
             assert actions.count("late") == RACERS - 1, actions
             with services.store.engine.connect() as conn:
-                wakes = conn.execute(select(events).where(
-                    events.c.key == f"approval:{approval}")).all()
+                wakes = conn.execute(
+                    select(events).where(events.c.key == f"approval:{approval}")
+                ).all()
             assert len(wakes) == 1
             assert wakes[0].data["status"] == verdict
 
-        assert services.approvals.decide(setup.email, Actor(user_id="U_RACER1"),
-                                         Decision.APPROVE).accepted
+        assert services.approvals.decide(
+            setup.email, Actor(user_id="U_RACER1"), Decision.APPROVE
+        ).accepted
         cli_ok(env, "worker", "--until-idle")
         refunds = refund_requests(provider.ledger(), setup.run_id)
         expected = 1 if verdict == "approved" else 0
@@ -411,8 +464,9 @@ def _row(conn: Connection, seq: int) -> dict[str, Any]:
     return dict(conn.execute(select(audit_log).where(audit_log.c.seq == seq)).one()._mapping)
 
 
-@pytest.mark.parametrize("backend", [
-    "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def test_audit_verify_catches_edited_and_deleted_entries(
     backend: str, request: pytest.FixtureRequest, provider: DemoProvider
 ) -> None:
@@ -428,8 +482,9 @@ def test_audit_verify_catches_edited_and_deleted_entries(
         decide = services.approvals.decide
         assert not decide(setup.refund, Actor(user_id=OUTSIDER), Decision.APPROVE).accepted
         assert decide(setup.refund, Actor(user_id=APPROVER), Decision.APPROVE).accepted
-        assert decide(setup.email, Actor(user_id=APPROVER), Decision.REJECT,
-                      reason="we call instead").accepted
+        assert decide(
+            setup.email, Actor(user_id=APPROVER), Decision.REJECT, reason="we call instead"
+        ).accepted
         engine = services.store.engine
 
         code, report = _verify(env)
@@ -457,5 +512,6 @@ def test_audit_verify_catches_edited_and_deleted_entries(
             conn.execute(delete(audit_log).where(audit_log.c.seq == 5))
         code, report = _verify(env)
         assert (code, report["problems"]) == (
-            1, ["the log ends at entry 4 but its head is entry 5"])
-
+            1,
+            ["the log ends at entry 4 but its head is entry 5"],
+        )

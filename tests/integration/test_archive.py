@@ -86,8 +86,11 @@ def _explode() -> None:
 
 def fails(ctx: RunContext, input: Any) -> None:
     """A step that fails twice, which fails the run."""
-    ctx.step(_explode, name="explode",
-             retry=RetryPolicy(max_attempts=2, initial_interval=timedelta(milliseconds=1)))
+    ctx.step(
+        _explode,
+        name="explode",
+        retry=RetryPolicy(max_attempts=2, initial_interval=timedelta(milliseconds=1)),
+    )
 
 
 def waits(ctx: RunContext, input: Any) -> Any:
@@ -109,11 +112,16 @@ def refund(order_id: str, idempotency_key: str) -> dict[str, str]:
 
 def _agent() -> Agent:
     policy = ApprovalPolicy(approvers=(APPROVER.user_id,))
-    script = [tool_reply(ToolCall(id="c1", name="refund", arguments={"order_id": "1042"})),
-              text_reply("refunded 1042")]
-    return Agent(name="archivist", model=ScriptedModel(script, name="scripted"),
-                 system_prompt="refund carefully",
-                 tools=Tools(tool(side_effect=True, approval=policy)(refund)))
+    script = [
+        tool_reply(ToolCall(id="c1", name="refund", arguments={"order_id": "1042"})),
+        text_reply("refunded 1042"),
+    ]
+    return Agent(
+        name="archivist",
+        model=ScriptedModel(script, name="scripted"),
+        system_prompt="refund carefully",
+        tools=Tools(tool(side_effect=True, approval=policy)(refund)),
+    )
 
 
 @dataclass(frozen=True)
@@ -144,31 +152,47 @@ def build_scene(url: str) -> Scene:
     clock = FrozenClock(OLD)
     agent = _agent()
     flows = Workflows()
-    for name, fn in (("archive.steps", two_steps), ("archive.fails", fails),
-                     ("archive.waits", waits)):
+    for name, fn in (
+        ("archive.steps", two_steps),
+        ("archive.fails", fails),
+        ("archive.waits", waits),
+    ):
         flows.add(name, fn)
-    deployment = Deployment(store, SqlApprovalStore(store.engine), [agent], clock=clock,
-                            workflows=flows)
+    deployment = Deployment(
+        store, SqlApprovalStore(store.engine), [agent], clock=clock, workflows=flows
+    )
     service, runtime = deployment.approvals, deployment.runtime
     work = runtime.worker(WORK).run_once
 
-    old = {"completed": runtime.start("archive.steps", {"n": 2}).id,
-           "failed": runtime.start("archive.fails").id,
-           "signalled": runtime.start("archive.waits").id,
-           "cancelled": runtime.start("archive.waits").id,
-           "approved": runtime.start(agent.workflow, AgentInput(
-               task="refund order 1042", requester=Actor(user_id="U_REQ")).to_json()).id}
-    kept = {"waiting": runtime.start("archive.waits").id,
-            "unsent": runtime.start("archive.steps").id}
+    old = {
+        "completed": runtime.start("archive.steps", {"n": 2}).id,
+        "failed": runtime.start("archive.fails").id,
+        "signalled": runtime.start("archive.waits").id,
+        "cancelled": runtime.start("archive.waits").id,
+        "approved": runtime.start(
+            agent.workflow,
+            AgentInput(task="refund order 1042", requester=Actor(user_id="U_REQ")).to_json(),
+        ).id,
+    }
+    kept = {
+        "waiting": runtime.start("archive.waits").id,
+        "unsent": runtime.start("archive.steps").id,
+    }
     work()
     clock.advance(timedelta(minutes=3, microseconds=7))
     runtime.signal(old["signalled"], "go", {"n": 1})
     runtime.cancel(old["cancelled"])
     SqlApiStore(store.engine).open_request(
-        "archive-client", uuid.uuid4().hex, "0" * 64,
-        RunDraft(run_id=old["cancelled"], workflow="archive.waits", input=None), None, OLD)
-    (approval,) = service.store.list_approvals(run_id=old["approved"],
-                                               status=ApprovalStatus.PENDING)
+        "archive-client",
+        uuid.uuid4().hex,
+        "0" * 64,
+        RunDraft(run_id=old["cancelled"], workflow="archive.waits", input=None),
+        None,
+        OLD,
+    )
+    (approval,) = service.store.list_approvals(
+        run_id=old["approved"], status=ApprovalStatus.PENDING
+    )
     assert service.decide(approval.id, APPROVER, Decision.APPROVE).accepted
     work()
     _notify(SqlOutbox(store.engine), old["completed"], kept["unsent"])
@@ -183,22 +207,48 @@ def build_scene(url: str) -> Scene:
 
 def _notify(box: SqlOutbox, delivered: RunId, undelivered: RunId) -> None:
     """Queue two notices in 2000: one is delivered to Slack, the other never is."""
-    box.enqueue([Notice(key=f"run:{delivered}:root", run_id=delivered, kind="run.root",
-                        data={"channel": "C1", "task": "two steps"})], OLD)
+    box.enqueue(
+        [
+            Notice(
+                key=f"run:{delivered}:root",
+                run_id=delivered,
+                kind="run.root",
+                data={"channel": "C1", "task": "two steps"},
+            )
+        ],
+        OLD,
+    )
     (item,) = box.claim_due("archive-test", now=OLD, until=OLD + timedelta(minutes=1), limit=1)
     box.delivered(item, Delivery(channel="C1", ts="946728000.000100"), OLD)
-    box.enqueue([Notice(key=f"run:{undelivered}:root", run_id=undelivered, kind="run.root",
-                        data={"channel": "C1"})], OLD)
+    box.enqueue(
+        [
+            Notice(
+                key=f"run:{undelivered}:root",
+                run_id=undelivered,
+                kind="run.root",
+                data={"channel": "C1"},
+            )
+        ],
+        OLD,
+    )
 
 
 def _check_states(scene: Scene) -> None:
-    expected = {"completed": RunStatus.COMPLETED, "failed": RunStatus.FAILED,
-                "signalled": RunStatus.COMPLETED, "cancelled": RunStatus.CANCELLED,
-                "approved": RunStatus.COMPLETED, "waiting": RunStatus.WAITING,
-                "unsent": RunStatus.COMPLETED, "pending": RunStatus.PENDING,
-                "young": RunStatus.COMPLETED}
-    found = {name: scene.store.get_run(run_id).status
-             for name, run_id in {**scene.old, **scene.kept}.items()}
+    expected = {
+        "completed": RunStatus.COMPLETED,
+        "failed": RunStatus.FAILED,
+        "signalled": RunStatus.COMPLETED,
+        "cancelled": RunStatus.CANCELLED,
+        "approved": RunStatus.COMPLETED,
+        "waiting": RunStatus.WAITING,
+        "unsent": RunStatus.COMPLETED,
+        "pending": RunStatus.PENDING,
+        "young": RunStatus.COMPLETED,
+    }
+    found = {
+        name: scene.store.get_run(run_id).status
+        for name, run_id in {**scene.old, **scene.kept}.items()
+    }
     assert found == expected
 
 
@@ -284,8 +334,11 @@ def prune(cli: Cli, *more: str) -> Any:
 
 def views(cli: Cli, ids: list[RunId]) -> dict[str, str]:
     """What ``signoff show`` and ``signoff history`` print for each run, as JSON."""
-    return {f"{command} {run_id}": cli.ok(command, run_id, "--json")
-            for run_id in ids for command in ("show", "history")}
+    return {
+        f"{command} {run_id}": cli.ok(command, run_id, "--json")
+        for run_id in ids
+        for command in ("show", "history")
+    }
 
 
 def audit(cli: Cli, engine: Engine) -> tuple[tuple[int, str], list[dict[str, Any]]]:
@@ -309,8 +362,9 @@ def test_prune_removes_old_finished_runs_and_keeps_the_rest(scene: Scene, cli: C
     assert result["rows"] == {name: len(found) for name, found in old_rows.items()}
     assert min(result["rows"].values()) >= 1, "every kind of row was there to remove"
     assert rows_of(scene.engine, list(scene.old.values())) == {
-        name: [] for name in ("runs", "steps", "attempts", "events", "approvals", "outbox",
-                              "api_approvals")}
+        name: []
+        for name in ("runs", "steps", "attempts", "events", "approvals", "outbox", "api_approvals")
+    }
     assert rows_of(scene.engine, list(scene.kept.values())) == kept_rows
     gone = scene.old["approved"]
     assert cli("show", gone)[::2] == (2, f"signoff: error: no run with id {gone}\n")
@@ -323,9 +377,7 @@ def test_prune_removes_old_finished_runs_and_keeps_the_rest(scene: Scene, cli: C
         assert json.loads(out)["ok"]
 
 
-def test_archive_then_import_restores_runs_exactly(
-    scene: Scene, cli: Cli, tmp_path: Path
-) -> None:
+def test_archive_then_import_restores_runs_exactly(scene: Scene, cli: Cli, tmp_path: Path) -> None:
     """After prune --archive and import, show/history print the same bytes, every row is equal."""
     ids = list(scene.old.values())
     printed, rows = views(cli, ids), rows_of(scene.engine, ids)
@@ -393,7 +445,8 @@ def test_batches_remove_the_same_runs_as_one(scene: Scene, tmp_path: Path) -> No
     assert sorted(result.removed) == sorted(scene.old.values())
     assert result.skipped == (scene.kept["unsent"],)
     assert sorted(found.run_id for _, found in archive_module.read_archive(archive)) == sorted(
-        scene.old.values())
+        scene.old.values()
+    )
     assert rows_of(scene.engine, list(scene.old.values()))["runs"] == []
 
 
@@ -416,9 +469,7 @@ def test_a_notice_whose_id_was_taken_is_restored_under_a_new_one(
     assert rows_of(scene.engine, [young])["outbox"] == [intruder]
 
 
-def test_dry_run_lists_the_runs_and_changes_nothing(
-    scene: Scene, cli: Cli, tmp_path: Path
-) -> None:
+def test_dry_run_lists_the_runs_and_changes_nothing(scene: Scene, cli: Cli, tmp_path: Path) -> None:
     """--dry-run reports what would go, deletes nothing and writes no archive."""
     rows = rows_of(scene.engine, scene.ids)
     archive = tmp_path / "runs.jsonl"
@@ -427,8 +478,10 @@ def test_dry_run_lists_the_runs_and_changes_nothing(
     assert sorted(result["removed"]["ids"]) == sorted(scene.old.values())
     assert result["rows"]["runs"] == 5
     text = cli.ok("prune", "--older-than", older_than_cutoff(), "--dry-run")
-    assert text.startswith("would remove 5 runs (19 steps, 2 attempts, 2 events, 1 approval, "
-                           "1 notice, 1 API request) last updated before 2000-01-02T")
+    assert text.startswith(
+        "would remove 5 runs (19 steps, 2 attempts, 2 events, 1 approval, "
+        "1 notice, 1 API request) last updated before 2000-01-02T"
+    )
     assert {line.strip() for line in text.splitlines()[1:6]} == set(scene.old.values())
     assert f"  {scene.kept['unsent']}" in text.splitlines()
     assert rows_of(scene.engine, scene.ids) == rows
@@ -436,9 +489,7 @@ def test_dry_run_lists_the_runs_and_changes_nothing(
 
 
 @pytest.mark.parametrize("days", ["-1", "soon", "nan", "inf", "1e300"])
-def test_older_than_must_be_a_number_of_days(
-    days: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_older_than_must_be_a_number_of_days(days: str, capsys: pytest.CaptureFixture[str]) -> None:
     """A negative, non-numeric or endless --older-than is a usage error (exit status 2)."""
     with pytest.raises(SystemExit) as exit_:
         main(["prune", "--older-than", days])

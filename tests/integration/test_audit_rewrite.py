@@ -42,8 +42,9 @@ def env_with(pg_url: str, **extra: str) -> dict[str, str]:
 @contextmanager
 def wired(pg_url: str, keys: str) -> Iterator[Services]:
     """Services wired from settings whose ``SIGNOFF_AUDIT_KEYS`` is ``keys``."""
-    built = build_services(Settings.from_env(env_with(pg_url, SIGNOFF_AUDIT_KEYS=keys)),
-                           migrate=False)
+    built = build_services(
+        Settings.from_env(env_with(pg_url, SIGNOFF_AUDIT_KEYS=keys)), migrate=False
+    )
     try:
         yield built
     finally:
@@ -61,9 +62,16 @@ def write_log(services: Services, count: int = len(ACTIONS)) -> None:
     """Append ``count`` entries, U_DANA approving entry 3, through the approvals store."""
     for seq, action in enumerate(ACTIONS[:count], start=1):
         who = "U_DANA" if action in ("approve", "reject") else "U_REQUESTER"
-        services.approvals.store.append_audit(AuditDraft(
-            at=T0 + timedelta(minutes=seq), approval_id=f"ap{seq // 4}", run_id="r1",
-            action=action, actor={"user_id": who}, detail={"by": who}))
+        services.approvals.store.append_audit(
+            AuditDraft(
+                at=T0 + timedelta(minutes=seq),
+                approval_id=f"ap{seq // 4}",
+                run_id="r1",
+                action=action,
+                actor={"user_id": who},
+                detail={"by": who},
+            )
+        )
 
 
 def rechain(engine: Engine) -> None:
@@ -72,11 +80,20 @@ def rechain(engine: Engine) -> None:
     with engine.begin() as conn:
         prev_hash, last = GENESIS, 0
         for row in conn.execute(select(audit_log).order_by(audit_log.c.seq)).all():
-            draft = AuditDraft(at=row.at, approval_id=row.approval_id, run_id=row.run_id,
-                               action=row.action, actor=row.actor, detail=row.detail)
+            draft = AuditDraft(
+                at=row.at,
+                approval_id=row.approval_id,
+                run_id=row.run_id,
+                action=row.action,
+                actor=row.actor,
+                detail=row.detail,
+            )
             entry = chain(draft, row.seq, prev_hash)
-            conn.execute(update(audit_log).where(audit_log.c.seq == row.seq).values(
-                prev_hash=entry.prev_hash, hash=entry.hash))
+            conn.execute(
+                update(audit_log)
+                .where(audit_log.c.seq == row.seq)
+                .values(prev_hash=entry.prev_hash, hash=entry.hash)
+            )
             prev_hash, last = entry.hash, row.seq
         conn.execute(update(audit_head).values(seq=last, hash=prev_hash))
 
@@ -111,8 +128,7 @@ def test_rewritten_and_rechained_approver_is_caught_with_the_key(
     env = env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY)
     assert verify(env)[0] == 0
 
-    rewrite(services.store.engine, 3, actor={"user_id": "U_MALLORY"},
-            detail={"by": "U_MALLORY"})
+    rewrite(services.store.engine, 3, actor={"user_id": "U_MALLORY"}, detail={"by": "U_MALLORY"})
 
     code, report = verify(env)
     assert code == 1
@@ -122,8 +138,9 @@ def test_rewritten_and_rechained_approver_is_caught_with_the_key(
 
 def anchor(env: dict[str, str], path: Path) -> dict[str, Any]:
     """Run ``signoff audit anchor --file PATH --json``; return what it anchored."""
-    written: dict[str, Any] = json.loads(cli_ok(env, "audit", "anchor", "--file", str(path),
-                                                "--json"))
+    written: dict[str, Any] = json.loads(
+        cli_ok(env, "audit", "anchor", "--file", str(path), "--json")
+    )
     return written
 
 
@@ -158,14 +175,17 @@ def test_anchors_catch_a_rewrite_and_a_truncation_without_the_key(
     code, report = verify(env, "--anchors", str(anchors))
     assert (code, report["anchors"]) == (1, 1)
     assert report["problems"] == [
-        "anchor line 1: entry 5 no longer has the anchored hash (the log was rewritten)"]
+        "anchor line 1: entry 5 no longer has the anchored hash (the log was rewritten)"
+    ]
 
     with services.store.engine.begin() as conn:
         conn.execute(delete(audit_log).where(audit_log.c.seq >= 4))
     rechain(services.store.engine)
     code, report = verify(env, "--anchors", str(anchors))
-    assert (code, report["problems"]) == (1, [
-        "anchor line 1: entry 5 is missing from the log (deleted, or the log truncated)"])
+    assert (code, report["problems"]) == (
+        1,
+        ["anchor line 1: entry 5 is missing from the log (deleted, or the log truncated)"],
+    )
 
 
 def test_stripping_every_mac_is_caught_by_the_anchors(
@@ -183,8 +203,10 @@ def test_stripping_every_mac_is_caught_by_the_anchors(
     code, report = verify(env, "--anchors", str(anchors))
 
     assert (code, report["signed_from"]) == (1, 5)
-    assert report["problems"] == ["entry 5: unsigned, though signing began at entry 5",
-                                  "anchor line 1: entry 5 no longer has the anchored MAC"]
+    assert report["problems"] == [
+        "entry 5: unsigned, though signing began at entry 5",
+        "anchor line 1: entry 5 no longer has the anchored MAC",
+    ]
 
 
 def test_rotated_keys_verify_old_entries_and_a_removed_key_is_unknown(
@@ -201,13 +223,13 @@ def test_rotated_keys_verify_old_entries_and_a_removed_key_is_unknown(
 
     assert verify(env_with(pg_url, SIGNOFF_AUDIT_KEYS=rotated))[0] == 0
     code, report = verify(env_with(pg_url, SIGNOFF_AUDIT_KEYS=f"k2:{'ab' * 16}"))
-    assert (code, report["problems"]) == (1, [
-        "entry 1: signed with unknown key id 'k1'", "entry 2: signed with unknown key id 'k1'"])
+    assert (code, report["problems"]) == (
+        1,
+        ["entry 1: signed with unknown key id 'k1'", "entry 2: signed with unknown key id 'k1'"],
+    )
 
 
-def test_deleted_inserted_and_reordered_entries_are_caught(
-    services: Services, pg_url: str
-) -> None:
+def test_deleted_inserted_and_reordered_entries_are_caught(services: Services, pg_url: str) -> None:
     """Deleting, inserting or swapping entries, renumbered and re-chained: verify exits 1."""
     write_log(services)
     engine, env = services.store.engine, env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY)
@@ -222,13 +244,20 @@ def test_deleted_inserted_and_reordered_entries_are_caught(
     renumber(engine, [4, 3], +1)  # a forged approval inserted at 3
     with engine.begin() as conn:
         row = dict(conn.execute(select(audit_log).where(audit_log.c.seq == 2)).one()._mapping)
-        conn.execute(insert(audit_log).values({**row, "seq": 3, "action": "approve",
-                                               "kid": None, "mac": None}))
+        conn.execute(
+            insert(audit_log).values(
+                {**row, "seq": 3, "action": "approve", "kid": None, "mac": None}
+            )
+        )
     rechain(engine)
     code, report = verify(env)
-    assert (code, report["problems"]) == (1, [
-        "entry 3: unsigned, though signing began at entry 1",
-        *(f"entry {seq}: {REWRITTEN}" for seq in (4, 5))])
+    assert (code, report["problems"]) == (
+        1,
+        [
+            "entry 3: unsigned, though signing began at entry 1",
+            *(f"entry {seq}: {REWRITTEN}" for seq in (4, 5)),
+        ],
+    )
 
     with engine.begin() as conn:  # entries 1 and 2 swapped, MACs and all
         conn.execute(update(audit_log).where(audit_log.c.seq == 1).values(seq=99))
@@ -245,8 +274,9 @@ def test_a_mac_copied_from_another_entry_is_caught(services: Services, pg_url: s
     write_log(services)
     with services.store.engine.begin() as conn:
         second = conn.execute(select(audit_log).where(audit_log.c.seq == 2)).one()
-        conn.execute(update(audit_log).where(audit_log.c.seq == 3).values(
-            kid=second.kid, mac=second.mac))
+        conn.execute(
+            update(audit_log).where(audit_log.c.seq == 3).values(kid=second.kid, mac=second.mac)
+        )
 
     code, report = verify(env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY))
 
@@ -264,14 +294,23 @@ def test_the_secret_is_neither_stored_nor_printed(
     rewrite(services.store.engine, 3, actor={"user_id": "U_MALLORY"})
     secret = KEY.partition(":")[2]
 
-    outputs = [run_cli(env, "audit", "verify", *flags, "--anchors", str(anchors))
-               for flags in ((), ("--json",))]
+    outputs = [
+        run_cli(env, "audit", "verify", *flags, "--anchors", str(anchors))
+        for flags in ((), ("--json",))
+    ]
     with services.store.engine.connect() as conn:
-        rows = [str(row) for table in (audit_log, audit_head)
-                for row in conn.execute(select(table))]
+        rows = [
+            str(row) for table in (audit_log, audit_head) for row in conn.execute(select(table))
+        ]
 
-    assert all(secret not in text for text in (*rows, anchors.read_text(encoding="utf-8"),
-                                               *(o.stdout + o.stderr for o in outputs)))
+    assert all(
+        secret not in text
+        for text in (
+            *rows,
+            anchors.read_text(encoding="utf-8"),
+            *(o.stdout + o.stderr for o in outputs),
+        )
+    )
     assert [o.returncode for o in outputs] == [1, 1]
 
 
@@ -279,9 +318,13 @@ def test_the_secret_is_neither_stored_nor_printed(
 def scheduler_only(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
     """``signoff serve --no-http --no-worker`` (its scheduler alone), SIGKILLed on exit."""
     with log.open("w", encoding="utf-8") as handle:
-        process = subprocess.Popen([*signoff_command(), "serve", "--no-http", "--no-worker"],
-                                   env=env, cwd=log.parent, stdout=handle,
-                                   stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [*signoff_command(), "serve", "--no-http", "--no-worker"],
+            env=env,
+            cwd=log.parent,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
         try:
             yield process
         finally:
@@ -300,11 +343,16 @@ def test_serve_anchors_the_head_whenever_it_changed(
     """`signoff serve` with an anchor file appends the new head after each change, only then."""
     write_log(services, 3)
     anchors = tmp_path / "anchors.jsonl"
-    env = env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY, SIGNOFF_AUDIT_ANCHOR_FILE=str(anchors),
-                   SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS="0.1",
-                   SIGNOFF_SLACK_API_URL="http://127.0.0.1:9/api/")
+    env = env_with(
+        pg_url,
+        SIGNOFF_AUDIT_KEYS=KEY,
+        SIGNOFF_AUDIT_ANCHOR_FILE=str(anchors),
+        SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS="0.1",
+        SIGNOFF_SLACK_API_URL="http://127.0.0.1:9/api/",
+    )
 
     with scheduler_only(env, tmp_path / "serve.log") as process:
+
         def anchored(seq: int) -> bool:
             assert process.poll() is None, (tmp_path / "serve.log").read_text()
             return seq in anchored_seqs(anchors)

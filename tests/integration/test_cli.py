@@ -28,10 +28,33 @@ from tests.integration import (
     wait_until,
 )
 
-RUN_KEYS = ["created_at", "due_at", "error", "fork_at", "forked_from", "id", "input",
-            "lease_owner", "output", "status", "updated_at", "wait_key", "workflow"]
-STEP_KEYS = ["attempts", "error", "failed_attempts", "finished_at", "input_hash", "kind", "name",
-             "output", "position", "started_at"]
+RUN_KEYS = [
+    "created_at",
+    "due_at",
+    "error",
+    "fork_at",
+    "forked_from",
+    "id",
+    "input",
+    "lease_owner",
+    "output",
+    "status",
+    "updated_at",
+    "wait_key",
+    "workflow",
+]
+STEP_KEYS = [
+    "attempts",
+    "error",
+    "failed_attempts",
+    "finished_at",
+    "input_hash",
+    "kind",
+    "name",
+    "output",
+    "position",
+    "started_at",
+]
 UNKNOWN_RUN = "0123456789abcdef0123456789abcdef"
 TABLES = {"alembic_version", "runs", "steps", "attempts", "events"}
 
@@ -49,15 +72,16 @@ def _json(env: dict[str, str], *args: str) -> Any:
 def _snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Return every row of every table, to compare the database before and after a command."""
     with closing(sqlite3.connect(db)) as conn:
-        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
-                for t in _tables(conn)}
+        return {
+            t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+            for t in _tables(conn)
+        }
 
 
 def _status(db: Path, run_id: str) -> tuple[str, str | None]:
     """Read a run's status and wait key straight from the database file."""
     with closing(sqlite3.connect(db)) as conn:
-        row = conn.execute("SELECT status, wait_key FROM runs WHERE id = ?",
-                           (run_id,)).fetchone()
+        row = conn.execute("SELECT status, wait_key FROM runs WHERE id = ?", (run_id,)).fetchone()
     assert row is not None, run_id
     return row[0], row[1]
 
@@ -104,25 +128,58 @@ def test_start_work_and_inspect_as_json_and_text(tmp_path: Path) -> None:
     shown = _json(env, "show", run_id)
     assert list(shown) == sorted(shown), "keys come out sorted"
     assert set(shown) >= {*RUN_KEYS, "steps"}
-    assert {k: shown[k] for k in ("id", "workflow", "status", "output", "error", "lease_owner",
-                                  "due_at", "wait_key")} == {
-        "id": run_id, "workflow": "demo.steps", "status": "completed", "output": {"steps": 3},
-        "error": None, "lease_owner": None, "due_at": None, "wait_key": None}
+    assert {
+        k: shown[k]
+        for k in (
+            "id",
+            "workflow",
+            "status",
+            "output",
+            "error",
+            "lease_owner",
+            "due_at",
+            "wait_key",
+        )
+    } == {
+        "id": run_id,
+        "workflow": "demo.steps",
+        "status": "completed",
+        "output": {"steps": 3},
+        "error": None,
+        "lease_owner": None,
+        "due_at": None,
+        "wait_key": None,
+    }
     assert [list(step) for step in shown["steps"]] == [STEP_KEYS] * 3
-    assert [(s["position"], s["kind"], s["name"], s["output"], s["attempts"], s["error"],
-             s["failed_attempts"]) for s in shown["steps"]] == [
-        (i - 1, "step", f"step {i}", i, 1, None, []) for i in range(1, 4)]
+    assert [
+        (
+            s["position"],
+            s["kind"],
+            s["name"],
+            s["output"],
+            s["attempts"],
+            s["error"],
+            s["failed_attempts"],
+        )
+        for s in shown["steps"]
+    ] == [(i - 1, "step", f"step {i}", i, 1, None, []) for i in range(1, 4)]
 
     listed = _json(env, "runs")
     assert [list(r) for r in listed] == [RUN_KEYS]
     assert listed[0] == {k: shown[k] for k in RUN_KEYS}
 
     text = cli_ok(env, "show", run_id).splitlines()
-    assert text[:6] == [f"run       {run_id}", "workflow  demo.steps", "status    completed",
-                        f"input     {json.dumps(run_input, sort_keys=True)}",
-                        'output    {"steps": 3}', "steps     3"]
+    assert text[:6] == [
+        f"run       {run_id}",
+        "workflow  demo.steps",
+        "status    completed",
+        f"input     {json.dumps(run_input, sort_keys=True)}",
+        'output    {"steps": 3}',
+        "steps     3",
+    ]
     assert [line.split()[:4] for line in text[6:]] == [
-        [str(i - 1), "step", "step", str(i)] for i in range(1, 4)]
+        [str(i - 1), "step", "step", str(i)] for i in range(1, 4)
+    ]
     [listing] = cli_ok(env, "runs").splitlines()
     assert listing.split()[:3] == [run_id, "completed", "demo.steps"]
 
@@ -133,36 +190,78 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     directory = tmp_path_factory.mktemp("cli-errors")
     db = directory / "signoff.db"
     env = _env(db)
-    run_id = cli_ok(env, "start", "demo.steps", "--input",
-                    json.dumps({"n": 1, "path": str(directory / "out.txt")})).strip()
+    run_id = cli_ok(
+        env,
+        "start",
+        "demo.steps",
+        "--input",
+        json.dumps({"n": 1, "path": str(directory / "out.txt")}),
+    ).strip()
     cli_ok(env, "worker", "--until-idle")
     assert _json(env, "show", run_id)["status"] == "completed"
     return db, run_id
 
 
 BAD_INPUT = [
-    pytest.param(["show", UNKNOWN_RUN, "--json"], {}, f"no run with id {UNKNOWN_RUN}",
-                 id="unknown-run"),
+    pytest.param(
+        ["show", UNKNOWN_RUN, "--json"], {}, f"no run with id {UNKNOWN_RUN}", id="unknown-run"
+    ),
     pytest.param(["cancel", UNKNOWN_RUN], {}, "no run with id", id="cancel-unknown-run"),
     pytest.param(["show", "not-a-run"], {}, "'not-a-run' is not a run id", id="malformed-run-id"),
-    pytest.param(["start", "demo.steps", "--input", "{bad"], {}, "--input is not valid JSON",
-                 id="malformed-input-json"),
-    pytest.param(["signal", "{run}", "go", "--data", "{bad"], {}, "--data is not valid JSON",
-                 id="malformed-data-json"),
-    pytest.param(["start", "demo.steps", "--input", "NaN"], {}, "cannot be stored as JSON",
-                 id="input-not-storable"),
-    pytest.param(["start", "no.such.workflow"], {}, "unknown workflow 'no.such.workflow'",
-                 id="unknown-workflow"),
-    pytest.param(["start", "demo.steps", "--input", '{"n": -1, "path": "x"}'], {},
-                 "n and delay_ms must be non-negative integers", id="demo-input-negative-n"),
-    pytest.param(["cancel", "{run}"], {}, "cannot cancel run {run}: it is completed",
-                 id="cancel-finished-run"),
-    pytest.param(["resume", "{run}"], {}, "cannot resume run {run}: it is completed",
-                 id="resume-completed-run"),
-    pytest.param(["worker", "--until-idle"], {"SIGNOFF_LEASE_TTL_SECONDS": "soon"},
-                 "SIGNOFF_LEASE_TTL_SECONDS must be a number", id="bad-lease-ttl"),
-    pytest.param(["runs"], {"SIGNOFF_WORKFLOWS": "tests.no_such_module:workflows"},
-                 "cannot import 'tests.no_such_module'", id="bad-workflow-module"),
+    pytest.param(
+        ["start", "demo.steps", "--input", "{bad"],
+        {},
+        "--input is not valid JSON",
+        id="malformed-input-json",
+    ),
+    pytest.param(
+        ["signal", "{run}", "go", "--data", "{bad"],
+        {},
+        "--data is not valid JSON",
+        id="malformed-data-json",
+    ),
+    pytest.param(
+        ["start", "demo.steps", "--input", "NaN"],
+        {},
+        "cannot be stored as JSON",
+        id="input-not-storable",
+    ),
+    pytest.param(
+        ["start", "no.such.workflow"],
+        {},
+        "unknown workflow 'no.such.workflow'",
+        id="unknown-workflow",
+    ),
+    pytest.param(
+        ["start", "demo.steps", "--input", '{"n": -1, "path": "x"}'],
+        {},
+        "n and delay_ms must be non-negative integers",
+        id="demo-input-negative-n",
+    ),
+    pytest.param(
+        ["cancel", "{run}"],
+        {},
+        "cannot cancel run {run}: it is completed",
+        id="cancel-finished-run",
+    ),
+    pytest.param(
+        ["resume", "{run}"],
+        {},
+        "cannot resume run {run}: it is completed",
+        id="resume-completed-run",
+    ),
+    pytest.param(
+        ["worker", "--until-idle"],
+        {"SIGNOFF_LEASE_TTL_SECONDS": "soon"},
+        "SIGNOFF_LEASE_TTL_SECONDS must be a number",
+        id="bad-lease-ttl",
+    ),
+    pytest.param(
+        ["runs"],
+        {"SIGNOFF_WORKFLOWS": "tests.no_such_module:workflows"},
+        "cannot import 'tests.no_such_module'",
+        id="bad-workflow-module",
+    ),
 ]
 
 
@@ -188,9 +287,13 @@ def test_cancel_a_waiting_run(tmp_path: Path) -> None:
 
     cancelled = _json(env, "cancel", run_id)
     assert (cancelled["status"], cancelled["wait_key"], cancelled["due_at"]) == (
-        "cancelled", None, None)
-    _assert_user_error(run_cli(env, "signal", run_id, "go"),
-                       f"cannot signal run {run_id}: it is cancelled")
+        "cancelled",
+        None,
+        None,
+    )
+    _assert_user_error(
+        run_cli(env, "signal", run_id, "go"), f"cannot signal run {run_id}: it is cancelled"
+    )
     cli_ok(env, "worker", "--until-idle")
     after = _json(env, "show", run_id)
     assert after["status"] == "cancelled"
@@ -209,8 +312,10 @@ def test_signal_wakes_a_waiting_run(tmp_path: Path) -> None:
 
     woken = _json(env, "signal", run_id, "go", "--data", '{"approved": true}')
     assert (woken["status"], woken["wait_key"]) == ("pending", None)
-    _assert_user_error(run_cli(env, "signal", run_id, "go", "--data", "1"),
-                       f"event 'go' was already delivered to run {run_id}")
+    _assert_user_error(
+        run_cli(env, "signal", run_id, "go", "--data", "1"),
+        f"event 'go' was already delivered to run {run_id}",
+    )
 
     cli_ok(env, "worker", "--until-idle")
     done = _json(env, "show", run_id)
@@ -262,8 +367,9 @@ def test_sigterm_finishes_the_step_and_releases_the_run(tmp_path: Path) -> None:
     run_input = json.dumps({"path": str(out), "n": 2, "delay_ms": 800})
     run_id = cli_ok(env, "start", "test.slow", "--input", run_input).strip()
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
-        wait_until(lambda: lines(out) == ["begin 1"], timeout=20, what="step 1 to begin",
-                   alive=worker)
+        wait_until(
+            lambda: lines(out) == ["begin 1"], timeout=20, what="step 1 to begin", alive=worker
+        )
         stopped_at = time.monotonic()
         assert worker.stop() == 0, worker.output()
         assert time.monotonic() - stopped_at < 5, "the worker took too long to stop"
@@ -291,8 +397,7 @@ def test_graceful_stop_keeps_the_lease_until_the_step_ends(tmp_path: Path) -> No
     run_input = json.dumps({"path": str(out), "n": 1, "delay_ms": 1500})
     run_id = cli_ok(env, "start", "test.slow", "--input", run_input).strip()
     with WorkerProcess(env, tmp_path / "a.log") as a, WorkerProcess(env, tmp_path / "b.log") as b:
-        wait_until(lambda: lines(out) == ["begin 1"], timeout=20, what="step 1 to begin",
-                   alive=a)
+        wait_until(lambda: lines(out) == ["begin 1"], timeout=20, what="step 1 to begin", alive=a)
         holder_pid = owner_pid(_lease_owner(db, run_id))
         stopping, other = (a, b) if holder_pid == a.pid else (b, a)
         assert holder_pid == stopping.pid

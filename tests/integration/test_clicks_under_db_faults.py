@@ -33,8 +33,10 @@ APP_NAME = "signoff-under-test"
 """The ``application_name`` of the serve processes' connections: the ones terminated."""
 RUNS = 6
 FAULT_EVERY_S = 0.4
-TERMINATE = text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                 "WHERE datname = current_database() AND application_name = :name")
+TERMINATE = text(
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND application_name = :name"
+)
 
 
 class Terminator:
@@ -71,7 +73,9 @@ def responses() -> Iterator[ResponseUrls]:
 
 
 def test_clicks_during_connection_drops_are_decided_or_their_clicker_is_told(
-    cluster: Cluster, pg_url: str, responses: ResponseUrls,  # noqa: F811 - the fixture
+    cluster: Cluster,  # noqa: F811 - the fixture
+    pg_url: str,
+    responses: ResponseUrls,
 ) -> None:
     """Every acknowledged click is decided through reconnects; none is lost in silence."""
     world = cluster.world
@@ -84,8 +88,9 @@ def test_clicks_during_connection_drops_are_decided_or_their_clicker_is_told(
         cluster.wait(lambda: faults.killed > 0, what="a terminated connection")
         for index, refund in enumerate(refunds):
             front = fronts[index % 2]
-            body, _ = front.click_body(APPROVER, APPROVE, world.card(refund.id),
-                                       response_url=responses.url(refund.id))
+            body, _ = front.click_body(
+                APPROVER, APPROVE, world.card(refund.id), response_url=responses.url(refund.id)
+            )
             acked(front.post(body))
             time.sleep(FAULT_EVERY_S / 2)  # spread the clicks over the faults, by design
 
@@ -93,11 +98,16 @@ def test_clicks_during_connection_drops_are_decided_or_their_clicker_is_told(
         decided = cluster.reader.approvals.get(approval_id).status != ApprovalStatus.PENDING
         return decided or bool(responses.texts(approval_id))
 
-    cluster.wait(lambda: all(settled(r.id) for r in refunds), what="every click settled",
-                 timeout=60)
-    lost = [r.id for r in refunds
-            if cluster.reader.approvals.get(r.id).status != ApprovalStatus.APPROVED]
+    cluster.wait(
+        lambda: all(settled(r.id) for r in refunds), what="every click settled", timeout=60
+    )
+    lost = [
+        r.id
+        for r in refunds
+        if cluster.reader.approvals.get(r.id).status != ApprovalStatus.APPROVED
+    ]
     assert lost == [], f"clicks not decided: {lost}; told: " + repr(
-        {r: responses.texts(r) for r in lost})
+        {r: responses.texts(r) for r in lost}
+    )
     for front in fronts:
         front.assert_alive()

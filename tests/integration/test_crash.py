@@ -70,8 +70,12 @@ def _resume_with_new_worker(database: Database, run_id: RunId, tmp_path: Path) -
     """Start a fresh worker, wait until the run finishes, stop the worker cleanly."""
     env = signoff_env(database.url)
     with WorkerProcess(env, tmp_path / "second-worker.log") as second:
-        done = wait_until(lambda: database.finished(run_id), timeout=RESUME_TIMEOUT_S,
-                          what="the resumed run to finish", alive=second)
+        done = wait_until(
+            lambda: database.finished(run_id),
+            timeout=RESUME_TIMEOUT_S,
+            what="the resumed run to finish",
+            alive=second,
+        )
         assert second.stop() == 0, second.output()
     assert done.status == RunStatus.COMPLETED, done.error
     return done
@@ -83,8 +87,12 @@ def test_kill_inside_a_step_resumes_at_that_step(database: Database, tmp_path: P
     out = tmp_path / "out.txt"
     run = database.runtime.start("demo.steps", demo_input(out, n=n, delay_ms=400))
     with WorkerProcess(signoff_env(database.url), tmp_path / "first-worker.log") as first:
-        wait_until(lambda: len(database.store.load_journal(run.id)) >= 2, timeout=20,
-                   what="two committed steps", alive=first)
+        wait_until(
+            lambda: len(database.store.load_journal(run.id)) >= 2,
+            timeout=20,
+            what="two committed steps",
+            alive=first,
+        )
         first.sigkill()
 
     committed = len(database.store.load_journal(run.id))  # exact: nobody can write now
@@ -107,7 +115,8 @@ def test_kill_inside_a_step_resumes_at_that_step(database: Database, tmp_path: P
     assert lines(out) == expected, "committed steps ran once; the resume began at the in-flight one"
     entries = database.store.load_journal(run.id)
     assert [(s.position, s.name, s.attempts) for s in entries] == [
-        (i - 1, f"step {i}", 1) for i in range(1, n + 1)]
+        (i - 1, f"step {i}", 1) for i in range(1, n + 1)
+    ]
     assert done.fence == 2, "claimed once by each worker"
 
 
@@ -119,14 +128,14 @@ def test_kill_after_step_ran_before_commit_reruns_only_that_step(
     run = database.runtime.start("demo.steps", demo_input(out, n=3, delay_ms=0))
     env = signoff_env(database.url, extra={HANG_AT_ENV: "1", HANG_MARKER_ENV: str(marker)})
     with WorkerProcess(env, tmp_path / "first-worker.log") as first:
-        wait_until(marker.exists, timeout=20, what="the hook before step 2's commit",
-                   alive=first)
+        wait_until(marker.exists, timeout=20, what="the hook before step 2's commit", alive=first)
         first.sigkill()
 
     assert json.loads(marker.read_text())["position"] == 1
     assert lines(out) == ["step 1", "step 2"], "step 2 ran before the kill"
     assert [s.name for s in database.store.load_journal(run.id)] == ["step 1"], (
-        "step 2's journal entry was never committed")
+        "step 2's journal entry was never committed"
+    )
 
     _resume_with_new_worker(database, run.id, tmp_path)
     effects = lines(out)
@@ -142,8 +151,12 @@ def test_kill_during_durable_sleep(database: Database, tmp_path: Path) -> None:
     out = tmp_path / "out.txt"
     run = database.runtime.start("test.sleepy", {"path": str(out), "seconds": 1.0})
     with WorkerProcess(signoff_env(database.url), tmp_path / "first-worker.log") as first:
-        sleeping = wait_until(lambda: database.status_is(run.id, RunStatus.WAITING),
-                              timeout=20, what="the run to sleep", alive=first)
+        sleeping = wait_until(
+            lambda: database.status_is(run.id, RunStatus.WAITING),
+            timeout=20,
+            what="the run to sleep",
+            alive=first,
+        )
         first.sigkill()
 
     assert lines(out) == ["step 1"]
@@ -164,8 +177,12 @@ def test_kill_during_durable_wait_then_signal(database: Database, tmp_path: Path
     run = database.runtime.start("test.waiter", {"path": str(out)})
     env = signoff_env(database.url)
     with WorkerProcess(env, tmp_path / "first-worker.log") as first:
-        waiting = wait_until(lambda: database.status_is(run.id, RunStatus.WAITING),
-                             timeout=20, what="the run to wait", alive=first)
+        waiting = wait_until(
+            lambda: database.status_is(run.id, RunStatus.WAITING),
+            timeout=20,
+            what="the run to wait",
+            alive=first,
+        )
         first.sigkill()
 
     assert waiting.wait_key == "go"
@@ -178,4 +195,8 @@ def test_kill_during_durable_wait_then_signal(database: Database, tmp_path: Path
     assert lines(out) == ["step 1", "step 2"]
     entries = database.store.load_journal(run.id)
     assert [s.kind for s in entries] == [
-        StepKind.STEP, StepKind.WAIT_DEADLINE, StepKind.WAIT, StepKind.STEP]
+        StepKind.STEP,
+        StepKind.WAIT_DEADLINE,
+        StepKind.WAIT,
+        StepKind.STEP,
+    ]

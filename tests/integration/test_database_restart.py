@@ -43,6 +43,7 @@ def private_pg() -> Iterator[PrivatePostgres]:
 
 def tolerant(probe: Callable[[], T]) -> Callable[[], T | None]:
     """``probe``, answering None while the test's own reads hit the restart."""
+
     def call() -> T | None:
         try:
             return probe()
@@ -66,17 +67,22 @@ def test_serve_processes_recover_from_a_database_restart_and_lose_nothing(
         assert_posted_once(world)
         private_pg.stop()
         refund = waiting[run_ids[0]]["issue_refund"]
-        body, _ = b.click_body(APPROVER, APPROVE, world.card(refund.id),
-                               response_url=responses.url("down"))
+        body, _ = b.click_body(
+            APPROVER, APPROVE, world.card(refund.id), response_url=responses.url("down")
+        )
         acked(b.post(body))
         told = cluster.wait(lambda: responses.texts("down"), what="the clicker told")
-        assert told == ["Sorry: Signoff could not reach its database, so nothing was "
-                        "recorded. Try again in a moment."]
+        assert told == [
+            "Sorry: Signoff could not reach its database, so nothing was "
+            "recorded. Try again in a moment."
+        ]
         private_pg.start()
 
         for front, run_id in zip((b, a, b), run_ids, strict=True):
-            cluster.wait(tolerant(lambda r=run_id: cluster.status(r)),  # type: ignore[misc]
-                         what="the database back for the test")
+            cluster.wait(
+                tolerant(lambda r=run_id: cluster.status(r)),  # type: ignore[misc]
+                what="the database back for the test",
+            )
             approve_in_turn(front, waiting[run_id])
         for run_id in run_ids:
             cluster.completed(run_id)

@@ -55,8 +55,12 @@ def refund(url: str, key: str | None, body: Any = None) -> requests.Response:
 
 def email(url: str, dedupe_id: str, subject: str = "Your refund") -> requests.Response:
     """POST an email to Dana with ``dedupe_id``."""
-    body = {"to": "dana@example.com", "subject": subject, "body": "Refunded.",
-            "dedupe_id": dedupe_id}
+    body = {
+        "to": "dana@example.com",
+        "subject": subject,
+        "body": "Refunded.",
+        "dedupe_id": dedupe_id,
+    }
     return requests.post(f"{url}/v1/emails", json=body, timeout=TIMEOUT_S)
 
 
@@ -76,8 +80,7 @@ def test_orders_are_fixtures_and_unknown_ones_are_404(provider: RunningProvider)
     assert found.status_code == 200
     order = found.json()
     assert order["customer"] == {"name": "Dana Example", "email": "dana@example.com"}
-    assert (order["amount_cents"], order["currency"], order["status"]) == (4999, "USD",
-                                                                           "delivered")
+    assert (order["amount_cents"], order["currency"], order["status"]) == (4999, "USD", "delivered")
     assert requests.get(f"{provider.url}/v1/orders/1043", timeout=TIMEOUT_S).ok
     assert missing.status_code == 404
     assert missing.json()["error"]["type"] == "not_found"
@@ -91,7 +94,11 @@ def test_first_refund_creates_a_charge(provider: RunningProvider) -> None:
     body = response.json()
     assert body["id"].startswith("re_")
     assert (body["order_id"], body["amount_cents"], body["currency"], body["status"]) == (
-        "1042", 4999, "USD", "succeeded")
+        "1042",
+        4999,
+        "USD",
+        "succeeded",
+    )
     assert REPLAYED_HEADER not in response.headers
     assert [c.id for c in provider.ledger.charges()] == [body["id"]]
 
@@ -197,8 +204,12 @@ def test_ledger_lists_every_request_including_rejected_ones(provider: RunningPro
     refund(url, "k")
     refund(url, "k", {"order_id": 1042, "amount_cents": 1})
     refund(url, "big", {"order_id": 1042, "amount_cents": 999_999})
-    requests.post(f"{url}/v1/refunds", data=b"{not json", headers={"Idempotency-Key": "bad"},
-                  timeout=TIMEOUT_S)
+    requests.post(
+        f"{url}/v1/refunds",
+        data=b"{not json",
+        headers={"Idempotency-Key": "bad"},
+        timeout=TIMEOUT_S,
+    )
     requests.get(f"{url}/v1/refunds", params={"idempotency_key": "k"}, timeout=TIMEOUT_S)
     email(url, "mail-1")
     requests.delete(f"{url}/v1/refunds", timeout=TIMEOUT_S)
@@ -208,9 +219,17 @@ def test_ledger_lists_every_request_including_rejected_ones(provider: RunningPro
 
     assert [e["seq"] for e in entries] == list(range(1, 13))
     assert [(e["method"], e["status"], e["idempotency_key"]) for e in entries] == [
-        ("GET", 200, None), ("GET", 404, None), ("POST", 400, None), ("POST", 201, "k"),
-        ("POST", 200, "k"), ("POST", 409, "k"), ("POST", 422, "big"), ("POST", 400, "bad"),
-        ("GET", 200, None), ("POST", 201, "mail-1"), ("DELETE", 405, None),
+        ("GET", 200, None),
+        ("GET", 404, None),
+        ("POST", 400, None),
+        ("POST", 201, "k"),
+        ("POST", 200, "k"),
+        ("POST", 409, "k"),
+        ("POST", 422, "big"),
+        ("POST", 400, "bad"),
+        ("GET", 200, None),
+        ("POST", 201, "mail-1"),
+        ("DELETE", 405, None),
         ("GET", 404, None),
     ]
     assert [e["created_charge"] for e in entries] == [False] * 3 + [True] + [False] * 8
@@ -233,7 +252,9 @@ def test_ledger_survives_a_restart(ledger_path: Path) -> None:
 
     assert (replay.status_code, replay.json()) == (200, made)
     assert [(e["seq"], e["status"], e["created_charge"]) for e in entries] == [
-        (1, 201, True), (2, 200, False)]
+        (1, 201, True),
+        (2, 200, False),
+    ]
     with Ledger(ledger_path) as reopened:
         assert [c.id for c in reopened.charges()] == [made["id"]]
 
@@ -259,8 +280,14 @@ def test_cli_on_a_taken_port_prints_one_line(
     provider: RunningProvider, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``demo provider`` on a taken port exits 1 with a single ``signoff: error:`` line."""
-    argv = ["demo", "provider", "--port", str(provider.port), "--ledger",
-            str(tmp_path / "other.db")]
+    argv = [
+        "demo",
+        "provider",
+        "--port",
+        str(provider.port),
+        "--ledger",
+        str(tmp_path / "other.db"),
+    ]
 
     code = ledger_cli.main(argv)
 
@@ -277,8 +304,10 @@ def test_pause_holds_the_response_after_the_charge_until_the_file_is_deleted(
     pause = tmp_path / "paused"
     arm = tmp_path / "paused.arm"
     arm.touch()
-    with start_in_thread(ledger_path, pause_after_charge_file=pause) as running, \
-            ThreadPoolExecutor(1) as pool:
+    with (
+        start_in_thread(ledger_path, pause_after_charge_file=pause) as running,
+        ThreadPoolExecutor(1) as pool,
+    ):
         pending = pool.submit(refund, running.url, "key-1")
         wait_until(pause.exists, timeout=TIMEOUT_S, what="the provider to pause")
 
@@ -329,8 +358,17 @@ def test_cli_ledger_prints_a_table_and_stable_json(
     assert ledger_cli.main(["demo", "ledger", "--json", "--url", provider.url]) == 0
     out = capsys.readouterr().out
 
-    assert table[0].split() == ["SEQ", "TIME", "(UTC)", "METHOD", "PATH", "IDEMPOTENCY", "KEY",
-                                "STATUS", "CHARGE"]
+    assert table[0].split() == [
+        "SEQ",
+        "TIME",
+        "(UTC)",
+        "METHOD",
+        "PATH",
+        "IDEMPOTENCY",
+        "KEY",
+        "STATUS",
+        "CHARGE",
+    ]
     assert table[1].split()[3:] == ["POST", "/v1/refunds", "key-1", "201", "yes", made["id"]]
     assert table[2].split()[3:] == ["POST", "/v1/refunds", "key-1", "200", "no"]
     assert table[3].split()[3:] == ["POST", "/v1/refunds", "-", "400", "no"]
@@ -358,8 +396,9 @@ def test_serve_stops_when_asked(ledger_path: Path) -> None:
     """``serve`` blocks until its stop event is set, then closes cleanly."""
     stop = threading.Event()
     lines: list[str] = []
-    thread = threading.Thread(target=serve, args=(0, ledger_path),
-                              kwargs={"stop": stop, "log": lines.append})
+    thread = threading.Thread(
+        target=serve, args=(0, ledger_path), kwargs={"stop": stop, "log": lines.append}
+    )
     thread.start()
     try:
         banner = wait_until(lambda: lines[:1], timeout=TIMEOUT_S, what="the banner")[0]
@@ -375,8 +414,17 @@ def test_serve_stops_when_asked(ledger_path: Path) -> None:
 
 def test_provider_process_exits_0_on_sigterm(ledger_path: Path) -> None:
     """The ``demo provider`` command stops cleanly on SIGTERM and its ledger is kept."""
-    command = [sys.executable, "-m", "bot.demo.ledger_cli", "demo", "provider", "--port", "0",
-               "--ledger", str(ledger_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "bot.demo.ledger_cli",
+        "demo",
+        "provider",
+        "--port",
+        "0",
+        "--ledger",
+        str(ledger_path),
+    ]
     with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as process:
         try:
             assert process.stderr is not None

@@ -68,8 +68,9 @@ def compose_services() -> dict[str, dict[str, Any]]:
 def test_the_dockerfile_passes_hadolint() -> None:
     """hadolint, Dockerfile best practices, finds nothing to report."""
     hadolint = Path(sys.executable).with_name("hadolint")
-    result = subprocess.run([str(hadolint), str(DOCKERFILE)], capture_output=True, text=True,
-                            timeout=60, check=False)
+    result = subprocess.run(
+        [str(hadolint), str(DOCKERFILE)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -92,11 +93,11 @@ def test_every_compose_command_is_one_the_command_line_accepts() -> None:
     assert sorted(signoff) == ["migrate", "serve-a", "serve-b", "worker"]
     parser = build_parser()
     commands = {name: parser.parse_args(s["command"]).command for name, s in signoff.items()}
-    assert commands == {"migrate": "db", "serve-a": "serve", "serve-b": "serve",
-                        "worker": "worker"}
+    assert commands == {"migrate": "db", "serve-a": "serve", "serve-b": "serve", "worker": "worker"}
     for name in ("serve-a", "serve-b", "worker"):
         assert signoff[name]["depends_on"] == {
-            "migrate": {"condition": "service_completed_successfully"}}
+            "migrate": {"condition": "service_completed_successfully"}
+        }
     url = signoff["worker"]["environment"]["SIGNOFF_DATABASE_URL"]
     assert url.startswith("postgresql+psycopg://")
     assert "@db:5432/" in url
@@ -110,22 +111,41 @@ def test_the_start_up_sequence_of_the_image_runs_and_becomes_healthy(
     services = compose_services()
     slack = start_slack_api(Workspace())
     port = free_port()
-    env = signoff_env(pg_url, extra={
-        "SLACK_BOT_TOKEN": DEFAULT_TOKEN, "SLACK_SIGNING_SECRET": "s" * 32,
-        "SIGNOFF_APPROVERS": "U_DANA", "SIGNOFF_SLACK_API_URL": slack.api_url,
-        "SIGNOFF_PORT": str(port)})
+    env = signoff_env(
+        pg_url,
+        extra={
+            "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
+            "SLACK_SIGNING_SECRET": "s" * 32,
+            "SIGNOFF_APPROVERS": "U_DANA",
+            "SIGNOFF_SLACK_API_URL": slack.api_url,
+            "SIGNOFF_PORT": str(port),
+        },
+    )
     serve = None
     try:
         cli_ok(env, *services["migrate"]["command"])
         log = (tmp_path / "serve.log").open("w")
-        serve = subprocess.Popen([*signoff_command(), *services["serve-a"]["command"]],
-                                 env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+        serve = subprocess.Popen(
+            [*signoff_command(), *services["serve-a"]["command"]],
+            env=env,
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         probe = health_probe(final_stage(DOCKERFILE))
         assert probe[0] == "python"
         probe[0] = sys.executable
         deadline = time.monotonic() + HEALTHY_WITHIN_S
-        while subprocess.run(probe, env={**os.environ, "SIGNOFF_PORT": str(port)},
-                             capture_output=True, timeout=10, check=False).returncode != 0:
+        while (
+            subprocess.run(
+                probe,
+                env={**os.environ, "SIGNOFF_PORT": str(port)},
+                capture_output=True,
+                timeout=10,
+                check=False,
+            ).returncode
+            != 0
+        ):
             assert serve.poll() is None, (tmp_path / "serve.log").read_text()
             assert time.monotonic() < deadline, "not healthy in time"
             time.sleep(0.1)

@@ -27,17 +27,26 @@ START_TIMEOUT_S = 30.0
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGNOFF_", "SLACK_"))}
     python_path = [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
-    return env | {"PYTHONPATH": os.pathsep.join(python_path), "PYTHONUNBUFFERED": "1",
-                  "NO_PROXY": "127.0.0.1,localhost", "SIGNOFF_LEASE_TTL_SECONDS": "2"}
+    return env | {
+        "PYTHONPATH": os.pathsep.join(python_path),
+        "PYTHONUNBUFFERED": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "SIGNOFF_LEASE_TTL_SECONDS": "2",
+    }
 
 
 @contextmanager
 def _dev(tmp_path: Path, port: int = 0) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """Start ``signoff dev --port PORT``; yield it and its URL; kill it if the test did not."""
     log = (tmp_path / "dev.log").open("a")
-    proc = subprocess.Popen([*signoff_command(), "dev", "--port", str(port), "--dir", "dev"],
-                            env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=log,
-                            text=True)
+    proc = subprocess.Popen(
+        [*signoff_command(), "dev", "--port", str(port), "--dir", "dev"],
+        env=_env(),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
     try:
         yield proc, _url(proc)
     finally:
@@ -72,8 +81,12 @@ def _get(url: str) -> Any:
 
 def _post(url: str, body: dict[str, Any]) -> Any:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with opener.open(request, timeout=10) as response:
         return json.loads(response.read())
 
@@ -84,13 +97,15 @@ def _cards(url: str) -> list[dict[str, Any]]:
     roots = [m for m in state["messages"] if m["reply_count"]]
     if not roots:
         return []
-    thread = _get(url + f"ui/state?user=U_RITA&channel={state['channel']}"
-                        f"&thread={roots[0]['ts']}")["thread"]
+    thread = _get(url + f"ui/state?user=U_RITA&channel={state['channel']}&thread={roots[0]['ts']}")[
+        "thread"
+    ]
     return [m for m in thread["replies"] if APPROVE in json.dumps(m["blocks"])]
 
 
 def _running_worker(url: str, restarts: int = 0) -> dict[str, Any]:
     """Wait until the dev panel reports a live worker child restarted ``restarts`` times."""
+
     def probe() -> dict[str, Any] | None:
         status: dict[str, Any] = _get(url + "ui/panel")["worker"]
         return status if status["alive"] and status["restarts"] == restarts else None
@@ -120,8 +135,9 @@ def test_dev_refuses_a_port_that_is_taken(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         done = run_cli(_env(), "dev", "--port", str(port), "--dir", str(tmp_path / "dev"))
     assert done.returncode == 2
-    assert done.stderr == (f"signoff: error: port {port} on 127.0.0.1 is already in use; "
-                           "choose another with --port\n")
+    assert done.stderr == (
+        f"signoff: error: port {port} on 127.0.0.1 is already in use; choose another with --port\n"
+    )
     assert done.stdout == ""
     assert not (tmp_path / "dev").exists()
 
@@ -131,7 +147,11 @@ def test_dev_serves_the_page_and_stops_cleanly_on_sigterm(tmp_path: Path) -> Non
     with _dev(tmp_path) as (proc, url):
         assert '<script type="module" src="/static/app.js">' in _get(url)
         assert [p["id"] for p in _get(url + "ui/bootstrap")["personas"]] == [
-            "U_RITA", "U_DANA", "U_OMAR", "U_EVE"]
+            "U_RITA",
+            "U_DANA",
+            "U_OMAR",
+            "U_EVE",
+        ]
         worker = _running_worker(url)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
@@ -156,10 +176,12 @@ def test_dev_restarted_on_its_port_keeps_the_cards_and_they_still_work(tmp_path:
     """Ctrl-C then a restart on the same port: it starts, shows the cards, and a click approves."""
     with _dev(tmp_path) as (proc, url):
         channel = _get(url + "ui/state?user=U_RITA")["channel"]
-        assert _post(url + "ui/command", {"user": "U_RITA", "channel": channel,
-                                          "text": TASK})["ok"]
-        cards = wait_until(lambda: _cards(url) if len(_cards(url)) == 2 else None,
-                           timeout=30, what="two approval cards")
+        assert _post(url + "ui/command", {"user": "U_RITA", "channel": channel, "text": TASK})["ok"]
+        cards = wait_until(
+            lambda: _cards(url) if len(_cards(url)) == 2 else None,
+            timeout=30,
+            what="two approval cards",
+        )
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
     port = int(url.rstrip("/").rsplit(":", 1)[1])
@@ -167,10 +189,20 @@ def test_dev_restarted_on_its_port_keeps_the_cards_and_they_still_work(tmp_path:
         assert again == url
         assert [c["ts"] for c in _cards(url)] == [c["ts"] for c in cards]
         block = next(b for b in cards[0]["blocks"] if APPROVE in json.dumps(b))
-        assert _post(url + "ui/click", {"user": "U_DANA", "channel": channel,
-                                        "ts": cards[0]["ts"], "action_id": APPROVE,
-                                        "block_id": block["block_id"]})["ok"]
-        wait_until(lambda: len(_cards(url)) == 1 or None, timeout=30,
-                   what="the approved card updated in place")
+        assert _post(
+            url + "ui/click",
+            {
+                "user": "U_DANA",
+                "channel": channel,
+                "ts": cards[0]["ts"],
+                "action_id": APPROVE,
+                "block_id": block["block_id"],
+            },
+        )["ok"]
+        wait_until(
+            lambda: len(_cards(url)) == 1 or None,
+            timeout=30,
+            what="the approved card updated in place",
+        )
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0

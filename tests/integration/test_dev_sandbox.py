@@ -37,8 +37,9 @@ OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[DevStack]:
     """``signoff dev``'s parts in this process on free ports (the worker is a child process)."""
-    running = start_dev(DevOptions(port=0, data_dir=tmp_path / "dev", concurrency=1),
-                        dict(os.environ))
+    running = start_dev(
+        DevOptions(port=0, data_dir=tmp_path / "dev", concurrency=1), dict(os.environ)
+    )
     try:
         yield running
     finally:
@@ -54,28 +55,42 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         return exc.code, exc.read()
 
 
-def _ui(stack: DevStack, action: str, body: dict[str, Any],
-        headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    status, data = _post(stack.url + "ui/" + action, json.dumps(body).encode(),
-                         headers or {"Content-Type": "application/json"})
+def _ui(
+    stack: DevStack, action: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    status, data = _post(
+        stack.url + "ui/" + action,
+        json.dumps(body).encode(),
+        headers or {"Content-Type": "application/json"},
+    )
     return status, json.loads(data)
 
 
 def _command_form(stack: DevStack, text: str) -> bytes:
     channel = stack.workspace.channels()[0].id
-    return urlencode({"command": "/agent", "text": text, "user_id": "U_RITA",
-                      "user_name": "rita", "team_id": stack.workspace.team_id,
-                      "channel_id": channel, "trigger_id": "1.2.3"}).encode()
+    return urlencode(
+        {
+            "command": "/agent",
+            "text": text,
+            "user_id": "U_RITA",
+            "user_name": "rita",
+            "team_id": stack.workspace.team_id,
+            "channel_id": channel,
+            "trigger_id": "1.2.3",
+        }
+    ).encode()
 
 
 def test_the_app_answers_only_requests_signed_with_the_sessions_secret(stack: DevStack) -> None:
     """Bolt refuses a wrong signature with 401 and acks a correctly signed slash command."""
     body = _command_form(stack, "help")
-    forged = signed_headers("not-the-secret", body,
-                            content_type="application/x-www-form-urlencoded")
+    forged = signed_headers(
+        "not-the-secret", body, content_type="application/x-www-form-urlencoded"
+    )
     assert _post(stack.app.request_url, body, forged)[0] == 401
-    good = signed_headers(stack.settings.slack_signing_secret, body,
-                          content_type="application/x-www-form-urlencoded")
+    good = signed_headers(
+        stack.settings.slack_signing_secret, body, content_type="application/x-www-form-urlencoded"
+    )
     status, answer = _post(stack.app.request_url, body, good)
     assert status == 200
     assert json.loads(answer)["response_type"] == "ephemeral"
@@ -85,8 +100,9 @@ def test_the_app_answers_only_requests_signed_with_the_sessions_secret(stack: De
 def test_a_slash_commands_ack_body_is_shown_as_an_ephemeral_message(stack: DevStack) -> None:
     """/agent help: the HTTP answer becomes an ephemeral for the typist; no Web API call made."""
     channel = stack.workspace.channels()[0].id
-    status, answer = _ui(stack, "command", {"user": "U_DANA", "channel": channel,
-                                            "text": "/agent help"})
+    status, answer = _ui(
+        stack, "command", {"user": "U_DANA", "channel": channel, "text": "/agent help"}
+    )
     assert (status, answer["ok"]) == (200, True)
     shown = stack.workspace.ephemerals(user="U_DANA")
     assert len(shown) == 1
@@ -159,35 +175,72 @@ def test_a_click_reaches_the_app_as_a_signed_block_actions_payload() -> None:
     workspace.add_user("dana", user_id="U_DANA")
     channel = workspace.channels()[0].id
     root = workspace.post_message(channel, text="root")
-    card = workspace.post_message(channel, text="card", thread_ts=root.ts, blocks=[
-        {"type": "actions", "block_id": "approval:A1", "elements": [
-            {"type": "button", "action_id": "approval.approve", "value": "A1",
-             "text": {"type": "plain_text", "text": "Approve"}, "style": "primary"}]}])
+    card = workspace.post_message(
+        channel,
+        text="card",
+        thread_ts=root.ts,
+        blocks=[
+            {
+                "type": "actions",
+                "block_id": "approval:A1",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": "approval.approve",
+                        "value": "A1",
+                        "text": {"type": "plain_text", "text": "Approve"},
+                        "style": "primary",
+                    }
+                ],
+            }
+        ],
+    )
     with _recorder() as (request_url, recorded):
-        link = AppLink(workspace, request_url=request_url, signing_secret=SECRET,
-                       response_url_base="http://127.0.0.1:9/slack/response")
-        assert link.click("U_DANA", channel_id=channel, message_ts=card.ts,
-                          action_id="approval.approve").ok
+        link = AppLink(
+            workspace,
+            request_url=request_url,
+            signing_secret=SECRET,
+            response_url_base="http://127.0.0.1:9/slack/response",
+        )
+        assert link.click(
+            "U_DANA", channel_id=channel, message_ts=card.ts, action_id="approval.approve"
+        ).ok
     [(headers, body)] = recorded
-    assert verify(SECRET, headers["X-Slack-Request-Timestamp"], body,
-                  headers["X-Slack-Signature"], now=time.time())
+    assert verify(
+        SECRET,
+        headers["X-Slack-Request-Timestamp"],
+        body,
+        headers["X-Slack-Signature"],
+        now=time.time(),
+    )
     payload = json.loads(parse_qs(body.decode())["payload"][0])
     assert payload["type"] == "block_actions"
     assert payload["user"]["id"] == "U_DANA"
-    assert payload["container"] == {"type": "message", "message_ts": card.ts,
-                                    "channel_id": channel, "is_ephemeral": False,
-                                    "thread_ts": root.ts}
+    assert payload["container"] == {
+        "type": "message",
+        "message_ts": card.ts,
+        "channel_id": channel,
+        "is_ephemeral": False,
+        "thread_ts": root.ts,
+    }
     assert payload["actions"][0] | {"action_ts": "x"} == {
-        "action_id": "approval.approve", "block_id": "approval:A1", "type": "button",
-        "value": "A1", "style": "primary", "action_ts": "x",
-        "text": {"type": "plain_text", "text": "Approve"}}
+        "action_id": "approval.approve",
+        "block_id": "approval:A1",
+        "type": "button",
+        "value": "A1",
+        "style": "primary",
+        "action_ts": "x",
+        "text": {"type": "plain_text", "text": "Approve"},
+    }
     view = {"type": "modal", "title": {"type": "plain_text", "text": "Hi"}, "blocks": []}
     assert workspace.open_view(payload["trigger_id"], view).user == "U_DANA"
     token = payload["response_url"].rsplit("/", 1)[1]
     for _ in range(5):
         assert link.respond(token, {"text": "Noted."}) == (200, {"ok": True})
-    assert link.respond(token, {"text": "Once more"}) == (404, {"ok": False,
-                                                              "error": "expired_url"})
+    assert link.respond(token, {"text": "Once more"}) == (
+        404,
+        {"ok": False, "error": "expired_url"},
+    )
     shown = workspace.ephemerals(user="U_DANA")
     assert [(e.text, e.thread_ts) for e in shown] == [("Noted.", root.ts)] * 5
 
@@ -229,12 +282,17 @@ def _rita_opens_a_history(stack: DevStack, channel: str) -> tuple[RunId, Ephemer
     run_id = stack.services.runtime.runs()[0].id
     assert ws.wait_for(lambda: bool(_with_button(ws.messages(channel), "run.history")), WAIT_S)
     (root,) = _with_button(ws.messages(channel), "run.history")
-    assert ws.wait_for(lambda: len(_with_button(ws.thread(channel, root.ts),
-                                                "approval.approve")) == 2, WAIT_S)
-    assert _ui(stack, "click", {"user": "U_RITA", "channel": channel, "ts": root.ts,
-                                "action_id": "run.history"})[1]["ok"]
-    assert ws.wait_for(lambda: bool(_with_button(ws.ephemerals(channel, "U_RITA"), "run.fork")),
-                       WAIT_S)
+    assert ws.wait_for(
+        lambda: len(_with_button(ws.thread(channel, root.ts), "approval.approve")) == 2, WAIT_S
+    )
+    assert _ui(
+        stack,
+        "click",
+        {"user": "U_RITA", "channel": channel, "ts": root.ts, "action_id": "run.history"},
+    )[1]["ok"]
+    assert ws.wait_for(
+        lambda: bool(_with_button(ws.ephemerals(channel, "U_RITA"), "run.fork")), WAIT_S
+    )
     (history,) = _with_button(ws.ephemerals(channel, "U_RITA"), "run.fork")
     return run_id, history
 
@@ -248,23 +306,36 @@ def test_fork_from_here_on_the_ephemeral_history_forks_the_run(stack: DevStack) 
         stack.web.ui.link.request_url = relay_url  # the app gets the same requests, kept
         run_id, history = _rita_opens_a_history(stack, channel)
         fork_block = [b for b in history.blocks or [] if "accessory" in b][-1]["block_id"]
-        click = {"user": "U_EVE", "channel": channel, "ts": history.message_ts,
-                 "action_id": "run.fork", "block_id": fork_block, "ephemeral": True}
-        assert _ui(stack, "click", click) == (400, {"ok": False,
-                                                    "error": "ephemeral_of_another_user"})
+        click = {
+            "user": "U_EVE",
+            "channel": channel,
+            "ts": history.message_ts,
+            "action_id": "run.fork",
+            "block_id": fork_block,
+            "ephemeral": True,
+        }
+        assert _ui(stack, "click", click) == (
+            400,
+            {"ok": False, "error": "ephemeral_of_another_user"},
+        )
         unknown = click | {"user": "U_RITA", "ts": "1700000000.000001"}
         assert _ui(stack, "click", unknown) == (400, {"ok": False, "error": "message_not_found"})
         assert _ui(stack, "click", click | {"user": "U_RITA"})[1]["ok"]
-        assert ws.wait_for(lambda: "Forked run" in ws.ephemerals(channel, "U_RITA")[-1].text,
-                           WAIT_S)
+        assert ws.wait_for(
+            lambda: "Forked run" in ws.ephemerals(channel, "U_RITA")[-1].text, WAIT_S
+        )
     (fork,) = runtime.forks(run_id)
     assert fork.fork_at == int(fork_block.removeprefix("fork:"))
     history_click, fork_click = _payloads(recorded)  # neither refused click reached the app
     # A click on a channel message carries the message; one on an ephemeral does not.
     assert history_click["container"]["is_ephemeral"] is False
     assert history_click["message"]["ts"] == history_click["container"]["message_ts"]
-    assert fork_click["container"] == {"type": "message", "message_ts": history.message_ts,
-                                       "channel_id": channel, "is_ephemeral": True}
+    assert fork_click["container"] == {
+        "type": "message",
+        "message_ts": history.message_ts,
+        "channel_id": channel,
+        "is_ephemeral": True,
+    }
     assert "message" not in fork_click
     assert (fork_click["user"]["id"], fork_click["channel"]["id"]) == ("U_RITA", channel)
     assert fork_click["actions"][0]["value"] == f"{run_id}:{fork.fork_at}"

@@ -22,22 +22,32 @@ def slack() -> Iterator[RunningSlackApi]:
 
 def doctor_env(database_url: str, slack: RunningSlackApi, **extra: str) -> dict[str, str]:
     """The environment of a well-configured Signoff pointed at ``slack``."""
-    return signoff_env(database_url, extra={
-        "SLACK_BOT_TOKEN": DEFAULT_TOKEN, "SLACK_SIGNING_SECRET": "s" * 32,
-        "SIGNOFF_APPROVERS": "U_DANA", "SIGNOFF_SLACK_API_URL": slack.api_url, **extra})
+    return signoff_env(
+        database_url,
+        extra={
+            "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
+            "SLACK_SIGNING_SECRET": "s" * 32,
+            "SIGNOFF_APPROVERS": "U_DANA",
+            "SIGNOFF_SLACK_API_URL": slack.api_url,
+            **extra,
+        },
+    )
 
 
-def test_a_good_configuration_passes_every_check(
-    sqlite_url: str, slack: RunningSlackApi
-) -> None:
+def test_a_good_configuration_passes_every_check(sqlite_url: str, slack: RunningSlackApi) -> None:
     """Token, scopes, secret, migrated database, approvers, channel membership: all ok."""
     env = doctor_env(sqlite_url, slack)
     cli_ok(env, "db", "upgrade")
     channel = slack.workspace.resolve_channel("general").id
     lines = cli_ok(env, "doctor", "--channel", channel).splitlines()
     assert [line.split(":")[0] for line in lines] == [
-        "ok    signing secret", "ok    database", "ok    approvers", "ok    slack token",
-        "ok    scopes", "ok    channel"]
+        "ok    signing secret",
+        "ok    database",
+        "ok    approvers",
+        "ok    slack token",
+        "ok    scopes",
+        "ok    channel",
+    ]
 
 
 def test_each_misconfiguration_is_named_with_its_fix(sqlite_url: str, tmp_path: Path) -> None:
@@ -49,8 +59,11 @@ def test_each_misconfiguration_is_named_with_its_fix(sqlite_url: str, tmp_path: 
     finally:
         slack.stop()
     assert done.returncode == 1
-    failed = {line.split(":")[0].removeprefix("FAIL  "): line
-              for line in done.stdout.splitlines() if line.startswith("FAIL")}
+    failed = {
+        line.split(":")[0].removeprefix("FAIL  "): line
+        for line in done.stdout.splitlines()
+        if line.startswith("FAIL")
+    }
     assert sorted(failed) == ["channel", "database", "scopes", "signing secret"]
     assert "run `signoff db upgrade`" in failed["database"]
     assert "missing im:history" in failed["scopes"]
@@ -76,4 +89,5 @@ def test_a_channel_the_bot_has_not_joined_is_named_with_the_invite(
     done = run_cli(env, "doctor", "--channel", channel)
     assert done.returncode == 1
     assert done.stdout.splitlines()[-1] == (
-        "FAIL  channel: the bot is not in #ops: type /invite @Signoff there")
+        "FAIL  channel: the bot is not in #ops: type /invite @Signoff there"
+    )

@@ -12,8 +12,7 @@ EXAMPLE = "examples.approval_workflow:workflows"
 
 def test_the_workflow_walkthrough(tmp_path: Path) -> None:
     """start, worker, signal approval, worker: the run refunds and sleeps its durable day."""
-    env = signoff_env(f"sqlite:///{tmp_path / 'signoff.db'}",
-                      extra={"SIGNOFF_WORKFLOWS": EXAMPLE})
+    env = signoff_env(f"sqlite:///{tmp_path / 'signoff.db'}", extra={"SIGNOFF_WORKFLOWS": EXAMPLE})
     run_id = cli_ok(env, "start", "refunds.issue", "--input", '{"id": "1042"}').strip()
     cli_ok(env, "worker", "--until-idle")
     shown = json.loads(cli_ok(env, "show", run_id, "--json"))

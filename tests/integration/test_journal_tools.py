@@ -56,8 +56,10 @@ class Recorded:
 
     def tripwire_env(self) -> dict[str, str]:
         """The environment of a process whose demo tools fail (and log) when called."""
-        return self.env | {"SIGNOFF_AGENT": f"{MODELS}:tripwire_agent",
-                           TRIPWIRE_ENV: str(self.tripwire)}
+        return self.env | {
+            "SIGNOFF_AGENT": f"{MODELS}:tripwire_agent",
+            TRIPWIRE_ENV: str(self.tripwire),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +69,11 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     with DemoProvider(directory) as provider:
         env = agent_env(f"sqlite:///{directory / 'signoff.db'}", provider.url)
         with services_for(env) as services:
-            runs = {(order, n): _start(services, phrasing.format(order))
-                    for n, phrasing in enumerate(PHRASINGS) for order in ORDERS}
+            runs = {
+                (order, n): _start(services, phrasing.format(order))
+                for n, phrasing in enumerate(PHRASINGS)
+                for order in ORDERS
+            }
             cli_ok(env, "worker", "--until-idle")
             for key, run_id in runs.items():
                 _decide_all(services, run_id, reject=key == REJECTED)
@@ -84,13 +89,16 @@ def _start(services: Services, task: str) -> RunId:
 
 
 def _decide_all(services: Services, run_id: RunId, *, reject: bool) -> None:
-    for approval in services.approvals.store.list_approvals(run_id=run_id,
-                                                            status=ApprovalStatus.PENDING):
+    for approval in services.approvals.store.list_approvals(
+        run_id=run_id, status=ApprovalStatus.PENDING
+    ):
         refuse = reject and approval.tool == "issue_refund"
         result = services.approvals.decide(
-            approval.id, Actor(user_id=APPROVER, name="dana"),
+            approval.id,
+            Actor(user_id=APPROVER, name="dana"),
             Decision.REJECT if refuse else Decision.APPROVE,
-            reason="over the refund limit" if refuse else None)
+            reason="over the refund limit" if refuse else None,
+        )
         assert result.accepted, result.message
 
 
@@ -102,20 +110,33 @@ def test_eval_reports_exactly_the_changed_runs(recorded: Recorded, tmp_path: Pat
     """A model changed for order 1045 diverges on exactly those refunds; all else agrees."""
     ledger = recorded.provider.ledger()
     report_file = tmp_path / "eval.html"
-    report = _json(recorded.tripwire_env(), "eval", *recorded.runs.values(),
-                   "--model", f"{MODELS}:changed_model", "--report", str(report_file),
-                   "--concurrency", "4")
+    report = _json(
+        recorded.tripwire_env(),
+        "eval",
+        *recorded.runs.values(),
+        "--model",
+        f"{MODELS}:changed_model",
+        "--report",
+        str(report_file),
+        "--concurrency",
+        "4",
+    )
     assert [r["run_id"] for r in report["runs"]] == list(recorded.runs.values()), "in order"
     by_run = {r["run_id"]: r for r in report["runs"]}
-    changed = {run_id for (order, n), run_id in recorded.runs.items()
-               if order == CHANGED_ORDER and "refund" in PHRASINGS[n]}
+    changed = {
+        run_id
+        for (order, n), run_id in recorded.runs.items()
+        if order == CHANGED_ORDER and "refund" in PHRASINGS[n]
+    }
     assert len(changed) == 4
     assert {run_id for run_id, r in by_run.items() if not r["agrees"]} == changed
     for run_id in changed:
         (divergence,) = by_run[run_id]["divergences"]
         assert (divergence["index"], divergence["tool"]) == (1, "issue_refund")
-        assert divergence["arguments"]["amount_cents"] * 2 == \
-            divergence["recorded"]["arguments"]["amount_cents"]
+        assert (
+            divergence["arguments"]["amount_cents"] * 2
+            == divergence["recorded"]["arguments"]["amount_cents"]
+        )
         assert by_run[run_id]["candidate"]["calls"][1]["result"].startswith("not replayed")
     summary = report["summary"]
     assert (summary["runs"], summary["agreeing"], summary["agreement_rate"]) == (20, 16, 0.8)
@@ -131,15 +152,19 @@ def test_eval_reports_exactly_the_changed_runs(recorded: Recorded, tmp_path: Pat
 
 def test_eval_with_the_same_model_agrees_everywhere(recorded: Recorded) -> None:
     """The unchanged model reproduces all twenty runs, the rejected refund included."""
-    report = _json(recorded.tripwire_env(), "eval", *recorded.runs.values(),
-                   "--model", f"{MODELS}:same_model")
+    report = _json(
+        recorded.tripwire_env(), "eval", *recorded.runs.values(), "--model", f"{MODELS}:same_model"
+    )
     assert report["summary"]["agreement_rate"] == 1.0
     assert all(r["same_calls"] and r["same_answer"] for r in report["runs"])
     rejected = next(r for r in report["runs"] if r["run_id"] == recorded.runs[REJECTED])
     assert "over the refund limit" in rejected["candidate"]["calls"][1]["result"]
     decisions = [c["decision"] for c in rejected["recorded"]["calls"]]
     assert [d and (d["status"], d["reason"]) for d in decisions] == [
-        None, ("rejected", "over the refund limit"), ("approved", None)]
+        None,
+        ("rejected", "over the refund limit"),
+        ("approved", None),
+    ]
     assert [c["decision"] for c in rejected["candidate"]["calls"]] == decisions
     assert report["summary"]["token_delta"] == 0
     assert not recorded.tripwire.exists()
@@ -148,8 +173,14 @@ def test_eval_with_the_same_model_agrees_everywhere(recorded: Recorded) -> None:
 def test_eval_can_stop_a_trajectory_at_its_divergence(recorded: Recorded) -> None:
     """With --stop-at-divergence a changed run ends at its first unrecorded call."""
     run_id = recorded.runs[(CHANGED_ORDER, 0)]
-    report = _json(recorded.tripwire_env(), "eval", run_id, "--model",
-                   f"{MODELS}:changed_model", "--stop-at-divergence")
+    report = _json(
+        recorded.tripwire_env(),
+        "eval",
+        run_id,
+        "--model",
+        f"{MODELS}:changed_model",
+        "--stop-at-divergence",
+    )
     (only,) = report["runs"]
     assert only["candidate"]["ended"] == "diverged"
     assert only["candidate"]["answer"] is None
@@ -161,11 +192,9 @@ def test_inspect_rebuilds_each_model_input_and_runs_nothing(recorded: Recorded) 
     run_id = recorded.runs[REJECTED]
     journal = recorded.services.runtime.journal(run_id)
     positions = model_positions(journal)
-    seen = [_json(recorded.tripwire_env(), "inspect", run_id, "--step", str(p))
-            for p in positions]
+    seen = [_json(recorded.tripwire_env(), "inspect", run_id, "--step", str(p)) for p in positions]
     assert all(s["identical"] for s in seen)
-    assert [s["recorded_input_hash"] for s in seen] == [journal[p].input_hash
-                                                       for p in positions]
+    assert [s["recorded_input_hash"] for s in seen] == [journal[p].input_hash for p in positions]
     assert [len(s["tool_results"]) for s in seen] == [0, 1, 3]
     refused = seen[-1]["tool_results"][1]
     assert (refused["tool"], refused["is_error"]) == ("issue_refund", True)
@@ -191,8 +220,7 @@ def test_fork_never_repeats_a_side_effect_of_its_prefix(recorded: Recorded) -> N
     at = model_positions(journal)[-1]
     ledger = recorded.provider.ledger()
     answer = {"message": {"role": "assistant", "content": "Refund and email done (forked)."}}
-    forked = _json(recorded.env, "fork", source, "--at", str(at), "--output",
-                   json.dumps(answer))
+    forked = _json(recorded.env, "fork", source, "--at", str(at), "--output", json.dumps(answer))
     assert (forked["forked_from"], forked["fork_at"]) == (source, at)
     cli_ok(recorded.env, "worker", "--until-idle")
     ended = recorded.services.runtime.get(forked["id"])
@@ -244,15 +272,24 @@ def test_inspect_fork_and_eval_on_postgresql(recorded: Recorded, pg_url: str) ->
         cli_ok(env, "worker", "--until-idle")
         journal = services.runtime.journal(run_id)
         ledger = recorded.provider.ledger()
-        tripwire = env | {"SIGNOFF_AGENT": f"{MODELS}:tripwire_agent",
-                          TRIPWIRE_ENV: str(recorded.tripwire)}
+        tripwire = env | {
+            "SIGNOFF_AGENT": f"{MODELS}:tripwire_agent",
+            TRIPWIRE_ENV: str(recorded.tripwire),
+        }
         for position in model_positions(journal):
             assert _json(tripwire, "inspect", run_id, "--step", str(position))["identical"]
         report = _json(tripwire, "eval", run_id, "--model", f"{MODELS}:same_model")
         assert report["summary"]["agreement_rate"] == 1.0
         answer = {"message": {"role": "assistant", "content": "forked on PostgreSQL"}}
-        forked = _json(env, "fork", run_id, "--at", str(model_positions(journal)[-1]),
-                       "--output", json.dumps(answer))
+        forked = _json(
+            env,
+            "fork",
+            run_id,
+            "--at",
+            str(model_positions(journal)[-1]),
+            "--output",
+            json.dumps(answer),
+        )
         cli_ok(env, "worker", "--until-idle")
         assert services.runtime.get(forked["id"]).output["answer"] == "forked on PostgreSQL"
         assert recorded.provider.ledger() == ledger

@@ -71,31 +71,53 @@ class World:
 
     def pending(self, session: str, title: str) -> Approval | None:
         """Return the pending approval of a call on ``title``, if any."""
-        found = [a for a in self.approvals(session, title)
-                 if a.status == ApprovalStatus.PENDING]
+        found = [a for a in self.approvals(session, title) if a.status == ApprovalStatus.PENDING]
         return found[0] if found else None
 
     def proxy(self, session: str, url: str | None = None) -> list[str]:
         """Return the ``signoff`` arguments of a gateway for ``session`` (in front of the
         upstream at ``url``, else of one it starts)."""
-        upstream = ["--upstream-url", url] if url else [
-            "--", sys.executable, "-m", "tests.mcp_upstream", str(self.ledger)]
-        return ["mcp", "proxy", "--name", "notes", "--as", CLIENT, "--session", session,
-                "--policy", str(self.tmp / "policy.yaml"), "--poll-interval", "0.05", *upstream]
+        upstream = (
+            ["--upstream-url", url]
+            if url
+            else ["--", sys.executable, "-m", "tests.mcp_upstream", str(self.ledger)]
+        )
+        return [
+            "mcp",
+            "proxy",
+            "--name",
+            "notes",
+            "--as",
+            CLIENT,
+            "--session",
+            session,
+            "--policy",
+            str(self.tmp / "policy.yaml"),
+            "--poll-interval",
+            "0.05",
+            *upstream,
+        ]
 
     def gateway(self, session: str, url: str | None) -> StdioServerParameters:
         """Return how the client starts the gateway (see ``proxy``)."""
         command = signoff_command()
-        return StdioServerParameters(command=command[0], cwd=REPO_ROOT, env=self.env,
-                                     args=[*command[1:], *self.proxy(session, url)])
+        return StdioServerParameters(
+            command=command[0],
+            cwd=REPO_ROOT,
+            env=self.env,
+            args=[*command[1:], *self.proxy(session, url)],
+        )
 
 
 @asynccontextmanager
-async def connected(world: World, session: str,
-                    url: str | None = None) -> AsyncIterator[ClientSession]:
+async def connected(
+    world: World, session: str, url: str | None = None
+) -> AsyncIterator[ClientSession]:
     """Start a gateway and connect an initialised MCP client session to it."""
-    async with stdio_client(world.gateway(session, url)) as (read, write), \
-            ClientSession(read, write) as client:
+    async with (
+        stdio_client(world.gateway(session, url)) as (read, write),
+        ClientSession(read, write) as client,
+    ):
         with anyio.fail_after(DEADLINE_S):
             await client.initialize()
         yield client
@@ -114,29 +136,32 @@ class Client:
         """Call ``tool`` on the note ``title`` and return the answer."""
         return self.portal.call(self._call, tool, title, None)
 
-    def call_deciding(self, tool: str, title: str,
-                      decide: Callable[[Approval], object]) -> types.CallToolResult:
+    def call_deciding(
+        self, tool: str, title: str, decide: Callable[[Approval], object]
+    ) -> types.CallToolResult:
         """Call ``tool``; once it waits for a sign-off and said so, ``decide`` it."""
         progress: list[float] = []
         answer: Future[types.CallToolResult] = self.portal.start_task_soon(
-            self._call, tool, title, progress)
-        approval = wait_until(lambda: self.world.pending(self.name, title), timeout=DEADLINE_S,
-                              what="a pending approval")
+            self._call, tool, title, progress
+        )
+        approval = wait_until(
+            lambda: self.world.pending(self.name, title),
+            timeout=DEADLINE_S,
+            what="a pending approval",
+        )
         wait_until(lambda: progress, timeout=DEADLINE_S, what="a progress notification")
         assert self.world.calls(title) == []
         decide(approval)
         return answer.result(timeout=DEADLINE_S)
 
-    async def _call(self, tool: str, title: str,
-                    notes: list[float] | None) -> types.CallToolResult:
+    async def _call(self, tool: str, title: str, notes: list[float] | None) -> types.CallToolResult:
         async def heard(progress: float, total: float | None, message: str | None) -> None:
             assert notes is not None
             notes.append(progress)
 
         callback: ProgressFnT | None = None if notes is None else heard
         with anyio.fail_after(DEADLINE_S):
-            return await self.session.call_tool(tool, {"title": title},
-                                                progress_callback=callback)
+            return await self.session.call_tool(tool, {"title": title}, progress_callback=callback)
 
 
 @pytest.fixture(scope="module")
@@ -146,16 +171,19 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     (tmp / "policy.yaml").write_text(POLICY)
     url = f"sqlite:///{tmp / 'signoff.db'}"
     services = build_services(Settings(database_url=url, approvers=(APPROVER,)))
-    yield World(tmp=tmp, services=services,
-                env=signoff_env(url, extra={"SIGNOFF_APPROVERS": APPROVER}))
+    yield World(
+        tmp=tmp, services=services, env=signoff_env(url, extra={"SIGNOFF_APPROVERS": APPROVER})
+    )
     services.store.engine.dispose()
 
 
 @pytest.fixture(scope="module")
 def client(world: World) -> Iterator[Client]:
     """One gateway (session ``main``) and its client, shared by the module's tests."""
-    with start_blocking_portal() as portal, \
-            portal.wrap_async_context_manager(connected(world, "main")) as session:
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(connected(world, "main")) as session,
+    ):
         yield Client(world=world, portal=portal, session=session)
 
 
@@ -168,8 +196,9 @@ def decide(world: World, decision: Decision, **kwargs: Any) -> Callable[[Approva
     """Return a decider that records ``decision`` as the approver through the services API."""
 
     def decider(approval: Approval) -> None:
-        result = world.services.approvals.decide(approval.id, Actor(user_id=APPROVER),
-                                                 decision, **kwargs)
+        result = world.services.approvals.decide(
+            approval.id, Actor(user_id=APPROVER), decision, **kwargs
+        )
         assert result.accepted, result.message
 
     return decider
@@ -196,8 +225,11 @@ def test_read_only_tool_passes_through_without_approval(client: Client) -> None:
 def test_destructive_call_runs_once_after_signoff_approve(client: Client) -> None:
     """A destructive call waits, sending progress, and runs once after ``signoff approve``."""
     world = client.world
-    result = client.call_deciding("delete_note", "b", lambda approval: cli_ok(
-        world.env, "approve", approval.id, "--as", APPROVER))
+    result = client.call_deciding(
+        "delete_note",
+        "b",
+        lambda approval: cli_ok(world.env, "approve", approval.id, "--as", APPROVER),
+    )
     assert not result.is_error
     assert text(result) == "delete_note: done with b"
     assert world.calls("b") == [{"tool": "delete_note", "title": "b"}]
@@ -210,7 +242,8 @@ def test_destructive_call_runs_once_after_signoff_approve(client: Client) -> Non
 def test_edited_arguments_are_the_ones_called(client: Client) -> None:
     """An edit-then-approve runs the upstream tool with exactly the edited arguments."""
     result = client.call_deciding(
-        "delete_note", "c", decide(client.world, Decision.EDIT, edited_args={"title": "c2"}))
+        "delete_note", "c", decide(client.world, Decision.EDIT, edited_args={"title": "c2"})
+    )
     assert text(result) == "delete_note: done with c2"
     assert client.world.calls("c") == []
     assert client.world.calls("c2") == [{"tool": "delete_note", "title": "c2"}]
@@ -219,7 +252,8 @@ def test_edited_arguments_are_the_ones_called(client: Client) -> None:
 def test_rejected_call_returns_the_reason_and_never_runs(client: Client) -> None:
     """A rejection reaches the client as a tool error carrying the reason."""
     result = client.call_deciding(
-        "delete_note", "d", decide(client.world, Decision.REJECT, reason="keep that note"))
+        "delete_note", "d", decide(client.world, Decision.REJECT, reason="keep that note")
+    )
     assert result.is_error
     assert "keep that note" in text(result)
     assert client.world.calls("d") == []
@@ -229,8 +263,11 @@ def test_a_call_retried_after_a_client_timeout_joins_the_waiting_one(client: Cli
     """A client that gives up waiting and calls again is asked no second approval; the
     upstream tool runs once."""
     with pytest.raises(MCPError):
-        client.portal.call(partial(client.session.call_tool, "delete_note", {"title": "h"},
-                                   read_timeout_seconds=0.5))
+        client.portal.call(
+            partial(
+                client.session.call_tool, "delete_note", {"title": "h"}, read_timeout_seconds=0.5
+            )
+        )
     result = client.call_deciding("delete_note", "h", decide(client.world, Decision.APPROVE))
     assert text(result) == "delete_note: done with h"
     assert len(client.world.approvals("main", "h")) == 1
@@ -281,8 +318,9 @@ def test_a_terminated_gateway_parks_its_run(world: World) -> None:
             pid = owner_pid(world.services.runtime.get(run).lease_owner)
             assert pid is not None
             os.kill(pid, signal.SIGTERM)
-            await anyio.to_thread.run_sync(lambda: wait_until(
-                parked, timeout=DEADLINE_S, what="the run parked"))
+            await anyio.to_thread.run_sync(
+                lambda: wait_until(parked, timeout=DEADLINE_S, what="the run parked")
+            )
 
     anyio.run(scenario)
 
@@ -295,8 +333,11 @@ def test_gateway_killed_while_waiting_gives_the_decided_result_once(world: World
     async def killed_while_waiting() -> Approval:
         async with connected(world, "crash") as session, anyio.create_task_group() as tasks:
             tasks.start_soon(_call_until_cut, session)
-            approval: Approval = await anyio.to_thread.run_sync(lambda: wait_until(
-                lambda: world.pending("crash", "f"), timeout=DEADLINE_S, what="an approval"))
+            approval: Approval = await anyio.to_thread.run_sync(
+                lambda: wait_until(
+                    lambda: world.pending("crash", "f"), timeout=DEADLINE_S, what="an approval"
+                )
+            )
             pid = owner_pid(world.services.runtime.get(run).lease_owner)
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
@@ -328,7 +369,10 @@ def http_upstream(world: World) -> Iterator[str]:
         fd = listener.fileno()
         server = subprocess.Popen(
             [sys.executable, "-m", "tests.mcp_upstream", str(world.ledger), "--http-fd", str(fd)],
-            cwd=REPO_ROOT, env=world.env, pass_fds=[fd])
+            cwd=REPO_ROOT,
+            env=world.env,
+            pass_fds=[fd],
+        )
         try:
             yield f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
         finally:
@@ -339,8 +383,10 @@ def http_upstream(world: World) -> Iterator[str]:
 def test_a_streamable_http_upstream_is_gated_too(world: World, http_upstream: str) -> None:
     """With ``--upstream-url`` reads pass at once and a destructive call waits for its
     sign-off, then runs once on the HTTP server."""
-    with start_blocking_portal() as portal, \
-            portal.wrap_async_context_manager(connected(world, "http", http_upstream)) as session:
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(connected(world, "http", http_upstream)) as session,
+    ):
         client = Client(world=world, portal=portal, session=session, name="http")
         assert text(client.call("read_note", "g")) == "the note g says hello"
         result = client.call_deciding("delete_note", "g", decide(world, Decision.APPROVE))

@@ -33,8 +33,15 @@ TTL = timedelta(seconds=30)
 
 
 def _entry(position: int) -> StepRecord:
-    return StepRecord(position=position, kind=StepKind.STEP, name="mcp.call:x", input_hash="0",
-                      output={}, started_at=T0, finished_at=T0)
+    return StepRecord(
+        position=position,
+        kind=StepKind.STEP,
+        name="mcp.call:x",
+        input_hash="0",
+        output={},
+        started_at=T0,
+        finished_at=T0,
+    )
 
 
 @pytest.fixture(params=["sqlite_store", "pg_store"])
@@ -50,8 +57,7 @@ def test_adopt_run_waits_for_a_live_lease_and_fences_the_old_holder(store: SqlSt
     store.create_run(KEY.run_id, WORKFLOW, KEY.to_json(), T0)
     first = store.adopt_run(KEY.run_id, "gateway-1", now=T0, expires_at=T0 + TTL)
     assert first is not None
-    assert store.adopt_run(KEY.run_id, "gateway-2", now=T0 + TTL / 2,
-                           expires_at=T0 + TTL) is None
+    assert store.adopt_run(KEY.run_id, "gateway-2", now=T0 + TTL / 2, expires_at=T0 + TTL) is None
     second = store.adopt_run(KEY.run_id, "gateway-2", now=T0 + TTL, expires_at=T0 + 2 * TTL)
     assert second is not None
     assert second.fence == first.fence + 1
@@ -59,8 +65,9 @@ def test_adopt_run_waits_for_a_live_lease_and_fences_the_old_holder(store: SqlSt
         store.append_step(first, _entry(0))
     store.append_step(second, _entry(0))
     store.cancel(KEY.run_id, T0 + TTL)
-    assert store.adopt_run(KEY.run_id, "gateway-3", now=T0 + 3 * TTL,
-                           expires_at=T0 + 4 * TTL) is None
+    assert (
+        store.adopt_run(KEY.run_id, "gateway-3", now=T0 + 3 * TTL, expires_at=T0 + 4 * TTL) is None
+    )
 
 
 def test_a_worker_parks_a_dead_gateways_run_for_the_next_gateway(sqlite_url: str) -> None:
@@ -93,15 +100,23 @@ def test_a_gated_call_is_asked_in_the_slack_channel_named(sqlite_url: str) -> No
     run = attach(services, KEY, patience=timedelta(0), channel="C_GATEWAY")
     try:
         policy = ApprovalPolicy(approvers=("U1", "U2")).snapshot({})
-        call = SignOffs(run, Actor(user_id="U_AGENT")).open(CallRequest(
-            tool="delete_note", args={"title": "a"}, gated=True, definition="d", policy=policy))
+        call = SignOffs(run, Actor(user_id="U_AGENT")).open(
+            CallRequest(
+                tool="delete_note", args={"title": "a"}, gated=True, definition="d", policy=policy
+            )
+        )
         with services.store.engine.connect() as conn:
-            keys = set(conn.execute(select(outbox.c.key).where(
-                outbox.c.kind != ROOT_UPDATE)).scalars())
+            keys = set(
+                conn.execute(select(outbox.c.key).where(outbox.c.kind != ROOT_UPDATE)).scalars()
+            )
         approval = call.approval_id
         assert approval is not None
-        assert keys == {root_key(KEY.run_id), card_key(approval), card_key(approval, "U1"),
-                        card_key(approval, "U2")}
+        assert keys == {
+            root_key(KEY.run_id),
+            card_key(approval),
+            card_key(approval, "U1"),
+            card_key(approval, "U2"),
+        }
         assert services.approvals.get(approval).tool == "mcp:notes:delete_note"
     finally:
         run.detach()
@@ -144,21 +159,25 @@ def test_an_approved_call_runs_only_as_approved_and_once(sqlite_url: str) -> Non
     try:
         signoffs = SignOffs(run, Actor(user_id="U_AGENT"))
         policy = ApprovalPolicy(approvers=("U1",)).snapshot({})
-        call = signoffs.open(CallRequest(tool="wipe", args={"n": 1}, gated=True,
-                                         definition="before", policy=policy))
+        call = signoffs.open(
+            CallRequest(tool="wipe", args={"n": 1}, gated=True, definition="before", policy=policy)
+        )
         assert call.approval_id is not None
-        services.approvals.decide(call.approval_id, Actor(user_id="U1"), Decision.EDIT,
-                                  edited_args={"n": 2})
+        services.approvals.decide(
+            call.approval_id, Actor(user_id="U1"), Decision.EDIT, edited_args={"n": 2}
+        )
         assert signoffs.decision(call) is not None
         assert signoffs.start(call, "after") == (
-            "the tool or its policy changed since the call was made")
+            "the tool or its policy changed since the call was made"
+        )
         assert services.approvals.get(call.approval_id).consumed_by is None
         go = signoffs.start(call, "before")
         assert not isinstance(go, str)
         assert go.args == {"n": 2}
         assert services.approvals.get(call.approval_id).consumed_by == call.position
-        ungated = signoffs.open(CallRequest(tool="wipe", args={"n": 3}, gated=False,
-                                            definition="before", policy={}))
+        ungated = signoffs.open(
+            CallRequest(tool="wipe", args={"n": 3}, gated=False, definition="before", policy={})
+        )
         assert isinstance(signoffs.start(ungated, "after"), str)
     finally:
         run.detach()

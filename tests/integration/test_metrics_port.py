@@ -33,6 +33,7 @@ TIMEOUT_S = 30.0
 
 def answering(worker: WorkerProcess, port: int, path: str, status: int) -> dict[str, Any]:
     """Wait until ``path`` answers ``status``; return its JSON body."""
+
     def check() -> dict[str, Any] | None:
         found = probe(port, path)
         return found[1] if found is not None and found[0] == status else None
@@ -41,7 +42,8 @@ def answering(worker: WorkerProcess, port: int, path: str, status: int) -> dict[
 
 
 def test_worker_probes_and_metrics_then_sigterm_releases_its_step_for_another_worker(
-    tmp_path: Path, sqlite_url: str,
+    tmp_path: Path,
+    sqlite_url: str,
 ) -> None:
     """The worker answers probes and metrics; SIGTERM mid-step exits 0 and the run resumes."""
     env, port, effects = signoff_env(sqlite_url), free_port(), tmp_path / "slow.txt"
@@ -50,10 +52,19 @@ def test_worker_probes_and_metrics_then_sigterm_releases_its_step_for_another_wo
         assert answering(worker, port, "/healthz", 200)["checks"] == {"loop:worker": "ok"}
         ready = answering(worker, port, "/readyz", 200)["checks"]
         assert ready == {"database": "ok", "migrations": "ok", "loop:worker": "ok"}
-        run_id = cli_ok(env, "start", "test.slow", "--input", json.dumps(
-            {"n": 2, "delay_ms": 1500, "path": str(effects)})).strip()
-        wait_until(lambda: lines(effects) == ["begin 1"], timeout=TIMEOUT_S,
-                   what="step 1 under way", alive=worker)
+        run_id = cli_ok(
+            env,
+            "start",
+            "test.slow",
+            "--input",
+            json.dumps({"n": 2, "delay_ms": 1500, "path": str(effects)}),
+        ).strip()
+        wait_until(
+            lambda: lines(effects) == ["begin 1"],
+            timeout=TIMEOUT_S,
+            what="step 1 under way",
+            alive=worker,
+        )
         assert sample(metrics(port), "signoff_runs", status="running") == 1
 
         assert worker.stop(timeout=TIMEOUT_S) == 0, worker.output()
@@ -65,7 +76,8 @@ def test_worker_probes_and_metrics_then_sigterm_releases_its_step_for_another_wo
 
 
 def test_readyz_fails_while_the_schema_is_behind_the_code(
-    tmp_path: Path, sqlite_url: str,
+    tmp_path: Path,
+    sqlite_url: str,
 ) -> None:
     """/readyz answers 503 naming the migrations while the database is not at the newest."""
     env, port = signoff_env(sqlite_url), free_port()
@@ -86,40 +98,63 @@ def test_readyz_fails_while_the_schema_is_behind_the_code(
 
 
 def test_a_drain_longer_than_its_timeout_ends_the_process_with_status_4(
-    tmp_path: Path, sqlite_url: str,
+    tmp_path: Path,
+    sqlite_url: str,
 ) -> None:
     """SIGTERM during a step longer than SIGNOFF_DRAIN_SECONDS: the worker exits 4 on time."""
     env = signoff_env(sqlite_url, extra={"SIGNOFF_DRAIN_SECONDS": "0.5"})
     effects = tmp_path / "slow.txt"
     cli_ok(env, "db", "upgrade")
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
-        cli_ok(env, "start", "test.slow", "--input", json.dumps(
-            {"n": 1, "delay_ms": 60_000, "path": str(effects)}))
-        wait_until(lambda: lines(effects) == ["begin 1"], timeout=TIMEOUT_S,
-                   what="the long step under way", alive=worker)
+        cli_ok(
+            env,
+            "start",
+            "test.slow",
+            "--input",
+            json.dumps({"n": 1, "delay_ms": 60_000, "path": str(effects)}),
+        )
+        wait_until(
+            lambda: lines(effects) == ["begin 1"],
+            timeout=TIMEOUT_S,
+            what="the long step under way",
+            alive=worker,
+        )
 
         assert worker.stop(timeout=TIMEOUT_S) == 4, worker.output()
         assert "draining took too long; exiting" in worker.output()
 
 
 def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
-    tmp_path: Path, sqlite_url: str,
+    tmp_path: Path,
+    sqlite_url: str,
 ) -> None:
     """``serve --no-http --metrics-port`` reports its worker and scheduler loops."""
     env, port = signoff_env(sqlite_url), free_port()
     log = (tmp_path / "serve.log").open("w", encoding="utf-8")
-    process = subprocess.Popen([*signoff_command(), "serve", "--no-http", "--metrics-port",
-                                str(port)], env=env, cwd=tmp_path, stdout=log,
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [*signoff_command(), "serve", "--no-http", "--metrics-port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
+
         def ready() -> dict[str, Any] | None:
             assert process.poll() is None, (tmp_path / "serve.log").read_text()
             found = probe(port, "/readyz")
             return found[1] if found is not None and found[0] == 200 else None
 
         checks = wait_until(ready, timeout=TIMEOUT_S, what="/readyz")["checks"]
-        assert set(checks) == {"database", "migrations", "loop:worker", "loop:dispatch",
-                               "loop:approvals", "loop:wake", "loop:webhooks"}
+        assert set(checks) == {
+            "database",
+            "migrations",
+            "loop:worker",
+            "loop:dispatch",
+            "loop:approvals",
+            "loop:wake",
+            "loop:webhooks",
+        }
         assert sample(metrics(port), "signoff_database_up") == 1
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=TIMEOUT_S) == 0

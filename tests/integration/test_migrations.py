@@ -37,19 +37,22 @@ def empty_engine(
             engine.dispose()
         return
     name = f"signoff_migrations_{uuid.uuid4().hex[:10]}"
-    admin = make_url(pg_server_url).set(drivername="postgresql").render_as_string(
-        hide_password=False)
+    admin = (
+        make_url(pg_server_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    )
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     engine = build_engine(
-        make_url(pg_server_url).set(database=name).render_as_string(hide_password=False))
+        make_url(pg_server_url).set(database=name).render_as_string(hide_password=False)
+    )
     try:
         yield engine
     finally:
         engine.dispose()
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 def _differences(engine: Engine) -> list[Any]:
@@ -70,8 +73,10 @@ def _schema(engine: Engine) -> dict[str, Any]:
     inspector = inspect(engine)
     return {
         table: {
-            "columns": [(c["name"], repr(c["type"]), c["nullable"], c.get("default"))
-                        for c in inspector.get_columns(table)],
+            "columns": [
+                (c["name"], repr(c["type"]), c["nullable"], c.get("default"))
+                for c in inspector.get_columns(table)
+            ],
             "primary_key": inspector.get_pk_constraint(table),
             "foreign_keys": sorted(inspector.get_foreign_keys(table), key=repr),
             "indexes": sorted(inspector.get_indexes(table), key=repr),

@@ -35,10 +35,15 @@ def test_retries_continue_on_the_next_worker(
     starts them no earlier than due and completes the run."""
     out = tmp_path / "out.txt"
     run = database.runtime.start(
-        "test.retried", {"path": str(out), "retry_s": RETRY.total_seconds(), "failures": 2})
+        "test.retried", {"path": str(out), "retry_s": RETRY.total_seconds(), "failures": 2}
+    )
     with WorkerProcess(signoff_env(database.url), tmp_path / "first-worker.log") as first:
-        wait_until(lambda: database.store.list_attempts(run.id), timeout=20,
-                   what="attempt 1 to be recorded", alive=first)
+        wait_until(
+            lambda: database.store.list_attempts(run.id),
+            timeout=20,
+            what="attempt 1 to be recorded",
+            alive=first,
+        )
         stop(first)
     (failed,) = database.store.list_attempts(run.id)
     assert (failed.position, failed.attempt, lines(out)) == (0, 1, ["attempt 1"])
@@ -48,7 +53,9 @@ def test_retries_continue_on_the_next_worker(
     assert lines(out) == ["attempt 1", "attempt 2", "attempt 3"]
     attempts = database.store.list_attempts(run.id)
     assert [(a.attempt, a.error.message) for a in attempts] == [
-        (1, "attempt 1 fails"), (2, "attempt 2 fails")]
+        (1, "attempt 1 fails"),
+        (2, "attempt 2 fails"),
+    ]
     (step,) = database.store.load_journal(run.id)
     assert step.attempts == 3
     assert step.started_at >= failed.at + RETRY, "attempt 2 started before it was due"

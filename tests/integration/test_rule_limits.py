@@ -27,8 +27,16 @@ def issue_refund(order_id: str, amount_cents: int) -> str:
 
 
 def _rules(round_no: int) -> Rules:
-    return Rules.parse([{"id": f"one-an-hour-{round_no}", "tool": "issue_refund",
-                         "action": "auto_approve", "limits": {"per_hour": 1}}])
+    return Rules.parse(
+        [
+            {
+                "id": f"one-an-hour-{round_no}",
+                "tool": "issue_refund",
+                "action": "auto_approve",
+                "limits": {"per_hour": 1},
+            }
+        ]
+    )
 
 
 @pytest.fixture
@@ -52,13 +60,19 @@ def _race(services: list[Approvals], runs: list[str], now: datetime) -> list[App
 
     def ask(service: Approvals, run_id: str) -> None:
         start.wait(timeout=30)
-        got.append(service.request(
-            run_id=run_id, position=1, tool=issue_refund,
-            args={"order_id": run_id, "amount_cents": 100},
-            policy=POLICY.snapshot({}), requester=Actor(user_id="U_REQ"), now=now))
+        got.append(
+            service.request(
+                run_id=run_id,
+                position=1,
+                tool=issue_refund,
+                args={"order_id": run_id, "amount_cents": 100},
+                policy=POLICY.snapshot({}),
+                requester=Actor(user_id="U_REQ"),
+                now=now,
+            )
+        )
 
-    threads = [threading.Thread(target=ask, args=pair)
-               for pair in zip(services, runs, strict=True)]
+    threads = [threading.Thread(target=ask, args=pair) for pair in zip(services, runs, strict=True)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -67,14 +81,14 @@ def _race(services: list[Approvals], runs: list[str], now: datetime) -> list[App
 
 
 def test_two_requesters_racing_a_limit_of_one_get_one_auto_approval(
-        pg_store: SqlStore, second_engine: SqlStore) -> None:
+    pg_store: SqlStore, second_engine: SqlStore
+) -> None:
     """In every round, exactly one of two simultaneous requests is approved by the rule."""
     now = datetime.now(UTC)
     for round_no in range(ROUNDS):
         rules = _rules(round_no)
         services = [_service(pg_store, rules), _service(second_engine, rules)]
-        runs: list[str] = [pg_store.create_run(new_run_id(), "wf", None, now).id
-                           for _ in services]
+        runs: list[str] = [pg_store.create_run(new_run_id(), "wf", None, now).id for _ in services]
         got = _race(services, runs, now)
         assert sorted(a.status for a in got) == [ApprovalStatus.APPROVED, ApprovalStatus.PENDING]
     entries, head = SqlApprovalStore(pg_store.engine).audit_log()

@@ -83,8 +83,9 @@ class ServeProcess(BotInstance):
     read-only view of the shared database built in the test process (for ``decision``).
     """
 
-    def __init__(self, world: SlackWorld, name: str, services: Services, env: dict[str, str],
-                 *args: str) -> None:
+    def __init__(
+        self, world: SlackWorld, name: str, services: Services, env: dict[str, str], *args: str
+    ) -> None:
         self.world = world
         self.name = name
         self.services = services
@@ -97,8 +98,12 @@ class ServeProcess(BotInstance):
         self.log = world.tmp_path / f"serve-{name}.log"
         self._log = self.log.open("w", encoding="utf-8")
         self.process = subprocess.Popen(
-            [*signoff_command(), "serve", *args], env={**env, "SIGNOFF_PORT": str(self.port)},
-            cwd=world.tmp_path, stdout=self._log, stderr=subprocess.STDOUT)
+            [*signoff_command(), "serve", *args],
+            env={**env, "SIGNOFF_PORT": str(self.port)},
+            cwd=world.tmp_path,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
 
     def wait_healthy(self) -> None:
         """Wait until ``/healthz`` answers 200 (the process fails the test if it exits)."""
@@ -111,8 +116,9 @@ class ServeProcess(BotInstance):
             except requests.RequestException:
                 pass
             if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name} not healthy after {START_TIMEOUT_S:g}s:\n"
-                                     f"{self.output()}")
+                raise AssertionError(
+                    f"{self.name} not healthy after {START_TIMEOUT_S:g}s:\n{self.output()}"
+                )
             time.sleep(0.05)
 
     def assert_alive(self) -> None:
@@ -152,15 +158,19 @@ class Cluster:
     def __init__(self, world: SlackWorld, pg_url: str) -> None:
         self.world = world
         self.reader = build_services(world.settings(), migrate=False)
-        self.env = signoff_env(pg_url, lease_ttl=LEASE_TTL_S, poll_interval=POLL_INTERVAL_S,
-                               extra={
-                                   "SIGNOFF_APPROVERS": ",".join(world.approvers),
-                                   "SIGNOFF_DEMO_PROVIDER_URL": world.provider.url,
-                                   "SIGNOFF_SLACK_API_URL": world.slack.api_url,
-                                   "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
-                                   "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-                                   **UNPACED,
-                               })
+        self.env = signoff_env(
+            pg_url,
+            lease_ttl=LEASE_TTL_S,
+            poll_interval=POLL_INTERVAL_S,
+            extra={
+                "SIGNOFF_APPROVERS": ",".join(world.approvers),
+                "SIGNOFF_DEMO_PROVIDER_URL": world.provider.url,
+                "SIGNOFF_SLACK_API_URL": world.slack.api_url,
+                "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
+                "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                **UNPACED,
+            },
+        )
         self.processes: list[ServeProcess] = []
 
     def start(self, *names: str) -> list[ServeProcess]:
@@ -171,8 +181,9 @@ class Cluster:
             process.wait_healthy()
         return started
 
-    def wait(self, probe: Callable[[], T | None], *, what: str,
-             timeout: float = WAIT_TIMEOUT_S) -> T:
+    def wait(
+        self, probe: Callable[[], T | None], *, what: str, timeout: float = WAIT_TIMEOUT_S
+    ) -> T:
         """Poll ``probe`` until truthy; fail with the database and the logs after ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:
@@ -180,10 +191,13 @@ class Cluster:
             if value:
                 return value
             if time.monotonic() > deadline:
-                logs = "\n".join(f"--- serve {p.name} (exit {p.process.poll()}):\n{p.output()}"
-                                 for p in self.processes)
-                raise AssertionError(f"timed out after {timeout:g}s waiting for {what}\n"
-                                     f"{self.snapshot()}\n{logs}")
+                logs = "\n".join(
+                    f"--- serve {p.name} (exit {p.process.poll()}):\n{p.output()}"
+                    for p in self.processes
+                )
+                raise AssertionError(
+                    f"timed out after {timeout:g}s waiting for {what}\n{self.snapshot()}\n{logs}"
+                )
             time.sleep(0.02)
 
     def snapshot(self) -> str:
@@ -191,25 +205,33 @@ class Cluster:
         runs, steps, events = models.runs, models.steps, models.events
         approvals, outbox = models.approvals, models.outbox
         with self.reader.store.engine.connect() as conn:
-            found = [f"run {r.id} {r.status} due={r.due_at} wait={r.wait_key} "
-                     f"owner={r.lease_owner} fence={r.fence}"
-                     for r in conn.execute(select(runs))]
-            found += [f"  step {s.run_id[:8]} #{s.position} {s.kind} {s.name}"
-                      for s in conn.execute(select(steps).order_by(steps.c.run_id,
-                                                                   steps.c.position))]
+            found = [
+                f"run {r.id} {r.status} due={r.due_at} wait={r.wait_key} "
+                f"owner={r.lease_owner} fence={r.fence}"
+                for r in conn.execute(select(runs))
+            ]
+            found += [
+                f"  step {s.run_id[:8]} #{s.position} {s.kind} {s.name}"
+                for s in conn.execute(select(steps).order_by(steps.c.run_id, steps.c.position))
+            ]
             found += [f"  event {e.run_id[:8]} {e.key}" for e in conn.execute(select(events))]
-            found += [f"  approval {a.id} {a.tool} {a.status} v{a.version} "
-                      f"consumed={a.consumed_by}" for a in conn.execute(select(approvals))]
-            found += [f"  notice {o.id} {o.key} {o.status} attempts={o.attempts} "
-                      f"next={o.next_at} claimed={o.claimed_by}/{o.claimed_until} "
-                      f"error={o.last_error}"
-                      for o in conn.execute(select(outbox).where(outbox.c.status != "sent"))]
+            found += [
+                f"  approval {a.id} {a.tool} {a.status} v{a.version} consumed={a.consumed_by}"
+                for a in conn.execute(select(approvals))
+            ]
+            found += [
+                f"  notice {o.id} {o.key} {o.status} attempts={o.attempts} "
+                f"next={o.next_at} claimed={o.claimed_by}/{o.claimed_until} "
+                f"error={o.last_error}"
+                for o in conn.execute(select(outbox).where(outbox.c.status != "sent"))
+            ]
         return "\n".join(found)
 
     def new_ephemerals(self, user: str, seen: int) -> list[str]:
         """Wait for ephemeral messages to ``user`` beyond the first ``seen``; return them."""
-        return self.wait(lambda: self.world.ephemerals(user)[seen:],
-                         what=f"an ephemeral message to {user}")
+        return self.wait(
+            lambda: self.world.ephemerals(user)[seen:], what=f"an ephemeral message to {user}"
+        )
 
     def close(self) -> None:
         """Kill every process, then release the reader's connections."""
@@ -233,10 +255,14 @@ class Cluster:
 
     def waiting_with_cards(self, run_id: RunId) -> dict[str, Approval]:
         """Wait until the run waits on its two approvals and every notice is out in Slack."""
+
         def probe() -> dict[str, Approval] | None:
             found = approvals_of_reader(self, run_id)
-            if (self.status(run_id) != RunStatus.WAITING or sorted(found) != list(TOOLS)
-                    or not self.outbox_quiet()):
+            if (
+                self.status(run_id) != RunStatus.WAITING
+                or sorted(found) != list(TOOLS)
+                or not self.outbox_quiet()
+            ):
                 return None
             return found
 
@@ -244,8 +270,13 @@ class Cluster:
 
     def completed(self, run_id: RunId) -> None:
         """Wait until the run completed and all its messages (the final answer too) are out."""
-        self.wait(lambda: self.status(run_id) in (RunStatus.COMPLETED, RunStatus.FAILED)
-                  and self.outbox_quiet(), what=f"run {run_id} to finish with notices delivered")
+        self.wait(
+            lambda: (
+                self.status(run_id) in (RunStatus.COMPLETED, RunStatus.FAILED)
+                and self.outbox_quiet()
+            ),
+            what=f"run {run_id} to finish with notices delivered",
+        )
         run = self.reader.runtime.get(run_id)
         assert run.status == RunStatus.COMPLETED, (run.status, run.error)
 
@@ -285,8 +316,6 @@ def acked(ack: Ack) -> Ack:
     return ack
 
 
-
-
 def approve_in_turn(front: ServeProcess, approvals: dict[str, Approval]) -> None:
     """Click Approve on each card through ``front``, the next as soon as the last is decided.
 
@@ -300,9 +329,10 @@ def approve_in_turn(front: ServeProcess, approvals: dict[str, Approval]) -> None
 
 def cards_of(world: SlackWorld, approval_id: str) -> list[Message]:
     """Return the approval's card in the thread and in each approver's DM."""
-    return [world.card(approval_id),
-            *(world.card(approval_id, channel=world.dm(user)[0].channel)
-              for user in world.approvers)]
+    return [
+        world.card(approval_id),
+        *(world.card(approval_id, channel=world.dm(user)[0].channel) for user in world.approvers),
+    ]
 
 
 def assert_each_card_updated_once(world: SlackWorld, approvals: list[Approval]) -> None:
@@ -311,8 +341,9 @@ def assert_each_card_updated_once(world: SlackWorld, approvals: list[Approval]) 
     cards = [card for a in approvals for card in cards_of(world, a.id)]
     assert len(cards) == 3 * len(approvals)
     roots = {(root.channel, root.ts) for root in world.roots()}
-    updates = Counter((str(c.params["channel"]), str(c.params["ts"]))
-                      for c in world.successful("chat.update"))
+    updates = Counter(
+        (str(c.params["channel"]), str(c.params["ts"])) for c in world.successful("chat.update")
+    )
     updates = Counter({where: n for where, n in updates.items() if where not in roots})
     assert updates == Counter({(card.channel, card.ts): 1 for card in cards}), updates
     for card in cards:
@@ -330,12 +361,18 @@ def late_line(verb: str, approval: Approval) -> str:
     """What a late clicker is told: who decided and when."""
     assert approval.decided_by is not None
     assert approval.decided_at is not None
-    return (f"already {verb} by {approval.decided_by.name} at "
-            f"{approval.decided_at:%Y-%m-%d %H:%M} UTC")
+    return (
+        f"already {verb} by {approval.decided_by.name} at {approval.decided_at:%Y-%m-%d %H:%M} UTC"
+    )
 
 
-UNTIL_WAITING = ["plan:lookup", "result:lookup_order", "plan:refund+email",
-                 "card:issue_refund", "card:send_email"]
+UNTIL_WAITING = [
+    "plan:lookup",
+    "result:lookup_order",
+    "plan:refund+email",
+    "card:issue_refund",
+    "card:send_email",
+]
 """A demo run's thread up to its two approval cards."""
 
 
@@ -343,8 +380,10 @@ def assert_completed_story(shape: list[str]) -> None:
     """The thread of a demo run approved refund first: the refund runs as soon as it is
     approved, so its result may come before or after the email's decision."""
     assert shape[:6] == [*UNTIL_WAITING, "decided:issue_refund"], shape
-    assert shape[6:8] in (["decided:send_email", "result:issue_refund"],
-                          ["result:issue_refund", "decided:send_email"]), shape
+    assert shape[6:8] in (
+        ["decided:send_email", "result:issue_refund"],
+        ["result:issue_refund", "decided:send_email"],
+    ), shape
     assert shape[8:] == ["result:send_email", "done"], shape
 
 
@@ -363,10 +402,13 @@ def thread_shape(world: SlackWorld, run_id: str) -> list[str]:
             shapes.append("decided:" + text.split("*")[1])
         elif text == f"✅ *Done:* {ANSWER}":
             shapes.append("done")
-        elif any(b.get("block_id", "").startswith("approval:") for b in reply.blocks or []) \
-                or reply.edits:
-            tool = next(t for t in TOOLS if t in (reply.edits[0].text if reply.edits
-                                                  else reply.text))
+        elif (
+            any(b.get("block_id", "").startswith("approval:") for b in reply.blocks or [])
+            or reply.edits
+        ):
+            tool = next(
+                t for t in TOOLS if t in (reply.edits[0].text if reply.edits else reply.text)
+            )
             shapes.append("card:" + tool)
         else:
             shapes.append("?" + text[:80])
@@ -391,8 +433,9 @@ def test_command_on_a_clicks_on_b_and_the_thread_holds_each_message_once_in_orde
     cluster.completed(run_id)
 
     decided = approvals_of_reader(cluster, run_id)
-    assert all(d.decided_by is not None and d.decided_by.user_id == APPROVER
-               for d in decided.values())
+    assert all(
+        d.decided_by is not None and d.decided_by.user_id == APPROVER for d in decided.values()
+    )
     root = world.root_of(run_id)
     assert root.text.splitlines()[0] == f"<@U_REQ> started a run of demo: {TASK}"
     assert_completed_story(thread_shape(world, run_id))
@@ -427,8 +470,10 @@ def test_simultaneous_decisions_on_a_and_b_record_exactly_one_and_tell_the_loser
 
         card = world.card(refund.id)
         seen = {user: len(world.ephemerals(user)) for user in world.approvers}
-        acks = race((dana_on, dana_on.click_body(APPROVER, APPROVE, card)[0]),
-                    (erin_on, erin_on.click_body(SECOND_APPROVER, APPROVE, card)[0]))
+        acks = race(
+            (dana_on, dana_on.click_body(APPROVER, APPROVE, card)[0]),
+            (erin_on, erin_on.click_body(SECOND_APPROVER, APPROVE, card)[0]),
+        )
         assert [acked(x).body for x in acks] == ["", ""]
         now = dana_on.decision(refund.id)
         assert now.status == ApprovalStatus.APPROVED
@@ -442,19 +487,22 @@ def test_simultaneous_decisions_on_a_and_b_record_exactly_one_and_tell_the_loser
         seen = {user: len(world.ephemerals(user)) for user in world.approvers}
         approve, reject = race(
             (dana_on, dana_on.click_body(APPROVER, APPROVE, card)[0]),
-            (erin_on, erin_on.submit_body(SECOND_APPROVER, modal, "Not this week")))
+            (erin_on, erin_on.submit_body(SECOND_APPROVER, modal, "Not this week")),
+        )
         assert acked(approve).body == ""
         now = dana_on.decision(email.id)
         if now.status == ApprovalStatus.REJECTED:
             assert acked(reject).body == "", "the rejection won: the modal closes"
-            assert cluster.new_ephemerals(APPROVER, seen[APPROVER]) == [
-                late_line("rejected", now)]
+            assert cluster.new_ephemerals(APPROVER, seen[APPROVER]) == [late_line("rejected", now)]
         else:
             assert now.status == ApprovalStatus.APPROVED
-            assert acked(reject).json() == {"response_action": "errors",
-                                            "errors": {"reason": late_line("approved", now)}}
-        assert world.ephemerals(SECOND_APPROVER)[seen[SECOND_APPROVER]:] == [], \
+            assert acked(reject).json() == {
+                "response_action": "errors",
+                "errors": {"reason": late_line("approved", now)},
+            }
+        assert world.ephemerals(SECOND_APPROVER)[seen[SECOND_APPROVER] :] == [], (
             "a losing Reject is told in its modal, not by an ephemeral"
+        )
 
     for run_id in run_ids:
         cluster.completed(run_id)
@@ -506,16 +554,18 @@ def test_an_event_committed_while_its_run_suspends_wakes_the_run(pg_url: str) ->
     try:
         run_id = RunId(uuid.uuid4().hex)
         store.create_run(run_id, "demo.steps", {}, clock.now())
-        [(_, lease)] = store.claim_runs("worker-1", limit=1, now=clock.now(),
-                                        expires_at=clock.now() + timedelta(seconds=30))
+        [(_, lease)] = store.claim_runs(
+            "worker-1", limit=1, now=clock.now(), expires_at=clock.now() + timedelta(seconds=30)
+        )
         key = "approval:race"
         with store.engine.connect() as decider:
             # a decision delivers the event while the run still runs, not yet committed ...
             with decider.begin():
                 deliver(decider, run_id, key, {"by": "dana"}, clock.now(), strict=False)
                 # ... the worker reaches wait_for(key) and suspends the run meanwhile ...
-                suspending = threading.Thread(target=store.suspend, args=(
-                    lease, Wait(wake_at=None, key=key), clock.now()))
+                suspending = threading.Thread(
+                    target=store.suspend, args=(lease, Wait(wake_at=None, key=key), clock.now())
+                )
                 suspending.start()
                 suspending.join(timeout=1.0)
             # ... and then the decision commits
@@ -524,6 +574,7 @@ def test_an_event_committed_while_its_run_suspends_wakes_the_run(pg_url: str) ->
         assert store.get_event(run_id, key) is not None
         run = store.get_run(run_id)
         assert run.status == RunStatus.PENDING, (
-            f"the event is delivered but the run is {run.status.value}, waiting for {run.wait_key}")
+            f"the event is delivered but the run is {run.status.value}, waiting for {run.wait_key}"
+        )
     finally:
         store.engine.dispose()

@@ -53,9 +53,11 @@ def start(cluster: Cluster, name: str, **extra: str) -> ServeProcess:
     return process
 
 
-def readiness(cluster: Cluster, process: ServeProcess, status: int,
-              failing: str | None = None) -> dict[str, Any]:
+def readiness(
+    cluster: Cluster, process: ServeProcess, status: int, failing: str | None = None
+) -> dict[str, Any]:
     """Wait until ``/readyz`` answers ``status`` (naming ``failing``); return its body."""
+
     def check() -> dict[str, Any] | None:
         found = probe(process.port, "/readyz")
         if found is None or found[0] != status:
@@ -79,7 +81,8 @@ def test_readyz_and_metrics_report_the_database_the_loops_and_a_whole_flow(
     body = readiness(cluster, a, 200)
     assert (body["status"], body["failing"]) == ("ok", [])
     assert {k: body["checks"][k] for k in ("database", "migrations", *LOOPS)} == dict.fromkeys(
-        ("database", "migrations", *LOOPS), "ok")
+        ("database", "migrations", *LOOPS), "ok"
+    )
     world.workspace.rate_limit("chat.postMessage", times=1)
     world.workspace.fail("chat.postMessage", "internal_error", times=1)
 
@@ -97,10 +100,21 @@ def test_readyz_and_metrics_report_the_database_the_loops_and_a_whole_flow(
     assert sample(found, "signoff_outbox_notices", status="pending") == 0
     assert sample(found, "signoff_outbox_notices", status="dead") == 0
     assert sample(found, "signoff_outbox_delivery_lag_seconds") == 0
-    assert sample(found, "signoff_slack_api_errors_total", method="chat.postMessage",
-                  error="ratelimited") == 1
-    assert sample(found, "signoff_slack_api_errors_total", method="chat.postMessage",
-                  error="internal_error") == 1
+    assert (
+        sample(
+            found, "signoff_slack_api_errors_total", method="chat.postMessage", error="ratelimited"
+        )
+        == 1
+    )
+    assert (
+        sample(
+            found,
+            "signoff_slack_api_errors_total",
+            method="chat.postMessage",
+            error="internal_error",
+        )
+        == 1
+    )
     assert sample(found, "signoff_slack_rate_limited_total", method="chat.postMessage") == 1
     assert (sample(found, "signoff_steps_committed_total", kind="step") or 0) > 0
     assert (sample(found, "signoff_step_duration_seconds_count", kind="step") or 0) > 0
@@ -116,8 +130,14 @@ def test_readyz_and_metrics_report_the_database_the_loops_and_a_whole_flow(
 def test_json_logs_of_a_slack_flow_parse_and_never_show_a_secret(cluster: Cluster) -> None:
     """With SIGNOFF_LOG_FORMAT=json every line is a JSON record and no secret appears."""
     world = cluster.world
-    a = start(cluster, "A", SIGNOFF_LOG_FORMAT="json", SIGNOFF_AUDIT_KEYS=f"k1:{AUDIT_SECRET}",
-              SIGNOFF_MODEL_API_KEY=MODEL_KEY, SLACK_APP_TOKEN=APP_TOKEN)
+    a = start(
+        cluster,
+        "A",
+        SIGNOFF_LOG_FORMAT="json",
+        SIGNOFF_AUDIT_KEYS=f"k1:{AUDIT_SECRET}",
+        SIGNOFF_MODEL_API_KEY=MODEL_KEY,
+        SLACK_APP_TOKEN=APP_TOKEN,
+    )
     world.workspace.fail("chat.postMessage", "internal_error", times=1)  # a warning with run_id
 
     run_id = run_id_of(acked(a.command(TASK)))
@@ -137,12 +157,18 @@ def test_json_logs_of_a_slack_flow_parse_and_never_show_a_secret(cluster: Cluste
 
 
 def test_a_stuck_worker_loop_fails_readyz_then_ends_the_process(
-    cluster: Cluster, tmp_path: Path,
+    cluster: Cluster,
+    tmp_path: Path,
 ) -> None:
     """A worker loop that stops going round: /readyz names it, then the process exits 3."""
     switch = tmp_path / "hang-claims"
-    a = start(cluster, "A", SIGNOFF_LOOP_STALL_SECONDS="1", SIGNOFF_LOOP_EXIT_SECONDS="4",
-              **{CLAIM_FAULT_ENV: "hang", CLAIM_FAULT_FILE_ENV: str(switch)})
+    a = start(
+        cluster,
+        "A",
+        SIGNOFF_LOOP_STALL_SECONDS="1",
+        SIGNOFF_LOOP_EXIT_SECONDS="4",
+        **{CLAIM_FAULT_ENV: "hang", CLAIM_FAULT_FILE_ENV: str(switch)},
+    )
     readiness(cluster, a, 200)
 
     switch.touch()
@@ -156,14 +182,20 @@ def test_a_stuck_worker_loop_fails_readyz_then_ends_the_process(
 
 
 def test_an_unexpected_error_in_the_worker_loop_is_logged_and_the_loop_goes_on(
-    cluster: Cluster, tmp_path: Path,
+    cluster: Cluster,
+    tmp_path: Path,
 ) -> None:
     """A surprise in the claim loop is logged with its traceback; the worker then runs a run."""
     switch = tmp_path / "fail-claims"
     switch.touch()
     a = start(cluster, "A", **{CLAIM_FAULT_ENV: "raise", CLAIM_FAULT_FILE_ENV: str(switch)})
-    cluster.wait(lambda: "RuntimeError: injected claim failure" in a.output()
-                 and "worker round failed" in a.output(), what="the failure logged")
+    cluster.wait(
+        lambda: (
+            "RuntimeError: injected claim failure" in a.output()
+            and "worker round failed" in a.output()
+        ),
+        what="the failure logged",
+    )
     assert "Traceback" in a.output()
 
     switch.unlink()
@@ -175,7 +207,8 @@ def test_an_unexpected_error_in_the_worker_loop_is_logged_and_the_loop_goes_on(
 
 
 def test_sigterm_lets_the_step_in_flight_finish_and_the_run_resume_elsewhere(
-    cluster: Cluster, tmp_path: Path,
+    cluster: Cluster,
+    tmp_path: Path,
 ) -> None:
     """SIGTERM mid-step: exit 0, the step completes and commits, the run is released, B ends it."""
     a = start(cluster, "A")
@@ -188,10 +221,16 @@ def test_sigterm_lets_the_step_in_flight_finish_and_the_run_resume_elsewhere(
     assert exit_code(a) == 0, a.output()
     assert lines(effects) == ["begin 1", "end 1"]
     with cluster.reader.store.engine.connect() as conn:
-        status, owner = conn.execute(select(models.runs.c.status, models.runs.c.lease_owner)
-                                     .where(models.runs.c.id == run_id)).one()
-        journal = conn.execute(select(models.steps.c.name)
-                               .where(models.steps.c.run_id == run_id)).scalars().all()
+        status, owner = conn.execute(
+            select(models.runs.c.status, models.runs.c.lease_owner).where(
+                models.runs.c.id == run_id
+            )
+        ).one()
+        journal = (
+            conn.execute(select(models.steps.c.name).where(models.steps.c.run_id == run_id))
+            .scalars()
+            .all()
+        )
     assert (status, owner, list(journal)) == ("pending", None, ["step 1"])
     start(cluster, "B")
     cluster.wait(lambda: cluster.status(run_id) == RunStatus.COMPLETED, what="B to finish it")
@@ -207,14 +246,18 @@ def test_sigterm_waits_for_the_slack_call_in_flight_and_records_it(cluster: Clus
     cluster.wait(lambda: world.workspace.calls("chat.postMessage"), what="a post in flight")
 
     a.process.send_signal(signal.SIGTERM)
-    cluster.wait(lambda: "draining" in a.output() or a.process.poll() is not None,
-                 what="the drain to begin")
+    cluster.wait(
+        lambda: "draining" in a.output() or a.process.poll() is not None, what="the drain to begin"
+    )
     world.workspace.release_answers("chat.postMessage")
 
     assert exit_code(a) == 0, a.output()
     with cluster.reader.store.engine.connect() as conn:
-        root = conn.execute(select(models.outbox.c.status, models.outbox.c.sending_at)
-                            .where(models.outbox.c.key == root_key(run_id))).one()
+        root = conn.execute(
+            select(models.outbox.c.status, models.outbox.c.sending_at).where(
+                models.outbox.c.key == root_key(run_id)
+            )
+        ).one()
     assert (root.status, root.sending_at) == ("sent", None)
 
 

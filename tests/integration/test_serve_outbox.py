@@ -54,11 +54,14 @@ def cluster(tmp_path: Path, pg_url: str) -> Iterator[Cluster]:
             built.world.workspace.release_answers("chat.postMessage")
 
 
-def start(cluster: Cluster, *names: str, claim_s: float, backoff_cap_s: float = 1.0
-          ) -> list[ServeProcess]:
+def start(
+    cluster: Cluster, *names: str, claim_s: float, backoff_cap_s: float = 1.0
+) -> list[ServeProcess]:
     """Start serve processes with a claim of ``claim_s`` and backoff capped at ``backoff_cap_s``."""
-    cluster.env.update(SIGNOFF_OUTBOX_CLAIM_SECONDS=str(claim_s),
-                       SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS=str(backoff_cap_s))
+    cluster.env.update(
+        SIGNOFF_OUTBOX_CLAIM_SECONDS=str(claim_s),
+        SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS=str(backoff_cap_s),
+    )
     return cluster.start(*names)
 
 
@@ -71,8 +74,9 @@ def most_attempts(cluster: Cluster) -> int:
 def any_dead(cluster: Cluster) -> bool:
     """Tell whether any notice was given up."""
     with cluster.reader.store.engine.connect() as conn:
-        return bool(conn.execute(select(func.count()).where(
-            models.outbox.c.status == "dead")).scalar())
+        return bool(
+            conn.execute(select(func.count()).where(models.outbox.c.status == "dead")).scalar()
+        )
 
 
 def status_is(cluster: Cluster, run_id: RunId, *statuses: RunStatus) -> bool:
@@ -85,9 +89,14 @@ def terminate_connections(database_url: str) -> int:
     engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
     try:
         with engine.begin() as conn:
-            return len(conn.execute(text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()")).all())
+            return len(
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                ).all()
+            )
     finally:
         engine.dispose()
 
@@ -104,12 +113,20 @@ def test_a_slack_outage_loses_no_message_and_leaves_no_stale_card(cluster: Clust
     world.slack.go_offline()
     started = [run_id_of(acked(front.command(TASK))) for front in (a, b)]
     approve_in_turn(b, approvals)
-    cluster.wait(lambda: status_is(cluster, decided, RunStatus.COMPLETED) and all(
-        status_is(cluster, r, RunStatus.WAITING) for r in started), what="runs moving offline")
+    cluster.wait(
+        lambda: (
+            status_is(cluster, decided, RunStatus.COMPLETED)
+            and all(status_is(cluster, r, RunStatus.WAITING) for r in started)
+        ),
+        what="runs moving offline",
+    )
     world.slack.go_online()
     world.workspace.rate_limit_for(600, retry_after=1)
-    cluster.wait(lambda: most_attempts(cluster) > MAIN_MAX_ATTEMPTS or any_dead(cluster),
-                 what="a notice retried past the old attempt limit", timeout=60)
+    cluster.wait(
+        lambda: most_attempts(cluster) > MAIN_MAX_ATTEMPTS or any_dead(cluster),
+        what="a notice retried past the old attempt limit",
+        timeout=60,
+    )
     world.workspace.rate_limit_for(0)
 
     cluster.completed(decided)
@@ -133,9 +150,14 @@ def test_slow_slack_never_gets_a_message_from_two_dispatchers(cluster: Cluster) 
     a, b = start(cluster, "A", "B", claim_s=4)
     world.workspace.slow_down(0.6)
     run_ids = [run_id_of(acked(front.command(TASK))) for front in (a, b)]
-    cluster.wait(lambda: cluster.outbox_quiet() and all(
-        status_is(cluster, r, RunStatus.WAITING) for r in run_ids),
-        what="both runs waiting with their notices out", timeout=90)
+    cluster.wait(
+        lambda: (
+            cluster.outbox_quiet()
+            and all(status_is(cluster, r, RunStatus.WAITING) for r in run_ids)
+        ),
+        what="both runs waiting with their notices out",
+        timeout=90,
+    )
     world.workspace.slow_down(0)
 
     assert_posted_once(world)
@@ -145,7 +167,8 @@ def test_slow_slack_never_gets_a_message_from_two_dispatchers(cluster: Cluster) 
             for user in world.approvers:
                 world.card(approval.id, channel=world.dm(user)[0].channel)
     assert len(world.successful("chat.postMessage")) == len(run_ids) * (
-        1 + len(UNTIL_WAITING) + len(TOOLS) * len(world.approvers))
+        1 + len(UNTIL_WAITING) + len(TOOLS) * len(world.approvers)
+    )
 
 
 def test_a_dropped_database_connection_after_slack_accepted_a_post_does_not_repeat_it(

@@ -77,9 +77,12 @@ def general(slack: RunningSlackApi) -> str:
 
 def modal(title: str = "Approve", **extra: Any) -> dict[str, Any]:
     """Return a minimal valid modal view."""
-    return {"type": "modal", "title": {"type": "plain_text", "text": title},
-            "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "Refund?"}}],
-            **extra}
+    return {
+        "type": "modal",
+        "title": {"type": "plain_text", "text": title},
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "Refund?"}}],
+        **extra,
+    }
 
 
 def section(text: str) -> dict[str, Any]:
@@ -109,8 +112,9 @@ def test_bolt_app_verifies_its_token_against_the_local_api(client: WebClient) ->
 
 def test_post_message_stores_text_and_blocks(slack: RunningSlackApi, client: WebClient) -> None:
     """chat.postMessage returns channel, ts and message, and the workspace holds the message."""
-    answer = client.chat_postMessage(channel="#general", text="Refund 49.99?",
-                                     blocks=[section("*Refund* 49.99?")])
+    answer = client.chat_postMessage(
+        channel="#general", text="Refund 49.99?", blocks=[section("*Refund* 49.99?")]
+    )
     channel = general(slack)
     assert answer["channel"] == channel
     assert TS_RE.match(answer["ts"])
@@ -142,13 +146,18 @@ def test_thread_replies_stay_in_their_thread(slack: RunningSlackApi, client: Web
     parent = client.chat_postMessage(channel=channel, text="Approval needed")["ts"]
     first = client.chat_postMessage(channel=channel, text="step 1", thread_ts=parent)
     nested = client.chat_postMessage(channel=channel, text="step 2", thread_ts=first["ts"])
-    broadcast = client.chat_postMessage(channel=channel, text="done", thread_ts=parent,
-                                        reply_broadcast=True)
+    broadcast = client.chat_postMessage(
+        channel=channel, text="done", thread_ts=parent, reply_broadcast=True
+    )
     assert first["message"]["thread_ts"] == parent
     assert nested["message"]["thread_ts"] == parent
     ws = slack.workspace
     assert [m.text for m in ws.thread(channel, parent)] == [
-        "Approval needed", "step 1", "step 2", "done"]
+        "Approval needed",
+        "step 1",
+        "step 2",
+        "done",
+    ]
     assert [m.text for m in ws.messages(channel, thread_ts=parent)] == ["step 1", "step 2", "done"]
     assert [m.ts for m in ws.messages(channel)] == [parent, broadcast["ts"]]
 
@@ -168,11 +177,14 @@ def test_update_replaces_content_and_keeps_history(
     slack: RunningSlackApi, client: WebClient, clock: FakeClock
 ) -> None:
     """chat.update edits in place; the earlier version is kept in the edit history."""
-    posted = client.chat_postMessage(channel="general", text="Waiting",
-                                     blocks=[section("Waiting")])
+    posted = client.chat_postMessage(channel="general", text="Waiting", blocks=[section("Waiting")])
     clock.now += 5
-    answer = client.chat_update(channel=posted["channel"], ts=posted["ts"], text="Approved",
-                                blocks=[section(":white_check_mark: Approved")])
+    answer = client.chat_update(
+        channel=posted["channel"],
+        ts=posted["ts"],
+        text="Approved",
+        blocks=[section(":white_check_mark: Approved")],
+    )
     assert answer["ts"] == posted["ts"]
     assert answer["message"]["edited"]["ts"].startswith("1732900005.")
     stored = slack.workspace.find_message(posted["channel"], posted["ts"])
@@ -201,8 +213,9 @@ def test_ephemeral_message_is_shown_to_one_user(
 ) -> None:
     """chat.postEphemeral returns message_ts and records the message for that user only."""
     channel = general(slack)
-    answer = client.chat_postEphemeral(channel=channel, user=dana.id, text="Only you",
-                                       blocks=[section("Only you")])
+    answer = client.chat_postEphemeral(
+        channel=channel, user=dana.id, text="Only you", blocks=[section("Only you")]
+    )
     assert TS_RE.match(answer["message_ts"])
     [shown] = slack.workspace.ephemerals(channel, user=dana.id)
     assert (shown.text, shown.message_ts) == ("Only you", answer["message_ts"])
@@ -220,9 +233,7 @@ def test_ephemeral_to_someone_outside_the_channel_is_refused(
     assert api_error(exc) == "user_not_in_channel"
 
 
-def test_dm_via_conversations_open(
-    slack: RunningSlackApi, client: WebClient, dana: User
-) -> None:
+def test_dm_via_conversations_open(slack: RunningSlackApi, client: WebClient, dana: User) -> None:
     """conversations.open gives a stable IM id per user; messages posted there land in it."""
     first = client.conversations_open(users=dana.id)
     again = client.conversations_open(users=[dana.id])
@@ -250,8 +261,10 @@ def test_users_info_and_permalink(slack: RunningSlackApi, client: WebClient, dan
     parent = client.chat_postMessage(channel=channel, text="p")["ts"]
     reply = client.chat_postMessage(channel=channel, text="r", thread_ts=parent)["ts"]
     link = client.chat_getPermalink(channel=channel, message_ts=reply)["permalink"]
-    assert link == (f"https://signoff-sandbox.slack.com/archives/{channel}/"
-                    f"p{reply.replace('.', '')}?thread_ts={parent}&cid={channel}")
+    assert link == (
+        f"https://signoff-sandbox.slack.com/archives/{channel}/"
+        f"p{reply.replace('.', '')}?thread_ts={parent}&cid={channel}"
+    )
     with pytest.raises(SlackApiError) as exc:
         client.users_info(user="U0NOBODY")
     assert api_error(exc) == "user_not_found"
@@ -262,8 +275,9 @@ def test_views_open_with_a_fresh_trigger(
 ) -> None:
     """views.open exchanges a trigger and answers with the view, its id and hash."""
     trigger = slack.workspace.issue_trigger(dana.id)
-    view = client.views_open(trigger_id=trigger,
-                             view=modal(private_metadata="run-42", callback_id="approve"))["view"]
+    view = client.views_open(
+        trigger_id=trigger, view=modal(private_metadata="run-42", callback_id="approve")
+    )["view"]
     assert view["id"].startswith("V")
     assert view["hash"]
     assert view["private_metadata"] == "run-42"
@@ -293,10 +307,12 @@ def test_views_update_checks_the_hash(
     slack: RunningSlackApi, client: WebClient, dana: User
 ) -> None:
     """views.update with the current hash replaces the view; a stale hash is hash_conflict."""
-    opened = client.views_open(trigger_id=slack.workspace.issue_trigger(dana.id),
-                               view=modal(external_id="run-42"))["view"]
-    updated = client.views_update(view_id=opened["id"], hash=opened["hash"],
-                                  view=modal("Approved"))["view"]
+    opened = client.views_open(
+        trigger_id=slack.workspace.issue_trigger(dana.id), view=modal(external_id="run-42")
+    )["view"]
+    updated = client.views_update(
+        view_id=opened["id"], hash=opened["hash"], view=modal("Approved")
+    )["view"]
     assert updated["id"] == opened["id"]
     assert updated["hash"] != opened["hash"]
     with pytest.raises(SlackApiError) as conflict:
@@ -319,15 +335,18 @@ def test_views_push_stacks_up_to_three(
     """views.push stacks on the modal the trigger came from, three views at most."""
     ws = slack.workspace
     root = client.views_open(trigger_id=ws.issue_trigger(dana.id), view=modal("Root"))["view"]
-    second = client.views_push(trigger_id=ws.issue_trigger(dana.id, view_id=root["id"]),
-                               view=modal("Second"))["view"]
-    third = client.views_push(trigger_id=ws.issue_trigger(dana.id, view_id=second["id"]),
-                              view=modal("Third"))["view"]
+    second = client.views_push(
+        trigger_id=ws.issue_trigger(dana.id, view_id=root["id"]), view=modal("Second")
+    )["view"]
+    third = client.views_push(
+        trigger_id=ws.issue_trigger(dana.id, view_id=second["id"]), view=modal("Third")
+    )["view"]
     assert (second["root_view_id"], second["previous_view_id"]) == (root["id"], root["id"])
     assert third["previous_view_id"] == second["id"]
     with pytest.raises(SlackApiError) as exc:
-        client.views_push(trigger_id=ws.issue_trigger(dana.id, view_id=third["id"]),
-                          view=modal("Fourth"))
+        client.views_push(
+            trigger_id=ws.issue_trigger(dana.id, view_id=third["id"]), view=modal("Fourth")
+        )
     assert api_error(exc) == "push_limit_reached"
     ws.close_view(root["id"], clear=True)
     assert ws.views(open_only=True) == []
@@ -390,24 +409,74 @@ def test_injected_error_answers_once(slack: RunningSlackApi, client: WebClient) 
     [
         ({"text": "x", "blocks": [{"type": "divider"}] * 51}, "invalid_blocks", "/blocks"),
         ({"text": "x", "blocks": [section("y" * 3001)]}, "invalid_blocks", "/blocks/0/text/text"),
-        ({"text": "x", "blocks": [{"type": "actions", "elements": [
-            {"type": "button", "text": {"type": "plain_text", "text": "b" * 76},
-             "action_id": "approve"}]}]},
-         "invalid_blocks", "/blocks/0/elements/0/text/text"),
-        ({"text": "x", "blocks": [{"type": "actions", "elements": [
-            {"type": "button", "text": {"type": "plain_text", "text": "ok"},
-             "action_id": "a", "value": "v" * 2001}]}]},
-         "invalid_blocks", "/blocks/0/elements/0/value"),
-        ({"text": "x", "blocks": [{"type": "header", "text": {
-            "type": "plain_text", "text": "h" * 151}}]},
-         "invalid_blocks", "/blocks/0/text/text"),
+        (
+            {
+                "text": "x",
+                "blocks": [
+                    {
+                        "type": "actions",
+                        "elements": [
+                            {
+                                "type": "button",
+                                "text": {"type": "plain_text", "text": "b" * 76},
+                                "action_id": "approve",
+                            }
+                        ],
+                    }
+                ],
+            },
+            "invalid_blocks",
+            "/blocks/0/elements/0/text/text",
+        ),
+        (
+            {
+                "text": "x",
+                "blocks": [
+                    {
+                        "type": "actions",
+                        "elements": [
+                            {
+                                "type": "button",
+                                "text": {"type": "plain_text", "text": "ok"},
+                                "action_id": "a",
+                                "value": "v" * 2001,
+                            }
+                        ],
+                    }
+                ],
+            },
+            "invalid_blocks",
+            "/blocks/0/elements/0/value",
+        ),
+        (
+            {
+                "text": "x",
+                "blocks": [{"type": "header", "text": {"type": "plain_text", "text": "h" * 151}}],
+            },
+            "invalid_blocks",
+            "/blocks/0/text/text",
+        ),
         ({"text": "x", "blocks": [{"type": "carousel"}]}, "invalid_blocks", "/blocks/0/type"),
         ({"text": "x" * 40_001}, "msg_too_long", None),
-        pytest.param({"text": ""}, "no_text", None, marks=pytest.mark.filterwarnings(
-            "ignore:The top-level `text` argument is missing:UserWarning")),
+        pytest.param(
+            {"text": ""},
+            "no_text",
+            None,
+            marks=pytest.mark.filterwarnings(
+                "ignore:The top-level `text` argument is missing:UserWarning"
+            ),
+        ),
     ],
-    ids=["51-blocks", "section-3001", "button-text-76", "button-value-2001", "header-151",
-         "unknown-block", "text-40001", "no-text"],
+    ids=[
+        "51-blocks",
+        "section-3001",
+        "button-text-76",
+        "button-value-2001",
+        "header-151",
+        "unknown-block",
+        "text-40001",
+        "no-text",
+    ],
 )
 def test_block_kit_limits_on_messages(
     slack: RunningSlackApi,
@@ -428,8 +497,7 @@ def test_block_kit_limits_on_messages(
 
 def test_fifty_blocks_are_accepted(slack: RunningSlackApi, client: WebClient) -> None:
     """Exactly 50 blocks, the limit, is a valid message."""
-    answer = client.chat_postMessage(channel="general", text="x",
-                                     blocks=[{"type": "divider"}] * 50)
+    answer = client.chat_postMessage(channel="general", text="x", blocks=[{"type": "divider"}] * 50)
     assert answer["ok"]
 
 
@@ -439,9 +507,18 @@ def test_fifty_blocks_are_accepted(slack: RunningSlackApi, client: WebClient) ->
         (modal(blocks=[{"type": "divider"}] * 101), "invalid_arguments"),
         (modal(private_metadata="m" * 3001), "invalid_arguments"),
         (modal("t" * 25), "invalid_arguments"),
-        (modal(blocks=[{"type": "input", "label": {"type": "plain_text", "text": "Why?"},
-                        "element": {"type": "plain_text_input", "action_id": "why"}}]),
-         "invalid_arguments"),
+        (
+            modal(
+                blocks=[
+                    {
+                        "type": "input",
+                        "label": {"type": "plain_text", "text": "Why?"},
+                        "element": {"type": "plain_text_input", "action_id": "why"},
+                    }
+                ]
+            ),
+            "invalid_arguments",
+        ),
         (modal(blocks=[section("x" * 2900)] * 90), "view_too_large"),
     ],
     ids=["101-blocks", "metadata-3001", "title-25", "input-without-submit", "too-large"],
@@ -459,14 +536,17 @@ def test_block_kit_limits_on_modals(
 
 def test_form_encoded_blocks_are_decoded(slack: RunningSlackApi, client: WebClient) -> None:
     """A form body with blocks as a JSON string (the older wire format) is accepted."""
-    answer = client.api_call("chat.postMessage", params={
-        "channel": "general", "text": "form", "blocks": json.dumps([section("form")])})
+    answer = client.api_call(
+        "chat.postMessage",
+        params={"channel": "general", "text": "form", "blocks": json.dumps([section("form")])},
+    )
     stored = slack.workspace.find_message(answer["channel"], answer["ts"])
     assert stored is not None
     assert stored.blocks == [section("form")]
     with pytest.raises(SlackApiError) as exc:
-        client.api_call("chat.postMessage", params={
-            "channel": "general", "text": "x", "blocks": "[not json"})
+        client.api_call(
+            "chat.postMessage", params={"channel": "general", "text": "x", "blocks": "[not json"}
+        )
     assert api_error(exc) == "invalid_blocks_format"
 
 
@@ -500,6 +580,7 @@ def test_subscribers_and_waiters_see_changes(slack: RunningSlackApi, client: Web
 
 def test_concurrent_posts_get_distinct_ts(slack: RunningSlackApi) -> None:
     """Posts from many threads at once all land, each with its own ts."""
+
     def post(i: int) -> None:
         """Post one message from a thread with its own client."""
         slack.client().chat_postMessage(channel="general", text=f"m{i}")

@@ -30,8 +30,9 @@ def client(slack: RunningSlackApi) -> WebClient:
     return WebClient(token="xoxb-test", base_url=slack.api_url, retry_handlers=[], timeout=5)
 
 
-def test_metadata_is_kept_and_shown_only_when_asked(slack: RunningSlackApi,
-                                                    client: WebClient) -> None:
+def test_metadata_is_kept_and_shown_only_when_asked(
+    slack: RunningSlackApi, client: WebClient
+) -> None:
     """A post's metadata comes back from conversations.history with include_all_metadata."""
     channel = slack.workspace.resolve_channel("general").id
     posted = client.chat_postMessage(channel=channel, text="hello", metadata=META)
@@ -45,18 +46,22 @@ def test_metadata_is_kept_and_shown_only_when_asked(slack: RunningSlackApi,
     assert refused.value.response["error"] == "invalid_metadata_format"
 
 
-def test_history_pages_newest_first_and_replies_parent_first(slack: RunningSlackApi,
-                                                            client: WebClient) -> None:
+def test_history_pages_newest_first_and_replies_parent_first(
+    slack: RunningSlackApi, client: WebClient
+) -> None:
     """History pages newest first with a cursor and ``oldest``; replies start with the parent."""
     channel = slack.workspace.resolve_channel("general").id
     tss = [client.chat_postMessage(channel=channel, text=f"m{i}")["ts"] for i in range(5)]
-    replies = [client.chat_postMessage(channel=channel, text=f"r{i}", thread_ts=tss[0])["ts"]
-               for i in range(3)]
+    replies = [
+        client.chat_postMessage(channel=channel, text=f"r{i}", thread_ts=tss[0])["ts"]
+        for i in range(3)
+    ]
     first = client.conversations_history(channel=channel, limit=2)
     assert [m["text"] for m in first["messages"]] == ["m4", "m3"]
     assert first["has_more"] is True
-    second = client.conversations_history(channel=channel, limit=10,
-                                          cursor=first["response_metadata"]["next_cursor"])
+    second = client.conversations_history(
+        channel=channel, limit=10, cursor=first["response_metadata"]["next_cursor"]
+    )
     assert [m["text"] for m in second["messages"]] == ["m2", "m1", "m0"]
     assert second["response_metadata"]["next_cursor"] == ""
     since = client.conversations_history(channel=channel, oldest=tss[2])
@@ -68,8 +73,9 @@ def test_history_pages_newest_first_and_replies_parent_first(slack: RunningSlack
     assert missing.value.response["error"] == "thread_not_found"
 
 
-def test_offline_refuses_connections_until_online(slack: RunningSlackApi,
-                                                  client: WebClient) -> None:
+def test_offline_refuses_connections_until_online(
+    slack: RunningSlackApi, client: WebClient
+) -> None:
     """Offline, calls fail with connection refused; online again, on the same port, they work."""
     port = slack.port
     slack.go_offline()
@@ -81,8 +87,9 @@ def test_offline_refuses_connections_until_online(slack: RunningSlackApi,
     assert client.auth_test()["ok"] is True
 
 
-def test_rate_limit_for_a_while_answers_429_with_retry_after(slack: RunningSlackApi,
-                                                             client: WebClient) -> None:
+def test_rate_limit_for_a_while_answers_429_with_retry_after(
+    slack: RunningSlackApi, client: WebClient
+) -> None:
     """During a rate-limit window every call is a 429 carrying Retry-After."""
     slack.workspace.rate_limit_for(60, retry_after=7)
     with pytest.raises(SlackApiError) as limited:
@@ -98,8 +105,11 @@ def test_held_answers_are_sent_on_release(slack: RunningSlackApi, client: WebCli
     channel = slack.workspace.resolve_channel("general").id
     slack.workspace.hold_answers("chat.postMessage")
     answers: list[str] = []
-    sender = threading.Thread(target=lambda: answers.append(
-        str(client.chat_postMessage(channel=channel, text="held")["ts"])))
+    sender = threading.Thread(
+        target=lambda: answers.append(
+            str(client.chat_postMessage(channel=channel, text="held")["ts"])
+        )
+    )
     sender.start()
     assert slack.workspace.wait_for(lambda: len(slack.workspace.messages(channel)) == 1, 5.0)
     assert answers == []

@@ -48,6 +48,7 @@ def answer_of(bot: BotInstance, run_id: RunId) -> str:
     assert isinstance(run.output, dict)
     return str(run.output["answer"])
 
+
 def test_approve_updates_the_card_in_place_and_the_run_finishes(
     world: SlackWorld, bot: BotInstance
 ) -> None:
@@ -70,8 +71,10 @@ def test_approve_updates_the_card_in_place_and_the_run_finishes(
     assert now.decided_by.user_id == APPROVER
     assert now.decided_args_hash is not None
     assert now.decided_at is not None
-    line = (f"✅ Approved by <@{APPROVER}> at {date(now.decided_at)} "
-            f"(args sha256 {now.decided_args_hash[:4]}…)")
+    line = (
+        f"✅ Approved by <@{APPROVER}> at {date(now.decided_at)} "
+        f"(args sha256 {now.decided_args_hash[:4]}…)"
+    )
     assert line in block_texts(updated)
     assert [c.params["ts"] for c in world.successful("chat.update")].count(card.ts) == 1
     assert f"*issue_refund*: {line}" in world.reply_texts(run_id)
@@ -107,13 +110,18 @@ def test_outsider_is_refused_privately_and_a_late_click_is_told_who_decided(
     acked(bot.click(OUTSIDER, APPROVE, card))
     acked(bot.click(OUTSIDER, EDIT, card))
     acked(bot.click(REQUESTER, APPROVE, card))
-    eventually(lambda: len(world.ephemerals(OUTSIDER)) == 2 and world.ephemerals(REQUESTER),
-               between=bot.drain, what="the refusals")
+    eventually(
+        lambda: len(world.ephemerals(OUTSIDER)) == 2 and world.ephemerals(REQUESTER),
+        between=bot.drain,
+        what="the refusals",
+    )
     assert world.ephemerals(OUTSIDER) == ["you are not allowed to decide this approval"] * 2
     assert world.ephemerals(REQUESTER) == ["you are not allowed to decide this approval"]
     assert world.ephemerals(APPROVER) == []
-    assert all(e.channel == world.channel and e.thread_ts == card.thread_ts
-               for e in world.workspace.ephemerals())
+    assert all(
+        e.channel == world.channel and e.thread_ts == card.thread_ts
+        for e in world.workspace.ephemerals()
+    )
     assert has_status(bot, refund.id, ApprovalStatus.PENDING)
     assert world.workspace.views() == [], "no modal for someone who may not decide"
     assert world.card(refund.id).edits == ()
@@ -126,11 +134,17 @@ def test_outsider_is_refused_privately_and_a_late_click_is_told_who_decided(
     # Late clicks on cards as the clickers' Slack clients still showed them: an outsider
     # learns only that they may not decide; an approver hears who decided and when.
     acked(bot.click(SECOND_APPROVER, APPROVE, card))
-    eventually(lambda: world.ephemerals(SECOND_APPROVER), between=bot.drain,
-               what="the outsider's late-click answer")
+    eventually(
+        lambda: world.ephemerals(SECOND_APPROVER),
+        between=bot.drain,
+        what="the outsider's late-click answer",
+    )
     acked(bot.click(APPROVER, APPROVE, dm_card))
-    eventually(lambda: world.ephemerals(APPROVER), between=bot.drain,
-               what="the approver's late-click answer")
+    eventually(
+        lambda: world.ephemerals(APPROVER),
+        between=bot.drain,
+        what="the approver's late-click answer",
+    )
     when = bot.services.approvals.get(refund.id).decided_at
     assert when is not None
     late = f"already approved by dana at {when:%Y-%m-%d %H:%M} UTC"
@@ -140,8 +154,14 @@ def test_outsider_is_refused_privately_and_a_late_click_is_told_who_decided(
     assert len(world.card(refund.id).edits) == 1, "late clicks do not touch the card"
     entries, _ = bot.services.approvals.store.audit_log()
     actions = [e.action for e in entries if e.approval_id == refund.id]
-    assert actions == ["requested", "unauthorized", "unauthorized", "approve", "unauthorized",
-                       "late"]
+    assert actions == [
+        "requested",
+        "unauthorized",
+        "unauthorized",
+        "approve",
+        "unauthorized",
+        "late",
+    ]
 
 
 def test_reject_asks_for_a_reason_in_a_modal_and_the_agent_reads_it(
@@ -162,8 +182,10 @@ def test_reject_asks_for_a_reason_in_a_modal_and_the_agent_reads_it(
     assert view.private_metadata == refund.id
 
     empty = acked(bot.submit(APPROVER, view, "   "))
-    assert empty.json() == {"response_action": "errors",
-                            "errors": {"reason": "Give the agent a reason."}}
+    assert empty.json() == {
+        "response_action": "errors",
+        "errors": {"reason": "Give the agent a reason."},
+    }
     assert has_status(bot, refund.id, ApprovalStatus.PENDING)
 
     reason = "Customer already got a voucher <!channel> & a call"
@@ -177,8 +199,10 @@ def test_reject_asks_for_a_reason_in_a_modal_and_the_agent_reads_it(
     assert buttons(world.card(refund.id)) == []
     assert f"❌ Rejected by <@{APPROVER}>" in block_texts(world.card(refund.id))
     assert shown in block_texts(world.card(refund.id))
-    assert any(r.startswith("*issue_refund*: ❌ Rejected") and r.endswith(shown)
-               for r in world.reply_texts(run_id))
+    assert any(
+        r.startswith("*issue_refund*: ❌ Rejected") and r.endswith(shown)
+        for r in world.reply_texts(run_id)
+    )
 
     acked(bot.click(APPROVER, APPROVE, world.card(email.id)))
     assert bot.decision(email.id).status == ApprovalStatus.APPROVED
@@ -186,7 +210,8 @@ def test_reject_asks_for_a_reason_in_a_modal_and_the_agent_reads_it(
     bot.drain()
 
     assert answer_of(bot, run_id) == (
-        f"Order 1042: Refund: not executed: rejected by dana: {reason}; Email: done")
+        f"Order 1042: Refund: not executed: rejected by dana: {reason}; Email: done"
+    )
     assert world.provider.ledger.charges() == []
     assert unescaped_markup(world.posted()) == []
 
@@ -216,7 +241,8 @@ def test_edit_validates_in_the_modal_and_the_tool_runs_with_the_edited_arguments
     assert "amount_cents" in errors('{"order_id": "1042", "amount_cents": "twenty"}')
     assert "order_id" in errors('{"amount_cents": 2000}')
     assert "'to' was unexpected" in errors(
-        '{"order_id": "1042", "amount_cents": 2000, "to": "me@example.com"}')
+        '{"order_id": "1042", "amount_cents": 2000, "to": "me@example.com"}'
+    )
     assert has_status(bot, refund.id, ApprovalStatus.PENDING)
     bot.drain()
     assert card_updates(world) == []
@@ -230,8 +256,7 @@ def test_edit_validates_in_the_modal_and_the_tool_runs_with_the_edited_arguments
     assert now.decided_args_hash is not None
     bot.drain()
     card = world.card(refund.id)
-    assert f"(args sha256 {now.decided_args_hash[:4]}…) · edited: amount_cents" in block_texts(
-        card)
+    assert f"(args sha256 {now.decided_args_hash[:4]}…) · edited: amount_cents" in block_texts(card)
     assert preformatted_text(card) == canonical_args(edited)
 
     acked(bot.click(APPROVER, APPROVE, world.card(email.id)))
@@ -241,11 +266,7 @@ def test_edit_validates_in_the_modal_and_the_tool_runs_with_the_edited_arguments
     assert bot.services.runtime.get(run_id).status == RunStatus.COMPLETED
     [charge] = world.provider.ledger.charges()
     assert (charge.order_id, charge.amount_cents) == ("1042", 2000)
-    assert any('🔧 `issue_refund` → {"amount_cents": 2000' in r
-               for r in world.reply_texts(run_id))
-
-
-
+    assert any('🔧 `issue_refund` → {"amount_cents": 2000' in r for r in world.reply_texts(run_id))
 
 
 def approve_all(world: SlackWorld, bot: BotInstance, run_id: RunId) -> None:
@@ -275,9 +296,7 @@ def test_a_run_on_postgresql_resumes_after_its_approvals(pg_world: SlackWorld) -
     assert len(pg_world.provider.ledger.charges()) == 1
 
 
-def test_cancel_closes_the_cards_and_tells_the_thread(
-    world: SlackWorld, bot: BotInstance
-) -> None:
+def test_cancel_closes_the_cards_and_tells_the_thread(world: SlackWorld, bot: BotInstance) -> None:
     """After /agent cancel the thread says so and the run's cards can no longer approve."""
     run_id = start_refund_run(world, bot)
     refund = approvals_of(bot, run_id)["issue_refund"]
@@ -285,9 +304,11 @@ def test_cancel_closes_the_cards_and_tells_the_thread(
     assert acked(bot.command(f"cancel {run_id}")).text == f"Cancelled run `{run_id}`."
     bot.drain()
     acked(bot.click(APPROVER, APPROVE, card))
-    eventually(lambda: world.ephemerals(APPROVER) or has_status(bot, refund.id,
-                                                             ApprovalStatus.APPROVED),
-               between=bot.drain, what="the click's outcome")
+    eventually(
+        lambda: world.ephemerals(APPROVER) or has_status(bot, refund.id, ApprovalStatus.APPROVED),
+        between=bot.drain,
+        what="the click's outcome",
+    )
     assert bot.services.approvals.get(refund.id).status != ApprovalStatus.APPROVED
     [told] = world.ephemerals(APPROVER)
     assert told.startswith("already cancelled by ")
@@ -296,4 +317,3 @@ def test_cancel_closes_the_cards_and_tells_the_thread(
     replies = world.reply_texts(run_id)
     assert "🛑 *Cancelled*" in replies
     assert any("the run was cancelled by" in text for text in replies)
-

@@ -64,8 +64,11 @@ def test_a_run_whose_channel_refuses_the_bot_is_cancelled_and_its_requester_told
     bot.work()
     assert bot.services.runtime.get(run_id).status == RunStatus.WAITING
     bot.drain()
-    told = eventually(lambda: responses.texts("requester") or None,
-                      what="the requester told", timeout=TOLD_WITHIN_S)
+    told = eventually(
+        lambda: responses.texts("requester") or None,
+        what="the requester told",
+        timeout=TOLD_WITHIN_S,
+    )
     assert told == [cancel_message(run_id, error)]
     if error != "is_archived":
         assert "/invite @Signoff" in told[0]
@@ -100,8 +103,14 @@ def test_a_refused_token_alerts_the_operator_and_keeps_every_notice(
     bot.work()
     world.workspace.fail("chat.postMessage", error)
     clock = ShiftedClock()
-    dispatcher = Dispatcher(bot.services.outbox, bot.client, bot.services.approvals, clock,
-                            "dispatcher-1", DispatchOptions(pace=UNPACED_PACE))
+    dispatcher = Dispatcher(
+        bot.services.outbox,
+        bot.client,
+        bot.services.approvals,
+        clock,
+        "dispatcher-1",
+        DispatchOptions(pace=UNPACED_PACE),
+    )
     with caplog.at_level(logging.ERROR, logger="bot.slack.dispatcher"):
         dispatcher.drain()
     assert any("refused the bot token" in r.getMessage() for r in caplog.records)
@@ -125,8 +134,14 @@ def test_notices_slack_refused_are_listed_by_the_cli(
     listed = json.loads(cli_ok(env, "outbox", "--failed", "--json"))
     dead = listed[-1]
     assert (dead["key"], dead["run_id"], dead["kind"], dead["error"]) == (
-        root_key(run_id), run_id, ROOT, "slack: not_in_channel"), "oldest last"
+        root_key(run_id),
+        run_id,
+        ROOT,
+        "slack: not_in_channel",
+    ), "oldest last"
     assert {d["error"] for d in listed[:-1]} == {
-        f"depends on {root_key(run_id)}, which could not be delivered"}
+        f"depends on {root_key(run_id)}, which could not be delivered"
+    }
     assert f"run.root run {run_id} after 1 attempt(s): slack: not_in_channel" in cli_ok(
-        env, "outbox", "--failed")
+        env, "outbox", "--failed"
+    )

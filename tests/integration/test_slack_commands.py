@@ -87,7 +87,6 @@ def test_slash_command_starts_a_run_and_posts_the_thread_cards_and_dms(
     assert approvals["issue_refund"].args == {"order_id": "1042", "amount_cents": 4999}
 
 
-
 def test_agent_subcommands_answer_privately_with_sensible_text(
     world: SlackWorld, bot: BotInstance
 ) -> None:
@@ -98,8 +97,7 @@ def test_agent_subcommands_answer_privately_with_sensible_text(
         assert ack.json()["response_type"] == "ephemeral", ack.body
         return ack.text
 
-    nudge = ("Tell me what to do, e.g. `/agent refund order 1042`. "
-             "`/agent help` lists the commands.")
+    nudge = "Tell me what to do, e.g. `/agent refund order 1042`. `/agent help` lists the commands."
     assert say("") == nudge
     assert say("  \t ") == nudge
     assert say("help") == HELP
@@ -109,7 +107,8 @@ def test_agent_subcommands_answer_privately_with_sensible_text(
     assert say("run") == "The task is empty: `/agent run <task>`."
     assert say("history").startswith("`/agent history` needs a run id")
     assert say("status of my refund").endswith(
-        "To start a run with this text, use `/agent run status …`.")
+        "To start a run with this text, use `/agent run status …`."
+    )
     assert say(f"status {uuid.uuid4().hex}").startswith("Sorry: ")
     assert bot.services.runtime.runs() == [], "none of those started a run"
 
@@ -124,8 +123,10 @@ def test_agent_subcommands_answer_privately_with_sensible_text(
     assert say(f"status `{uuid.UUID(run_id)}`") == status, "backticks and dashes are fine"
     assert say("status") == status, "the requester's latest run"
     listed = say("list")
-    assert listed.splitlines() == [f"`{run_id}` waiting · {TASK}",
-                                   f"`{chatter}` completed · lisst the open refunds"]
+    assert listed.splitlines() == [
+        f"`{run_id}` waiting · {TASK}",
+        f"`{chatter}` completed · lisst the open refunds",
+    ]
     other = world.workspace.add_channel("random").id
     assert say("list", channel=other) == "No runs in this channel yet."
     pending = say("pending", user=APPROVER).splitlines()
@@ -137,7 +138,8 @@ def test_agent_subcommands_answer_privately_with_sensible_text(
     assert '🤖 Plans: `lookup_order`({"order_id": "1042"})' in history
 
     assert say(f"cancel {run_id}", user=OUTSIDER) == (
-        "Sorry: only the person who started a run or its approvers may cancel it")
+        "Sorry: only the person who started a run or its approvers may cancel it"
+    )
     assert bot.services.runtime.get(run_id).status == RunStatus.WAITING
     assert say(f"cancel {run_id}") == f"Cancelled run `{run_id}`."
     assert bot.services.runtime.get(run_id).status == RunStatus.CANCELLED
@@ -148,7 +150,7 @@ def test_agent_subcommands_answer_privately_with_sensible_text(
 
 
 UNTRUSTED_TASKS = [
-    'refund "the blue one" and say \'sorry\'',
+    "refund \"the blue one\" and say 'sorry'",
     "🎉 ship it 🚀 :tada: 👩🏽‍💻",
     "*bold* _italic_ ~strike~ `code` ```block``` > quote",
     "返金してください — Пожалуйста — مرحبا — שלום — नमस्ते",
@@ -213,15 +215,17 @@ def test_untrusted_task_text_starts_runs_and_is_escaped_on_its_way_to_slack(
     assert not [p for p in posted if "<!channel>" in p or "<!here>" in p]
 
 
-
 def test_fork_from_here_in_the_history_starts_a_fork_in_its_own_thread(
     world: SlackWorld, bot: BotInstance
 ) -> None:
     """History offers "Fork from here" on model calls; the requester's click forks the run."""
     run_id = start_refund_run(world, bot)
     ack = acked(bot.command(f"history {run_id}"))
-    offered = [b["accessory"]["value"] for b in ack.json()["blocks"]
-               if b.get("accessory", {}).get("action_id") == FORK]
+    offered = [
+        b["accessory"]["value"]
+        for b in ack.json()["blocks"]
+        if b.get("accessory", {}).get("action_id") == FORK
+    ]
     model_steps = [s.position for s in bot.services.runtime.journal(run_id) if s.name == "model"]
     assert offered == [f"{run_id}:{p}" for p in model_steps]
 
@@ -241,8 +245,10 @@ def test_fork_from_here_in_the_history_starts_a_fork_in_its_own_thread(
     bot.click_ephemeral(REQUESTER, FORK, history, value=f"{run_id}:{model_steps[-1]}")
     (told,) = world.new_ephemerals(REQUESTER, seen + 1, drain=bot)
     (fork,) = bot.services.runtime.forks(run_id)
-    assert told == (f"Forked run `{fork.id}` from step {model_steps[-1]} of `{run_id}`; "
-                    "it continues in its own thread.")
+    assert told == (
+        f"Forked run `{fork.id}` from step {model_steps[-1]} of `{run_id}`; "
+        "it continues in its own thread."
+    )
     assert (fork.forked_from, fork.fork_at) == (run_id, model_steps[-1])
     bot.work()
     bot.drain()

@@ -25,8 +25,14 @@ from tests.integration.slack_readers import outbox_rows, run_id_of
 
 def dispatcher_at(bot: BotInstance, clock: ShiftedClock) -> Dispatcher:
     """A dispatcher of ``bot``'s process that reads the time from ``clock``."""
-    return Dispatcher(bot.services.outbox, bot.client, bot.services.approvals, clock,
-                      "dispatcher-1", DispatchOptions(pace=UNPACED_PACE))
+    return Dispatcher(
+        bot.services.outbox,
+        bot.client,
+        bot.services.approvals,
+        clock,
+        "dispatcher-1",
+        DispatchOptions(pace=UNPACED_PACE),
+    )
 
 
 def test_an_ok_answer_without_channel_and_ts_is_not_a_delivery(
@@ -45,7 +51,10 @@ def test_an_ok_answer_without_channel_and_ts_is_not_a_delivery(
     dispatcher.drain()
     [root] = [r for r in outbox_rows(bot) if r["kind"] == ROOT]
     assert (root["status"], root["channel"], root["ts"]) == (
-        "sent", world.channel, world.root_of(run_id).ts)
+        "sent",
+        world.channel,
+        world.root_of(run_id).ts,
+    )
 
 
 def test_one_notice_failing_unexpectedly_does_not_stop_the_others(
@@ -53,11 +62,18 @@ def test_one_notice_failing_unexpectedly_does_not_stop_the_others(
 ) -> None:
     """A notice the dispatcher cannot handle is logged and retried; the rest are delivered."""
     now = bot.services.runtime.clock.now()
-    bot.services.outbox.enqueue([
-        Notice(key="broken", run_id=None, kind="no.such.kind", data={}),
-        Notice(key="fine", run_id=None, kind=EPHEMERAL,
-               data={"channel": world.channel, "user": REQUESTER, "text": "still here"}),
-    ], now)
+    bot.services.outbox.enqueue(
+        [
+            Notice(key="broken", run_id=None, kind="no.such.kind", data={}),
+            Notice(
+                key="fine",
+                run_id=None,
+                kind=EPHEMERAL,
+                data={"channel": world.channel, "user": REQUESTER, "text": "still here"},
+            ),
+        ],
+        now,
+    )
     with caplog.at_level(logging.ERROR, logger="bot.slack.dispatcher"):
         assert dispatcher_at(bot, ShiftedClock()).dispatch_once() == 2
     assert [e.text for e in world.workspace.ephemerals(user=REQUESTER)] == ["still here"]

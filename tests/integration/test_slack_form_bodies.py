@@ -36,8 +36,9 @@ def test_the_word_payload_in_any_field_is_still_a_command(
     world: SlackWorld, bot: BotInstance, field: str
 ) -> None:
     """The word in the text, channel, user or team name does not make a command a click."""
-    fields = command_with(bot, "list", **{field: f"list {WORD}s" if field == "text"
-                                          else f"{WORD}-team"})
+    fields = command_with(
+        bot, "list", **{field: f"list {WORD}s" if field == "text" else f"{WORD}-team"}
+    )
     ack = acked(bot.post(urlencode(fields).encode()))
     assert ack.text == "No runs in this channel yet."
 
@@ -46,8 +47,13 @@ def test_socket_mode_commands_with_the_word_payload_are_commands(
     world: SlackWorld, bot: BotInstance
 ) -> None:
     """Over Socket Mode a command arrives as an object, so the word changes nothing there."""
-    fields = command_with(bot, f"help {WORD}", channel_name=f"{WORD}-team",
-                          user_name=f"{WORD}-fan", team_domain=f"{WORD}-inc")
+    fields = command_with(
+        bot,
+        f"help {WORD}",
+        channel_name=f"{WORD}-team",
+        user_name=f"{WORD}-fan",
+        team_domain=f"{WORD}-inc",
+    )
     request = SocketModeRequest(type="slash_commands", envelope_id="e-1", payload=fields)
     response = run_bolt_app(bot.app, request)
     assert response.status == 200

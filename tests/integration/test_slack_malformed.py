@@ -62,7 +62,9 @@ CASES = {
     "JSON body not JSON": (Malformed(body=b"{nope", content_type=JSON), 400),
     "JSON body sent as a form": (Malformed(body=b'{"type": "event_callback"}'), 415),
     "JSON body sent as text": (
-        Malformed(body=b'{"type": "event_callback"}', content_type="text/plain"), 415),
+        Malformed(body=b'{"type": "event_callback"}', content_type="text/plain"),
+        415,
+    ),
     "no content type": (Malformed(content_type=None), 415),
     "huge body": (Malformed(body=b"text=" + b"a" * (2 * 1024 * 1024)), 413),
 }
@@ -71,8 +73,10 @@ CASES = {
 def _send(bot: BotInstance, request: Malformed) -> tuple[int, bytes]:
     """POST ``request`` as raw HTTP, signed with the signing secret over its exact body."""
     stamp = str(int(time.time())) if request.stamp is None else request.stamp
-    headers = {"X-Slack-Request-Timestamp": stamp,
-               "X-Slack-Signature": sign(SIGNING_SECRET, stamp, request.body)}
+    headers = {
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": sign(SIGNING_SECRET, stamp, request.body),
+    }
     if request.content_type is not None:
         headers["Content-Type"] = request.content_type
     url = urlsplit(bot.url)

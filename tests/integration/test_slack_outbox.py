@@ -41,8 +41,14 @@ POSTED_KINDS = ("run.root", "run.reply", "approval.card", "approval.dm")
 
 def dispatcher_at(bot: BotInstance, clock: ShiftedClock, owner: str) -> Dispatcher:
     """A dispatcher of ``bot``'s process that reads the time from ``clock``."""
-    return Dispatcher(bot.services.outbox, bot.client, bot.services.approvals, clock, owner,
-                      DispatchOptions(pace=UNPACED_PACE))
+    return Dispatcher(
+        bot.services.outbox,
+        bot.client,
+        bot.services.approvals,
+        clock,
+        owner,
+        DispatchOptions(pace=UNPACED_PACE),
+    )
 
 
 def start_runs(bot: BotInstance, count: int) -> list[RunId]:
@@ -76,20 +82,29 @@ def test_a_rate_limited_post_waits_for_retry_after_and_is_posted_once(
 
     started = SystemClock().now()
     dispatcher.drain()
-    attempts = [c for c in world.workspace.calls("chat.postMessage")
-                if c.params.get("channel") == world.channel]
+    attempts = [
+        c
+        for c in world.workspace.calls("chat.postMessage")
+        if c.params.get("channel") == world.channel
+    ]
     assert [c.status for c in attempts] == [429], "the run's later notices wait for the root"
     assert world.roots() == []
     [root] = [r for r in outbox_rows(bot) if r["kind"] == "run.root"]
     assert (root["status"], root["attempts"], root["last_error"]) == (
-        "pending", 1, "slack: ratelimited")
+        "pending",
+        1,
+        "slack: ratelimited",
+    )
     wait = root["next_at"] - started
     assert timedelta(seconds=29) < wait < timedelta(seconds=31), wait
 
     clock.offset = timedelta(seconds=28)
     dispatcher.drain()
-    in_channel = [c for c in world.workspace.calls("chat.postMessage")
-                  if c.params.get("channel") == world.channel]
+    in_channel = [
+        c
+        for c in world.workspace.calls("chat.postMessage")
+        if c.params.get("channel") == world.channel
+    ]
     assert len(in_channel) == 1, "not before Retry-After"
 
     clock.offset = timedelta(seconds=31)
@@ -111,7 +126,8 @@ def test_notices_committed_before_a_crash_are_posted_by_the_next_process(
     crashed_before_dispatch = bot  # committed its notices, never dispatched, and is gone
     now = SystemClock().now()
     claimed = crashed_before_dispatch.services.outbox.claim_due(
-        "crashed-dispatcher", now=now, until=now + CLAIM_FOR, limit=1)
+        "crashed-dispatcher", now=now, until=now + CLAIM_FOR, limit=1
+    )
     assert [q.notice.key for q in claimed] == [f"run:{first}:root"], "died holding a notice"
     assert world.workspace.calls("chat.postMessage") == []
 
@@ -170,7 +186,9 @@ def test_concurrent_dispatchers_post_each_notice_once(
             assert replies[1].startswith("🔧 `lookup_order` → ")
             assert replies[2].startswith("🤖 Plans: `issue_refund`")
             assert [r.split(" (")[0] for r in replies[3:]] == [
-                "Approval needed: issue_refund", "Approval needed: send_email"]
+                "Approval needed: issue_refund",
+                "Approval needed: send_email",
+            ]
 
 
 def test_an_approver_who_cannot_be_messaged_does_not_hold_up_the_thread(

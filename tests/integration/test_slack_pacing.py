@@ -19,8 +19,9 @@ BUSY_RUNS = 5
 
 def post_times(world: SlackWorld, channel: str) -> list[float]:
     """When each message was posted to ``channel``, in order."""
-    return [c.at for c in world.successful("chat.postMessage")
-            if c.params.get("channel") == channel]
+    return [
+        c.at for c in world.successful("chat.postMessage") if c.params.get("channel") == channel
+    ]
 
 
 def deliver_everything(bot: BotInstance, dispatcher: Dispatcher, deadline_s: float) -> None:
@@ -40,8 +41,14 @@ def test_five_runs_in_one_channel_are_paced_and_another_channel_is_not_held_up(
     busy_runs = [run_id_of(acked(bot.command(TASK))) for _ in range(BUSY_RUNS)]
     quiet_run = run_id_of(acked(bot.command(TASK, channel=quiet)))
     bot.work()
-    dispatcher = Dispatcher(bot.services.outbox, bot.client, bot.services.approvals,
-                            SystemClock(), "pacer", DispatchOptions(pace=PACE))
+    dispatcher = Dispatcher(
+        bot.services.outbox,
+        bot.client,
+        bot.services.approvals,
+        SystemClock(),
+        "pacer",
+        DispatchOptions(pace=PACE),
+    )
     deliver_everything(bot, dispatcher, deadline_s=30)
 
     busy = post_times(world, world.channel)
@@ -53,6 +60,7 @@ def test_five_runs_in_one_channel_are_paced_and_another_channel_is_not_held_up(
     assert quiet_done < busy[len(busy) // 2], "the quiet channel waited for the busy one"
     rows = outbox_rows(bot)
     for run_id in [*busy_runs, quiet_run]:
-        posted = sorted((r for r in rows if r["run_id"] == run_id and r["ts"]),
-                        key=lambda r: float(r["ts"]))
+        posted = sorted(
+            (r for r in rows if r["run_id"] == run_id and r["ts"]), key=lambda r: float(r["ts"])
+        )
         assert [r["id"] for r in posted] == sorted(r["id"] for r in posted), "run order kept"

@@ -79,5 +79,7 @@ def test_a_later_call_approved_first_is_shown_waiting_for_the_earlier_one(
     bot.drain()
     assert world.provider.ledger.emails() == []
     status = block_texts(world.root_of(run_id))
-    assert (f"⏳ *Waiting* for <@{APPROVER}>'s sign-off on *issue_refund* · *send_email* "
-            "approved, runs once the calls before it are decided") in status
+    assert (
+        f"⏳ *Waiting* for <@{APPROVER}>'s sign-off on *issue_refund* · *send_email* "
+        "approved, runs once the calls before it are decided"
+    ) in status

@@ -13,22 +13,30 @@ from agent_runtime.rules import Rules
 from tests.integration.slack_harness import BotInstance, SlackWorld, start_refund_run
 from tests.integration.slack_readers import approvals_of, block_texts, buttons
 
-RULES = Rules.parse([{"id": "small-refunds", "tool": "issue_refund", "action": "auto_approve",
-                      "when": [{"field": "args.amount_cents", "op": "<=", "value": 100000}]}])
+RULES = Rules.parse(
+    [
+        {
+            "id": "small-refunds",
+            "tool": "issue_refund",
+            "action": "auto_approve",
+            "when": [{"field": "args.amount_cents", "op": "<=", "value": 100000}],
+        }
+    ]
+)
 
 
 @pytest.fixture
 def ruled_bot(tmp_path: Path, sqlite_url: str) -> Iterator[tuple[SlackWorld, BotInstance]]:
     """A world whose one Signoff instance has the small-refunds rule."""
     with SlackWorld(tmp_path, sqlite_url) as world:
-        bot = BotInstance(world, dataclasses.replace(world.settings(), rules=RULES),
-                          migrate=True)
+        bot = BotInstance(world, dataclasses.replace(world.settings(), rules=RULES), migrate=True)
         world.instances.append(bot)
         yield world, bot
 
 
 def test_an_auto_approved_call_shows_its_rule_on_the_card(
-        ruled_bot: tuple[SlackWorld, BotInstance]) -> None:
+    ruled_bot: tuple[SlackWorld, BotInstance],
+) -> None:
     """The refund is approved by rule:small-refunds at once; its card says so, no buttons;
     the email still waits for a person."""
     world, bot = ruled_bot

@@ -76,9 +76,6 @@ def test_forged_or_stale_requests_are_refused_and_change_nothing(
     assert len(bot.services.runtime.runs()) == 2
 
 
-
-
-
 def test_two_instances_race_for_one_approval_and_exactly_one_decision_wins(
     pg_world: SlackWorld,
 ) -> None:
@@ -96,8 +93,10 @@ def test_two_instances_race_for_one_approval_and_exactly_one_decision_wins(
         refund = approvals["issue_refund"]
         card = world.card(refund.id)
         seen = {user: len(world.ephemerals(user)) for user in (APPROVER, SECOND_APPROVER)}
-        acks = race((first, first.click_body(APPROVER, APPROVE, card)[0]),
-                    (second, second.click_body(SECOND_APPROVER, APPROVE, card)[0]))
+        acks = race(
+            (first, first.click_body(APPROVER, APPROVE, card)[0]),
+            (second, second.click_body(SECOND_APPROVER, APPROVE, card)[0]),
+        )
         assert [acked(a).body for a in acks] == ["", ""]
         now = first.decision(refund.id)
         assert now.status == ApprovalStatus.APPROVED
@@ -105,9 +104,8 @@ def test_two_instances_race_for_one_approval_and_exactly_one_decision_wins(
         assert winner is not None
         loser = SECOND_APPROVER if winner.user_id == APPROVER else APPROVER
         told = world.new_ephemerals(loser, seen[loser], drain=second)
-        assert told == [f"already approved by {winner.name} at "
-                        f"{now.decided_at:%Y-%m-%d %H:%M} UTC"]
-        assert world.ephemerals(winner.user_id)[seen[winner.user_id]:] == []
+        assert told == [f"already approved by {winner.name} at {now.decided_at:%Y-%m-%d %H:%M} UTC"]
+        assert world.ephemerals(winner.user_id)[seen[winner.user_id] :] == []
 
         email = approvals["send_email"]
         card = world.card(email.id)
@@ -116,7 +114,8 @@ def test_two_instances_race_for_one_approval_and_exactly_one_decision_wins(
         seen = {user: len(world.ephemerals(user)) for user in (APPROVER, SECOND_APPROVER)}
         approve, reject = race(
             (first, first.click_body(APPROVER, APPROVE, card)[0]),
-            (second, second.submit_body(SECOND_APPROVER, modal, "Not this week")))
+            (second, second.submit_body(SECOND_APPROVER, modal, "Not this week")),
+        )
         assert acked(approve).body == ""
         now = first.decision(email.id)
         if now.status == ApprovalStatus.REJECTED:
@@ -127,10 +126,14 @@ def test_two_instances_race_for_one_approval_and_exactly_one_decision_wins(
             assert told == [f"already rejected by erin at {now.decided_at:%Y-%m-%d %H:%M} UTC"]
         else:
             assert now.status == ApprovalStatus.APPROVED
-            assert acked(reject).json() == {"response_action": "errors", "errors": {
-                "reason": f"already approved by dana at {now.decided_at:%Y-%m-%d %H:%M} UTC"}}
+            assert acked(reject).json() == {
+                "response_action": "errors",
+                "errors": {
+                    "reason": f"already approved by dana at {now.decided_at:%Y-%m-%d %H:%M} UTC"
+                },
+            }
             first.drain()
-        assert world.ephemerals(SECOND_APPROVER)[seen[SECOND_APPROVER]:] == []
+        assert world.ephemerals(SECOND_APPROVER)[seen[SECOND_APPROVER] :] == []
 
     entries, _ = first.services.approvals.store.audit_log()
     decisions = [e for e in entries if e.action in ("approve", "reject")]
@@ -143,8 +146,6 @@ def test_two_instances_race_for_one_approval_and_exactly_one_decision_wins(
             card = world.card(approval.id)
             assert buttons(card) == []
             assert len(card.edits) == 1, "the card was updated once, by the winner's decision"
-
-
 
 
 def test_a_replayed_request_is_refused_and_changes_nothing(

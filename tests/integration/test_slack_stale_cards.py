@@ -45,8 +45,7 @@ OTHER_ARGS = {"order_id": "1045", "amount_cents": 89900}
 def quorum_world(tmp_path: Path, pg_url: str) -> Iterator[SlackWorld]:
     """Two instances on PostgreSQL; every action needs both approvers."""
     empty_postgres(pg_url)
-    with SlackWorld(tmp_path, pg_url, approvers=(APPROVER, SECOND_APPROVER),
-                    required=2) as built:
+    with SlackWorld(tmp_path, pg_url, approvers=(APPROVER, SECOND_APPROVER), required=2) as built:
         built.instance()
         built.instance(migrate=False)
         yield built
@@ -86,9 +85,11 @@ def test_a_click_on_a_card_shown_before_an_edit_approves_nothing(
 
     first.drain()
     second.drain()
-    for copy in (world.card(refund.id),
-                 world.card(refund.id, channel=world.dm(APPROVER)[0].channel),
-                 world.card(refund.id, channel=world.dm(SECOND_APPROVER)[0].channel)):
+    for copy in (
+        world.card(refund.id),
+        world.card(refund.id, channel=world.dm(APPROVER)[0].channel),
+        world.card(refund.id, channel=world.dm(SECOND_APPROVER)[0].channel),
+    ):
         assert (APPROVE, f"{refund.id}:{new_hash}") in buttons(copy)
         assert preformatted_text(copy) == canonical_args(OTHER_ARGS)
         assert "earlier approvals were reset" in block_texts(copy)
@@ -115,6 +116,7 @@ def test_an_edit_submitted_after_another_edit_is_refused_in_the_modal(
     refund = approvals_of(first, run_id)["issue_refund"]
     acked(first.click(APPROVER, EDIT, world.card(refund.id)))
     acked(second.click(SECOND_APPROVER, EDIT, world.card(refund.id)))
+
     def both() -> list[View]:
         views = world.workspace.views()
         return views if len(views) == 2 else []

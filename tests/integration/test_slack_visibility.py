@@ -31,8 +31,9 @@ from tests.integration.slack_readers import approvals_of
 NOT_YOURS = "Sorry: there is no such approval, or it is not yours to see."
 
 
-def crafted_click(bot: BotInstance, card: Message, user: str, action_id: str, value: str,
-                  channel: str) -> bytes:
+def crafted_click(
+    bot: BotInstance, card: Message, user: str, action_id: str, value: str, channel: str
+) -> bytes:
     """A click on ``card``'s Approve, rewritten to another button, value and channel."""
     body, _ = bot.click_body(user, APPROVE, card)
     payload: dict[str, Any] = json.loads(parse_qs(body.decode())["payload"][0])
@@ -100,8 +101,22 @@ def submitted(bot: BotInstance, view: View, metadata: Any, value: str) -> dict[s
     return answer.json()
 
 
-METADATA = ["", "x", "f" * 24, "F" * 24, "null", "{}", "[]", "../../etc/passwd", " " * 3,
-            "é" * 24, "0" * 3000, None, 42, ...]
+METADATA = [
+    "",
+    "x",
+    "f" * 24,
+    "F" * 24,
+    "null",
+    "{}",
+    "[]",
+    "../../etc/passwd",
+    " " * 3,
+    "é" * 24,
+    "0" * 3000,
+    None,
+    42,
+    ...,
+]
 """What a modal's ``private_metadata`` may be made to say: nothing naming an approval."""
 
 
@@ -119,8 +134,10 @@ def test_submissions_naming_no_approval_get_a_modal_error(
     assert len(METADATA) == 14
     for metadata in METADATA:
         answer = submitted(bot, view, metadata, value)
-        assert answer == {"response_action": "errors",
-                          "errors": {block: "There is no such approval."}}, metadata
+        assert answer == {
+            "response_action": "errors",
+            "errors": {block: "There is no such approval."},
+        }, metadata
     assert has_status(bot, refund.id, ApprovalStatus.PENDING)
 
 
@@ -134,6 +151,8 @@ def test_deeply_nested_edited_arguments_get_a_modal_error(
     view = world.modal("approval.edit_submit", refund.id)
     nested = '{"order_id": ' + "[" * 1500 + "]" * 1500 + ', "amount_cents": 1}'
     answer = acked(bot.submit(APPROVER, view, nested)).json()
-    assert answer == {"response_action": "errors",
-                      "errors": {"args": "The arguments nest deeper than 32 levels."}}
+    assert answer == {
+        "response_action": "errors",
+        "errors": {"args": "The arguments nest deeper than 32 levels."},
+    }
     assert has_status(bot, refund.id, ApprovalStatus.PENDING)

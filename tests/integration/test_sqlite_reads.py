@@ -49,14 +49,18 @@ def run_id(sqlite_store: SqlStore) -> RunId:
     return sqlite_store.create_run(new_run_id(), "flow", None, T0).id
 
 
-def test_reads_do_not_take_the_write_lock(sqlite_store: SqlStore, sqlite_url: str,
-                                          run_id: RunId) -> None:
+def test_reads_do_not_take_the_write_lock(
+    sqlite_store: SqlStore, sqlite_url: str, run_id: RunId
+) -> None:
     """Runs, journals, approvals and the audit log read while another connection writes."""
     approvals = SqlApprovalStore(sqlite_store.engine)
     reads: list[Callable[[], object]] = [
-        lambda: sqlite_store.get_run(run_id), lambda: sqlite_store.list_runs(),
-        lambda: sqlite_store.load_journal(run_id), lambda: sqlite_store.next_due(),
-        lambda: approvals.list_approvals(), lambda: approvals.audit_log(),
+        lambda: sqlite_store.get_run(run_id),
+        lambda: sqlite_store.list_runs(),
+        lambda: sqlite_store.load_journal(run_id),
+        lambda: sqlite_store.next_due(),
+        lambda: approvals.list_approvals(),
+        lambda: approvals.audit_log(),
     ]
     with _write_lock_held(sqlite_url):
         assert all(_finishes(read) for read in reads)

@@ -84,18 +84,24 @@ def tracing_agent() -> Agent:
         return {"refunded": order}
 
     script = [
-        dataclasses.replace(tool_reply(
-            ToolCall(id="c1", name="lookup", arguments={"order": 7}),
-            ToolCall(id="c2", name="refund", arguments={"order": 7})), usage=FIRST_USAGE,
-            model=ANSWERED_BY),
+        dataclasses.replace(
+            tool_reply(
+                ToolCall(id="c1", name="lookup", arguments={"order": 7}),
+                ToolCall(id="c2", name="refund", arguments={"order": 7}),
+            ),
+            usage=FIRST_USAGE,
+            model=ANSWERED_BY,
+        ),
         dataclasses.replace(text_reply("refunded"), usage=SECOND_USAGE, model=ANSWERED_BY),
     ]
     retry = RetryPolicy(max_attempts=3, initial_interval=timedelta(milliseconds=1))
     approval = ApprovalPolicy(approvers=(APPROVER.user_id,))
-    return Agent(name="tracer", model=ScriptedModel(script, name=MODEL),
-                 system_prompt="Refund orders.",
-                 tools=Tools(tool(retry=retry)(lookup),
-                             tool(side_effect=True, approval=approval)(refund)))
+    return Agent(
+        name="tracer",
+        model=ScriptedModel(script, name=MODEL),
+        system_prompt="Refund orders.",
+        tools=Tools(tool(retry=retry)(lookup), tool(side_effect=True, approval=approval)(refund)),
+    )
 
 
 @dataclass(frozen=True)
@@ -153,8 +159,9 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
 def _finish_run(services: Services) -> RunId:
     data = AgentInput(task="refund order 7", requester=Actor(user_id=REQUESTER)).to_json()
     run_id = services.runtime.start("agent:tracer", data).id
-    options = WorkerOptions(concurrency=1, lease_ttl=timedelta(seconds=5),
-                            poll_interval=timedelta(milliseconds=20))
+    options = WorkerOptions(
+        concurrency=1, lease_ttl=timedelta(seconds=5), poll_interval=timedelta(milliseconds=20)
+    )
     services.runtime.worker(options).run(until_idle=True)
     for approval in services.approvals.store.list_approvals(run_id=run_id):
         assert services.approvals.decide(approval.id, APPROVER, Decision.APPROVE).accepted
@@ -181,8 +188,9 @@ def received(traced: Traced, collector: OtlpCollector) -> dict[str, SpanView]:
 
 
 @pytest.fixture
-def signoff(traced: Traced, monkeypatch: pytest.MonkeyPatch,
-            capsys: pytest.CaptureFixture[str]) -> Callable[..., Done]:
+def signoff(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., Done]:
     """Run ``signoff ARGS`` in this process on the traced run's database."""
     monkeypatch.setenv("SIGNOFF_DATABASE_URL", traced.database_url)
 
@@ -201,9 +209,11 @@ def test_one_request_holds_a_run_span_and_one_child_span_per_journal_entry(
     assert collector.encodings == ["gzip"]
     root = received["run"]
     assert (root.name, root.parent_id) == ("run agent:tracer", "")
-    assert root.attributes == {"signoff.run.id": traced.run.id,
-                               "signoff.run.workflow": "agent:tracer",
-                               "signoff.run.status": "completed"}
+    assert root.attributes == {
+        "signoff.run.id": traced.run.id,
+        "signoff.run.workflow": "agent:tracer",
+        "signoff.run.status": "completed",
+    }
     assert len(received) == len(traced.journal) + 1
     assert {s.trace_id for s in received.values()} == {traced.run.id}
     assert root.span_id == f"{span_id_for(traced.run.id):016x}"
@@ -211,10 +221,20 @@ def test_one_request_holds_a_run_span_and_one_child_span_per_journal_entry(
         span = received[str(step.position)]
         assert span.parent_id == root.span_id
         assert span.span_id == f"{span_id_for(traced.run.id, step.position):016x}"
-        assert {k: span.attributes[k] for k in ("signoff.step.position", "signoff.step.kind",
-                                                "signoff.step.name", "signoff.step.attempts")} \
-            == {"signoff.step.position": step.position, "signoff.step.kind": step.kind.value,
-                "signoff.step.name": step.name, "signoff.step.attempts": step.attempts}
+        assert {
+            k: span.attributes[k]
+            for k in (
+                "signoff.step.position",
+                "signoff.step.kind",
+                "signoff.step.name",
+                "signoff.step.attempts",
+            )
+        } == {
+            "signoff.step.position": step.position,
+            "signoff.step.kind": step.kind.value,
+            "signoff.step.name": step.name,
+            "signoff.step.attempts": step.attempts,
+        }
 
 
 def test_span_times_are_the_journal_times(traced: Traced, received: dict[str, SpanView]) -> None:
@@ -236,14 +256,18 @@ def test_model_spans_carry_the_genai_attributes_of_the_journal(
         span = received[str(step.position)]
         assert span.name == f"chat {MODEL}"
         assert (step.output["requested_model"], step.output["model"]) == (MODEL, ANSWERED_BY)
-        assert step.output["usage"] == {"input_tokens": usage.input_tokens,
-                                        "output_tokens": usage.output_tokens}
+        assert step.output["usage"] == {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+        }
         assert {k: v for k, v in span.attributes.items() if k.startswith("gen_ai.")} == {
-            "gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL,
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": MODEL,
             "gen_ai.response.model": ANSWERED_BY,
             "gen_ai.usage.input_tokens": usage.input_tokens,
             "gen_ai.usage.output_tokens": usage.output_tokens,
-            "gen_ai.response.finish_reasons": (step.output["stop_reason"],)}
+            "gen_ai.response.finish_reasons": (step.output["stop_reason"],),
+        }
     tool_span = received[str(traced.step("tool:refund").position)]
     assert tool_span.name == "execute_tool refund"
     assert tool_span.attributes["gen_ai.tool.name"] == "refund"
@@ -256,13 +280,15 @@ def test_the_approval_request_and_who_decided_are_span_events(
     (wait,) = [s for s in traced.journal if s.kind == StepKind.WAIT]
     decision = wait.output["data"]
     ((name, at, attributes),) = received[str(wait.position)].events
-    assert (name, at) == ("approval.decided",
-                          _ns(datetime.fromisoformat(decision["decided_at"])))
+    assert (name, at) == ("approval.decided", _ns(datetime.fromisoformat(decision["decided_at"])))
     assert attributes == {
-        "signoff.approval.id": decision["approval_id"], "signoff.approval.tool": "refund",
-        "signoff.approval.decision": "approved", "signoff.approval.decided_by": APPROVER.name,
+        "signoff.approval.id": decision["approval_id"],
+        "signoff.approval.tool": "refund",
+        "signoff.approval.decision": "approved",
+        "signoff.approval.decided_by": APPROVER.name,
         "signoff.approval.decided_by.id": APPROVER.user_id,
-        "signoff.approval.args_hash": decision["args_hash"]}
+        "signoff.approval.args_hash": decision["args_hash"],
+    }
     request = traced.step("approval.request:refund")
     ((name, _, attributes),) = received[str(request.position)].events
     assert name == "approval.requested"
@@ -278,15 +304,22 @@ def test_a_retried_step_carries_its_failed_attempt(
     (failed,) = traced.attempts
     assert (lookup.attempts, failed.position) == (2, lookup.position)
     span = received[str(lookup.position)]
-    assert span.events == [("exception", _ns(failed.at), {
-        "exception.type": "ConnectionError", "exception.message": "ledger unreachable",
-        "signoff.attempt": 1})]
+    assert span.events == [
+        (
+            "exception",
+            _ns(failed.at),
+            {
+                "exception.type": "ConnectionError",
+                "exception.message": "ledger unreachable",
+                "signoff.attempt": 1,
+            },
+        )
+    ]
     assert span.status == StatusCode.UNSET.value
 
 
 def test_file_output_parses_back_to_the_same_spans_every_time(
-    traced: Traced, received: dict[str, SpanView], tmp_path: Path,
-    signoff: Callable[..., Done]
+    traced: Traced, received: dict[str, SpanView], tmp_path: Path, signoff: Callable[..., Done]
 ) -> None:
     """Two ``--file`` exports append two identical OTLP JSON lines holding those spans."""
     out = tmp_path / "trace.jsonl"
@@ -306,8 +339,9 @@ def test_stdout_is_the_otlp_json_of_the_same_spans(
     (line,) = done.out.splitlines()
     document = json.loads(line)
     (resource,) = document["resourceSpans"]
-    assert {"key": "service.name", "value": {"stringValue": "signoff"}} \
-        in resource["resource"]["attributes"]
+    assert {"key": "service.name", "value": {"stringValue": "signoff"}} in resource["resource"][
+        "attributes"
+    ]
     assert _by_name(_from_json(document), traced) == received
 
 
@@ -319,15 +353,17 @@ def test_a_url_without_a_path_is_sent_to_the_traces_endpoint(
         base = other.url.removesuffix("/v1/traces")
         done = signoff("trace", traced.run.id, "--otlp", base)
         assert len(other.spans()) == len(traced.journal) + 1
-    assert done.out == (f"sent {len(traced.journal) + 1} spans of run {traced.run.id} "
-                        f"to {base}/v1/traces\n")
+    assert done.out == (
+        f"sent {len(traced.journal) + 1} spans of run {traced.run.id} to {base}/v1/traces\n"
+    )
 
 
 def test_an_unreachable_collector_is_one_error_line_and_status_1(traced: Traced) -> None:
     """``--otlp`` to a closed port exits 1 with one ``signoff: error:`` line, no traceback."""
     url = f"http://127.0.0.1:{_closed_port()}/v1/traces"
-    done = run_cli(signoff_env(traced.database_url), "trace", traced.run.id, "--otlp", url,
-                   "--timeout", "0.5")
+    done = run_cli(
+        signoff_env(traced.database_url), "trace", traced.run.id, "--otlp", url, "--timeout", "0.5"
+    )
     assert done.returncode == 1
     assert done.stderr == f"signoff: error: could not send the trace to {url}: cannot connect\n"
 
@@ -353,17 +389,37 @@ def test_a_failed_run_and_its_failed_step_have_error_status() -> None:
     """A failed run and step get status ERROR with the message; every attempt is an event."""
     start = datetime(2025, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
     boom = ErrorInfo(type="ValueError", message="card declined")
-    run = Run(id=new_run_id(), workflow="demo.charge", status=RunStatus.FAILED, input=None,
-              error=boom, created_at=start, updated_at=start + timedelta(seconds=3))
-    step = StepRecord(position=0, kind=StepKind.STEP, name="charge", input_hash="h", error=boom,
-                      attempts=2, started_at=start + timedelta(seconds=1),
-                      finished_at=start + timedelta(seconds=2))
-    attempts = [AttemptRecord(position=0, attempt=n, error=boom,
-                              at=start + timedelta(seconds=1, milliseconds=n)) for n in (1, 2)]
+    run = Run(
+        id=new_run_id(),
+        workflow="demo.charge",
+        status=RunStatus.FAILED,
+        input=None,
+        error=boom,
+        created_at=start,
+        updated_at=start + timedelta(seconds=3),
+    )
+    step = StepRecord(
+        position=0,
+        kind=StepKind.STEP,
+        name="charge",
+        input_hash="h",
+        error=boom,
+        attempts=2,
+        started_at=start + timedelta(seconds=1),
+        finished_at=start + timedelta(seconds=2),
+    )
+    attempts = [
+        AttemptRecord(
+            position=0, attempt=n, error=boom, at=start + timedelta(seconds=1, milliseconds=n)
+        )
+        for n in (1, 2)
+    ]
     root, span = run_spans(RunJournal(run=run, steps=[step], attempts=attempts))
     for made in (root, span):
-        assert (made.status.status_code, made.status.description) \
-            == (StatusCode.ERROR, "ValueError: card declined")
+        assert (made.status.status_code, made.status.description) == (
+            StatusCode.ERROR,
+            "ValueError: card declined",
+        )
     assert [e.attributes["signoff.attempt"] for e in span.events if e.attributes] == [1, 2]
     assert root.context is not None
     assert root.context.trace_id == trace_id_for(run.id)
@@ -372,11 +428,23 @@ def test_a_failed_run_and_its_failed_step_have_error_status() -> None:
 def test_an_unfinished_run_ends_at_its_last_entry() -> None:
     """A waiting run's span ends at its last journal entry, not at its last update."""
     start = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
-    run = Run(id=new_run_id(), workflow="demo.wait", status=RunStatus.WAITING, input=None,
-              wait_key="go", created_at=start, updated_at=start + timedelta(hours=1))
-    step = StepRecord(position=0, kind=StepKind.NOW, name="now", input_hash="h",
-                      started_at=start + timedelta(seconds=1),
-                      finished_at=start + timedelta(seconds=2))
+    run = Run(
+        id=new_run_id(),
+        workflow="demo.wait",
+        status=RunStatus.WAITING,
+        input=None,
+        wait_key="go",
+        created_at=start,
+        updated_at=start + timedelta(hours=1),
+    )
+    step = StepRecord(
+        position=0,
+        kind=StepKind.NOW,
+        name="now",
+        input_hash="h",
+        started_at=start + timedelta(seconds=1),
+        finished_at=start + timedelta(seconds=2),
+    )
     root, _ = run_spans(RunJournal(run=run, steps=[step]))
     assert root.end_time == _ns(step.finished_at)
     assert root.attributes is not None
@@ -386,24 +454,62 @@ def test_an_unfinished_run_ends_at_its_last_entry() -> None:
 def test_approval_events_come_from_the_journal_when_no_approval_is_stored() -> None:
     """Without stored approvals, the request and decision events are read from the journal."""
     at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
-    run = Run(id=new_run_id(), workflow="agent:x", status=RunStatus.RUNNING, input=None,
-              created_at=at, updated_at=at)
-    request = StepRecord(position=0, kind=StepKind.STEP, name="approval.request:refund",
-                         input_hash="h", output={"approval_id": "a1", "deadline": "soon"},
-                         started_at=at, finished_at=at + timedelta(seconds=1))
-    wait = StepRecord(position=1, kind=StepKind.WAIT, name="approval:a1", input_hash="h",
-                      output={"data": {"approval_id": "a1", "status": "rejected",
-                                       "args_hash": None, "reason": "too much"}},
-                      started_at=at + timedelta(seconds=9), finished_at=at + timedelta(seconds=9))
+    run = Run(
+        id=new_run_id(),
+        workflow="agent:x",
+        status=RunStatus.RUNNING,
+        input=None,
+        created_at=at,
+        updated_at=at,
+    )
+    request = StepRecord(
+        position=0,
+        kind=StepKind.STEP,
+        name="approval.request:refund",
+        input_hash="h",
+        output={"approval_id": "a1", "deadline": "soon"},
+        started_at=at,
+        finished_at=at + timedelta(seconds=1),
+    )
+    wait = StepRecord(
+        position=1,
+        kind=StepKind.WAIT,
+        name="approval:a1",
+        input_hash="h",
+        output={
+            "data": {
+                "approval_id": "a1",
+                "status": "rejected",
+                "args_hash": None,
+                "reason": "too much",
+            }
+        },
+        started_at=at + timedelta(seconds=9),
+        finished_at=at + timedelta(seconds=9),
+    )
     _, asked, answered = run_spans(RunJournal(run=run, steps=[request, wait]))
     assert [(e.name, e.timestamp, dict(e.attributes or {})) for e in asked.events] == [
-        ("approval.requested", _ns(request.finished_at), {
-            "signoff.approval.id": "a1", "signoff.approval.tool": "refund",
-            "signoff.approval.deadline": "soon"})]
+        (
+            "approval.requested",
+            _ns(request.finished_at),
+            {
+                "signoff.approval.id": "a1",
+                "signoff.approval.tool": "refund",
+                "signoff.approval.deadline": "soon",
+            },
+        )
+    ]
     assert [(e.name, e.timestamp, dict(e.attributes or {})) for e in answered.events] == [
-        ("approval.decided", _ns(wait.started_at), {
-            "signoff.approval.id": "a1", "signoff.approval.decision": "rejected",
-            "signoff.approval.reason": "too much"})]
+        (
+            "approval.decided",
+            _ns(wait.started_at),
+            {
+                "signoff.approval.id": "a1",
+                "signoff.approval.decision": "rejected",
+                "signoff.approval.reason": "too much",
+            },
+        )
+    ]
 
 
 # --- reading spans back -----------------------------------------------------------------------
@@ -419,12 +525,16 @@ def _by_name(spans: list[SpanView], traced: Traced) -> dict[str, SpanView]:
 
 def _from_proto(span: Span) -> SpanView:
     return SpanView(
-        trace_id=span.trace_id.hex(), span_id=span.span_id.hex(),
-        parent_id=span.parent_span_id.hex(), name=span.name,
-        start=span.start_time_unix_nano, end=span.end_time_unix_nano,
+        trace_id=span.trace_id.hex(),
+        span_id=span.span_id.hex(),
+        parent_id=span.parent_span_id.hex(),
+        name=span.name,
+        start=span.start_time_unix_nano,
+        end=span.end_time_unix_nano,
         attributes=_proto_attributes(span.attributes),
         events=[(e.name, e.time_unix_nano, _proto_attributes(e.attributes)) for e in span.events],
-        status=span.status.code)
+        status=span.status.code,
+    )
 
 
 def _proto_attributes(pairs: Any) -> dict[str, Any]:
@@ -440,16 +550,25 @@ def _proto_value(value: AnyValue) -> Any:
 
 
 def _from_json(document: dict[str, Any]) -> list[SpanView]:
-    return [SpanView(
-        trace_id=span["traceId"], span_id=span["spanId"],
-        parent_id=span.get("parentSpanId", ""), name=span["name"],
-        start=int(span["startTimeUnixNano"]), end=int(span["endTimeUnixNano"]),
-        attributes=_json_attributes(span.get("attributes", [])),
-        events=[(e["name"], int(e["timeUnixNano"]), _json_attributes(e.get("attributes", [])))
-                for e in span.get("events", [])],
-        status=span.get("status", {}).get("code", 0))
-        for resource in document["resourceSpans"] for scope in resource["scopeSpans"]
-        for span in scope["spans"]]
+    return [
+        SpanView(
+            trace_id=span["traceId"],
+            span_id=span["spanId"],
+            parent_id=span.get("parentSpanId", ""),
+            name=span["name"],
+            start=int(span["startTimeUnixNano"]),
+            end=int(span["endTimeUnixNano"]),
+            attributes=_json_attributes(span.get("attributes", [])),
+            events=[
+                (e["name"], int(e["timeUnixNano"]), _json_attributes(e.get("attributes", [])))
+                for e in span.get("events", [])
+            ],
+            status=span.get("status", {}).get("code", 0),
+        )
+        for resource in document["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
 
 
 def _json_attributes(pairs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -61,8 +61,10 @@ def _answer(request: ModelRequest) -> ModelResponse:
     """Ask to look order 7 up and to refund it; once the tools have answered, say it is done."""
     if any(message.role == "tool" for message in request.messages):
         return text_reply("refunded")
-    return tool_reply(ToolCall(id="c1", name="lookup", arguments={"order": 7}),
-                      ToolCall(id="c2", name="refund", arguments={"order": 7}))
+    return tool_reply(
+        ToolCall(id="c1", name="lookup", arguments={"order": 7}),
+        ToolCall(id="c2", name="refund", arguments={"order": 7}),
+    )
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,14 @@ def streamed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Streamed]:
             before = services.runtime.journal(run_id), _spans_of(collector, run_id)
             _approve_all(services, run_id)
             cli_ok(env, "worker", "--until-idle", "--concurrency", "1")
-            yield Streamed(url, run_id, *before, services.runtime.journal(run_id),
-                           _spans_of(collector, run_id), services.runtime.get(run_id).status)
+            yield Streamed(
+                url,
+                run_id,
+                *before,
+                services.runtime.journal(run_id),
+                _spans_of(collector, run_id),
+                services.runtime.get(run_id).status,
+            )
         finally:
             services.store.engine.dispose()
 
@@ -119,12 +127,17 @@ def test_every_entry_arrived_once_and_the_run_span_once_the_run_ended(
     _assert_children_of_the_run(entries, streamed.run_id)
     (root,) = [s for s in streamed.spans if not s.parent_id]
     assert (root.name, root.span_id, root.trace_id) == (
-        "run agent:tracer", f"{span_id_for(streamed.run_id):016x}", streamed.run_id)
+        "run agent:tracer",
+        f"{span_id_for(streamed.run_id):016x}",
+        streamed.run_id,
+    )
     assert root.attributes["signoff.run.status"] == "completed"
 
 
 def test_streamed_spans_are_the_spans_signoff_trace_exports(
-    streamed: Streamed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    streamed: Streamed,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Ids, names, times, attributes, events and status equal ``signoff trace RUN --file``."""
     out = tmp_path / "trace.jsonl"
@@ -145,17 +158,30 @@ def test_spans_leave_while_the_worker_runs(tmp_path: Path) -> None:
         try:
             run_id = services.runtime.start("test.waiter", {"path": str(tmp_path / "out")}).id
             with WorkerProcess(env, tmp_path / "worker.log") as worker:
-                waiting = wait_until(lambda: _received(collector, run_id, 2), timeout=20,
-                                     what="the spans of step 1 and the wait", alive=worker)
+                waiting = wait_until(
+                    lambda: _received(collector, run_id, 2),
+                    timeout=20,
+                    what="the spans of step 1 and the wait",
+                    alive=worker,
+                )
                 services.runtime.signal(run_id, "go", "now")
-                ended = wait_until(lambda: _received(collector, run_id, 5), timeout=20,
-                                   what="the remaining spans and the run's", alive=worker)
+                ended = wait_until(
+                    lambda: _received(collector, run_id, 5),
+                    timeout=20,
+                    what="the remaining spans and the run's",
+                    alive=worker,
+                )
                 assert worker.stop() == 0, worker.output()
         finally:
             services.store.engine.dispose()
     assert [s.name for s in waiting] == ["step 1", "wait.deadline go"]
-    assert [s.name for s in ended] == ["step 1", "wait.deadline go", "wait go", "step 2",
-                                       "run test.waiter"]
+    assert [s.name for s in ended] == [
+        "step 1",
+        "wait.deadline go",
+        "wait go",
+        "step 2",
+        "run test.waiter",
+    ]
     _assert_children_of_the_run(ended[:-1], run_id)
 
 
@@ -205,8 +231,9 @@ def _received(collector: OtlpCollector, run_id: RunId, count: int) -> list[SpanV
     spans = _spans_of(collector, run_id)
     if len(spans) < count:
         return None
-    return sorted(spans, key=lambda s: (not s.parent_id,
-                                        int(s.attributes.get("signoff.step.position", 0))))
+    return sorted(
+        spans, key=lambda s: (not s.parent_id, int(s.attributes.get("signoff.step.position", 0)))
+    )
 
 
 def _positions(spans: list[SpanView]) -> list[int]:

@@ -47,8 +47,10 @@ def test_two_workers_finish_every_run_exactly_once(
         owners.update(r.lease_owner for r in pg_store.list_runs() if r.lease_owner)
         return _all_finished(pg_store, run_ids)
 
-    with WorkerProcess(env, tmp_path / "a.log", concurrency=4) as a, \
-            WorkerProcess(env, tmp_path / "b.log", concurrency=4) as b:
+    with (
+        WorkerProcess(env, tmp_path / "a.log", concurrency=4) as a,
+        WorkerProcess(env, tmp_path / "b.log", concurrency=4) as b,
+    ):
         runs = wait_until(finished_while_watching, timeout=60, what="all 20 runs to finish")
         assert a.stop() == 0, a.output()
         assert b.stop() == 0, b.output()
@@ -59,8 +61,9 @@ def test_two_workers_finish_every_run_exactly_once(
         assert run.fence == 1, f"run {run.id} was claimed {run.fence} times"
         assert lines(out) == expected_steps(n)
         entries = pg_store.load_journal(run.id)
-        assert [(s.name, s.attempts) for s in entries] == [(f"step {i}", 1) for i in
-                                                           range(1, n + 1)]
+        assert [(s.name, s.attempts) for s in entries] == [
+            (f"step {i}", 1) for i in range(1, n + 1)
+        ]
 
 
 def test_survivor_takes_over_a_killed_workers_runs(
@@ -74,34 +77,53 @@ def test_survivor_takes_over_a_killed_workers_runs(
     outs = [tmp_path / f"out-{i}.txt" for i in range(6)]
 
     def start(batch: list[Path]) -> list[RunId]:
-        return [runtime.start("test.held", {"path": str(out), "n": n, "gate": str(gate)}).id
-                for out in batch]
+        return [
+            runtime.start("test.held", {"path": str(out), "n": n, "gate": str(gate)}).id
+            for out in batch
+        ]
 
     def owned_by(worker: WorkerProcess, ids: list[RunId], committed: int | None = None) -> bool:
         runs = [pg_store.get_run(run_id) for run_id in ids]
         return all(owner_pid(run.lease_owner) == worker.pid for run in runs) and (
             committed is None
-            or all(len(pg_store.load_journal(run_id)) == committed for run_id in ids))
+            or all(len(pg_store.load_journal(run_id)) == committed for run_id in ids)
+        )
 
     env = signoff_env(pg_url, lease_ttl=ttl, poll_interval=poll)
     first_batch = start(outs[:3])
     # The victim can hold 3 runs, so the second batch goes to the survivor. Every run
     # commits step 1 and then waits for the gate inside step 2.
     with WorkerProcess(env, tmp_path / "victim.log", concurrency=3) as victim:
-        wait_until(lambda: owned_by(victim, first_batch, committed=1), timeout=60,
-                   what="the victim to hold the first batch past step 1", alive=victim)
+        wait_until(
+            lambda: owned_by(victim, first_batch, committed=1),
+            timeout=60,
+            what="the victim to hold the first batch past step 1",
+            alive=victim,
+        )
         second_batch = start(outs[3:])
         with WorkerProcess(env, tmp_path / "survivor.log", concurrency=10) as survivor:
-            wait_until(lambda: owned_by(survivor, second_batch), timeout=60,
-                       what="the survivor to hold the second batch", alive=survivor)
+            wait_until(
+                lambda: owned_by(survivor, second_batch),
+                timeout=60,
+                what="the survivor to hold the second batch",
+                alive=survivor,
+            )
             victim.assert_alive()
             victim.sigkill()
             assert owned_by(victim, first_batch, committed=1), "the victim died holding them"
             gate.touch()
-            wait_until(lambda: owned_by(survivor, first_batch) or _all_finished(
-                pg_store, first_batch), timeout=60, what="the takeover", alive=survivor)
-            runs = wait_until(lambda: _all_finished(pg_store, first_batch + second_batch),
-                              timeout=60, what="all runs to finish", alive=survivor)
+            wait_until(
+                lambda: owned_by(survivor, first_batch) or _all_finished(pg_store, first_batch),
+                timeout=60,
+                what="the takeover",
+                alive=survivor,
+            )
+            runs = wait_until(
+                lambda: _all_finished(pg_store, first_batch + second_batch),
+                timeout=60,
+                what="all runs to finish",
+                alive=survivor,
+            )
             assert survivor.stop() == 0, survivor.output()
 
     for run, out in zip(runs, outs, strict=True):

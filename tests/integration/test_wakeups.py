@@ -39,9 +39,15 @@ def _default_env(url: str) -> dict[str, str]:
 def _listening_since(store: SqlStore, since: datetime) -> bool:
     """Whether a connection opened after ``since`` listens for wake-ups."""
     with store.engine.connect() as conn:
-        return bool(conn.execute(text(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND query LIKE 'LISTEN%' AND backend_start > :since"), {"since": since}).scalar())
+        return bool(
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND query LIKE 'LISTEN%' AND backend_start > :since"
+                ),
+                {"since": since},
+            ).scalar()
+        )
 
 
 @pytest.mark.postgres
@@ -53,14 +59,26 @@ def test_worker_alone_is_woken_by_a_started_and_a_resumed_run(
     env = signoff_env(pg_url, poll_interval=SLOW_POLL_S)
     since = datetime.now(UTC)
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
-        wait_until(lambda: _listening_since(pg_store, since), timeout=FAST_S,
-                   what="the worker to listen", alive=worker)
+        wait_until(
+            lambda: _listening_since(pg_store, since),
+            timeout=FAST_S,
+            what="the worker to listen",
+            alive=worker,
+        )
         run = runtime.start("test.waiter", {"path": str(tmp_path / "out.txt")})
-        wait_until(lambda: pg_store.get_run(run.id).status == RunStatus.WAITING,
-                   timeout=FAST_S, what="the new run to be run", alive=worker)
+        wait_until(
+            lambda: pg_store.get_run(run.id).status == RunStatus.WAITING,
+            timeout=FAST_S,
+            what="the new run to be run",
+            alive=worker,
+        )
         runtime.signal(run.id, "go", "now")
-        wait_until(lambda: pg_store.get_run(run.id).status.finished, timeout=FAST_S,
-                   what="the resumed run to finish", alive=worker)
+        wait_until(
+            lambda: pg_store.get_run(run.id).status.finished,
+            timeout=FAST_S,
+            what="the resumed run to finish",
+            alive=worker,
+        )
         assert worker.stop() == 0, worker.output()
     done = pg_store.get_run(run.id)
     assert done.status == RunStatus.COMPLETED, done.error
@@ -75,11 +93,17 @@ def test_sqlite_worker_is_woken_by_its_own_process(sqlite_store: SqlStore, tmp_p
     with WakeListener(sqlite_store.engine, worker.wake):
         thread.start()
         run = runtime.start("test.waiter", {"path": str(tmp_path / "out.txt")})
-        wait_until(lambda: sqlite_store.get_run(run.id).status == RunStatus.WAITING,
-                   timeout=FAST_S, what="the new run to be run")
+        wait_until(
+            lambda: sqlite_store.get_run(run.id).status == RunStatus.WAITING,
+            timeout=FAST_S,
+            what="the new run to be run",
+        )
         runtime.signal(run.id, "go", "now")
-        wait_until(lambda: sqlite_store.get_run(run.id).status.finished, timeout=FAST_S,
-                   what="the resumed run to finish")
+        wait_until(
+            lambda: sqlite_store.get_run(run.id).status.finished,
+            timeout=FAST_S,
+            what="the resumed run to finish",
+        )
         worker.stop()
         thread.join()
     assert sqlite_store.get_run(run.id).status == RunStatus.COMPLETED
@@ -101,25 +125,30 @@ def test_a_killed_workers_run_is_taken_over_within_seconds(
     url, store = database
     runtime = Runtime(store, load_workflows((TEST_WORKFLOWS,)))
     out, gate, env = tmp_path / "out.txt", tmp_path / "gate", _default_env(url)
-    run_id: RunId = runtime.start(
-        "test.held", {"path": str(out), "n": 3, "gate": str(gate)}).id
+    run_id: RunId = runtime.start("test.held", {"path": str(out), "n": 3, "gate": str(gate)}).id
 
     def held_by(worker: WorkerProcess) -> bool:
         run = store.get_run(run_id)
         return owner_pid(run.lease_owner) == worker.pid and len(store.load_journal(run_id)) == 1
 
     with WorkerProcess(env, tmp_path / "victim.log", concurrency=1) as victim:
-        wait_until(lambda: held_by(victim), timeout=60, what="the victim to hold the run",
-                   alive=victim)
+        wait_until(
+            lambda: held_by(victim), timeout=60, what="the victim to hold the run", alive=victim
+        )
         with WorkerProcess(env, tmp_path / "survivor.log") as survivor:
             victim.sigkill()
             killed = time.monotonic()
-            wait_until(lambda: held_by(survivor), timeout=FAST_S, what="the takeover",
-                       alive=survivor)
+            wait_until(
+                lambda: held_by(survivor), timeout=FAST_S, what="the takeover", alive=survivor
+            )
             took = time.monotonic() - killed
             gate.touch()
-            wait_until(lambda: store.get_run(run_id).status.finished, timeout=60,
-                       what="the run to finish", alive=survivor)
+            wait_until(
+                lambda: store.get_run(run_id).status.finished,
+                timeout=60,
+                what="the run to finish",
+                alive=survivor,
+            )
             assert survivor.stop() == 0, survivor.output()
     assert took < FAST_S
     assert store.get_run(run_id).status == RunStatus.COMPLETED

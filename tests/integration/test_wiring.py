@@ -41,8 +41,13 @@ def _answer(request: ModelRequest) -> ModelResponse:
 
 def _finance(members: tuple[str, ...]) -> Agent:
     pay = tool(side_effect=True, approval=ApprovalPolicy(groups=("finance",)), name="pay")(_pay)
-    return Agent(name="payer", model=ScriptedModel(_answer), system_prompt="pay",
-                 tools=Tools(pay), approver_groups={"finance": members})
+    return Agent(
+        name="payer",
+        model=ScriptedModel(_answer),
+        system_prompt="pay",
+        tools=Tools(pay),
+        approver_groups={"finance": members},
+    )
 
 
 def finance_agent() -> Agent:
@@ -66,8 +71,7 @@ def test_an_agents_own_groups_decide_whether_its_approvals_are_stale(sqlite_url:
     run_id = before.runtime.start("agent:payer", data).id
     before.runtime.worker(WorkerOptions(owner="w", lease_ttl=timedelta(minutes=1))).run_once()
     assert before.runtime.get(run_id).status == RunStatus.WAITING
-    (pending,) = before.approvals.store.list_approvals(run_id=run_id,
-                                                        status=ApprovalStatus.PENDING)
+    (pending,) = before.approvals.store.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING)
     after = _services(sqlite_url, "reorganised_agent")
     result = after.approvals.decide(pending.id, DANA, Decision.APPROVE)
     assert not result.accepted
@@ -90,9 +94,11 @@ def test_a_workflow_module_in_the_current_directory_is_found(tmp_path: Path) -> 
     """``SIGNOFF_WORKFLOWS`` names a module beside the user, with no PYTHONPATH set up."""
     (tmp_path / "local_flows.py").write_text(
         "from agent_runtime import Workflows\n\nworkflows = Workflows()\n\n\n"
-        "@workflows.register('local.hello')\ndef hello(ctx, data):\n    return 'hi'\n")
-    env = signoff_env(f"sqlite:///{tmp_path / 'signoff.db'}",
-                      extra={"SIGNOFF_WORKFLOWS": "local_flows:workflows"})
+        "@workflows.register('local.hello')\ndef hello(ctx, data):\n    return 'hi'\n"
+    )
+    env = signoff_env(
+        f"sqlite:///{tmp_path / 'signoff.db'}", extra={"SIGNOFF_WORKFLOWS": "local_flows:workflows"}
+    )
     done = run_cli(env, "start", "local.hello", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.strip()) == 32

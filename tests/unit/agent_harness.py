@@ -32,11 +32,13 @@ from agent_runtime.models import (
 from agent_runtime.testing import AgentEnvironment
 
 LOOKUP = tool_reply(ToolCall(id="c1", name="lookup_order", arguments={"order_id": "1042"}))
-REFUND = tool_reply(ToolCall(id="c2", name="issue_refund",
-                             arguments={"order_id": "1042", "amount_cents": 4999}))
+REFUND = tool_reply(
+    ToolCall(id="c2", name="issue_refund", arguments={"order_id": "1042", "amount_cents": 4999})
+)
 BOTH = tool_reply(
     ToolCall(id="c2", name="issue_refund", arguments={"order_id": "1042", "amount_cents": 4999}),
-    ToolCall(id="c3", name="send_email", arguments={"to": "d@example.com", "body": "hi"}))
+    ToolCall(id="c3", name="send_email", arguments={"to": "d@example.com", "body": "hi"}),
+)
 DONE = text_reply("done")
 """Scripted answers: look order 1042 up, refund it (and email), then answer."""
 
@@ -56,10 +58,16 @@ class Crash(BaseException):
 class AgentHarness:
     """A demo-like agent over the in-memory stores; tool executions are counted."""
 
-    def __init__(self, script: Sequence[ModelResponse], *, policy: ApprovalPolicy | None = None,
-                 budget: Budget | None = None,
-                 outcome: UnknownOutcome = UnknownOutcome.RETRY,
-                 models: ModelResolver | None = None, model: Model | None = None) -> None:
+    def __init__(
+        self,
+        script: Sequence[ModelResponse],
+        *,
+        policy: ApprovalPolicy | None = None,
+        budget: Budget | None = None,
+        outcome: UnknownOutcome = UnknownOutcome.RETRY,
+        models: ModelResolver | None = None,
+        model: Model | None = None,
+    ) -> None:
         self.calls: Counter[str] = Counter()
         self.keys: list[str] = []
         self.crash_after_refund = False
@@ -68,8 +76,15 @@ class AgentHarness:
         self.policy = policy or ApprovalPolicy(approvers=("U_DANA", "U_OMAR"))
         self.tools = self._tools(outcome)
         self.env = AgentEnvironment(
-            Agent(name="t", model=model or self.model, system_prompt="be careful",
-                  tools=self.tools, budget=budget or Budget()), models=models)
+            Agent(
+                name="t",
+                model=model or self.model,
+                system_prompt="be careful",
+                tools=self.tools,
+                budget=budget or Budget(),
+            ),
+            models=models,
+        )
         self.agent = self.env.agent
         self.clock = self.env.clock
         self.store = self.env.store
@@ -102,9 +117,12 @@ class AgentHarness:
 
         return Tools(
             tool(retry=LOOKUP_RETRY)(lookup_order),
-            tool(side_effect=True, approval=self.policy, on_unknown_outcome=outcome,
-                 verify=lambda key: {"refunded": "verified"} if key in keys else None)(
-                issue_refund),
+            tool(
+                side_effect=True,
+                approval=self.policy,
+                on_unknown_outcome=outcome,
+                verify=lambda key: {"refunded": "verified"} if key in keys else None,
+            )(issue_refund),
             tool(side_effect=True, approval=self.policy)(send_email),
         )
 

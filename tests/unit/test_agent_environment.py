@@ -25,13 +25,19 @@ def refund(order_id: str, amount_cents: int) -> str:
     return f"refunded {amount_cents}"
 
 
-AGENT = Agent(name="refunds", model=ScriptedModel([]), system_prompt="refund carefully",
-              tools=Tools(tool(retry=FLAKY_RETRY)(lookup),
-                          tool(side_effect=True,
-                               approval=ApprovalPolicy(approvers=("U_DANA",)))(refund)))
+AGENT = Agent(
+    name="refunds",
+    model=ScriptedModel([]),
+    system_prompt="refund carefully",
+    tools=Tools(
+        tool(retry=FLAKY_RETRY)(lookup),
+        tool(side_effect=True, approval=ApprovalPolicy(approvers=("U_DANA",)))(refund),
+    ),
+)
 LOOK = tool_reply(ToolCall(id="c1", name="lookup", arguments={"order_id": "7"}))
-REFUND = tool_reply(ToolCall(id="c2", name="refund",
-                             arguments={"order_id": "7", "amount_cents": 4999}))
+REFUND = tool_reply(
+    ToolCall(id="c2", name="refund", arguments={"order_id": "7", "amount_cents": 4999})
+)
 
 
 def test_an_edited_approval_runs_the_tool_with_the_edited_arguments() -> None:
@@ -43,8 +49,9 @@ def test_an_edited_approval_runs_the_tool_with_the_edited_arguments() -> None:
     assert not env.approve(approval, as_user="U_EVE").accepted
     assert env.edit(approval, {"order_id": "7", "amount_cents": 2000}, as_user="U_DANA").accepted
     assert env.run_until_waiting(run_id).status == RunStatus.COMPLETED
-    assert env.tool_calls == [ToolCallRecord("refund", {"order_id": "7", "amount_cents": 2000},
-                                             "refunded 2000")]
+    assert env.tool_calls == [
+        ToolCallRecord("refund", {"order_id": "7", "amount_cents": 2000}, "refunded 2000")
+    ]
     assert env.answer(run_id) == "refunded half"
     assert [s.name for s in env.journal(run_id)].count("model") == 2
 

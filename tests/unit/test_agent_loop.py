@@ -80,8 +80,9 @@ def test_outsider_and_requester_cannot_decide() -> None:
 
 def test_requester_may_approve_when_policy_allows() -> None:
     """With allow_requester the person who asked may approve."""
-    h = AgentHarness([REFUND, DONE], policy=ApprovalPolicy(approvers=("U_REQ",),
-                                                           allow_requester=True))
+    h = AgentHarness(
+        [REFUND, DONE], policy=ApprovalPolicy(approvers=("U_REQ",), allow_requester=True)
+    )
     (approval,) = h.pending(_until_waiting(h))
     assert h.approvals.decide(approval, REQUESTER, Decision.APPROVE).accepted
 
@@ -105,8 +106,7 @@ def test_rejection_reason_goes_back_to_the_model() -> None:
     h.approvals.decide(approval, DANA, Decision.REJECT, reason="customer already refunded")
     h.work()
     assert h.calls["issue_refund"] == 0
-    assert h.tool_results(run_id) == [
-        "not executed: rejected by dana: customer already refunded"]
+    assert h.tool_results(run_id) == ["not executed: rejected by dana: customer already refunded"]
 
 
 def test_rejection_needs_a_reason() -> None:
@@ -123,8 +123,9 @@ def test_edit_then_approve_runs_the_edited_arguments_and_records_the_diff() -> N
     run_id = _until_waiting(h)
     (approval,) = h.pending(run_id)
     with pytest.raises(InvalidInput):
-        h.approvals.decide(approval, DANA, Decision.EDIT,
-                           edited_args={"order_id": "1042", "amount_cents": "lots"})
+        h.approvals.decide(
+            approval, DANA, Decision.EDIT, edited_args={"order_id": "1042", "amount_cents": "lots"}
+        )
     edited = {"order_id": "1042", "amount_cents": 2500}
     assert h.approvals.decide(approval, DANA, Decision.EDIT, edited_args=edited).accepted
     h.work()
@@ -135,8 +136,9 @@ def test_edit_then_approve_runs_the_edited_arguments_and_records_the_diff() -> N
 
 def test_two_approvers_required() -> None:
     """With required=2 one approval is not enough and the same person cannot count twice."""
-    h = AgentHarness([REFUND, DONE], policy=ApprovalPolicy(approvers=("U_DANA", "U_OMAR"),
-                                                           required=2))
+    h = AgentHarness(
+        [REFUND, DONE], policy=ApprovalPolicy(approvers=("U_DANA", "U_OMAR"), required=2)
+    )
     run_id = _until_waiting(h)
     (approval,) = h.pending(run_id)
     assert h.approvals.decide(approval, DANA, Decision.APPROVE).message.endswith("1 more needed")
@@ -150,15 +152,17 @@ def test_two_approvers_required() -> None:
 
 def test_a_vote_counts_only_for_the_arguments_it_was_cast_on() -> None:
     """After an edit, an approval given with the old arguments' hash is refused as stale."""
-    h = AgentHarness([REFUND, DONE], policy=ApprovalPolicy(approvers=("U_DANA", "U_OMAR"),
-                                                           required=2))
+    h = AgentHarness(
+        [REFUND, DONE], policy=ApprovalPolicy(approvers=("U_DANA", "U_OMAR"), required=2)
+    )
     run_id = _until_waiting(h)
     (approval,) = h.pending(run_id)
     shown = h.approvals.get(approval).proposed_hash
     assert h.approvals.decide(approval, DANA, Decision.APPROVE, seen_hash=shown).accepted
     edited = {"order_id": "1045", "amount_cents": 89900}
-    assert h.approvals.decide(approval, OMAR, Decision.EDIT, edited_args=edited,
-                              seen_hash=shown).accepted
+    assert h.approvals.decide(
+        approval, OMAR, Decision.EDIT, edited_args=edited, seen_hash=shown
+    ).accepted
     stale = h.approvals.decide(approval, DANA, Decision.APPROVE, seen_hash=shown)
     assert (stale.accepted, stale.refused_as) == (False, "stale")
     assert h.approvals.get(approval).status == ApprovalStatus.PENDING
@@ -187,8 +191,9 @@ def test_parallel_calls_are_decided_independently() -> None:
 
 def test_deadline_expires_fail_closed_and_late_click_loses() -> None:
     """Past its deadline the sweep rejects the approval; a click after that cannot win."""
-    h = AgentHarness([REFUND, DONE], policy=ApprovalPolicy(approvers=("U_DANA",),
-                                                           deadline=timedelta(minutes=30)))
+    h = AgentHarness(
+        [REFUND, DONE], policy=ApprovalPolicy(approvers=("U_DANA",), deadline=timedelta(minutes=30))
+    )
     run_id = _until_waiting(h)
     (approval,) = h.pending(run_id)
     assert isinstance(h.clock, FrozenClock)
@@ -202,8 +207,12 @@ def test_deadline_expires_fail_closed_and_late_click_loses() -> None:
 
 def test_escalation_hands_the_approval_to_others() -> None:
     """With escalation the overdue approval goes to the escalation list for another deadline."""
-    policy = ApprovalPolicy(approvers=("U_DANA",), deadline=timedelta(minutes=10),
-                            on_expiry=OnExpiry.ESCALATE, escalate_to=("U_OMAR",))
+    policy = ApprovalPolicy(
+        approvers=("U_DANA",),
+        deadline=timedelta(minutes=10),
+        on_expiry=OnExpiry.ESCALATE,
+        escalate_to=("U_OMAR",),
+    )
     h = AgentHarness([REFUND, DONE], policy=policy)
     (approval,) = h.pending(_until_waiting(h))
     h.clock.advance(timedelta(minutes=10))
@@ -236,8 +245,9 @@ def test_changed_policy_makes_the_approval_stale() -> None:
 
 def test_invalid_arguments_go_back_to_the_model() -> None:
     """Arguments that fail the schema never reach the tool; the model reads the errors."""
-    bad = tool_reply(ToolCall(id="c9", name="issue_refund",
-                              arguments={"order_id": 1042, "amount_cents": 1}))
+    bad = tool_reply(
+        ToolCall(id="c9", name="issue_refund", arguments={"order_id": 1042, "amount_cents": 1})
+    )
     h = AgentHarness([bad, DONE])
     run_id = h.start()
     h.work()
@@ -246,8 +256,9 @@ def test_invalid_arguments_go_back_to_the_model() -> None:
     assert h.tool_results(run_id)[0].startswith("invalid arguments: order_id: 1042 is not of type")
 
 
-@pytest.mark.parametrize("outcome", [UnknownOutcome.RETRY, UnknownOutcome.VERIFY,
-                                     UnknownOutcome.ASK])
+@pytest.mark.parametrize(
+    "outcome", [UnknownOutcome.RETRY, UnknownOutcome.VERIFY, UnknownOutcome.ASK]
+)
 def test_unknown_outcome_follows_the_tool_policy(outcome: UnknownOutcome) -> None:
     """A side effect started but never journaled is retried with its key, verified, or asked."""
     h = AgentHarness([REFUND, DONE], outcome=outcome)
@@ -291,9 +302,11 @@ def test_input_estimate_keeps_its_formula_while_measuring_each_message_once() ->
     estimate = InputEstimate("be careful", tools)
     messages = [Message(role="user", content="refund order 1042 — ünïcode")]
     for turn in range(5):
-        expected = (len("be careful")
-                    + sum(len(json.dumps(m.to_json())) for m in messages)
-                    + sum(len(json.dumps(t.to_json())) for t in tools)) // 4 + 1
+        expected = (
+            len("be careful")
+            + sum(len(json.dumps(m.to_json())) for m in messages)
+            + sum(len(json.dumps(t.to_json())) for t in tools)
+        ) // 4 + 1
         assert estimate.tokens(messages) == expected
         messages += [LOOKUP.message, Message(role="tool", tool_call_id="c1", content=f"r{turn}")]
 
@@ -307,4 +320,5 @@ def test_cancelling_a_run_closes_its_pending_approvals() -> None:
     assert h.pending(run_id) == []
     closed = h.approval_store.list_approvals(run_id=run_id)
     assert {(a.status, a.reason) for a in closed} == {
-        (ApprovalStatus.CANCELLED, "the run was cancelled")}
+        (ApprovalStatus.CANCELLED, "the run was cancelled")
+    }

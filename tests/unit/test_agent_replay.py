@@ -23,7 +23,8 @@ from tests.unit.agent_harness import DANA, OMAR, AgentHarness, Crash
 LOOKUP = tool_reply(ToolCall(id="c1", name="lookup_order", arguments={"order_id": "1042"}))
 BOTH = tool_reply(
     ToolCall(id="c2", name="issue_refund", arguments={"order_id": "1042", "amount_cents": 4999}),
-    ToolCall(id="c3", name="send_email", arguments={"to": "d@example.com", "body": "hi"}))
+    ToolCall(id="c3", name="send_email", arguments={"to": "d@example.com", "body": "hi"}),
+)
 DONE = text_reply("done")
 
 
@@ -45,8 +46,9 @@ def rejected_and_edited(h: AgentHarness, run_id: RunId) -> None:
     h.work()
     refund, email = h.pending(run_id)
     assert h.approvals.decide(email, OMAR, Decision.REJECT, reason="we call instead").accepted
-    assert h.approvals.decide(refund, DANA, Decision.EDIT,
-                              edited_args={"order_id": "1042", "amount_cents": 100}).accepted
+    assert h.approvals.decide(
+        refund, DANA, Decision.EDIT, edited_args={"order_id": "1042", "amount_cents": 100}
+    ).accepted
     h.work()
 
 
@@ -69,10 +71,13 @@ def budget_raised(h: AgentHarness, run_id: RunId) -> None:
     h.work()
 
 
-@pytest.mark.parametrize("drive", [approved, rejected_and_edited, crashed_after_the_refund,
-                                   budget_raised], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "drive",
+    [approved, rejected_and_edited, crashed_after_the_refund, budget_raised],
+    ids=lambda f: f.__name__,
+)
 def test_replaying_a_finished_run_makes_no_model_or_tool_call(
-    drive: Callable[[AgentHarness, RunId], None]
+    drive: Callable[[AgentHarness, RunId], None],
 ) -> None:
     """The finished journal answers every model and tool call: zero calls, the same output."""
     budget = Budget(model_calls=2) if drive is budget_raised else None
@@ -86,8 +91,14 @@ def test_replaying_a_finished_run_makes_no_model_or_tool_call(
     assert sum(tool_calls.values()) >= 2
     journal = h.store.load_journal(run_id)
 
-    context = RunContext(run=run, lease=Lease(run_id, "replayer", run.fence), journal=journal,
-                         store=h.store, clock=h.clock, stopping=threading.Event())
+    context = RunContext(
+        run=run,
+        lease=Lease(run_id, "replayer", run.fence),
+        journal=journal,
+        store=h.store,
+        clock=h.clock,
+        stopping=threading.Event(),
+    )
     output = agent_workflow(h.agent, h.approvals)(context, run.input)
     context.check_complete()
 

@@ -22,10 +22,16 @@ def log(*signed: bool) -> list[AuditEntry]:
     """A chained log whose n-th entry is signed with ``KEYS`` when ``signed[n]``."""
     entries: list[AuditEntry] = []
     for seq, sign in enumerate(signed, start=1):
-        draft = AuditDraft(at=T0 + timedelta(seconds=seq), approval_id="ap", run_id="r",
-                           action="approve", actor={"user_id": "U_DANA"})
-        entries.append(chain(draft, seq, entries[-1].hash if entries else GENESIS,
-                             KEYS if sign else None))
+        draft = AuditDraft(
+            at=T0 + timedelta(seconds=seq),
+            approval_id="ap",
+            run_id="r",
+            action="approve",
+            actor={"user_id": "U_DANA"},
+        )
+        entries.append(
+            chain(draft, seq, entries[-1].hash if entries else GENESIS, KEYS if sign else None)
+        )
     return entries
 
 
@@ -52,21 +58,37 @@ def test_an_unsigned_entry_after_signing_began_is_a_problem() -> None:
 def test_an_anchor_with_a_mac_moves_the_start_of_signing_back() -> None:
     """An anchor of a signed entry 2 makes entries 2 on required to be signed."""
     signed = log(False, True, True)
-    stripped = [signed[0], *(chain(AuditDraft(at=e.at, approval_id=e.approval_id,
-                                              run_id=e.run_id, action=e.action, actor=e.actor),
-                                   e.seq, e.prev_hash) for e in signed[1:])]
+    stripped = [
+        signed[0],
+        *(
+            chain(
+                AuditDraft(
+                    at=e.at,
+                    approval_id=e.approval_id,
+                    run_id=e.run_id,
+                    action=e.action,
+                    actor=e.actor,
+                ),
+                e.seq,
+                e.prev_hash,
+            )
+            for e in signed[1:]
+        ),
+    ]
     line = anchor_of(signed[1], T0).to_line()
     report = examine(stripped, head(stripped), anchor_lines=[line])
     assert report.signed_from == 2
-    assert report.problems == ["entry 2: unsigned, though signing began at entry 2",
-                               "entry 3: unsigned, though signing began at entry 2",
-                               "anchor line 1: entry 2 no longer has the anchored MAC"]
+    assert report.problems == [
+        "entry 2: unsigned, though signing began at entry 2",
+        "entry 3: unsigned, though signing began at entry 2",
+        "anchor line 1: entry 2 no longer has the anchored MAC",
+    ]
 
 
 def test_anchor_lines_that_are_not_anchors_are_problems() -> None:
     """A line of the anchor file that is not an anchor is reported with its number."""
     entries = log(True)
-    lines = [anchor_of(entries[0], T0).to_line(), "{\"seq\": 1}", "", "garbage"]
+    lines = [anchor_of(entries[0], T0).to_line(), '{"seq": 1}', "", "garbage"]
     report = examine(entries, head(entries), anchor_lines=lines)
     assert report.problems == ["anchor line 2 is not an anchor", "anchor line 4 is not an anchor"]
     assert report.anchors == 1
@@ -78,15 +100,15 @@ def test_an_edited_anchor_is_caught_with_the_key() -> None:
     forged = anchor_of(entries[1], T0).to_line().replace(entries[1].mac or "", "0" * 64)
     report = examine(entries, head(entries), keys=KEYS, anchor_lines=[forged])
     assert report.problems[-1] == (
-        "anchor line 1: its MAC does not verify (the anchor file was edited)")
+        "anchor line 1: its MAC does not verify (the anchor file was edited)"
+    )
 
 
 def test_keys_come_from_the_variable_or_the_file(tmp_path: Path) -> None:
     """SIGNOFF_AUDIT_KEYS and SIGNOFF_AUDIT_KEYS_FILE give the same keys, the first signing."""
     text = f"k2:{SECRET}2, k1:{SECRET}"
     keyfile = tmp_path / "keys"
-    keyfile.write_text(f"# rotated in March\nk2:{SECRET}2\nk1:{SECRET}  # old\n",
-                       encoding="utf-8")
+    keyfile.write_text(f"# rotated in March\nk2:{SECRET}2\nk1:{SECRET}  # old\n", encoding="utf-8")
     from_env = Settings.from_env({"SIGNOFF_AUDIT_KEYS": text}).audit_keys
     from_file = Settings.from_env({"SIGNOFF_AUDIT_KEYS_FILE": str(keyfile)}).audit_keys
     assert from_env == from_file
@@ -95,16 +117,18 @@ def test_keys_come_from_the_variable_or_the_file(tmp_path: Path) -> None:
     assert SECRET not in repr(Settings.from_env({"SIGNOFF_AUDIT_KEYS": text}))
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"SIGNOFF_AUDIT_KEYS": SECRET}, "SIGNOFF_AUDIT_KEYS: key 1 is not of the form kid:secret"),
-    ({"SIGNOFF_AUDIT_KEYS": "k1:short"}, "audit key 'k1' is shorter than 16 bytes"),
-    ({"SIGNOFF_AUDIT_KEYS": f"k1:{SECRET},k1:{SECRET}x"}, "audit key ids given twice: k1"),
-    ({"SIGNOFF_AUDIT_KEYS": f"k 1:{SECRET}"}, "key 1 is not of the form kid:secret"),
-    ({"SIGNOFF_AUDIT_KEYS": f"k1:{SECRET}", "SIGNOFF_AUDIT_KEYS_FILE": "/x"}, "not both"),
-    ({"SIGNOFF_AUDIT_KEYS_FILE": "/nonexistent/keys"}, "cannot read /nonexistent/keys"),
-])
-def test_bad_keys_are_refused_without_showing_the_secret(env: dict[str, str],
-                                                         message: str) -> None:
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SIGNOFF_AUDIT_KEYS": SECRET}, "SIGNOFF_AUDIT_KEYS: key 1 is not of the form kid:secret"),
+        ({"SIGNOFF_AUDIT_KEYS": "k1:short"}, "audit key 'k1' is shorter than 16 bytes"),
+        ({"SIGNOFF_AUDIT_KEYS": f"k1:{SECRET},k1:{SECRET}x"}, "audit key ids given twice: k1"),
+        ({"SIGNOFF_AUDIT_KEYS": f"k 1:{SECRET}"}, "key 1 is not of the form kid:secret"),
+        ({"SIGNOFF_AUDIT_KEYS": f"k1:{SECRET}", "SIGNOFF_AUDIT_KEYS_FILE": "/x"}, "not both"),
+        ({"SIGNOFF_AUDIT_KEYS_FILE": "/nonexistent/keys"}, "cannot read /nonexistent/keys"),
+    ],
+)
+def test_bad_keys_are_refused_without_showing_the_secret(env: dict[str, str], message: str) -> None:
     """Malformed, short or duplicated keys raise SettingsError; the message has no secret."""
     with pytest.raises(SettingsError) as raised:
         Settings.from_env(env)

@@ -125,8 +125,12 @@ def test_retries_are_journaled_and_succeed(h: Harness) -> None:
 
 def test_backoff_grows_and_is_capped(h: Harness) -> None:
     """Pauses between attempts follow the backoff and never exceed max_interval."""
-    policy = RetryPolicy(max_attempts=5, initial_interval=timedelta(seconds=1), backoff=3,
-                         max_interval=timedelta(seconds=5))
+    policy = RetryPolicy(
+        max_attempts=5,
+        initial_interval=timedelta(seconds=1),
+        backoff=3,
+        max_interval=timedelta(seconds=5),
+    )
     assert [policy.delay_after(n).total_seconds() for n in (1, 2, 3)] == [1, 3, 5]
 
 
@@ -176,8 +180,12 @@ def test_step_timeout_counts_as_a_failed_attempt(h: Harness) -> None:
     import threading
 
     release = threading.Event()
-    h.workflows.add("wf", lambda ctx, _: ctx.step(
-        release.wait, 5, name="slow", retry=NO_RETRY, timeout=timedelta(milliseconds=20)))
+    h.workflows.add(
+        "wf",
+        lambda ctx, _: ctx.step(
+            release.wait, 5, name="slow", retry=NO_RETRY, timeout=timedelta(milliseconds=20)
+        ),
+    )
     run = h.runtime.start("wf")
     h.work()
     release.set()
@@ -195,7 +203,9 @@ def test_unstorable_output_is_a_clear_step_failure(h: Harness) -> None:
     assert step.error is not None
     assert step.attempts == 1
     assert (step.error.type, "cannot be stored as JSON" in step.error.message) == (
-        "NotSerializable", True)
+        "NotSerializable",
+        True,
+    )
 
 
 def test_unstorable_input_fails_the_run_clearly(h: Harness) -> None:
@@ -297,8 +307,9 @@ def _park_then(h: Harness, name: str, steps: list[str]) -> RunId:
 def test_changed_code_parks_the_run_as_failed_naming_both_steps(h: Harness) -> None:
     """Replaying a journal that the code no longer matches fails the run with both steps named."""
     run_id = _park_then(h, "wf", ["a", "b"])
-    h.workflows.add("wf", lambda ctx, _: [ctx.step(h.effect, "a", name="a"),
-                                          ctx.step(h.effect, "c", name="c")])
+    h.workflows.add(
+        "wf", lambda ctx, _: [ctx.step(h.effect, "a", name="a"), ctx.step(h.effect, "c", name="c")]
+    )
     h.runtime.signal(run_id, "go")
     h.work()
     run = h.runtime.get(run_id)
@@ -437,5 +448,11 @@ def test_journal_kinds_are_recorded(h: Harness) -> None:
     run = h.runtime.start("wf")
     h.work()
     kinds = [s.kind for s in h.runtime.journal(run.id)]
-    assert kinds == [StepKind.NOW, StepKind.UUID, StepKind.STEP, StepKind.SLEEP,
-                     StepKind.WAIT_DEADLINE, StepKind.WAIT]
+    assert kinds == [
+        StepKind.NOW,
+        StepKind.UUID,
+        StepKind.STEP,
+        StepKind.SLEEP,
+        StepKind.WAIT_DEADLINE,
+        StepKind.WAIT,
+    ]

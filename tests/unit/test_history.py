@@ -7,8 +7,9 @@ from agent_runtime.history import timeline
 from agent_runtime.models import ToolCall, text_reply, tool_reply
 from tests.unit.agent_harness import DANA, AgentHarness
 
-REFUND = tool_reply(ToolCall(id="c2", name="issue_refund",
-                             arguments={"order_id": "1042", "amount_cents": 4999}))
+REFUND = tool_reply(
+    ToolCall(id="c2", name="issue_refund", arguments={"order_id": "1042", "amount_cents": 4999})
+)
 
 
 def test_timeline_shows_usage_budget_left_and_the_decision() -> None:
@@ -21,15 +22,26 @@ def test_timeline_shows_usage_budget_left_and_the_decision() -> None:
     h.work()
     run = h.run(run_id)
     assert run.status == RunStatus.COMPLETED
-    entries = [e.to_json() for e in timeline(
-        run, h.runtime.journal(run_id), h.runtime.attempts(run_id),
-        h.approval_store.list_approvals(run_id=run_id), h.agent)]
+    entries = [
+        e.to_json()
+        for e in timeline(
+            run,
+            h.runtime.journal(run_id),
+            h.runtime.attempts(run_id),
+            h.approval_store.list_approvals(run_id=run_id),
+            h.agent,
+        )
+    ]
     models = [e for e in entries if e["name"] == "model"]
     assert [m["budget_left"]["model_calls"] for m in models] == [4, 3]
     assert models[0]["input_tokens"] > 0
     assert models[1]["budget_left"]["tokens"] == (
-        50_000 - sum(m["input_tokens"] + m["output_tokens"] for m in models))
+        50_000 - sum(m["input_tokens"] + m["output_tokens"] for m in models)
+    )
     [wait] = [e for e in entries if "approval" in e]
     assert (wait["approval"]["decision"], wait["approval"]["by"], wait["approval"]["reason"]) == (
-        "rejected", "dana", "not this one")
+        "rejected",
+        "dana",
+        "not this one",
+    )
     assert [e["position"] for e in entries] == list(range(len(entries)))

@@ -68,8 +68,10 @@ def _refs(node: object) -> Iterator[str]:
 
 
 def _errors(validator: Validator, instance: Json) -> list[str]:
-    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
-            for e in validator.iter_errors(instance)]
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+        for e in validator.iter_errors(instance)
+    ]
 
 
 def _agent_command(manifest: Json) -> Json:
@@ -94,7 +96,8 @@ def test_manifest_validates_against_schema(manifest: Json, validator: Validator)
 
 
 def test_validator_rejects_slash_command_without_command(
-        manifest: Json, validator: Validator) -> None:
+    manifest: Json, validator: Validator
+) -> None:
     """A slash command missing its `command` field fails validation."""
     broken = copy.deepcopy(manifest)
     del broken["features"]["slash_commands"][0]["command"]

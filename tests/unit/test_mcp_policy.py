@@ -12,15 +12,18 @@ from bot.mcp.exceptions import PolicyError
 from bot.mcp.policy import GatePolicy, load_policy, needs_person
 
 
-@pytest.mark.parametrize(("annotations", "gated"), [
-    (None, True),
-    ({}, True),
-    ({"readOnlyHint": True, "destructiveHint": True}, False),
-    ({"destructiveHint": True}, True),
-    ({"destructiveHint": False}, True),
-    ({"destructiveHint": False, "openWorldHint": True}, True),
-    ({"destructiveHint": False, "openWorldHint": False}, False),
-])
+@pytest.mark.parametrize(
+    ("annotations", "gated"),
+    [
+        (None, True),
+        ({}, True),
+        ({"readOnlyHint": True, "destructiveHint": True}, False),
+        ({"destructiveHint": True}, True),
+        ({"destructiveHint": False}, True),
+        ({"destructiveHint": False, "openWorldHint": True}, True),
+        ({"destructiveHint": False, "openWorldHint": False}, False),
+    ],
+)
 def test_annotations_decide_by_default(annotations: dict[str, Any] | None, gated: bool) -> None:
     """Only read-only tools, or tools neither destructive nor open-world, pass ungated."""
     assert needs_person(annotations) is gated
@@ -29,15 +32,20 @@ def test_annotations_decide_by_default(annotations: dict[str, Any] | None, gated
 def test_a_policy_file_overrides_per_tool(tmp_path: Path) -> None:
     """A YAML policy gates or frees named tools and sets approvers, quorum and deadline."""
     path = tmp_path / "policy.yaml"
-    path.write_text("approvers: [U1]\ndeadline_seconds: 60\ntools:\n"
-                    "  lookup: {gated: true, approvers: [U2, U3], required: 2}\n"
-                    "  wipe: {gated: false}\n")
+    path.write_text(
+        "approvers: [U1]\ndeadline_seconds: 60\ntools:\n"
+        "  lookup: {gated: true, approvers: [U2, U3], required: 2}\n"
+        "  wipe: {gated: false}\n"
+    )
     policy = load_policy(path)
     assert policy.gated("lookup", {"readOnlyHint": True})
     assert not policy.gated("wipe", {"destructiveHint": True})
     lookup = policy.approval("lookup", ("U_DEFAULT",))
     assert (lookup.approvers, lookup.required, lookup.deadline) == (
-        ("U2", "U3"), 2, timedelta(seconds=60))
+        ("U2", "U3"),
+        2,
+        timedelta(seconds=60),
+    )
     assert policy.approval("other", ("U_DEFAULT",)).approvers == ("U1",)
 
 
@@ -45,17 +53,23 @@ def test_without_a_file_the_configured_approvers_decide() -> None:
     """With no policy file a gated call goes to the configured approvers, one needed, 24 h."""
     policy = GatePolicy().approval("wipe", ("U_DEFAULT",))
     assert (policy.approvers, policy.required, policy.deadline) == (
-        ("U_DEFAULT",), 1, timedelta(hours=24))
+        ("U_DEFAULT",),
+        1,
+        timedelta(hours=24),
+    )
 
 
-@pytest.mark.parametrize("text", [
-    '{"tools": {"wipe": {"gated": "yes"}}}',
-    '{"tools": {"wipe": {"required": 0}}}',
-    '{"tools": {"wipe": {"approver": ["U1"]}}}',
-    '{"tools": ["wipe"]}',
-    "[1]",
-    "{not json",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"tools": {"wipe": {"gated": "yes"}}}',
+        '{"tools": {"wipe": {"required": 0}}}',
+        '{"tools": {"wipe": {"approver": ["U1"]}}}',
+        '{"tools": ["wipe"]}',
+        "[1]",
+        "{not json",
+    ],
+)
 def test_a_bad_policy_file_is_refused_with_its_name(tmp_path: Path, text: str) -> None:
     """A malformed policy is refused before the gateway serves, naming the file."""
     path = tmp_path / "policy.json"

@@ -26,9 +26,11 @@ from agent_runtime.models import (
 BASE = "http://llm.test/v1"
 URL = f"{BASE}/chat/completions"
 KEY = "sk-test-SECRET-0123456789"
-READ = ToolSpec(name="read_file", description="Read a file.",
-                parameters={"type": "object", "properties": {"path": {"type": "string"}},
-                            "required": ["path"]})
+READ = ToolSpec(
+    name="read_file",
+    description="Read a file.",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
 
 
 @pytest.fixture
@@ -47,16 +49,24 @@ def sleeps() -> list[float]:
 @pytest.fixture
 def model(sleeps: list[float]) -> OpenAIChatModel:
     """A model with three attempts and a 1s..4s backoff that never really sleeps."""
-    options = HttpOptions(base_url=BASE, api_key=KEY, max_attempts=3,
-                          initial_backoff=timedelta(seconds=1), max_backoff=timedelta(seconds=4))
+    options = HttpOptions(
+        base_url=BASE,
+        api_key=KEY,
+        max_attempts=3,
+        initial_backoff=timedelta(seconds=1),
+        max_backoff=timedelta(seconds=4),
+    )
     return OpenAIChatModel(model="gpt-test", options=options, sleep=sleeps.append)
 
 
 def _request() -> ModelRequest:
     """A request with a system prompt and one user message."""
-    return ModelRequest(system="You are terse.",
-                        messages=[Message(role="user", content="What is in a.txt?")],
-                        tools=[READ], max_output_tokens=256)
+    return ModelRequest(
+        system="You are terse.",
+        messages=[Message(role="user", content="What is in a.txt?")],
+        tools=[READ],
+        max_output_tokens=256,
+    )
 
 
 def _completion(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]:
@@ -66,17 +76,30 @@ def _completion(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]
         "object": "chat.completion",
         "created": 1700000000,
         "model": "gpt-test-2024-08-06",
-        "choices": [{"index": 0, "message": {"role": "assistant", **message},
-                     "logprobs": None, "finish_reason": finish}],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", **message},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
+        ],
         "usage": {"prompt_tokens": 42, "completion_tokens": 9, "total_tokens": 51},
     }
 
 
 def _tool_calls(arguments: str) -> dict[str, Any]:
     """An assistant message proposing one read_file call with the given argument string."""
-    return {"content": None, "tool_calls": [
-        {"id": "call_abc", "type": "function",
-         "function": {"name": "read_file", "arguments": arguments}}]}
+    return {
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_abc",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": arguments},
+            }
+        ],
+    }
 
 
 def _error(message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
@@ -104,14 +127,16 @@ def test_text_answer(mock: responses.RequestsMock, model: OpenAIChatModel) -> No
     assert typed.name == "gpt-test"
 
 
-def test_tool_call_answer_parses_arguments(mock: responses.RequestsMock,
-                                           model: OpenAIChatModel) -> None:
+def test_tool_call_answer_parses_arguments(
+    mock: responses.RequestsMock, model: OpenAIChatModel
+) -> None:
     """JSON-string arguments become a dict on the ToolCall."""
     mock.post(URL, json=_completion(_tool_calls('{"path": "a.txt"}'), finish="tool_calls"))
     response = model.complete(_request())
     assert response.message.content == ""
     assert response.message.tool_calls == (
-        ToolCall(id="call_abc", name="read_file", arguments={"path": "a.txt"}),)
+        ToolCall(id="call_abc", name="read_file", arguments={"path": "a.txt"}),
+    )
     assert response.stop_reason == "tool_calls"
 
 
@@ -122,9 +147,14 @@ def test_request_body_and_headers(mock: responses.RequestsMock, model: OpenAICha
         system="You are terse.",
         messages=[
             Message(role="user", content="Read a.txt and b.txt"),
-            Message(role="assistant", content="", tool_calls=(
-                ToolCall(id="call_1", name="read_file", arguments={"path": "a.txt"}),
-                ToolCall(id="call_2", name="read_file", arguments={"path": "b.txt"}))),
+            Message(
+                role="assistant",
+                content="",
+                tool_calls=(
+                    ToolCall(id="call_1", name="read_file", arguments={"path": "a.txt"}),
+                    ToolCall(id="call_2", name="read_file", arguments={"path": "b.txt"}),
+                ),
+            ),
             Message(role="tool", tool_call_id="call_1", content="hi"),
             Message(role="tool", tool_call_id="call_2", content="no such file", is_error=True),
         ],
@@ -137,16 +167,35 @@ def test_request_body_and_headers(mock: responses.RequestsMock, model: OpenAICha
         "messages": [
             {"role": "system", "content": "You are terse."},
             {"role": "user", "content": "Read a.txt and b.txt"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'}},
-                {"id": "call_2", "type": "function",
-                 "function": {"name": "read_file", "arguments": '{"path": "b.txt"}'}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+                    },
+                    {
+                        "id": "call_2",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "b.txt"}'},
+                    },
+                ],
+            },
             {"role": "tool", "tool_call_id": "call_1", "content": "hi"},
             {"role": "tool", "tool_call_id": "call_2", "content": "Error: no such file"},
         ],
-        "tools": [{"type": "function", "function": {
-            "name": "read_file", "description": "Read a file.", "parameters": READ.parameters}}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "read_file",
+                    "description": "Read a file.",
+                    "parameters": READ.parameters,
+                },
+            }
+        ],
         "max_tokens": 256,
     }
     headers = mock.calls[0].request.headers
@@ -157,27 +206,36 @@ def test_request_body_and_headers(mock: responses.RequestsMock, model: OpenAICha
 def test_no_tools_and_no_key(mock: responses.RequestsMock) -> None:
     """Without tools the key is omitted; without an API key no Authorization is sent."""
     mock.post(URL, json=_completion({"content": "ok"}))
-    local = OpenAIChatModel(model="llama3", options=HttpOptions(base_url=BASE + "/"),
-                            max_tokens_field="max_completion_tokens")
+    local = OpenAIChatModel(
+        model="llama3",
+        options=HttpOptions(base_url=BASE + "/"),
+        max_tokens_field="max_completion_tokens",
+    )
     local.complete(ModelRequest(system="", messages=[Message(role="user", content="hi")]))
-    assert _sent(mock) == {"model": "llama3", "messages": [{"role": "user", "content": "hi"}],
-                           "max_completion_tokens": 1024}
+    assert _sent(mock) == {
+        "model": "llama3",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_completion_tokens": 1024,
+    }
     assert "Authorization" not in mock.calls[0].request.headers
 
 
-def test_429_with_retry_after_is_retried(mock: responses.RequestsMock, model: OpenAIChatModel,
-                                         sleeps: list[float]) -> None:
+def test_429_with_retry_after_is_retried(
+    mock: responses.RequestsMock, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
     """A rate limit waits the Retry-After seconds, then the retry succeeds."""
-    mock.post(URL, status=429, headers={"Retry-After": "3"},
-              json=_error("Rate limit reached", "requests"))
+    mock.post(
+        URL, status=429, headers={"Retry-After": "3"}, json=_error("Rate limit reached", "requests")
+    )
     mock.post(URL, json=_completion({"content": "ok"}))
     assert model.complete(_request()).message.content == "ok"
     assert len(mock.calls) == 2
     assert sleeps == [3.0]
 
 
-def test_retry_after_is_capped(mock: responses.RequestsMock, model: OpenAIChatModel,
-                               sleeps: list[float]) -> None:
+def test_retry_after_is_capped(
+    mock: responses.RequestsMock, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
     """A Retry-After beyond max_backoff waits max_backoff."""
     mock.post(URL, status=503, headers={"Retry-After": "600"}, json=_error("busy", "server"))
     mock.post(URL, json=_completion({"content": "ok"}))
@@ -185,9 +243,9 @@ def test_retry_after_is_capped(mock: responses.RequestsMock, model: OpenAIChatMo
     assert sleeps == [4.0]
 
 
-def test_500_is_retried_then_gives_up_retryable(mock: responses.RequestsMock,
-                                                model: OpenAIChatModel,
-                                                sleeps: list[float]) -> None:
+def test_500_is_retried_then_gives_up_retryable(
+    mock: responses.RequestsMock, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
     """Server errors are retried with exponential backoff, then fail as retryable."""
     mock.post(URL, status=500, json=_error("The server had an error", "server_error"))
     with pytest.raises(ModelError) as info:
@@ -200,11 +258,11 @@ def test_500_is_retried_then_gives_up_retryable(mock: responses.RequestsMock,
     assert "gave up after 3 attempts" in str(info.value)
 
 
-def test_400_is_not_retried(mock: responses.RequestsMock, model: OpenAIChatModel,
-                            sleeps: list[float]) -> None:
+def test_400_is_not_retried(
+    mock: responses.RequestsMock, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
     """A bad request fails at once, naming the provider's message but never the key."""
-    mock.post(URL, status=400,
-              json=_error(f"Invalid 'messages[1].content': bad value (key {KEY})"))
+    mock.post(URL, status=400, json=_error(f"Invalid 'messages[1].content': bad value (key {KEY})"))
     with pytest.raises(ModelError) as info:
         model.complete(_request())
     message = str(info.value)
@@ -217,8 +275,9 @@ def test_400_is_not_retried(mock: responses.RequestsMock, model: OpenAIChatModel
     assert "\n" not in message
 
 
-def test_401_message_never_contains_the_key(mock: responses.RequestsMock,
-                                            model: OpenAIChatModel) -> None:
+def test_401_message_never_contains_the_key(
+    mock: responses.RequestsMock, model: OpenAIChatModel
+) -> None:
     """An authentication error echoing the key is masked."""
     mock.post(URL, status=401, json=_error(f"Incorrect API key provided: {KEY}."))
     with pytest.raises(ModelError) as info:
@@ -228,8 +287,9 @@ def test_401_message_never_contains_the_key(mock: responses.RequestsMock,
     assert info.value.retryable is False
 
 
-def test_connection_error_is_retried(mock: responses.RequestsMock, model: OpenAIChatModel,
-                                     sleeps: list[float]) -> None:
+def test_connection_error_is_retried(
+    mock: responses.RequestsMock, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
     """A refused connection is retried like a server error."""
     mock.post(URL, body=requests.ConnectionError("connection refused"))
     mock.post(URL, json=_completion({"content": "ok"}))
@@ -237,8 +297,9 @@ def test_connection_error_is_retried(mock: responses.RequestsMock, model: OpenAI
     assert sleeps == [1.0]
 
 
-def test_connection_errors_give_up_retryable(mock: responses.RequestsMock,
-                                             model: OpenAIChatModel) -> None:
+def test_connection_errors_give_up_retryable(
+    mock: responses.RequestsMock, model: OpenAIChatModel
+) -> None:
     """Connection failures on every attempt end as a retryable error without a status."""
     mock.post(URL, body=requests.ConnectionError("connection refused"))
     with pytest.raises(ModelError, match="ConnectionError") as info:
@@ -248,37 +309,48 @@ def test_connection_errors_give_up_retryable(mock: responses.RequestsMock,
     assert len(mock.calls) == 3
 
 
-def test_malformed_tool_arguments_are_kept_raw(mock: responses.RequestsMock,
-                                               model: OpenAIChatModel) -> None:
+def test_malformed_tool_arguments_are_kept_raw(
+    mock: responses.RequestsMock, model: OpenAIChatModel
+) -> None:
     """Arguments that are not a JSON object arrive as {"_raw": ...} and go back verbatim."""
     mock.post(URL, json=_completion(_tool_calls('{"path": "a.txt"'), finish="tool_calls"))
     mock.post(URL, json=_completion({"content": "sorry"}))
     response = model.complete(_request())
     (call,) = response.message.tool_calls
     assert call.arguments == {"_raw": '{"path": "a.txt"'}
-    follow_up = ModelRequest(system="", messages=[
-        response.message,
-        Message(role="tool", tool_call_id=call.id, content="arguments are not JSON",
-                is_error=True)])
+    follow_up = ModelRequest(
+        system="",
+        messages=[
+            response.message,
+            Message(
+                role="tool", tool_call_id=call.id, content="arguments are not JSON", is_error=True
+            ),
+        ],
+    )
     model.complete(follow_up)
     sent_call = _sent(mock, 1)["messages"][0]["tool_calls"][0]
     assert sent_call["function"]["arguments"] == '{"path": "a.txt"'
 
 
-@pytest.mark.parametrize(("raw", "parsed"), [
-    ("", {}),
-    ("[1, 2]", {"_raw": "[1, 2]"}),
-    ("not json", {"_raw": "not json"}),
-])
-def test_argument_edge_cases(mock: responses.RequestsMock, model: OpenAIChatModel,
-                             raw: str, parsed: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        ("", {}),
+        ("[1, 2]", {"_raw": "[1, 2]"}),
+        ("not json", {"_raw": "not json"}),
+    ],
+)
+def test_argument_edge_cases(
+    mock: responses.RequestsMock, model: OpenAIChatModel, raw: str, parsed: dict[str, Any]
+) -> None:
     """Empty arguments mean none; JSON that is not an object is kept raw."""
     mock.post(URL, json=_completion(_tool_calls(raw), finish="tool_calls"))
     assert model.complete(_request()).message.tool_calls[0].arguments == parsed
 
 
-def test_response_without_choices_is_an_error(mock: responses.RequestsMock,
-                                              model: OpenAIChatModel) -> None:
+def test_response_without_choices_is_an_error(
+    mock: responses.RequestsMock, model: OpenAIChatModel
+) -> None:
     """A 200 body that is not a completion fails clearly and is not retried."""
     mock.post(URL, json={"id": "x", "choices": []})
     with pytest.raises(ModelError, match="malformed response") as info:
@@ -286,8 +358,9 @@ def test_response_without_choices_is_an_error(mock: responses.RequestsMock,
     assert info.value.retryable is False
 
 
-def test_error_payload_in_a_200_is_an_error(mock: responses.RequestsMock,
-                                            model: OpenAIChatModel) -> None:
+def test_error_payload_in_a_200_is_an_error(
+    mock: responses.RequestsMock, model: OpenAIChatModel
+) -> None:
     """Some compatible servers answer 200 with an error object; it is raised."""
     mock.post(URL, json={"error": {"message": "model not loaded", "type": "server"}})
     with pytest.raises(ModelError, match="model not loaded"):

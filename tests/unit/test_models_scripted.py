@@ -83,8 +83,11 @@ def test_counts_tool_specs_and_tool_calls_in_the_estimate() -> None:
 
 def test_keeps_usage_and_model_given_by_the_script() -> None:
     """Explicit usage and model name pass through unchanged."""
-    given = ModelResponse(message=Message(role="assistant", content="x"),
-                          usage=Usage(input_tokens=100, output_tokens=7), model="gpt-x")
+    given = ModelResponse(
+        message=Message(role="assistant", content="x"),
+        usage=Usage(input_tokens=100, output_tokens=7),
+        model="gpt-x",
+    )
     response = ScriptedModel([given]).complete(_request())
     assert response.usage == Usage(input_tokens=100, output_tokens=7)
     assert response.model == "gpt-x"

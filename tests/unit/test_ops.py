@@ -38,8 +38,13 @@ def test_json_lines_carry_the_fields_passed_in_extra_and_the_traceback() -> None
     entry = json.loads(line)
     assert "\n" not in line
     assert {k: entry[k] for k in ("level", "logger", "message", "run_id", "action", "step")} == {
-        "level": "ERROR", "logger": "bot.x", "message": "sent", "run_id": "r1",
-        "action": "dispatch", "step": 3}
+        "level": "ERROR",
+        "logger": "bot.x",
+        "message": "sent",
+        "run_id": "r1",
+        "action": "dispatch",
+        "step": 3,
+    }
     assert entry["timestamp"].endswith("+00:00")
     assert "ValueError: boom" in entry["exception"]
 
@@ -48,7 +53,8 @@ def test_json_lines_carry_the_fields_passed_in_extra_and_the_traceback() -> None
 def test_secrets_are_masked_in_messages_fields_and_tracebacks(log_format: str) -> None:
     """Every form of a secret (raw or JSON-escaped) is masked, whatever the format."""
     line = formatter(log_format, [SECRET]).format(
-        record(f"token {SECRET}", action=SECRET, detail={"key": SECRET}))
+        record(f"token {SECRET}", action=SECRET, detail={"key": SECRET})
+    )
     assert SECRET not in line
     assert json.dumps(SECRET)[1:-1] not in line
     assert MASK in line
@@ -68,13 +74,15 @@ def test_a_loop_counts_as_stalled_only_past_its_interval_plus_the_grace() -> Non
 
 def test_readiness_names_an_unreachable_database_and_a_stalled_loop() -> None:
     """The report fails and names each failing check; liveness ignores the database."""
+
     def unreachable() -> bool:
         raise StoreUnavailable("connection refused")
 
     loops = Loops()
     loops.watch("worker", timedelta(seconds=1), lambda: 0.0)
-    health = Health(loops, unreachable, stall_after=timedelta(seconds=1),
-                    exit_after=timedelta(days=365 * 100))
+    health = Health(
+        loops, unreachable, stall_after=timedelta(seconds=1), exit_after=timedelta(days=365 * 100)
+    )
     body = json.loads(health.readiness().body())
     assert body["status"] == "fail"
     assert body["failing"] == ["database", "loop:worker", "migrations"]
@@ -88,8 +96,13 @@ def test_log_format_and_loop_limits_are_checked_when_read() -> None:
         Settings.from_env({"SIGNOFF_LOG_FORMAT": "xml"})
     with pytest.raises(SettingsError, match="SIGNOFF_LOOP_EXIT_SECONDS"):
         Settings.from_env({"SIGNOFF_LOOP_STALL_SECONDS": "60", "SIGNOFF_LOOP_EXIT_SECONDS": "5"})
-    settings = Settings.from_env({"SIGNOFF_LOG_FORMAT": "JSON", "SLACK_BOT_TOKEN": "xoxb-1",
-                                  "SIGNOFF_DATABASE_URL": "postgresql://u:pw@h/db"})
+    settings = Settings.from_env(
+        {
+            "SIGNOFF_LOG_FORMAT": "JSON",
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "SIGNOFF_DATABASE_URL": "postgresql://u:pw@h/db",
+        }
+    )
     assert settings.log_format == "json"
     assert set(settings.secrets()) == {"xoxb-1", "pw"}
 
@@ -120,10 +133,20 @@ def test_combined_observers_each_hear_everything_even_when_one_fails() -> None:
     observer = combined(broken, None, healthy)
     assert observer is not None
     at = datetime.now(UTC)
-    run = Run(id=RunId("r" * 32), workflow="w", status=RunStatus.COMPLETED, input=None,
-              created_at=at, updated_at=at)
-    observer.step_committed(run, StepRecord(position=0, kind=StepKind.STEP, name="s",
-                                            input_hash="h", started_at=at, finished_at=at))
+    run = Run(
+        id=RunId("r" * 32),
+        workflow="w",
+        status=RunStatus.COMPLETED,
+        input=None,
+        created_at=at,
+        updated_at=at,
+    )
+    observer.step_committed(
+        run,
+        StepRecord(
+            position=0, kind=StepKind.STEP, name="s", input_hash="h", started_at=at, finished_at=at
+        ),
+    )
     observer.run_ended(run)
     assert healthy.seen == ["s", "completed"]
     assert combined(None, healthy) is healthy

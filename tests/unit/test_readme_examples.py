@@ -15,8 +15,10 @@ def test_marked_readme_blocks_are_the_tested_example_files() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     marked = MARKED.findall(readme)
     assert sorted(path for path, _ in marked) == [
-        "examples/approval_workflow.py", "examples/refund_agent.py",
-        "examples/test_refund_agent.py"]
+        "examples/approval_workflow.py",
+        "examples/refund_agent.py",
+        "examples/test_refund_agent.py",
+    ]
     for path, body in marked:
         assert body == (ROOT / path).read_text(encoding="utf-8"), f"README block != {path}"
 

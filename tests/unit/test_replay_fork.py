@@ -109,8 +109,15 @@ def test_fork_with_a_replaced_result_makes_no_model_call() -> None:
     run_id = _completed(h)
     run, journal = h.run(run_id), h.runtime.journal(run_id)
     at = model_positions(journal)[-1]
-    fork = plan_fork(run, journal, at, agent_run=True, replace_output=True,
-                     output=text_reply("I would not refund this").to_json(), now=h.clock.now())
+    fork = plan_fork(
+        run,
+        journal,
+        at,
+        agent_run=True,
+        replace_output=True,
+        output=text_reply("I would not refund this").to_json(),
+        now=h.clock.now(),
+    )
     forked = h.runtime.start(run.workflow, run.input, fork=fork)
     h.work()
     assert h.run(forked.id).output["answer"] == "I would not refund this"
@@ -124,8 +131,7 @@ def test_fork_at_the_refund_proposal_asks_for_a_new_approval() -> None:
     h = AgentHarness([LOOKUP, REFUND, DONE], models={"alt": alt}.__getitem__)
     run_id = _completed(h)
     run, journal = h.run(run_id), h.runtime.journal(run_id)
-    fork = plan_fork(run, journal, model_positions(journal)[1], agent_run=True,
-                     now=h.clock.now())
+    fork = plan_fork(run, journal, model_positions(journal)[1], agent_run=True, now=h.clock.now())
     forked = h.runtime.start(run.workflow, run.input | {"model": "alt"}, fork=fork).id
     h.work()
     assert h.run(forked).status == RunStatus.WAITING
@@ -146,9 +152,15 @@ def test_fork_refuses_a_replacement_that_is_not_a_model_response(output: object)
     h.work()
     run, journal = h.run(run_id), h.runtime.journal(run_id)
     with pytest.raises(InvalidInput, match="model response"):
-        plan_fork(run, journal, model_positions(journal)[-1], agent_run=True,
-                  replace_output=True, output=output,
-                  now=h.clock.now())
+        plan_fork(
+            run,
+            journal,
+            model_positions(journal)[-1],
+            agent_run=True,
+            replace_output=True,
+            output=output,
+            now=h.clock.now(),
+        )
 
 
 def test_fork_only_at_model_calls_of_an_agent_run() -> None:
@@ -168,27 +180,51 @@ def test_fork_under_an_agent_that_cannot_continue_is_refused_before_writing() ->
     journal = h.runtime.journal(run_id)
     toolless = replace(h.agent, tools=Tools())
     with pytest.raises(InvalidInput, match="agent t cannot continue run"):
-        fork_run(h.runtime, run_id, model_positions(journal)[-1], agent_run=True,
-                 check=agent_can_continue(toolless, h.approvals))
+        fork_run(
+            h.runtime,
+            run_id,
+            model_positions(journal)[-1],
+            agent_run=True,
+            check=agent_can_continue(toolless, h.approvals),
+        )
     assert h.runtime.forks(run_id) == []
-    fork_run(h.runtime, run_id, model_positions(journal)[-1], agent_run=True,
-             check=agent_can_continue(replace(h.agent, system_prompt="new"), h.approvals))
+    fork_run(
+        h.runtime,
+        run_id,
+        model_positions(journal)[-1],
+        agent_run=True,
+        check=agent_can_continue(replace(h.agent, system_prompt="new"), h.approvals),
+    )
     assert len(h.runtime.forks(run_id)) == 1, "another prompt may continue it"
 
 
 def _completion(message: dict[str, Any]) -> dict[str, Any]:
-    return {"id": "c", "object": "chat.completion", "model": "gpt-test",
-            "choices": [{"index": 0, "message": {"role": "assistant", **message},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 40, "completion_tokens": 8}}
+    return {
+        "id": "c",
+        "object": "chat.completion",
+        "model": "gpt-test",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 8},
+    }
 
 
 def test_inspect_shows_the_exact_body_an_http_model_was_sent() -> None:
     """For an OpenAI-style model, inspect's wire body is byte for byte the POSTed body."""
-    model = OpenAIChatModel(model="gpt-test",
-                            options=HttpOptions(base_url="http://llm.test/v1", api_key="k"))
-    lookup = {"content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
-        "name": "lookup_order", "arguments": '{"order_id": "1042"}'}}]}
+    model = OpenAIChatModel(
+        model="gpt-test", options=HttpOptions(base_url="http://llm.test/v1", api_key="k")
+    )
+    lookup = {
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "lookup_order", "arguments": '{"order_id": "1042"}'},
+            }
+        ],
+    }
     with responses.RequestsMock() as mock:
         url = "http://llm.test/v1/chat/completions"
         mock.post(url, json=_completion(lookup))

@@ -54,11 +54,18 @@ class Takeover:
         """Start a run; a worker records ``attempts`` failed attempts of its step and dies."""
         run_id = self.runtime.start(workflow).id
         ((_, lease),) = self.store.claim_runs(
-            "dead", limit=1, now=self.clock.now(), expires_at=self.clock.now() + OPTIONS.lease_ttl)
+            "dead", limit=1, now=self.clock.now(), expires_at=self.clock.now() + OPTIONS.lease_ttl
+        )
         for number in range(1, attempts + 1):
-            self.store.record_attempt(lease, AttemptRecord(
-                position=0, attempt=number, error=ErrorInfo(type=error, message="not yet"),
-                at=self.clock.now()))
+            self.store.record_attempt(
+                lease,
+                AttemptRecord(
+                    position=0,
+                    attempt=number,
+                    error=ErrorInfo(type=error, message="not yet"),
+                    at=self.clock.now(),
+                ),
+            )
         return run_id
 
     def work_after(self, delta: timedelta) -> int:
@@ -88,7 +95,10 @@ def test_takeover_before_the_retry_is_due_waits_for_it() -> None:
     t.work_after(OPTIONS.lease_ttl + timedelta(seconds=1))
     run = t.runtime.get(run_id)
     assert (run.status, run.due_at, t.calls["flaky"]) == (
-        RunStatus.WAITING, t.runtime.attempts(run_id)[0].at + DELAY, 0)
+        RunStatus.WAITING,
+        t.runtime.attempts(run_id)[0].at + DELAY,
+        0,
+    )
     assert t.work_after(DELAY - OPTIONS.lease_ttl - timedelta(seconds=2)) == 0
     t.work_after(timedelta(seconds=1))
     assert t.runtime.get(run_id).output == "ok"
@@ -118,8 +128,12 @@ def test_budget_spent_before_the_takeover_fails_without_another_call() -> None:
 def test_recorded_non_retryable_failure_is_final_after_a_takeover() -> None:
     """A recorded failure the policy does not retry is journaled by the next worker, not retried."""
     t = Takeover(failures=0)
-    t.workflows.add("strict", lambda ctx, _: ctx.step(
-        t._flaky, name="flaky", retry=RetryPolicy(non_retryable=(KeyError,))))
+    t.workflows.add(
+        "strict",
+        lambda ctx, _: ctx.step(
+            t._flaky, name="flaky", retry=RetryPolicy(non_retryable=(KeyError,))
+        ),
+    )
     run_id = t.died_after(1, "strict", error="KeyError")
     t.work_after(DELAY)
     assert (t.runtime.get(run_id).status, t.calls["flaky"]) == (RunStatus.FAILED, 0)
@@ -174,8 +188,12 @@ def test_attempt_recorded_twice_fails_the_run_even_if_the_workflow_catches_it() 
 
     def recorded_elsewhere_then_fails() -> str:
         run = t.store.get_run(run_id)
-        t.store.record_attempt(Lease(run.id, "other", run.fence), AttemptRecord(
-            position=0, attempt=2, error=ErrorInfo(type="E", message="e"), at=t.clock.now()))
+        t.store.record_attempt(
+            Lease(run.id, "other", run.fence),
+            AttemptRecord(
+                position=0, attempt=2, error=ErrorInfo(type="E", message="e"), at=t.clock.now()
+            ),
+        )
         raise ValueError("not yet")
 
     def workflow(ctx: RunContext, _: Any) -> str:

@@ -15,10 +15,12 @@ SMALL = Rule(id="small-refunds", tool="issue_refund", action=RuleAction.AUTO_APP
 
 def test_a_rule_decision_reads_decided_by_the_rule() -> None:
     """The decision line names ``rule:<id>`` as plain text, never as a user mention."""
-    done = decided(approval(), ApprovalStatus.APPROVED, by=rule_actor(SMALL),
-                   reason="small refunds are fine")
+    done = decided(
+        approval(), ApprovalStatus.APPROVED, by=rule_actor(SMALL), reason="small refunds are fine"
+    )
     line = blocks.decision_line(done)
     assert line.startswith("✅ Approved, decided by rule:small-refunds at ")
     assert "<@" not in line
-    assert "decided by rule:small-refunds" in json.dumps(blocks.approval_card(done),
-                                                         ensure_ascii=False)
+    assert "decided by rule:small-refunds" in json.dumps(
+        blocks.approval_card(done), ensure_ascii=False
+    )

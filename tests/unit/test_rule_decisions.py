@@ -17,24 +17,42 @@ def refund(order_id: str, amount_cents: int) -> str:
     return f"refunded {amount_cents}"
 
 
-AGENT = Agent(name="refunds", model=ScriptedModel([]), system_prompt="refund carefully",
-              tools=Tools(tool(side_effect=True,
-                               approval=ApprovalPolicy(approvers=("U_DANA",)))(refund)),
-              approver_groups={"support": ("U_REQUESTER",)})
+AGENT = Agent(
+    name="refunds",
+    model=ScriptedModel([]),
+    system_prompt="refund carefully",
+    tools=Tools(tool(side_effect=True, approval=ApprovalPolicy(approvers=("U_DANA",)))(refund)),
+    approver_groups={"support": ("U_REQUESTER",)},
+)
 
 
 def _refund(amount: int, call: str = "c1") -> Any:
-    return tool_reply(ToolCall(id=call, name="refund",
-                               arguments={"order_id": "7", "amount_cents": amount}))
+    return tool_reply(
+        ToolCall(id=call, name="refund", arguments={"order_id": "7", "amount_cents": amount})
+    )
 
 
 def _rules(action: str, *, mode: str = "enforce", **limits: Any) -> Rules:
-    return Rules.parse({"rules": [{
-        "id": "small-refunds", "tool": "refund", "action": action, "mode": mode,
-        "reason": "small refunds by support are fine",
-        "when": {"all": [{"field": "args.amount_cents", "op": "<=", "value": 5000},
-                         {"field": "requester", "op": "in", "value": "group:support"}]},
-        "limits": limits}]})
+    return Rules.parse(
+        {
+            "rules": [
+                {
+                    "id": "small-refunds",
+                    "tool": "refund",
+                    "action": action,
+                    "mode": mode,
+                    "reason": "small refunds by support are fine",
+                    "when": {
+                        "all": [
+                            {"field": "args.amount_cents", "op": "<=", "value": 5000},
+                            {"field": "requester", "op": "in", "value": "group:support"},
+                        ]
+                    },
+                    "limits": limits,
+                }
+            ]
+        }
+    )
 
 
 def _actions(env: AgentEnvironment) -> list[str]:
@@ -45,12 +63,12 @@ def _actions(env: AgentEnvironment) -> list[str]:
 
 def test_an_auto_approval_runs_the_tool_without_a_person() -> None:
     """A call inside the rule's predicate is approved by rule:<id> and the tool runs at once."""
-    env = AgentEnvironment(AGENT, [_refund(4999), text_reply("done")],
-                           rules=_rules("auto_approve"))
+    env = AgentEnvironment(AGENT, [_refund(4999), text_reply("done")], rules=_rules("auto_approve"))
     run_id = env.start("refund order 7")
     assert env.run_until_waiting(run_id).status == RunStatus.COMPLETED
-    assert env.tool_calls == [ToolCallRecord("refund", {"order_id": "7", "amount_cents": 4999},
-                                             "refunded 4999")]
+    assert env.tool_calls == [
+        ToolCallRecord("refund", {"order_id": "7", "amount_cents": 4999}, "refunded 4999")
+    ]
     (approval,) = env.approval_store.list_approvals(run_id=run_id)
     assert approval.decided_by is not None
     assert approval.decided_by.user_id == "rule:small-refunds"
@@ -62,8 +80,7 @@ def test_an_auto_approval_runs_the_tool_without_a_person() -> None:
 
 def test_a_call_outside_the_predicate_waits_for_a_person() -> None:
     """Above the amount the rule allows, the approval stays pending and nothing runs."""
-    env = AgentEnvironment(AGENT, [_refund(5001), text_reply("done")],
-                           rules=_rules("auto_approve"))
+    env = AgentEnvironment(AGENT, [_refund(5001), text_reply("done")], rules=_rules("auto_approve"))
     run_id = env.start("refund order 7")
     assert env.run_until_waiting(run_id).status == RunStatus.WAITING
     assert len(env.pending(run_id)) == 1
@@ -73,8 +90,11 @@ def test_a_call_outside_the_predicate_waits_for_a_person() -> None:
 
 def test_a_rule_past_its_per_run_limit_leaves_the_call_to_a_person() -> None:
     """With per_run 1, the second matching call of a run waits for a person."""
-    env = AgentEnvironment(AGENT, [_refund(100, "c1"), _refund(200, "c2"), text_reply("done")],
-                           rules=_rules("auto_approve", per_run=1))
+    env = AgentEnvironment(
+        AGENT,
+        [_refund(100, "c1"), _refund(200, "c2"), text_reply("done")],
+        rules=_rules("auto_approve", per_run=1),
+    )
     run_id = env.start("refund order 7 twice")
     assert env.run_until_waiting(run_id).status == RunStatus.WAITING
     assert [c.arguments["amount_cents"] for c in env.tool_calls] == [100]
@@ -86,8 +106,11 @@ def test_a_rule_past_its_per_run_limit_leaves_the_call_to_a_person() -> None:
 def test_a_daily_total_counts_earlier_auto_approvals() -> None:
     """A daily total of 300 approves 100 and 200, then leaves 1 more cent to a person."""
     script = [_refund(100, "c1"), _refund(200, "c2"), _refund(1, "c3"), text_reply("done")]
-    env = AgentEnvironment(AGENT, script, rules=_rules(
-        "auto_approve", daily_total={"field": "amount_cents", "max": 300}))
+    env = AgentEnvironment(
+        AGENT,
+        script,
+        rules=_rules("auto_approve", daily_total={"field": "amount_cents", "max": 300}),
+    )
     run_id = env.start("three refunds")
     env.run_until_waiting(run_id)
     assert [c.arguments["amount_cents"] for c in env.tool_calls] == [100, 200]
@@ -96,8 +119,9 @@ def test_a_daily_total_counts_earlier_auto_approvals() -> None:
 
 def test_a_deny_rule_rejects_with_its_reason_and_the_tool_never_runs() -> None:
     """A deny rule rejects at once as rule:<id>, the model hears why, and nothing runs."""
-    env = AgentEnvironment(AGENT, [_refund(4999), text_reply("could not refund")],
-                           rules=_rules("deny"))
+    env = AgentEnvironment(
+        AGENT, [_refund(4999), text_reply("could not refund")], rules=_rules("deny")
+    )
     run_id = env.start("refund order 7")
     assert env.run_until_waiting(run_id).status == RunStatus.COMPLETED
     assert env.tool_calls == []
@@ -111,8 +135,9 @@ def test_a_deny_rule_rejects_with_its_reason_and_the_tool_never_runs() -> None:
 
 def test_a_shadow_rule_records_what_it_would_do_and_changes_nothing() -> None:
     """A shadow rule leaves the approval to a person; the log says what the rule would do."""
-    env = AgentEnvironment(AGENT, [_refund(4999), text_reply("done")],
-                           rules=_rules("auto_approve", mode="shadow"))
+    env = AgentEnvironment(
+        AGENT, [_refund(4999), text_reply("done")], rules=_rules("auto_approve", mode="shadow")
+    )
     run_id = env.start("refund order 7")
     assert env.run_until_waiting(run_id).status == RunStatus.WAITING
     (approval,) = env.pending(run_id)
@@ -123,5 +148,8 @@ def test_a_shadow_rule_records_what_it_would_do_and_changes_nothing() -> None:
     assert [e.action for e in entries] == ["requested", "rule.shadow", "reject"]
     assert entries[1].detail is not None
     assert entries[1].detail["would"] == "auto_approve"
-    assert entries[1].actor == {"user_id": "rule:small-refunds", "team_id": "",
-                                "name": "rule:small-refunds"}
+    assert entries[1].actor == {
+        "user_id": "rule:small-refunds",
+        "team_id": "",
+        "name": "rule:small-refunds",
+    }

@@ -16,8 +16,12 @@ def test_a_loaded_workspace_has_the_saved_messages_edits_ephemerals_and_dms(
     stop = keep_saved(first, path)
     dana = first.add_user("dana", user_id="U_DANA")
     root = first.post_message("general", text="root", metadata={"event_type": "e"})
-    card = first.post_message("general", text="card", thread_ts=root.ts,
-                              blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": "x"}}])
+    card = first.post_message(
+        "general",
+        text="card",
+        thread_ts=root.ts,
+        blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": "x"}}],
+    )
     first.update_message(root.channel, card.ts, text="decided")
     first.post_ephemeral(root.channel, dana.id, text="only you")
     im = first.open_im(dana.id)

@@ -50,8 +50,12 @@ def test_hidden_characters_in_names_reasons_and_modals_are_escaped() -> None:
     """Tool names, reasons, modals and decision lines show hidden characters as escapes."""
     asked = approval(tool="pay" + HIDDEN, args={"to": SPOOF}, reason_asked=HIDDEN)
     done = decided(asked, ApprovalStatus.REJECTED, reason=SPOOF)
-    rendered = [blocks.approval_card(asked), blocks.approval_card(done),
-                blocks.edit_modal(asked), blocks.args_modal(asked)]
+    rendered = [
+        blocks.approval_card(asked),
+        blocks.approval_card(done),
+        blocks.edit_modal(asked),
+        blocks.args_modal(asked),
+    ]
     assert hidden_in(json.loads(json.dumps(rendered))) == []
     assert MARK in json.dumps(blocks.approval_card(done))
 
@@ -82,8 +86,7 @@ def test_a_long_ampersand_reason_stays_whole_entities_within_a_section() -> None
 
 def test_the_fallback_text_is_escaped_like_the_blocks() -> None:
     """A decided card's notification text cannot mention the channel."""
-    text, _ = blocks.approval_card(decided(approval(tool="<!channel>"),
-                                           ApprovalStatus.APPROVED))
+    text, _ = blocks.approval_card(decided(approval(tool="<!channel>"), ApprovalStatus.APPROVED))
     assert "<!channel>" not in text
     assert "&lt;!channel&gt;" in text
 
@@ -113,7 +116,8 @@ def test_deadlines_and_decisions_use_slack_dates() -> None:
     asked = approval()
     stamp = int(asked.deadline.timestamp())
     assert date(datetime(2026, 3, 1, 13, 30, tzinfo=UTC)) == (
-        f"<!date^{stamp}^{{date_short_pretty}} {{time}}|13:30 UTC Mar 01>")
+        f"<!date^{stamp}^{{date_short_pretty}} {{time}}|13:30 UTC Mar 01>"
+    )
     assert date(asked.deadline) in json.dumps(blocks.approval_card(asked)[1])
     done = decided(asked, ApprovalStatus.APPROVED)
     assert done.decided_at is not None
@@ -123,8 +127,18 @@ def test_deadlines_and_decisions_use_slack_dates() -> None:
 
 def test_a_cancelled_runs_cards_say_cancelled() -> None:
     """Cancelling a run closes its cards as "Cancelled by …", never as "Rejected"."""
-    harness = AgentHarness([tool_reply(ToolCall(id="c1", name="issue_refund", arguments={
-        "order_id": "1042", "amount_cents": 4999})), text_reply("done")])
+    harness = AgentHarness(
+        [
+            tool_reply(
+                ToolCall(
+                    id="c1",
+                    name="issue_refund",
+                    arguments={"order_id": "1042", "amount_cents": 4999},
+                )
+            ),
+            text_reply("done"),
+        ]
+    )
     run_id = harness.start()
     harness.work()
     [pending] = harness.pending(run_id)
@@ -135,4 +149,5 @@ def test_a_cancelled_runs_cards_say_cancelled() -> None:
     assert line.startswith(f"🛑 Cancelled by {user(DANA.user_id)} at ")
     assert "Rejected" not in json.dumps(blocks.approval_card(closed), ensure_ascii=False)
     assert blocks.decision_line(decided(closed, ApprovalStatus.CANCELLED, by=None)).startswith(
-        "🛑 Closed: run cancelled")
+        "🛑 Closed: run cancelled"
+    )

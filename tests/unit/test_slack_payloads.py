@@ -43,8 +43,11 @@ from tests.unit.slack_fixtures import (
 )
 
 MESSAGE_BLOCKS, MODAL_BLOCKS = 50, 100
-NAMES = {"plain name": "issue_refund", "long name": LONG_NAME,
-         "hostile name": "<!channel>*x*" + HIDDEN + SPOOF * 300}
+NAMES = {
+    "plain name": "issue_refund",
+    "long name": LONG_NAME,
+    "hostile name": "<!channel>*x*" + HIDDEN + SPOOF * 300,
+}
 AT = datetime(2026, 3, 1, 10, tzinfo=UTC)
 TASK = "<!channel> *please* " + SPOOF + HIDDEN + "&" * 50_000
 
@@ -61,50 +64,72 @@ def card_states(tool: str) -> Iterator[tuple[str, Any]]:
     yield "expired", decided(asked, ApprovalStatus.EXPIRED, by=None, reason=why)
     yield "cancelled", decided(asked, ApprovalStatus.CANCELLED, by=OMAR, reason=why)
     yield "escalated", replace(asked, escalated=True)
-    yield "outcome question", approval(tool, HOSTILE, kind=ApprovalKind.OUTCOME,
-                                       reason_asked="Did it happen? " + HIDDEN)
+    yield (
+        "outcome question",
+        approval(tool, HOSTILE, kind=ApprovalKind.OUTCOME, reason_asked="Did it happen? " + HIDDEN),
+    )
 
 
 def steps(tool: str) -> list[StepRecord]:
     """Journal entries a thread reply or the history describes, with hostile content."""
     calls = [{"id": str(i), "name": tool, "arguments": HOSTILE} for i in range(60)]
-    return [_step(0, "model", {"message": {"tool_calls": calls}}),
-            _step(1, f"tool:{tool}", HOSTILE),
-            _step(2, f"tool:{tool}", None, error=ErrorInfo(type="E", message=SPOOF * 900)),
-            _step(3, "budget.exhausted", {"limit": HIDDEN * 900}),
-            _step(4, f"tool.unknown_outcome:{tool}", {"strategy": "<!channel>" * 900})]
+    return [
+        _step(0, "model", {"message": {"tool_calls": calls}}),
+        _step(1, f"tool:{tool}", HOSTILE),
+        _step(2, f"tool:{tool}", None, error=ErrorInfo(type="E", message=SPOOF * 900)),
+        _step(3, "budget.exhausted", {"limit": HIDDEN * 900}),
+        _step(4, f"tool.unknown_outcome:{tool}", {"strategy": "<!channel>" * 900}),
+    ]
 
 
 def _step(position: int, name: str, output: Any, error: ErrorInfo | None = None) -> StepRecord:
-    return StepRecord(position=position, kind=StepKind.STEP, name=name, input_hash="h",
-                      output=output, error=error, started_at=AT, finished_at=AT)
+    return StepRecord(
+        position=position,
+        kind=StepKind.STEP,
+        name=name,
+        input_hash="h",
+        output=output,
+        error=error,
+        started_at=AT,
+        finished_at=AT,
+    )
 
 
 def thread_replies(tool: str) -> Iterator[str]:
     """The texts the notifier posts in a run's thread, for hostile steps and decisions."""
     store = InMemoryStore()
-    run = store.create_run(RunId("r1"), "agent:" + tool, {
-        "task": TASK, "requester": {"user_id": "U_ALEX"},
-        "context": {"slack": {"channel": "C1"}}}, AT)
+    run = store.create_run(
+        RunId("r1"),
+        "agent:" + tool,
+        {"task": TASK, "requester": {"user_id": "U_ALEX"}, "context": {"slack": {"channel": "C1"}}},
+        AT,
+    )
     notifier = SlackNotifier(store)
     for state, shown in card_states(tool):
-        notices = [*notifier.approval_changed(shown, "reminded"),
-                   *notifier.approval_changed(shown, state)]
+        notices = [
+            *notifier.approval_changed(shown, "reminded"),
+            *notifier.approval_changed(shown, state),
+        ]
         yield from (n.data["text"] for n in notices if n.kind == REPLY)
     for step in steps(tool):
         yield from (n.data["text"] for n in notifier.step_committed(run, step) if n.kind == REPLY)
     answer = {"answer": HOSTILE}
-    for ended in (replace(run, status=RunStatus.COMPLETED, output=answer),
-                  replace(run, status=RunStatus.FAILED, error=ErrorInfo(type="E", message=TASK))):
+    for ended in (
+        replace(run, status=RunStatus.COMPLETED, output=answer),
+        replace(run, status=RunStatus.FAILED, error=ErrorInfo(type="E", message=TASK)),
+    ):
         yield from (n.data["text"] for n in notifier.run_ended(ended) if n.kind == REPLY)
 
 
 def hostile_run_history() -> tuple[str, list[blocks.Block]]:
     """The history of a run whose task, tool calls, results and answer are hostile."""
-    harness = AgentHarness([
-        tool_reply(ToolCall(id="c1", name=LONG_NAME, arguments=HOSTILE)),
-        tool_reply(ToolCall(id="c2", name="lookup_order", arguments={"order_id": SPOOF * 300})),
-        text_reply("<!channel> " + HIDDEN + SPOOF * 2000)])
+    harness = AgentHarness(
+        [
+            tool_reply(ToolCall(id="c1", name=LONG_NAME, arguments=HOSTILE)),
+            tool_reply(ToolCall(id="c2", name="lookup_order", arguments={"order_id": SPOOF * 300})),
+            text_reply("<!channel> " + HIDDEN + SPOOF * 2000),
+        ]
+    )
     run_id = harness.start("<!here> " + SPOOF * 300)
     for _ in range(3):
         harness.work()
@@ -120,27 +145,31 @@ def messages() -> Iterator[tuple[str, str, list[blocks.Block] | None]]:
         for i, text in enumerate(thread_replies(tool)):
             yield f"reply {i}, {label}", text, None
         lines: list[tuple[str, int | None]] = [
-            (describe_step(s) or "", i) for i, s in enumerate(steps(tool) * 12)]
-        yield (f"history, {label}", "history",
-               blocks.history_blocks("r1", "*History* " + escape(HIDDEN), lines))
+            (describe_step(s) or "", i) for i, s in enumerate(steps(tool) * 12)
+        ]
+        yield (
+            f"history, {label}",
+            "history",
+            blocks.history_blocks("r1", "*History* " + escape(HIDDEN), lines),
+        )
     yield ("history of a run", *hostile_run_history())
-    yield ("root", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME,
-                                    fork={"from": "r0", "at": 3}))
+    yield ("root", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME, fork={"from": "r0", "at": 3}))
     for i, status in enumerate(root_statuses()):
-        yield (f"root status {i}", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME,
-                                                    status=status))
+        yield (f"root status {i}", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME, status=status))
 
 
 def root_statuses() -> Iterator[str]:
     """The status lines of a run's root, for hostile tools, answers and errors."""
     run = InMemoryStore().create_run(RunId("r1"), "agent:x", {"task": TASK}, AT)
     for tool in NAMES.values():
-        yield status_line(replace(run, status=RunStatus.WAITING),
-                          [shown for _, shown in card_states(tool)][:1] * 3)
-    yield status_line(replace(run, status=RunStatus.COMPLETED,
-                              output={"answer": HOSTILE}), [])
-    yield status_line(replace(run, status=RunStatus.FAILED,
-                              error=ErrorInfo(type="E", message=TASK)), [])
+        yield status_line(
+            replace(run, status=RunStatus.WAITING),
+            [shown for _, shown in card_states(tool)][:1] * 3,
+        )
+    yield status_line(replace(run, status=RunStatus.COMPLETED, output={"answer": HOSTILE}), [])
+    yield status_line(
+        replace(run, status=RunStatus.FAILED, error=ErrorInfo(type="E", message=TASK)), []
+    )
 
 
 def modals() -> Iterator[tuple[str, dict[str, Any]]]:
@@ -157,8 +186,9 @@ MODALS = list(modals())
 
 
 @pytest.mark.parametrize(("what", "text", "body"), MESSAGES, ids=[m[0] for m in MESSAGES])
-def test_every_message_passes_block_kit(what: str, text: str,
-                                        body: list[blocks.Block] | None) -> None:
+def test_every_message_passes_block_kit(
+    what: str, text: str, body: list[blocks.Block] | None
+) -> None:
     """Each message's blocks pass slack_sdk's models; text and block count fit Slack's limits."""
     assert len(text) <= TEXT_LIMIT, what
     for block in body or []:
@@ -200,8 +230,11 @@ def parsed_texts(value: Any) -> Iterator[str]:
 def test_no_payload_carries_untrusted_markup() -> None:
     """The only ``<…>`` markup sent is the bot's own: mentions of known users and dates."""
     own = re.compile(r"^<(@U_[A-Z]+|!date\^\d+\^\{date_short_pretty\} \{time\}\|[^<>|]+)>$")
-    texts = [*(m[1] for m in MESSAGES), *parsed_texts([m[2] for m in MESSAGES]),
-             *parsed_texts([v for _, v in MODALS])]
+    texts = [
+        *(m[1] for m in MESSAGES),
+        *parsed_texts([m[2] for m in MESSAGES]),
+        *parsed_texts([v for _, v in MODALS]),
+    ]
     found = {m for s in texts for m in re.findall(r"<[^<>]*>", s) if not own.match(m)}
     assert found == set()
 

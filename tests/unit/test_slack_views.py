@@ -53,10 +53,20 @@ def _ask(env: AgentEnvironment, run_id: RunId, approvers: tuple[str, ...], posit
     args = {"n": position}
     now = env.clock.now()
     approval = Approval(
-        id=approval_id(run_id, position), run_id=run_id, position=position,
-        kind=ApprovalKind.TOOL_CALL, tool="issue_refund", args=args, args_hash=args_hash(args),
-        fingerprint="f" * 64, policy={"approvers": list(approvers), "required": 1},
-        requester=ANN, requested_at=now, deadline=now + timedelta(hours=1))
-    audit = AuditDraft(at=now, approval_id=approval.id, run_id=run_id, action="requested",
-                       actor=None, detail=None)
+        id=approval_id(run_id, position),
+        run_id=run_id,
+        position=position,
+        kind=ApprovalKind.TOOL_CALL,
+        tool="issue_refund",
+        args=args,
+        args_hash=args_hash(args),
+        fingerprint="f" * 64,
+        policy={"approvers": list(approvers), "required": 1},
+        requester=ANN,
+        requested_at=now,
+        deadline=now + timedelta(hours=1),
+    )
+    audit = AuditDraft(
+        at=now, approval_id=approval.id, run_id=run_id, action="requested", actor=None, detail=None
+    )
     env.approval_store.create_approval(approval, audit)

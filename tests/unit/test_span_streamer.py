@@ -67,18 +67,28 @@ def test_streamed_spans_are_the_spans_of_the_whole_journal() -> None:
     """Each entry's span and the run's, sent one by one, equal ``run_spans`` of the journal."""
     memory = InMemorySpanExporter()
     store, run_id = _run(memory)
-    journal = RunJournal(run=store.get_run(run_id), steps=store.load_journal(run_id),
-                         attempts=store.list_attempts(run_id))
-    streamed = {span.context.span_id: span.to_json() for span in memory.get_finished_spans()
-                if span.context is not None}
-    exported = {span.context.span_id: span.to_json() for span in run_spans(journal)
-                if span.context is not None}
+    journal = RunJournal(
+        run=store.get_run(run_id),
+        steps=store.load_journal(run_id),
+        attempts=store.list_attempts(run_id),
+    )
+    streamed = {
+        span.context.span_id: span.to_json()
+        for span in memory.get_finished_spans()
+        if span.context is not None
+    }
+    exported = {
+        span.context.span_id: span.to_json()
+        for span in run_spans(journal)
+        if span.context is not None
+    }
     assert streamed == exported
     assert len(streamed) == len(journal.steps) + 1
 
 
 def test_an_outage_is_logged_once_and_its_end_once(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Two refused batches give one warning with the reason, then one note of the recovery."""
     monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1")
@@ -87,13 +97,19 @@ def test_an_outage_is_logged_once_and_its_end_once(
         _run(collector)
     notes = [(r.levelno, r.getMessage(), getattr(r, "action", "")) for r in caplog.records]
     assert notes == [
-        (logging.WARNING, "trace export failed; dropping spans until it recovers",
-         collector.failure),
-        (logging.INFO, "trace stream recovered", "2 spans dropped")]
+        (
+            logging.WARNING,
+            "trace export failed; dropping spans until it recovers",
+            collector.failure,
+        ),
+        (logging.INFO, "trace stream recovered", "2 spans dropped"),
+    ]
     assert len(collector.batches) == 1
 
 
 def test_an_endpoint_is_logged_without_its_credentials() -> None:
     """User, password, query and fragment are left out of the endpoint named in logs."""
-    assert redacted("https://u:p@collector.example:4318/v1/traces?key=k#f") \
+    assert (
+        redacted("https://u:p@collector.example:4318/v1/traces?key=k#f")
         == "https://collector.example:4318/v1/traces"
+    )

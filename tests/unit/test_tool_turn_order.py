@@ -49,12 +49,20 @@ def lookup(order_id: str) -> str:
     return f"order {order_id}"
 
 
-AGENT = Agent(name="refunds", model=ScriptedModel([]), system_prompt="refund carefully",
-              tools=Tools(tool(side_effect=True, approval=SIGN_OFF)(refund),
-                          tool(side_effect=True, approval=SIGN_OFF)(send_email),
-                          tool()(lookup)))
-TURN = tool_reply(ToolCall(id="c1", name="refund", arguments={"order_id": "7"}),
-                  ToolCall(id="c2", name="send_email", arguments={"to": "a@example.com"}))
+AGENT = Agent(
+    name="refunds",
+    model=ScriptedModel([]),
+    system_prompt="refund carefully",
+    tools=Tools(
+        tool(side_effect=True, approval=SIGN_OFF)(refund),
+        tool(side_effect=True, approval=SIGN_OFF)(send_email),
+        tool()(lookup),
+    ),
+)
+TURN = tool_reply(
+    ToolCall(id="c1", name="refund", arguments={"order_id": "7"}),
+    ToolCall(id="c2", name="send_email", arguments={"to": "a@example.com"}),
+)
 
 
 def test_an_approved_call_runs_before_the_next_call_of_its_turn_is_decided() -> None:
@@ -70,14 +78,19 @@ def test_an_approved_call_runs_before_the_next_call_of_its_turn_is_decided() -> 
     assert env.run_until_waiting(run_id).status == RunStatus.COMPLETED
     assert [c.tool for c in env.tool_calls] == ["refund", "send_email"]
     names = [s.name for s in env.journal(run_id)]
-    assert names.index("tool:refund") < names.index(f"approval:{email_approval.id}") < names.index(
-        "tool:send_email"), "the journal records when each call ran"
+    assert (
+        names.index("tool:refund")
+        < names.index(f"approval:{email_approval.id}")
+        < names.index("tool:send_email")
+    ), "the journal records when each call ran"
 
 
 def test_a_read_only_call_runs_without_waiting_for_a_sign_off_after_it() -> None:
     """A lookup proposed before a gated refund runs while the refund waits for its sign-off."""
-    turn = tool_reply(ToolCall(id="c1", name="lookup", arguments={"order_id": "7"}),
-                      ToolCall(id="c2", name="refund", arguments={"order_id": "7"}))
+    turn = tool_reply(
+        ToolCall(id="c1", name="lookup", arguments={"order_id": "7"}),
+        ToolCall(id="c2", name="refund", arguments={"order_id": "7"}),
+    )
     env = AgentEnvironment(AGENT, [turn, text_reply("done")])
     run_id = env.start("look order 7 up and refund it")
     assert env.run_until_waiting(run_id).status == RunStatus.WAITING
@@ -90,8 +103,9 @@ class WaitsForAllFirst(AgentLoop):
     def _tool_turn(self, calls: tuple[ToolCall, ...]) -> list[Message]:
         plans = [self._plan(call) for call in calls]
         decisions = [self._decision(plan) for plan in plans]
-        return [self._answer(plan, decision) for plan, decision in zip(plans, decisions,
-                                                                       strict=True)]
+        return [
+            self._answer(plan, decision) for plan, decision in zip(plans, decisions, strict=True)
+        ]
 
 
 def _drive(deployment: Deployment, run_id: RunId) -> RunStatus:
@@ -107,18 +121,25 @@ def test_a_run_journaled_waiting_for_every_decision_first_resumes_the_same_way()
     approvals = InMemoryApprovalStore(store)
     agent = replace(AGENT, model=ScriptedModel([TURN, text_reply("done")]))
     workflows = Workflows()
-    old = Deployment(store, approvals, [], clock=clock, workflows=workflows,
-                     tools=tool_lookup(Agents(agent)))
-    workflows.add(agent.workflow, lambda ctx, data: WaitsForAllFirst(
-        agent, old.approvals, ctx, AgentInput.from_json(data)).run())
-    run_id = old.runtime.start(agent.workflow, AgentInput(task="t", requester=REQUESTER)
-                               .to_json()).id
+    old = Deployment(
+        store, approvals, [], clock=clock, workflows=workflows, tools=tool_lookup(Agents(agent))
+    )
+    workflows.add(
+        agent.workflow,
+        lambda ctx, data: WaitsForAllFirst(
+            agent, old.approvals, ctx, AgentInput.from_json(data)
+        ).run(),
+    )
+    run_id = old.runtime.start(
+        agent.workflow, AgentInput(task="t", requester=REQUESTER).to_json()
+    ).id
     _drive(old, run_id)
     refund_approval, email_approval = reversed(approvals.list_approvals(run_id=run_id))
     old.approvals.decide(refund_approval.id, Actor(user_id="U_DANA"), Decision.APPROVE)
     assert _drive(old, run_id) == RunStatus.WAITING
 
-    new = Deployment(store, approvals, [replace(agent, model=ScriptedModel([text_reply("done")]))],
-                     clock=clock)
+    new = Deployment(
+        store, approvals, [replace(agent, model=ScriptedModel([text_reply("done")]))], clock=clock
+    )
     new.approvals.decide(email_approval.id, Actor(user_id="U_DANA"), Decision.APPROVE)
     assert _drive(new, run_id) == RunStatus.COMPLETED, new.runtime.get(run_id).error

@@ -22,8 +22,9 @@ class SurprisingStore(InMemoryStore):
         super().__init__()
         self.failures = failures
 
-    def claim_runs(self, owner: str, *, limit: int, now: datetime,
-                   expires_at: datetime) -> list[tuple[Run, Lease]]:
+    def claim_runs(
+        self, owner: str, *, limit: int, now: datetime, expires_at: datetime
+    ) -> list[tuple[Run, Lease]]:
         """Raise while failures are left, then claim as usual."""
         if self.failures > 0:
             self.failures -= 1

@@ -52,8 +52,9 @@ def upgrade() -> None:
         _when("remind_at", nullable=True),
         sa.Column("consumed_by", sa.Integer(), nullable=True),
         sa.Column("version", sa.Integer(), nullable=False),
-        sa.ForeignKeyConstraint(["run_id"], ["runs.id"], name="fk_approvals_run_id_runs",
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["run_id"], ["runs.id"], name="fk_approvals_run_id_runs", ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name="pk_approvals"),
     )
     op.create_index("ix_approvals_run_id", "approvals", ["run_id"])

@@ -18,8 +18,9 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("outbox") as batch:
-        batch.add_column(sa.Column("fence", sa.Integer(), nullable=False,
-                                   server_default=sa.text("0")))
+        batch.add_column(
+            sa.Column("fence", sa.Integer(), nullable=False, server_default=sa.text("0"))
+        )
         batch.add_column(sa.Column("sending_at", sa.DateTime(timezone=True), nullable=True))
 
 

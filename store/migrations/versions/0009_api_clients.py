@@ -42,8 +42,9 @@ def upgrade() -> None:
         sa.Column("callback_url", sa.Text(), nullable=True),
         _when("created_at"),
         sa.PrimaryKeyConstraint("id", name="pk_api_approvals"),
-        sa.UniqueConstraint("client", "idempotency_key",
-                            name="uq_api_approvals_client_idempotency_key"),
+        sa.UniqueConstraint(
+            "client", "idempotency_key", name="uq_api_approvals_client_idempotency_key"
+        ),
     )
     op.create_index("ix_api_approvals_approval_id", "api_approvals", ["approval_id"])
 
