@@ -81,7 +81,8 @@ def _auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def _not_found(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+def not_found(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+    """Answer 404 to anything the approvals API does not answer."""
     start_response("404 Not Found", [("Content-Type", "text/plain")])
     return [b"not found\n"]
 
@@ -96,7 +97,7 @@ def api_server(
     keys = SqlApiStore(services.store.engine)
     client = create_key(keys, f"client-{uuid.uuid4().hex[:8]}", SystemClock().now())
     api = ApiApprovals(services, keys, waiters=waiters)
-    application = api_app(api, fallback=_not_found)
+    application = api_app(api, fallback=not_found)
     with serve_wsgi(application, 0, "127.0.0.1", name="api", flag="port") as serving:
         yield ApiServer(
             url=f"http://127.0.0.1:{serving.port}",
