@@ -18,6 +18,7 @@ from slack_sdk import WebClient
 from agent_runtime import SystemClock, Worker
 from agent_runtime.worker import default_owner
 from bot.anchor_file import anchor_if_changed
+from bot.api.destinations import Destinations
 from bot.api.http import api_app
 from bot.api.service import ApiApprovals
 from bot.api.webhook_sender import SenderOptions, WebhookSender
@@ -124,6 +125,7 @@ def webhook_sender(services: Services) -> WebhookSender:
         SqlApiStore(services.store.engine),
         SystemClock(),
         owner=default_owner(),
+        destinations=Destinations(settings.webhook_networks),
         options=SenderOptions(
             claim_for=settings.outbox_claim, backoff_cap=settings.outbox_backoff_cap
         ),

@@ -7,6 +7,7 @@ plain from the name say so where they are declared.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.rules import Rules
 from store.engine import DEFAULT_URL
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 TRACES_PATH = "/v1/traces"
 """Where an OTLP/HTTP collector takes traces."""
 
@@ -88,6 +90,9 @@ class Settings:
     """``SIGNOFF_API_POLICIES``: a policy file (the MCP gateway's format) whose default
     rule applies to every approvals API request and whose ``tools`` are the named policies
     a request may ask for by name. Empty: the default policy only."""
+    webhook_networks: tuple[Network, ...] = ()
+    """``SIGNOFF_WEBHOOK_ALLOWED_NETWORKS``: private networks (``10.1.0.0/16,127.0.0.1``)
+    that the approvals API's webhooks may reach. Empty: public addresses only."""
     audit_anchor_file: str = ""
     """``SIGNOFF_AUDIT_ANCHOR_FILE``: ``signoff serve`` appends the audit log's head to this
     append-only file (one JSON line) whenever it changed, every
@@ -146,6 +151,7 @@ class Settings:
             audit_keys=_audit_keys(env),
             audit_anchor_file=env.get("SIGNOFF_AUDIT_ANCHOR_FILE", ""),
             api_policies=env.get("SIGNOFF_API_POLICIES", ""),
+            webhook_networks=_networks(env.get("SIGNOFF_WEBHOOK_ALLOWED_NETWORKS", "")),
             audit_anchor_interval=_seconds(env, "SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS", 60.0),
             outbox_claim=_seconds(env, "SIGNOFF_OUTBOX_CLAIM_SECONDS", 60.0),
             outbox_backoff_cap=_seconds(env, "SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS", 300.0),
@@ -181,6 +187,14 @@ def _rules(env: Mapping[str, str]) -> Rules:
 
 def _split(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _networks(value: str) -> tuple[Network, ...]:
+    """Parse ``10.1.0.0/16,127.0.0.1,fd00::/8`` into networks (an address is its own)."""
+    try:
+        return tuple(ipaddress.ip_network(part, strict=False) for part in _split(value))
+    except ValueError as exc:
+        raise SettingsError(f"SIGNOFF_WEBHOOK_ALLOWED_NETWORKS: {exc}") from None
 
 
 def _groups(value: str) -> dict[str, tuple[str, ...]]:

@@ -1,9 +1,10 @@
 """Delivers webhooks from the outbox: signed, fenced like Slack notices, retried with backoff.
 
-A 2xx answer delivers a webhook; a refusal (4xx other than 408 and 429) or a revoked
-client ends it; anything else (no answer, 5xx, 408, 429) is retried with exponential
-backoff. A webhook is sent at least once, and again only if a sender died between
-sending it and recording its delivery: receivers drop repeats by ``X-Signoff-Delivery``.
+A 2xx answer delivers a webhook; a refusal (4xx other than 408 and 429), a revoked client
+or a callback URL that now reaches an address webhooks may not go to ends it; anything
+else (no answer, 5xx, 408, 429) is retried with exponential backoff. A webhook is sent at
+least once, and again only if a sender died between sending it and recording its
+delivery: receivers drop repeats by ``X-Signoff-Delivery``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import requests
 
 from agent_runtime import Clock
 from agent_runtime.notices import QueuedNotice
+from bot.api.destinations import Destinations, webhook_session
+from bot.api.exceptions import RefusedDestination
 from bot.slack.delivery_errors import backoff
 from bot.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, sign
 from store.api_store import SqlApiStore
@@ -45,6 +48,7 @@ class WebhookSender:
         clients: SqlApiStore,
         clock: Clock,
         owner: str,
+        destinations: Destinations,
         options: SenderOptions | None = None,
     ) -> None:
         self._outbox = outbox
@@ -52,7 +56,7 @@ class WebhookSender:
         self._clock = clock
         self._owner = owner
         self._options = options or SenderOptions()
-        self._http = requests.Session()
+        self._http = webhook_session(destinations)
 
     def send_once(self) -> int:
         """Send one batch of due webhooks; return how many were claimed."""
@@ -93,6 +97,12 @@ class WebhookSender:
                 timeout=self._options.claim_for.total_seconds() / 4,
                 allow_redirects=False,
             )
+        except RefusedDestination as exc:
+            logger.error(
+                "webhook destination refused", extra={"action": "webhook", "key": item.notice.key}
+            )
+            self._outbox.give_up(item, exc.message)
+            return
         except requests.RequestException as exc:
             self._retry(item, f"no answer: {exc}", maybe_sent=True)
             return

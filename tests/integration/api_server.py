@@ -6,7 +6,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import requests
@@ -20,6 +20,7 @@ from bot.settings import Settings
 from bot.wiring import Services, build_services
 from store.api_store import SqlApiStore
 from tests.integration import signoff_env
+from tests.integration.webhook_receiver import LOOPBACK
 
 
 class Waiting(threading.Thread):
@@ -89,11 +90,13 @@ def not_found(environ: dict[str, Any], start_response: Callable[..., Any]) -> li
 
 @contextmanager
 def api_server(
-    database_url: str, *, waiters: int = WAITERS, policies: str = ""
+    database_url: str, *, waiters: int = WAITERS, policies: str = "", allowed: str = LOOPBACK
 ) -> Iterator[ApiServer]:
     """Serve the approvals API (under the policy file ``policies``, if named) on a free
-    loopback port until the block ends."""
-    services = build_services(Settings(database_url=database_url, api_policies=policies))
+    loopback port until the block ends; webhooks may reach the ``allowed`` networks."""
+    networks = {"SIGNOFF_WEBHOOK_ALLOWED_NETWORKS": allowed}
+    settings = Settings.from_env({"SIGNOFF_DATABASE_URL": database_url, **networks})
+    services = build_services(replace(settings, api_policies=policies))
     keys = SqlApiStore(services.store.engine)
     client = create_key(keys, f"client-{uuid.uuid4().hex[:8]}", SystemClock().now())
     api = ApiApprovals(services, keys, waiters=waiters)
@@ -104,7 +107,7 @@ def api_server(
             services=services,
             keys=keys,
             client=client,
-            env=signoff_env(database_url),
+            env=signoff_env(database_url, extra=networks),
             api=api,
         )
     services.store.engine.dispose()

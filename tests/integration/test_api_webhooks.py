@@ -17,7 +17,7 @@ from bot.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, verify
 from store.models import outbox
 from tests.integration import cli_ok, wait_until
 from tests.integration.api_server import ApiServer, api_server
-from tests.integration.webhook_receiver import Receiver
+from tests.integration.webhook_receiver import LOOPBACK_ALLOWED, Receiver
 
 
 @pytest.fixture(params=["sqlite_url", "pg_url"])
@@ -43,6 +43,7 @@ def test_a_decision_is_posted_once_signed_after_a_failed_attempt(api: ApiServer)
             api.keys,
             SystemClock(),
             owner="sender",
+            destinations=LOOPBACK_ALLOWED,
             options=SenderOptions(backoff_cap=timedelta(milliseconds=100)),
         )
         wait_until(
