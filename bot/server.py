@@ -18,10 +18,9 @@ from slack_sdk import WebClient
 from agent_runtime import SystemClock, Worker
 from agent_runtime.worker import default_owner
 from bot.anchor_file import anchor_if_changed
-from bot.api.destinations import Destinations
 from bot.api.http import api_app
 from bot.api.service import ApiApprovals
-from bot.api.webhook_sender import SenderOptions, WebhookSender
+from bot.api.webhook_sender import webhook_job
 from bot.metrics import Metrics
 from bot.ops_http import Ops, ops_app, ops_port
 from bot.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
@@ -117,21 +116,6 @@ def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = 
     )
 
 
-def webhook_sender(services: Services) -> WebhookSender:
-    """The webhook sender of this process."""
-    settings = services.settings
-    return WebhookSender(
-        services.outbox,
-        SqlApiStore(services.store.engine),
-        SystemClock(),
-        owner=default_owner(),
-        destinations=Destinations(settings.webhook_networks),
-        options=SenderOptions(
-            claim_for=settings.outbox_claim, backoff_cap=settings.outbox_backoff_cap
-        ),
-    )
-
-
 def serve(settings: Settings, parts: Parts) -> int:
     """Run the chosen parts until SIGTERM or Ctrl-C, then drain: stop taking Slack requests
     and claiming runs, let each step in flight finish and its run be released, let the
@@ -194,7 +178,7 @@ def _jobs(services: Services, client: WebClient, worker: Worker, metrics: Metric
     return [
         # one batch a round, so that a long backlog still shows the loop going round
         Job("dispatch", dispatcher(services, client, metrics).dispatch_once, DISPATCH_EVERY),
-        Job("webhooks", webhook_sender(services).send_once, DISPATCH_EVERY),
+        webhook_job(services),
         Job("approvals", services.approvals.sweep, poll),
         Job("wake", worker.wake, poll),
         *_anchor_job(services),

@@ -16,18 +16,22 @@ from datetime import timedelta
 
 import requests
 
-from agent_runtime import Clock
+from agent_runtime import Clock, SystemClock
 from agent_runtime.notices import QueuedNotice
+from agent_runtime.worker import default_owner
 from bot.api.destinations import Destinations, webhook_session
 from bot.api.exceptions import RefusedDestination
+from bot.scheduler import Job
 from bot.slack.delivery_errors import backoff
 from bot.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, sign
+from bot.wiring import Services
 from store.api_store import SqlApiStore
 from store.outbox import SqlOutbox
 
 logger = logging.getLogger(__name__)
 
 RETRIED = frozenset({408, 429})
+SEND_EVERY = timedelta(milliseconds=300)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,3 +131,20 @@ class WebhookSender:
             extra={"action": "webhook", "reason": error, "key": item.notice.key},
         )
         self._outbox.retry_later(item, self._clock.now() + wait, error, maybe_sent=maybe_sent)
+
+
+def webhook_job(services: Services) -> Job:
+    """The job sending this process's share of due webhooks, in ``signoff serve`` and
+    ``signoff worker`` alike (senders on many processes never send one webhook twice)."""
+    settings = services.settings
+    sender = WebhookSender(
+        services.outbox,
+        SqlApiStore(services.store.engine),
+        SystemClock(),
+        owner=default_owner(),
+        destinations=Destinations(settings.webhook_networks),
+        options=SenderOptions(
+            claim_for=settings.outbox_claim, backoff_cap=settings.outbox_backoff_cap
+        ),
+    )
+    return Job("webhooks", sender.send_once, SEND_EVERY)
