@@ -49,9 +49,10 @@ def test_worker_probes_and_metrics_then_sigterm_releases_its_step_for_another_wo
     env, port, effects = signoff_env(sqlite_url), free_port(), tmp_path / "slow.txt"
     cli_ok(env, "db", "upgrade")
     with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port)) as worker:
-        assert answering(worker, port, "/healthz", 200)["checks"] == {"loop:worker": "ok"}
+        loops = {"loop:worker": "ok", "loop:webhooks": "ok"}
+        assert answering(worker, port, "/healthz", 200)["checks"] == loops
         ready = answering(worker, port, "/readyz", 200)["checks"]
-        assert ready == {"database": "ok", "migrations": "ok", "loop:worker": "ok"}
+        assert ready == {"database": "ok", "migrations": "ok", **loops}
         run_id = cli_ok(
             env,
             "start",
