@@ -133,15 +133,15 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, drain)
-    webhooks = build_scheduler([webhook_job(services)], supervision.loops)
+    scheduler = build_scheduler([webhook_job(services)], supervision.loops)
     supervision.watchdog.start()
-    webhooks.start()
+    scheduler.start()
     with ops_port(supervision.ops, args.metrics_port):
         try:
             with WakeListener(services.store.engine, worker.wake):
                 worker.run(until_idle=args.until_idle)
         finally:
-            webhooks.shutdown(wait=True)
+            scheduler.shutdown(wait=True)
             services.shutdown()
     for deadline in deadlines:
         deadline.cancel()

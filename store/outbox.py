@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Engine, exists, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.notices import DeadNotice, Delivery, Notice, QueuedNotice
-from store.connections import writing
+from store.connections import reading, writing
 from store.models import outbox
 
 PENDING, SENT, DEAD = "pending", "sent", "dead"
@@ -76,6 +76,9 @@ class SqlOutbox:
             .order_by(outbox.c.id)
             .limit(limit)
         )
+        with reading(self.engine) as conn:
+            if conn.execute(query).first() is None:
+                return []  # nothing due: no write lock taken (SQLite has only one)
         if self.engine.dialect.name == "postgresql":
             query = query.with_for_update(skip_locked=True, of=outbox)
         with self._tx() as conn:

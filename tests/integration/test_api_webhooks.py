@@ -89,3 +89,21 @@ def test_a_worker_sends_the_webhook_of_a_decision(sqlite_url: str, tmp_path: Pat
             )
     assert verify(api.client.webhook_secret, headers[TIMESTAMP], body, headers[SIGNATURE])
     assert json.loads(body)["status"] == "approved"
+
+
+def test_a_worker_expires_an_undecided_approval_and_sends_its_webhook(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """With only a ``signoff worker`` running and nobody asking, an approval left undecided
+    expires at its deadline (its run falls due then) and its webhook says so."""
+    receiver = Receiver(failures=0)
+    with ServingThread(receiver, "receiver"), api_server(sqlite_url) as api:
+        url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
+        policy = {"deadline_seconds": 1}
+        created = api.post({"tool": "refund", "policy": policy, "callback_url": url}).json()
+        with WorkerProcess(api.env, tmp_path / "worker.log") as worker:
+            [(_, _, body)] = wait_until(
+                lambda: receiver.answered(200), timeout=30, what="the webhook", alive=worker
+            )
+    sent = json.loads(body)
+    assert (sent["id"], sent["status"]) == (created["id"], "expired")
