@@ -165,6 +165,12 @@ class Settings:
         )
 
 
+def child_environment() -> dict[str, str]:
+    """This process's environment for a program it starts (an MCP upstream server): all of
+    it but Signoff's own settings and Slack's credentials (``SIGNOFF_*``, ``SLACK_*``)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("SIGNOFF_", "SLACK_"))}
+
+
 def read_rules_file(path: str, name: str = "SIGNOFF_RULES_FILE") -> Rules:
     """Read approval rules from a YAML or JSON file, raising SettingsError naming the fault."""
     try:
