@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Engine, exists, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.notices import DeadNotice, Delivery, Notice, QueuedNotice
-from store.connections import reading, writing
+from store.connections import writing
 from store.models import outbox
 
 PENDING, SENT, DEAD = "pending", "sent", "dead"
@@ -34,6 +34,8 @@ def write_notices(conn: Connection, notices: Sequence[Notice], now: datetime) ->
             "attempts": 0,
             "next_at": now,
             "fence": 0,
+            "team_id": n.team_id,
+            "enterprise_id": n.enterprise_id,
         }
         for n in notices
     ]
@@ -76,9 +78,6 @@ class SqlOutbox:
             .order_by(outbox.c.id)
             .limit(limit)
         )
-        with reading(self.engine) as conn:
-            if conn.execute(query).first() is None:
-                return []  # nothing due: no write lock taken (SQLite has only one)
         if self.engine.dialect.name == "postgresql":
             query = query.with_for_update(skip_locked=True, of=outbox)
         with self._tx() as conn:
@@ -182,7 +181,14 @@ class SqlOutbox:
 
 
 def _queued(row: Any) -> QueuedNotice:
-    notice = Notice(key=row.key, run_id=row.run_id, kind=row.kind, data=row.data)
+    notice = Notice(
+        key=row.key,
+        run_id=row.run_id,
+        kind=row.kind,
+        data=row.data,
+        team_id=row.team_id,
+        enterprise_id=row.enterprise_id,
+    )
     return QueuedNotice(
         id=row.id,
         notice=notice,
