@@ -31,7 +31,7 @@ def signoff_command() -> list[str]:
     script = Path(sys.executable).with_name("signoff")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "bot.cli"]
+    return [sys.executable, "-m", "bot.cli.main"]
 
 
 def signoff_env(

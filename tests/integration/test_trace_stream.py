@@ -22,11 +22,11 @@ import pytest
 from agent_runtime import Actor, Agent, AgentInput, Decision, RunId, RunStatus, StepRecord
 from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, ToolCall
 from agent_runtime.models.scripted import text_reply, tool_reply
-from bot.cli import main
-from bot.settings import Settings
+from bot.app.settings import Settings
+from bot.app.wiring import Services, build_services
+from bot.cli.main import main
 from bot.tracing import span_id_for
 from bot.tracing.stream import EXPORT_TIMEOUT, FLUSH_GRACE
-from bot.wiring import Services, build_services
 from tests.integration import (
     TEST_WORKFLOWS,
     WorkerProcess,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent_runtime import Run, RunId, RunStatus, Runtime
-from bot.wiring import load_workflows
+from bot.app.wiring import load_workflows
 from store import SqlStore
 from tests.integration import (
     TEST_WORKFLOWS,

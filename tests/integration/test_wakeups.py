@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from agent_runtime import RunId, RunStatus, Runtime, WorkerOptions
-from bot.wiring import load_workflows
+from bot.app.wiring import load_workflows
 from store import SqlStore
 from store.notify import WakeListener
 from tests.integration import (
