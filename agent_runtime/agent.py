@@ -21,7 +21,11 @@ class AgentNotFound(SignoffError):
     """No agent is registered under the given name."""
 
     def __init__(self, name: str, known: list[str]) -> None:
-        super().__init__(f"unknown agent {name!r} (registered: {', '.join(known) or 'none'})")
+        if known:
+            message = f"unknown agent {name!r} (registered: {', '.join(known)})"
+        else:
+            message = "no agent is configured (name one with SIGNOFF_AGENT=module:attribute)"
+        super().__init__(message)
         self.name = name
 
 
