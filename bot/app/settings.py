@@ -35,7 +35,7 @@ TRACES_PATH = "/v1/traces"
 """Where an OTLP/HTTP collector takes traces."""
 
 
-class SettingsError(ValueError):
+class SettingsError(InvalidConfiguration, ValueError):
     """An environment variable holds a value Signoff cannot use."""
 
 

@@ -8,19 +8,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
-from agent_runtime import (
-    AgentNotFound,
-    ApprovalNotFound,
-    EventAlreadyDelivered,
-    InvalidConfiguration,
-    InvalidInput,
-    InvalidRunState,
-    NotSerializable,
-    RunNotFound,
-    SignoffError,
-    WorkflowNotFound,
-)
-from agent_runtime.budget_control import NotAllowed
+from agent_runtime import SignoffError, UserError
 from bot.app.settings import Settings, SettingsError
 from bot.cli import (
     agents,
@@ -35,22 +23,7 @@ from bot.cli import (
     runs,
     trace,
 )
-from bot.cli.common import Parser, UsageError
-
-USER_ERRORS = (
-    UsageError,
-    InvalidConfiguration,
-    RunNotFound,
-    WorkflowNotFound,
-    AgentNotFound,
-    ApprovalNotFound,
-    InvalidInput,
-    InvalidRunState,
-    NotSerializable,
-    EventAlreadyDelivered,
-    SettingsError,
-    NotAllowed,
-)
+from bot.cli.common import Parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         handler: Callable[[argparse.Namespace, Settings], int] = args.handler
         return handler(args, settings)
-    except USER_ERRORS as exc:
+    except UserError as exc:
         return _fail(2, exc)
     except SignoffError as exc:
         return _fail(1, exc)
