@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 
@@ -167,12 +168,21 @@ class ApprovalNotFound(UserError):
 
 
 class ModelError(SignoffError):
-    """A model provider refused or failed a request."""
+    """A model provider refused or failed a request; ``retry_after`` is the pause it asked
+    for before the next try, if it named one."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: timedelta | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        self.retry_after = retry_after
 
 
 def _describe(step: dict[str, Any]) -> str:
