@@ -59,17 +59,34 @@ class Actor:
     user_id: str
     team_id: str = ""
     name: str = ""
+    enterprise_id: str = ""
+    """The Enterprise Grid organization the person belongs to ('' outside Grid)."""
 
     def to_json(self) -> dict[str, str]:
         """Return the JSON form."""
-        return {"user_id": self.user_id, "team_id": self.team_id, "name": self.name}
+        found = {"user_id": self.user_id, "team_id": self.team_id, "name": self.name}
+        return found | ({"enterprise_id": self.enterprise_id} if self.enterprise_id else {})
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Actor:
         """Read the JSON form."""
         return cls(
-            user_id=data["user_id"], team_id=data.get("team_id", ""), name=data.get("name", "")
+            user_id=data["user_id"],
+            team_id=data.get("team_id", ""),
+            name=data.get("name", ""),
+            enterprise_id=data.get("enterprise_id", ""),
         )
+
+    @property
+    def workspace(self) -> str:
+        """Where the person's user id means this person: their organization on Grid, else
+        their workspace ('' when unknown, as for people acting from the command line)."""
+        return self.enterprise_id or self.team_id
+
+    def shares_workspace(self, other: Actor) -> bool:
+        """Tell whether the two could be the same people's ids in one workspace: a user id
+        of one workspace never stands for anyone in another."""
+        return not (self.workspace and other.workspace) or self.workspace == other.workspace
 
     @property
     def label(self) -> str:
@@ -188,7 +205,7 @@ STALE_CARD = (
 
 
 def _refusal(approval: Approval, actor: Actor, now: datetime) -> Refusal | None:
-    if actor.user_id not in approval.eligible:
+    if actor.user_id not in approval.eligible or not actor.shares_workspace(approval.requester):
         # an outsider learns nothing about the approval's state
         return Refusal(message=NOT_ALLOWED, audit="unauthorized")
     if approval.status != ApprovalStatus.PENDING:

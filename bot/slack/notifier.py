@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from agent_runtime import (
@@ -42,6 +43,13 @@ def slack_context(run: Run) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and found.get("channel") else None
 
 
+def in_workspace(run: Run, notices: Sequence[Notice]) -> list[Notice]:
+    """The notices addressed to the Slack workspace (and Grid organization) the run is from."""
+    where = slack_context(run) or {}
+    team, enterprise = str(where.get("team") or ""), str(where.get("enterprise") or "")
+    return [replace(n, team_id=team, enterprise_id=enterprise) for n in notices]
+
+
 def root_fields(run: Run) -> dict[str, Any]:
     """What the root message says of a run besides its status: task, requester, agent, fork."""
     data = run.input if isinstance(run.input, dict) else {}
@@ -74,14 +82,13 @@ class SlackNotifier:
         where = slack_context(run)
         if where is None:
             return ()
-        return [
-            Notice(
-                key=root_key(run.id),
-                run_id=run.id,
-                kind=ROOT,
-                data={"channel": where["channel"]} | root_fields(run),
-            )
-        ]
+        root = Notice(
+            key=root_key(run.id),
+            run_id=run.id,
+            kind=ROOT,
+            data={"channel": where["channel"]} | root_fields(run),
+        )
+        return in_workspace(run, [root])
 
     def step_committed(self, run: Run, step: StepRecord) -> Sequence[Notice]:
         """A concise thread reply for the steps a person cares about."""
@@ -91,7 +98,7 @@ class SlackNotifier:
         if text is None:
             return ()
         status = [_root_update(run.id, f"step:{step.position}")] if _waits(step) else []
-        return [_reply(run.id, f"step:{step.position}", text), *status]
+        return in_workspace(run, [_reply(run.id, f"step:{step.position}", text), *status])
 
     def run_ended(self, run: Run) -> Sequence[Notice]:
         """The final answer or the error, in the thread."""
@@ -111,7 +118,7 @@ class SlackNotifier:
             text = f"{icon} *{run.status.value.capitalize()}*" + (
                 f": {shown(error.message, 2500)}" if error else ""
             )
-        return [_reply(run.id, "end", text), _root_update(run.id, "end")]
+        return in_workspace(run, [_reply(run.id, "end", text), _root_update(run.id, "end")])
 
     def approval_changed(self, approval: Approval, action: str) -> Sequence[Notice]:
         """Post the card (and DMs) when asked; update them and tell the thread after."""
@@ -123,7 +130,8 @@ class SlackNotifier:
             return ()
         status = _root_update(run.id, f"approval:{approval.id}:{action}:v{approval.version}")
         if action == "requested":
-            return [_card(approval, None), *(_card(approval, u) for u in approval.eligible), status]
+            cards = [_card(approval, None), *(_card(approval, u) for u in approval.eligible)]
+            return in_workspace(run, [*cards, status])
         dms = list(approval.policy.get("approvers", []))
         if approval.escalated and action != "escalated":
             dms += approval.policy.get("escalate_to", [])
@@ -146,7 +154,7 @@ class SlackNotifier:
                     f"*{tool_name(approval.tool)}*: {decision_line(approval)}",
                 )
             )
-        return [*notices, status]
+        return in_workspace(run, [*notices, status])
 
 
 def describe_step(step: StepRecord) -> str | None:
