@@ -30,7 +30,7 @@ from tests.integration.slack_harness import (
 from tests.integration.slack_readers import is_card_of
 
 CLIENT_ID = "1111.2222"
-CLIENT_SECRET = "oauth-client-secret-of-the-tests"  # noqa: S105 - a test value
+CLIENT_SECRET = "oauth-client-secret-of-the-tests"
 STATE_COOKIE = "slack-app-oauth-state"
 ALPHA_CODE, BETA_CODE = "code-for-alpha", "code-for-beta"
 
