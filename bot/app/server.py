@@ -151,7 +151,10 @@ def serve(settings: Settings, parts: Parts) -> int:
     outbox round in flight finish; all within ``SIGNOFF_DRAIN_SECONDS``."""
     services, supervision = supervised_services(settings)
     client = web_client(settings)
-    worker = services.runtime.worker(worker_options(settings, concurrency=parts.concurrency))
+    options = worker_options(
+        settings, concurrency=parts.concurrency, on_takeover=supervision.metrics.took_over
+    )
+    worker = services.runtime.worker(options)
     threads = (
         [threading.Thread(target=worker.run, name="signoff-worker", daemon=True)]
         if parts.worker

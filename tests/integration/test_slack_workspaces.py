@@ -7,18 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_runtime import ApprovalStatus, RunStatus
+from agent_runtime import ApprovalStatus, RunId, RunStatus
 from bot.slack.blocks import APPROVE
 from store.models import slack_installations
-from tests.integration.slack_harness import (
-    APPROVER,
-    TASK,
-    BotInstance,
-    acked,
-    eventually,
-    run_id_of,
-)
-from tests.integration.slack_readers import approvals_of, outbox_rows
+from tests.integration.slack_harness import APPROVER, TASK, BotInstance, acked, eventually
+from tests.integration.slack_readers import approvals_of, outbox_rows, run_id_of
 from tests.integration.workspaces_world import ALPHA_CODE, BETA_CODE, TwoWorkspaces, install
 
 
@@ -33,7 +26,7 @@ def two(tmp_path: Path, sqlite_url: str) -> Iterator[TwoWorkspaces]:
         yield built
 
 
-def _start(two: TwoWorkspaces, bot: BotInstance) -> tuple[str, str]:
+def _start(two: TwoWorkspaces, bot: BotInstance) -> tuple[RunId, RunId]:
     """Start the refund run from each workspace; return the run ids (alpha, beta)."""
     alpha = run_id_of(acked(bot.command(TASK)))
     beta = run_id_of(acked(bot.command(TASK, workspace=two.beta)))
@@ -79,8 +72,10 @@ def test_an_approver_of_one_workspace_cannot_decide_a_run_of_another(
     assert bot.services.approvals.get(refund.id).status == ApprovalStatus.PENDING
 
     acked(bot.click(APPROVER, APPROVE, card))
-    assert bot.decision(refund.id).status == ApprovalStatus.APPROVED
-    assert bot.services.approvals.get(refund.id).decided_by.team_id == two.workspace.team_id
+    decided = bot.decision(refund.id)
+    assert decided.status == ApprovalStatus.APPROVED
+    assert decided.decided_by is not None
+    assert decided.decided_by.team_id == two.workspace.team_id
 
 
 def test_a_command_from_another_workspace_does_not_see_the_run(two: TwoWorkspaces) -> None:

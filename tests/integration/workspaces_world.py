@@ -67,6 +67,9 @@ class TwoWorkspaces(SlackWorld):
             }
         )
 
+    def __enter__(self) -> TwoWorkspaces:
+        return self
+
     def card_in(self, workspace: Workspace, approval_id: str) -> Message:
         """Return the card of ``approval_id`` in the run threads of ``workspace``'s #general."""
         channel = workspace.resolve_channel("general").id
