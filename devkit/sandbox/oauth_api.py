@@ -3,7 +3,8 @@
 Calls are routed to a workspace by their bot token. ``oauth.v2.access`` (HTTP Basic client
 credentials, as slack_sdk sends them) trades a one-time install code for a workspace's bot
 token, and, for workspaces installed with token rotation, a refresh token for a new access
-token (the old one keeps working until it would have expired, as on Slack).
+token. Stricter than Slack, a refreshed token stops working at once (Slack lets it live out
+its time), so that a test sees which token each call carries.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import base64
 import itertools
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from devkit.sandbox.records import JsonObject
@@ -25,12 +26,14 @@ ROTATING_TTL_S = 12 * 3600
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """What an install code (or a refresh token) is worth: a workspace and how it rotates."""
+    """What an install code (or a refresh token) is worth: a workspace and how it rotates
+    (and, for a refresh token, the access token it replaces)."""
 
     api: SlackWebApi
     enterprise_id: str | None
     rotating: bool
     expires_in: int
+    replaces: str = ""
 
 
 class WorkspacesApi(SlackWebApi):
@@ -103,7 +106,8 @@ class WorkspacesApi(SlackWebApi):
         ws, serial = grant.api.workspace, next(self._serial)
         prefix = "xoxe.xoxb" if grant.rotating else "xoxb"
         token = f"{prefix}-{ws.team_id}-{serial}"
-        grant.api.tokens = grant.api.tokens | {token}
+        grant.api.tokens = (grant.api.tokens - {grant.replaces}) | {token}
+        self._by_token.pop(grant.replaces, None)
         self._by_token[token] = grant.api
         answer: JsonObject = {
             "access_token": token,
@@ -118,7 +122,7 @@ class WorkspacesApi(SlackWebApi):
         }
         if grant.rotating:
             refresh = f"xoxe-1-{ws.team_id}-{serial}"
-            self._refresh[refresh] = grant
+            self._refresh[refresh] = replace(grant, replaces=token)
             answer |= {"refresh_token": refresh, "expires_in": grant.expires_in}
         return answer
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent_runtime import ApprovalStatus, RunId, RunStatus
 from bot.slack.blocks import APPROVE
 from store.models import slack_installations
+from store.slack_installations import SqlInstallations
+from tests.integration import cli_ok, run_cli, signoff_env
 from tests.integration.slack_harness import APPROVER, TASK, BotInstance, acked, eventually
 from tests.integration.slack_readers import approvals_of, outbox_rows, run_id_of
 from tests.integration.workspaces_world import ALPHA_CODE, BETA_CODE, TwoWorkspaces, install
@@ -86,3 +91,92 @@ def test_a_command_from_another_workspace_does_not_see_the_run(two: TwoWorkspace
         answer = acked(bot.command(f"{verb} {alpha}", user="U_REQ", workspace=two.beta))
         assert "no run" in answer.text.lower() or "not found" in answer.text.lower(), answer.text
     assert bot.services.runtime.get(alpha).status == RunStatus.WAITING
+
+
+def _event(bot: BotInstance, team_id: str, event: dict[str, Any]) -> None:
+    """Post a signed Events API callback from ``team_id``."""
+    body = {
+        "token": "legacy-verification-token",
+        "team_id": team_id,
+        "api_app_id": "A0SIGNOFF",
+        "event": event,
+        "type": "event_callback",
+        "event_id": f"Ev{time.monotonic_ns()}",
+        "event_time": int(time.time()),
+    }
+    acked(bot.post(json.dumps(body).encode(), content_type="application/json"))
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "app_uninstalled"},
+        {"type": "tokens_revoked", "tokens": {"oauth": [], "bot": ["U0SIGNOFF"]}},
+    ],
+    ids=["app_uninstalled", "tokens_revoked"],
+)
+def test_a_workspace_removing_the_app_fails_its_waiting_runs_closed(
+    two: TwoWorkspaces, event: dict[str, Any]
+) -> None:
+    """``app_uninstalled`` (or the bot token revoked) from beta forgets beta's installation
+    and cancels beta's waiting run, its approvals closed with the reason; alpha's run waits on."""
+    bot = two.instances[0]
+    alpha, beta = _start(two, bot)
+    installations = SqlInstallations(bot.services.store.engine)
+
+    _event(bot, two.beta.team_id, {**event, "event_ts": f"{time.time():.6f}"})
+
+    eventually(
+        lambda: bot.services.runtime.get(beta).status == RunStatus.CANCELLED,
+        what="beta's run cancelled",
+    )
+    assert installations.find("", two.beta.team_id) is None
+    assert installations.find("", two.workspace.team_id) is not None
+    closed = bot.services.approvals.store.list_approvals(run_id=beta)
+    assert {a.status for a in closed} == {ApprovalStatus.CANCELLED}
+    assert all("removed from the Slack workspace" in (a.reason or "") for a in closed)
+    assert bot.services.runtime.get(alpha).status == RunStatus.WAITING
+    pending = bot.services.approvals.store.list_approvals(run_id=alpha)
+    assert {a.status for a in pending} == {ApprovalStatus.PENDING}
+
+
+def test_a_rotating_token_is_refreshed_before_it_expires(tmp_path: Path, sqlite_url: str) -> None:
+    """Beta's bot token expiring within the rotation window is refreshed through
+    ``oauth.v2.access`` and the refreshed one is kept and used (the old one no longer works)."""
+    with TwoWorkspaces(tmp_path, sqlite_url, beta_token_lifetime=60) as two:
+        bot = two.instance()
+        for code in (ALPHA_CODE, BETA_CODE):
+            assert install(bot, code).status_code == 200
+        installations = SqlInstallations(bot.services.store.engine)
+        installed = (installations.find("", two.beta.team_id) or {})["bot_token"]
+
+        beta = run_id_of(acked(bot.command(TASK, workspace=two.beta)))
+        bot.work()
+        bot.drain()
+
+        assert "refresh_token" in two.oauth.exchanges
+        current = (installations.find("", two.beta.team_id) or {})["bot_token"]
+        assert current != installed
+        refund = approvals_of(bot, beta)["issue_refund"]
+        assert two.card_in(two.beta, refund.id) is not None
+        assert all(r["status"] == "sent" for r in outbox_rows(bot))
+
+
+def test_the_cli_decides_only_for_the_workspace_it_names(two: TwoWorkspaces) -> None:
+    """``signoff approve --as U_DANA`` needs ``--team`` in OAuth mode; beta's U_DANA is
+    refused on alpha's approval, alpha's U_DANA approves it."""
+    bot = two.instances[0]
+    alpha, _ = _start(two, bot)
+    refund = approvals_of(bot, alpha)["issue_refund"]
+    env = signoff_env(two.database_url, extra=two.environment())
+
+    unnamed = run_cli(env, "approve", refund.id, "--as", APPROVER)
+    assert unnamed.returncode == 2, unnamed.stderr
+    assert "--team" in unnamed.stderr
+    other = run_cli(env, "approve", refund.id, "--as", APPROVER, "--team", two.beta.team_id)
+    assert other.returncode == 1, other.stderr
+    assert "not allowed" in other.stdout
+    assert bot.services.approvals.get(refund.id).status == ApprovalStatus.PENDING
+
+    cli_ok(env, "approve", refund.id, "--as", APPROVER, "--team", two.workspace.team_id)
+    assert bot.services.approvals.get(refund.id).status == ApprovalStatus.APPROVED

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import requests
 
 from bot.app.settings import Settings
-from devkit.sandbox.oauth_api import WorkspacesApi
+from devkit.sandbox.oauth_api import ROTATING_TTL_S, WorkspacesApi
 from devkit.sandbox.server import start_api
 from devkit.sandbox.slack_api import Message, Workspace
 from tests.integration.slack_harness import (
@@ -39,8 +39,15 @@ class TwoWorkspaces(SlackWorld):
     """``workspace`` (alpha, the harness's default) and ``beta``, installed by OAuth."""
 
     def __init__(
-        self, tmp_path: Path, database_url: str, *, approvers: Sequence[str] = (APPROVER,)
+        self,
+        tmp_path: Path,
+        database_url: str,
+        *,
+        approvers: Sequence[str] = (APPROVER,),
+        beta_token_lifetime: int = ROTATING_TTL_S,
     ) -> None:
+        """``beta`` is installed with token rotation, its tokens living ``beta_token_lifetime``
+        seconds."""
         super().__init__(tmp_path, database_url, approvers=approvers)
         self.slack.stop()
         self.beta = Workspace(team_id="T0BETA", team_name="Beta", domain="beta")
@@ -48,24 +55,26 @@ class TwoWorkspaces(SlackWorld):
             self.beta.add_user(name, user_id=user_id)
         self.oauth = WorkspacesApi(client_id=CLIENT_ID, client_secret=CLIENT_SECRET)
         self.oauth.add(self.workspace, code=ALPHA_CODE)
-        self.oauth.add(self.beta, code=BETA_CODE, rotating=True)
+        self.oauth.add(self.beta, code=BETA_CODE, rotating=True, expires_in=beta_token_lifetime)
         self.slack = start_api(self.oauth)
 
     def settings(self) -> Settings:
         """Signoff in OAuth mode against the fake."""
-        return Settings.from_env(
-            {
-                "SIGNOFF_DATABASE_URL": self.database_url,
-                "SIGNOFF_APPROVERS": ",".join(self.approvers),
-                "SIGNOFF_DEMO_PROVIDER_URL": self.provider.url,
-                "SIGNOFF_SLACK_API_URL": self.slack.api_url,
-                "SIGNOFF_SLACK_MODE": "oauth",
-                "SLACK_CLIENT_ID": CLIENT_ID,
-                "SLACK_CLIENT_SECRET": CLIENT_SECRET,
-                "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-                **UNPACED,
-            }
-        )
+        return Settings.from_env(self.environment())
+
+    def environment(self) -> dict[str, str]:
+        """The variables of a Signoff process in OAuth mode against the fake."""
+        return {
+            "SIGNOFF_DATABASE_URL": self.database_url,
+            "SIGNOFF_APPROVERS": ",".join(self.approvers),
+            "SIGNOFF_DEMO_PROVIDER_URL": self.provider.url,
+            "SIGNOFF_SLACK_API_URL": self.slack.api_url,
+            "SIGNOFF_SLACK_MODE": "oauth",
+            "SLACK_CLIENT_ID": CLIENT_ID,
+            "SLACK_CLIENT_SECRET": CLIENT_SECRET,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            **UNPACED,
+        }
 
     def __enter__(self) -> TwoWorkspaces:
         return self
