@@ -45,6 +45,12 @@ class SqlInstallations:
             found = conn.execute(query).scalar_one_or_none()
         return dict(found) if isinstance(found, dict) else None
 
+    def all(self) -> list[dict[str, Any]]:
+        """Return every installation, oldest first."""
+        query = select(slack_installations.c.data).order_by(slack_installations.c.id)
+        with reading(self.engine) as conn:
+            return [dict(data) for data in conn.execute(query).scalars()]
+
     def delete(self, enterprise_id: str, team_id: str) -> int:
         """Forget the workspace's installation; return how many were removed (0 or 1)."""
         with writing(self.engine) as conn:

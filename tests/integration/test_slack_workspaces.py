@@ -180,3 +180,34 @@ def test_the_cli_decides_only_for_the_workspace_it_names(two: TwoWorkspaces) -> 
 
     cli_ok(env, "approve", refund.id, "--as", APPROVER, "--team", two.workspace.team_id)
     assert bot.services.approvals.get(refund.id).status == ApprovalStatus.APPROVED
+
+
+def test_doctor_checks_every_installed_workspace(two: TwoWorkspaces) -> None:
+    """In OAuth mode ``signoff doctor`` checks each installation's token and scopes, and the
+    channel in the workspace ``--team`` names."""
+    env = signoff_env(two.database_url, extra=two.environment())
+    channel = two.workspace.resolve_channel("general").id
+
+    lines = cli_ok(env, "doctor", "--channel", channel, "--team", two.workspace.team_id)
+
+    assert [line.split(":")[0] for line in lines.splitlines()] == [
+        "ok    signing secret",
+        "ok    database",
+        "ok    approvers",
+        "ok    installations",
+        f"ok    workspace {two.workspace.team_id}",
+        "ok    scopes",
+        "ok    channel",
+        f"ok    workspace {two.beta.team_id}",
+        "ok    scopes",
+    ]
+
+
+def test_doctor_says_how_to_install_when_no_workspace_has(tmp_path: Path, sqlite_url: str) -> None:
+    """In OAuth mode with nothing installed yet, ``signoff doctor`` fails naming the install URL."""
+    with TwoWorkspaces(tmp_path, sqlite_url) as two:
+        env = signoff_env(two.database_url, extra=two.environment())
+        cli_ok(env, "db", "upgrade")
+        done = run_cli(env, "doctor")
+    assert done.returncode == 1
+    assert "FAIL  installations: none yet: open /slack/install" in done.stdout
