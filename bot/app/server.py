@@ -24,7 +24,7 @@ from bot.app.anchor_file import anchor_if_changed
 from bot.app.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
 from bot.app.scheduler import Job, build_scheduler
 from bot.app.settings import Settings, SettingsError
-from bot.app.slack_mode import bolt_auth, uninstalls, workspace_clients
+from bot.app.slack_mode import bolt_auth, is_oauth, uninstalls, workspace_clients
 from bot.app.wiring import Services, worker_options
 from bot.ops.http import Ops, ops_app, ops_port
 from bot.ops.metrics import Metrics
@@ -149,6 +149,11 @@ def serve(settings: Settings, parts: Parts) -> int:
     """Run the chosen parts until SIGTERM or Ctrl-C, then drain: stop taking Slack requests
     and claiming runs, let each step in flight finish and its run be released, let the
     outbox round in flight finish; all within ``SIGNOFF_DRAIN_SECONDS``."""
+    if parts.socket_mode and is_oauth(settings):
+        raise SettingsError(
+            "Socket Mode serves the one workspace of SLACK_BOT_TOKEN; "
+            "SIGNOFF_SLACK_MODE=oauth needs the HTTP front (drop --socket-mode)"
+        )
     services, supervision = supervised_services(settings)
     client = web_client(settings)
     options = worker_options(
@@ -275,6 +280,7 @@ def _socket_mode(app: App, settings: Settings) -> None:
 
     if not settings.slack_app_token:
         raise SettingsError("Socket Mode needs SLACK_APP_TOKEN (an xapp- token)")
+
     SocketModeHandler(app, settings.slack_app_token).start()  # type: ignore[no-untyped-call]
 
 

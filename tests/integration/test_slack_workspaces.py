@@ -211,3 +211,12 @@ def test_doctor_says_how_to_install_when_no_workspace_has(tmp_path: Path, sqlite
         done = run_cli(env, "doctor")
     assert done.returncode == 1
     assert "FAIL  installations: none yet: open /slack/install" in done.stdout
+
+
+def test_socket_mode_is_refused_in_oauth_mode(tmp_path: Path, sqlite_url: str) -> None:
+    """``signoff serve --socket-mode`` in OAuth mode stops at once with a one-line error."""
+    with TwoWorkspaces(tmp_path, sqlite_url) as two:
+        env = signoff_env(two.database_url, extra=two.environment())
+        done = run_cli(env, "serve", "--socket-mode")
+    assert done.returncode != 0
+    assert "SIGNOFF_SLACK_MODE=oauth needs the HTTP front" in done.stderr
