@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NewType
@@ -92,6 +93,32 @@ class Actor:
     def label(self) -> str:
         """The name if known, else the user id."""
         return self.name or self.user_id
+
+
+def names(entry: str, actor: Actor) -> bool:
+    """Whether an approver list entry names ``actor``: a user id (of whichever workspace the
+    run is in), or ``USER@WORKSPACE`` (that user of that workspace, or Grid organization, only).
+    """
+    user, scoped, workspace = entry.partition("@")
+    if not scoped:
+        return user == actor.user_id
+    return user == actor.user_id and workspace in {actor.team_id, actor.enterprise_id} - {""}
+
+
+def listed(entries: Iterable[str], actor: Actor) -> bool:
+    """Whether any of the approver list ``entries`` names ``actor``."""
+    return any(names(entry, actor) for entry in entries)
+
+
+def local_people(entries: Iterable[str], where: Actor) -> tuple[str, ...]:
+    """The user ids the approver list ``entries`` give in ``where``'s workspace (entries
+    scoped to another workspace left out)."""
+    found = []
+    for entry in entries:
+        user, scoped, workspace = entry.partition("@")
+        if not scoped or not where.workspace or workspace in {where.team_id, where.enterprise_id}:
+            found.append(user)
+    return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,7 +232,7 @@ STALE_CARD = (
 
 
 def _refusal(approval: Approval, actor: Actor, now: datetime) -> Refusal | None:
-    if actor.user_id not in approval.eligible or not actor.shares_workspace(approval.requester):
+    if not listed(approval.eligible, actor) or not actor.shares_workspace(approval.requester):
         # an outsider learns nothing about the approval's state
         return Refusal(message=NOT_ALLOWED, audit="unauthorized")
     if approval.status != ApprovalStatus.PENDING:

@@ -40,7 +40,7 @@ def decide_budget(
         else None
     )
     in_workspace = started_by is None or actor.shares_workspace(started_by)
-    if not (in_workspace and agent.may_raise_budget(actor.user_id)):
+    if not (in_workspace and agent.may_raise_budget(actor)):
         raise NotAllowed(f"{actor.label} may not change the budget of agent {agent.name!r}")
     data: dict[str, Any] = {"action": "end" if end else "raise", "by": actor.to_json()}
     if limits is not None:

@@ -36,6 +36,7 @@ from agent_runtime import (
     StoreUnavailable,
     parse_run_id,
 )
+from agent_runtime.approvals import listed
 from agent_runtime.budget_control import NotAllowed
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.forking import fork_run
@@ -207,7 +208,7 @@ class Listeners:
         requester = (run.input.get("requester") or {}) if isinstance(run.input, dict) else {}
         agent = self.deps.agents.for_workflow(run.workflow)
         return requester.get("user_id") == actor.user_id or (
-            agent is not None and agent.may_raise_budget(actor.user_id)
+            agent is not None and agent.may_raise_budget(actor)
         )
 
     def _check_control(self, run: Run, actor: Actor, verb: str) -> None:
@@ -283,9 +284,7 @@ class Listeners:
             if not is_approval_id(approval_id):
                 raise ApprovalNotFound(approval_id[:40])
             approval = self.deps.approvals.get(approval_id)
-            if actor.user_id not in _people_of(approval) or not actor.shares_workspace(
-                approval.requester
-            ):
+            if not _may_see(approval, actor):
                 self._check_visible(parse_run_id(approval.run_id), actor, _channel_of(body))
         except (ApprovalNotFound, RunNotFound):
             self._tell(body, actor, "Sorry: there is no such approval, or it is not yours to see.")
@@ -490,14 +489,14 @@ def _same_workspace(run: Run, actor: Actor) -> bool:
     return actor.shares_workspace(started_in)
 
 
-def _people_of(approval: Approval) -> set[str]:
-    """Who may see an approval anywhere: its requester and everyone who may decide it."""
+def _may_see(approval: Approval, actor: Actor) -> bool:
+    """Whether ``actor`` may see the approval anywhere (of its workspace): its requester and
+    everyone who may decide it."""
     policy = approval.policy
-    return {
-        approval.requester.user_id,
-        *policy.get("approvers", ()),
-        *policy.get("escalate_to", ()),
-    }
+    deciders = (*policy.get("approvers", ()), *policy.get("escalate_to", ()))
+    return actor.shares_workspace(approval.requester) and (
+        actor.user_id == approval.requester.user_id or listed(deciders, actor)
+    )
 
 
 def _channel_of(body: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from agent_runtime import (
     StepRecord,
     Store,
 )
+from agent_runtime.approvals import local_people
 from agent_runtime.notices import Notice
 from agent_runtime.records import StepKind
 from bot.slack.blocks import decision_line
@@ -129,15 +130,18 @@ class SlackNotifier:
         if slack_context(run) is None:
             return ()
         status = _root_update(run.id, f"approval:{approval.id}:{action}:v{approval.version}")
+        here = approval.requester
         if action == "requested":
-            cards = [_card(approval, None), *(_card(approval, u) for u in approval.eligible)]
+            deciders = local_people(approval.eligible, here)
+            cards = [_card(approval, None), *(_card(approval, u) for u in deciders)]
             return in_workspace(run, [*cards, status])
-        dms = list(approval.policy.get("approvers", []))
+        dms = list(local_people(approval.policy.get("approvers", []), here))
+        escalated = local_people(approval.policy.get("escalate_to", []), here)
         if approval.escalated and action != "escalated":
-            dms += approval.policy.get("escalate_to", [])
+            dms += escalated
         notices = [_update(approval, None), *(_update(approval, u) for u in dms)]
         if action == "escalated":
-            notices += [_card(approval, u) for u in approval.policy.get("escalate_to", [])]
+            notices += [_card(approval, u) for u in escalated]
         if action == "reminded":
             notices.append(
                 _reply(

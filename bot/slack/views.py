@@ -64,13 +64,16 @@ def list_text(runtime: Runtime, channel: str, actor: Actor) -> str:
 
 def pending_text(approvals: Approvals, actor: Actor) -> str:
     """Approvals that ``actor`` may decide now."""
-    mine = [
-        approval
+    scoped = {f"{actor.user_id}@{w}" for w in (actor.team_id, actor.enterprise_id) if w}
+    found = {
+        approval.id: approval
+        for entry in (actor.user_id, *sorted(scoped))
         for approval in approvals.store.list_approvals(
-            status=ApprovalStatus.PENDING, decidable_by=actor.user_id, limit=SHOWN
+            status=ApprovalStatus.PENDING, decidable_by=entry, limit=SHOWN
         )
         if actor.shares_workspace(approval.requester)
-    ]
+    }
+    mine = sorted(found.values(), key=lambda a: a.requested_at, reverse=True)
     if not mine:
         return "Nothing is waiting on you."
     return "\n".join(

@@ -15,8 +15,15 @@ from bot.slack.blocks import APPROVE
 from store.models import slack_installations
 from store.slack_installations import SqlInstallations
 from tests.integration import cli_ok, run_cli, signoff_env
-from tests.integration.slack_harness import APPROVER, TASK, BotInstance, acked, eventually
-from tests.integration.slack_readers import approvals_of, outbox_rows, run_id_of
+from tests.integration.slack_harness import (
+    APPROVER,
+    SECOND_APPROVER,
+    TASK,
+    BotInstance,
+    acked,
+    eventually,
+)
+from tests.integration.slack_readers import approvals_of, block_texts, outbox_rows, run_id_of
 from tests.integration.workspaces_world import ALPHA_CODE, BETA_CODE, TwoWorkspaces, install
 
 
@@ -220,3 +227,35 @@ def test_socket_mode_is_refused_in_oauth_mode(tmp_path: Path, sqlite_url: str) -
         done = run_cli(env, "serve", "--socket-mode")
     assert done.returncode != 0
     assert "SIGNOFF_SLACK_MODE=oauth needs the HTTP front" in done.stderr
+
+
+def test_approver_lists_can_name_each_workspace_its_own_approvers(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """With ``U_DANA@<alpha>`` and ``U_ERIN@<beta>`` as approvers, beta's card and DMs name
+    only beta's U_ERIN, beta's U_DANA cannot decide there, and beta's U_ERIN can."""
+    alpha_team, beta_team = "T0SANDBOX", "T0BETA"
+    approvers = (f"{APPROVER}@{alpha_team}", f"{SECOND_APPROVER}@{beta_team}")
+    with TwoWorkspaces(tmp_path, sqlite_url, approvers=approvers) as two:
+        bot = two.instance()
+        for code in (ALPHA_CODE, BETA_CODE):
+            assert install(bot, code).status_code == 200
+        assert (two.workspace.team_id, two.beta.team_id) == (alpha_team, beta_team)
+        _, beta = _start(two, bot)
+        refund = approvals_of(bot, beta)["issue_refund"]
+        card = two.card_in(two.beta, refund.id)
+
+        assert f"<@{SECOND_APPROVER}>" in block_texts(card)
+        assert f"<@{APPROVER}>" not in block_texts(card)
+        dms = {c.user for c in two.beta.channels() if c.is_im}
+        assert dms == {SECOND_APPROVER}
+
+        body, trigger = bot.click_body(APPROVER, APPROVE, card, workspace=two.beta)
+        acked(bot.post(body))
+        eventually(
+            lambda: any(r["key"] == f"ephemeral:{trigger}" for r in outbox_rows(bot)),
+            what="the refusal told to the clicker",
+        )
+        assert bot.services.approvals.get(refund.id).status == ApprovalStatus.PENDING
+        acked(bot.click(SECOND_APPROVER, APPROVE, card, workspace=two.beta))
+        assert bot.decision(refund.id).status == ApprovalStatus.APPROVED

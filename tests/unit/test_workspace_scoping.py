@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agent_runtime import Actor, ApprovalStatus, Decision, RunStatus
+from agent_runtime.approvals import listed, local_people
 from tests.unit.agent_harness import DONE, REFUND, AgentHarness
 
 
@@ -41,3 +42,15 @@ def test_on_grid_the_organization_is_the_workspace(enterprise: str, accepted: bo
     approver = Actor(user_id="U_DANA", team_id="T_C", enterprise_id=enterprise)
 
     assert h.approvals.decide(approval, approver, Decision.APPROVE).accepted is accepted
+
+
+def test_a_scoped_approver_entry_names_that_workspace_only() -> None:
+    """``U_DANA@T_A`` names U_DANA of T_A (or of organization T_A) and nobody elsewhere; a bare
+    ``U_DANA`` names U_DANA wherever; each workspace's people are the entries meant there."""
+    entries = ("U_DANA@T_A", "U_ERIN")
+    assert listed(entries, Actor(user_id="U_DANA", team_id="T_A"))
+    assert not listed(entries, Actor(user_id="U_DANA", team_id="T_B"))
+    assert not listed(entries, Actor(user_id="U_DANA"))
+    assert listed(entries, Actor(user_id="U_ERIN", team_id="T_B"))
+    assert local_people(entries, Actor(user_id="U_REQ", team_id="T_A")) == ("U_DANA", "U_ERIN")
+    assert local_people(entries, Actor(user_id="U_REQ", team_id="T_B")) == ("U_ERIN",)
