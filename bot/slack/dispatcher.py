@@ -156,6 +156,8 @@ class Dispatcher:
         self._outbox = outbox
         self._workspaces = workspaces or OneWorkspace(client)
         self._clients: dict[str | None, WebClient] = {}
+        # each workspace's token is looked up once a round (and so refreshed in time)
+        self._round: dict[tuple[str, str], WebClient] = {}
         self._approvals = approvals
         self._clock = clock
         self._owner = owner
@@ -169,6 +171,7 @@ class Dispatcher:
     def dispatch_once(self, limit: int | None = None) -> int:
         """Deliver what is due now; return how many notices were claimed."""
         now = self._clock.now()
+        self._round.clear()
         items = self._outbox.claim_due(
             self._owner,
             now=now,
@@ -372,10 +375,14 @@ class Dispatcher:
 
     def _slack(self, item: QueuedNotice) -> WebClient:
         """The dispatcher's client for the notice's workspace (raises ``NotInstalled``)."""
-        found = self._workspaces.client_for(item.notice.team_id, item.notice.enterprise_id)
-        client = self._clients.get(found.token)
+        workspace = (item.notice.team_id, item.notice.enterprise_id)
+        client = self._round.get(workspace)
         if client is None:
-            client = self._clients[found.token] = sending_client(found, self._options)
+            found = self._workspaces.client_for(*workspace)
+            client = self._clients.get(found.token)
+            if client is None:
+                client = self._clients[found.token] = sending_client(found, self._options)
+            self._round[workspace] = client
         return client
 
     def _update(self, item: QueuedNotice, target: str, approval_id: str) -> None:
