@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from agent_runtime.approvals import Actor
+from agent_runtime.approvals import Actor, listed
 from agent_runtime.budget import DEFAULT_PRICES, Budget, PriceTable
 from agent_runtime.exceptions import UserError
 from agent_runtime.models.base import Model
@@ -70,13 +70,13 @@ class Agent:
         """The name of the workflow that runs this agent."""
         return f"agent:{self.name}"
 
-    def may_raise_budget(self, user_id: str) -> bool:
-        """Tell whether ``user_id`` may raise or end an exhausted budget of this agent's runs."""
+    def may_raise_budget(self, actor: Actor) -> bool:
+        """Tell whether ``actor`` may raise or end an exhausted budget of this agent's runs."""
         allowed = set(self.budget_approvers)
         for tool in self.tools:
             if tool.approval is not None:
                 allowed.update(tool.approval.snapshot(self.approver_groups)["approvers"])
-        return user_id in allowed
+        return listed(allowed, actor)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,7 +33,14 @@ def decide_budget(
         raise InvalidRunState(
             run_id, run.status.value + " (its budget is not exhausted)", "raise the budget of"
         )
-    if not agent.may_raise_budget(actor.user_id):
+    requester = run.input.get("requester") if isinstance(run.input, dict) else None
+    started_by = (
+        Actor.from_json(requester)
+        if isinstance(requester, dict) and "user_id" in requester
+        else None
+    )
+    in_workspace = started_by is None or actor.shares_workspace(started_by)
+    if not (in_workspace and agent.may_raise_budget(actor)):
         raise NotAllowed(f"{actor.label} may not change the budget of agent {agent.name!r}")
     data: dict[str, Any] = {"action": "end" if end else "raise", "by": actor.to_json()}
     if limits is not None:

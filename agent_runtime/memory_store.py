@@ -125,7 +125,8 @@ class InMemoryStore:
                     due_at=expires_at,
                     updated_at=now,
                 )
-                claimed.append((new, Lease(new.id, owner, new.fence)))
+                took = run.status == RunStatus.RUNNING
+                claimed.append((new, Lease(new.id, owner, new.fence, taken_over=took)))
             return claimed
 
     def renew_lease(self, lease: Lease, expires_at: datetime) -> bool:

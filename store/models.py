@@ -208,6 +208,10 @@ class OutboxRow(Base):
     """Raised by every claim: only the holder of the current value may send or record."""
     sending_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     """When the last send began, until its outcome is recorded: set means maybe sent."""
+    team_id: Mapped[str] = mapped_column(String(40), server_default=text("''"))
+    """The Slack workspace the notice goes to ('' in single-workspace mode: the only one)."""
+    enterprise_id: Mapped[str] = mapped_column(String(40), server_default=text("''"))
+    """The Enterprise Grid organization of that workspace ('' outside Grid)."""
 
     __table_args__ = (
         Index(None, "status", "next_at"),
@@ -263,6 +267,33 @@ class ApiApprovalRow(Base):
     )
 
 
+class SlackInstallationRow(Base):
+    """The app's installation in one Slack workspace (or a whole Grid organization): the
+    bot token Signoff uses there, and how to refresh it when it rotates."""
+
+    __tablename__ = "slack_installations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    enterprise_id: Mapped[str] = mapped_column(String(40))
+    """'' outside Enterprise Grid."""
+    team_id: Mapped[str] = mapped_column(String(40))
+    """'' for an organization-wide installation."""
+    data: Mapped[Any] = mapped_column(JSONValue)
+    """The installation's fields as Slack answered them (tokens included)."""
+    installed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (UniqueConstraint("enterprise_id", "team_id"),)
+
+
+class SlackOAuthStateRow(Base):
+    """A state handed to a browser starting an installation, good once until it expires."""
+
+    __tablename__ = "slack_oauth_states"
+
+    state: Mapped[str] = mapped_column(String(80), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 runs: Table = Base.metadata.tables["runs"]
 steps: Table = Base.metadata.tables["steps"]
 attempts: Table = Base.metadata.tables["attempts"]
@@ -274,3 +305,5 @@ outbox: Table = Base.metadata.tables["outbox"]
 seen_requests: Table = Base.metadata.tables["seen_requests"]
 api_keys: Table = Base.metadata.tables["api_keys"]
 api_approvals: Table = Base.metadata.tables["api_approvals"]
+slack_installations: Table = Base.metadata.tables["slack_installations"]
+slack_oauth_states: Table = Base.metadata.tables["slack_oauth_states"]

@@ -24,6 +24,7 @@ from bot.app.anchor_file import anchor_if_changed
 from bot.app.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
 from bot.app.scheduler import Job, build_scheduler
 from bot.app.settings import Settings, SettingsError
+from bot.app.slack_mode import bolt_auth, is_oauth, uninstalls, workspace_clients
 from bot.app.wiring import Services, worker_options
 from bot.ops.http import Ops, ops_app, ops_port
 from bot.ops.metrics import Metrics
@@ -32,6 +33,7 @@ from bot.slack.app import SlackDeps, build_app
 from bot.slack.channel_refusals import ChannelRefusals
 from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
 from bot.slack.form_request import SlackWsgiHandler
+from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
 from store.api_store import SqlApiStore
 from store.notify import WakeListener
 from store.replay_guard import SqlReplayGuard
@@ -55,8 +57,9 @@ class Parts:
 
 
 def web_client(settings: Settings) -> WebClient:
-    """The Slack Web API client, pointed at ``SIGNOFF_SLACK_API_URL``."""
-    return WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
+    """The Slack Web API client, pointed at ``SIGNOFF_SLACK_API_URL`` (with the bot token in
+    single-workspace mode; OAuth mode finds each workspace's token when it calls)."""
+    return WebClient(token=settings.slack_bot_token or None, base_url=settings.slack_api_url)
 
 
 def slack_app(services: Services, client: WebClient) -> App:
@@ -71,17 +74,28 @@ def slack_app(services: Services, client: WebClient) -> App:
         clock=SystemClock(),
         replays=SqlReplayGuard(services.store.engine),
     )
-    return build_app(deps, client, services.settings.slack_signing_secret)
+    return build_app(
+        deps,
+        client,
+        services.settings.slack_signing_secret,
+        auth=bolt_auth(services, client),
+        uninstalls=uninstalls(services),
+    )
 
 
 def wsgi(app: App, ops: Ops | None = None, api: ApiApprovals | None = None) -> WSGIApp:
-    """A WSGI application: Slack at ``/slack/events``; with ``ops``, also ``/healthz``,
-    ``/readyz`` and ``/metrics``; with ``api``, the approvals API at ``/v1/``."""
+    """A WSGI application: Slack at ``/slack/events`` (and the install flow at
+    ``/slack/install`` and ``/slack/oauth_redirect`` in OAuth mode); with ``ops``, also
+    ``/healthz``, ``/readyz`` and ``/metrics``; with ``api``, the approvals API at ``/v1/``."""
     handler = guarded(SlackWsgiHandler(app))
+    oauth = SlackWsgiHandler(app) if app.oauth_flow is not None else None
 
     def slack_only(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        if environ.get("PATH_INFO", "") == "/slack/events":
+        path = environ.get("PATH_INFO", "")
+        if path == "/slack/events":
             return handler(environ, start_response)
+        if oauth is not None and path in (INSTALL_PATH, REDIRECT_PATH):
+            return oauth(environ, start_response)
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found\n"]
 
@@ -113,6 +127,7 @@ def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = 
         options=options,
         channel_refused=refusals.refused,
         runs=services.store,
+        workspaces=workspace_clients(services, client),
     )
 
 
@@ -134,9 +149,17 @@ def serve(settings: Settings, parts: Parts) -> int:
     """Run the chosen parts until SIGTERM or Ctrl-C, then drain: stop taking Slack requests
     and claiming runs, let each step in flight finish and its run be released, let the
     outbox round in flight finish; all within ``SIGNOFF_DRAIN_SECONDS``."""
+    if parts.socket_mode and is_oauth(settings):
+        raise SettingsError(
+            "Socket Mode serves the one workspace of SLACK_BOT_TOKEN; "
+            "SIGNOFF_SLACK_MODE=oauth needs the HTTP front (drop --socket-mode)"
+        )
     services, supervision = supervised_services(settings)
     client = web_client(settings)
-    worker = services.runtime.worker(worker_options(settings, concurrency=parts.concurrency))
+    options = worker_options(
+        settings, concurrency=parts.concurrency, on_takeover=supervision.metrics.took_over
+    )
+    worker = services.runtime.worker(options)
     threads = (
         [threading.Thread(target=worker.run, name="signoff-worker", daemon=True)]
         if parts.worker
@@ -257,6 +280,7 @@ def _socket_mode(app: App, settings: Settings) -> None:
 
     if not settings.slack_app_token:
         raise SettingsError("Socket Mode needs SLACK_APP_TOKEN (an xapp- token)")
+
     SocketModeHandler(app, settings.slack_app_token).start()  # type: ignore[no-untyped-call]
 
 

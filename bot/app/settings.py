@@ -71,6 +71,20 @@ class Settings:
     slack_signing_secret: str = field(default="", repr=False)
     slack_app_token: str = field(default="", repr=False)
     slack_api_url: str = "https://slack.com/api/"
+    slack_mode: str = "single"
+    """``SIGNOFF_SLACK_MODE``: ``single`` (the default: one workspace, its bot token in
+    ``SLACK_BOT_TOKEN``) or ``oauth`` (the app is installed in many workspaces through
+    ``/slack/install``; ``SLACK_CLIENT_ID`` and ``SLACK_CLIENT_SECRET`` are required, each
+    workspace's bot token is kept in the database, and ``SLACK_BOT_TOKEN`` must be unset)."""
+    slack_client_id: str = ""
+    slack_client_secret: str = field(default="", repr=False)
+    slack_redirect_uri: str = ""
+    """``SLACK_REDIRECT_URI``: the public URL of ``/slack/oauth_redirect``, when Slack must be
+    told it (it must match the app's configuration). Empty: the app's configured one."""
+    slack_token_rotation: timedelta = timedelta(minutes=120)
+    """``SIGNOFF_SLACK_ROTATE_MINUTES``: in OAuth mode, a workspace's rotating bot token is
+    refreshed when it expires within this long (installations without a refresh token keep
+    theirs)."""
     port: int = 8080
     outbox_claim: timedelta = timedelta(seconds=60)
     """``SIGNOFF_OUTBOX_CLAIM_SECONDS``: how long a dispatcher holds a notice it is sending;
@@ -136,6 +150,7 @@ class Settings:
             self.slack_bot_token,
             self.slack_signing_secret,
             self.slack_app_token,
+            self.slack_client_secret,
             self.model_api_key,
             *self.provider_keys.values(),
             urlsplit(self.database_url).password or "",
@@ -290,18 +305,43 @@ def _model(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _slack(env: Mapping[str, str]) -> dict[str, Any]:
-    if env.get("SLACK_CLIENT_ID") and env.get("SLACK_CLIENT_SECRET"):
-        raise SettingsError(
-            "SLACK_CLIENT_ID and SLACK_CLIENT_SECRET are set: Bolt would silently switch to "
-            "multi-workspace OAuth mode. Signoff runs in one workspace; unset them."
-        )
     api_url = env.get("SIGNOFF_SLACK_API_URL") or "https://slack.com/api/"
     return {
+        **_slack_mode(env),
         "slack_bot_token": env.get("SLACK_BOT_TOKEN", ""),
         "slack_signing_secret": env.get("SLACK_SIGNING_SECRET", ""),
         "slack_app_token": env.get("SLACK_APP_TOKEN", ""),
         "slack_api_url": api_url if api_url.endswith("/") else api_url + "/",
         "port": _port(env, "SIGNOFF_PORT", 8080),
+    }
+
+
+def _slack_mode(env: Mapping[str, str]) -> dict[str, Any]:
+    """Read the Slack mode; a mix of the two modes' variables is refused, naming them."""
+    mode = (env.get("SIGNOFF_SLACK_MODE") or "single").strip().lower()
+    if mode not in ("single", "oauth"):
+        raise SettingsError(f"SIGNOFF_SLACK_MODE must be single or oauth, not {mode!r}")
+    oauth_vars = [name for name in ("SLACK_CLIENT_ID", "SLACK_CLIENT_SECRET") if env.get(name)]
+    if oauth_vars and env.get("SLACK_BOT_TOKEN"):
+        raise SettingsError(
+            f"both SLACK_BOT_TOKEN and {' and '.join(oauth_vars)} are set: set SLACK_BOT_TOKEN "
+            "alone (SIGNOFF_SLACK_MODE=single, one workspace) or SLACK_CLIENT_ID and "
+            "SLACK_CLIENT_SECRET alone (SIGNOFF_SLACK_MODE=oauth, many workspaces)"
+        )
+    if mode == "single" and oauth_vars:
+        raise SettingsError(
+            f"{' and '.join(oauth_vars)} set but SIGNOFF_SLACK_MODE is single: set "
+            "SIGNOFF_SLACK_MODE=oauth to install the app in many workspaces, or unset them"
+        )
+    missing = [n for n in ("SLACK_CLIENT_ID", "SLACK_CLIENT_SECRET") if n not in oauth_vars]
+    if mode == "oauth" and missing:
+        raise SettingsError(f"SIGNOFF_SLACK_MODE=oauth needs {' and '.join(missing)}")
+    return {
+        "slack_mode": mode,
+        "slack_client_id": env.get("SLACK_CLIENT_ID", ""),
+        "slack_client_secret": env.get("SLACK_CLIENT_SECRET", ""),
+        "slack_redirect_uri": env.get("SLACK_REDIRECT_URI", ""),
+        "slack_token_rotation": timedelta(minutes=_count(env, "SIGNOFF_SLACK_ROTATE_MINUTES", 120)),
     }
 
 

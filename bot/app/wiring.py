@@ -5,12 +5,14 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent_runtime import (
     Agent,
     Agents,
     Approvals,
+    RunId,
     Runtime,
     SystemClock,
     WorkerOptions,
@@ -165,10 +167,15 @@ def _call(spec: str, *args: object) -> object:
     return factory(*args)
 
 
-def worker_options(settings: Settings, *, concurrency: int) -> WorkerOptions:
-    """Return worker options from the settings."""
+def worker_options(
+    settings: Settings, *, concurrency: int, on_takeover: Callable[[RunId], object] | None = None
+) -> WorkerOptions:
+    """Return worker options from the settings (``on_takeover`` counts runs taken over)."""
     return WorkerOptions(
-        concurrency=concurrency, lease_ttl=settings.lease_ttl, poll_interval=settings.poll_interval
+        concurrency=concurrency,
+        lease_ttl=settings.lease_ttl,
+        poll_interval=settings.poll_interval,
+        on_takeover=on_takeover,
     )
 
 

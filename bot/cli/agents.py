@@ -8,6 +8,7 @@ from typing import Any
 from agent_runtime import AgentInput, ApprovalStatus, Budget, Decision
 from agent_runtime.budget_control import decide_budget
 from bot.app.settings import Settings
+from bot.app.slack_mode import is_oauth
 from bot.app.wiring import build_services
 from bot.cli.common import (
     UsageError,
@@ -20,6 +21,7 @@ from bot.cli.common import (
     positive_float,
     positive_int,
     run_id,
+    workspace_actor,
 )
 from bot.cli.render import approval_json, approval_line, run_json
 
@@ -116,7 +118,7 @@ def cmd_decide(args: argparse.Namespace, settings: Settings) -> int:
         seen = current if current.startswith(seen.lower()) else seen
     result = approvals.decide(
         args.approval,
-        actor(args),
+        workspace_actor(args, is_oauth(settings)),
         args.decision,
         reason=args.reason,
         edited_args=edited,
@@ -147,6 +149,7 @@ def cmd_raise_budget(args: argparse.Namespace, settings: Settings) -> int:
         model_calls=args.model_calls,
         tool_calls=args.tool_calls,
     )
-    run = decide_budget(services.runtime, agent, run.id, actor(args), limits=limits, end=args.end)
+    who = workspace_actor(args, is_oauth(settings))
+    run = decide_budget(services.runtime, agent, run.id, who, limits=limits, end=args.end)
     emit(args, run_json(run), f"{'ended' if args.end else 'raised the budget of'} {run.id}")
     return 0

@@ -34,11 +34,33 @@ def as_flag(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
         "--as", dest="actor", required=required, metavar="USER", help="the Slack user id you act as"
     )
     parser.add_argument("--name", default="", help="your display name, for the record")
+    parser.add_argument(
+        "--team",
+        default="",
+        metavar="TEAM",
+        help="the Slack workspace (team id) of --as; required when Signoff serves many",
+    )
+    parser.add_argument(
+        "--enterprise", default="", metavar="ORG", help="the Enterprise Grid organization of --as"
+    )
 
 
 def actor(args: argparse.Namespace) -> Actor:
     """Return the person the command acts as."""
-    return Actor(user_id=args.actor, name=args.name)
+    return Actor(
+        user_id=args.actor, name=args.name, team_id=args.team, enterprise_id=args.enterprise
+    )
+
+
+def workspace_actor(args: argparse.Namespace, many_workspaces: bool) -> Actor:
+    """Return the person the command acts as, who must name their workspace when Signoff
+    serves many (a user id means someone only within one workspace)."""
+    if many_workspaces and not (args.team or args.enterprise):
+        raise UsageError(
+            "--as needs --team (or --enterprise) when Signoff serves many Slack workspaces "
+            "(SIGNOFF_SLACK_MODE=oauth): a user id names a person only within one workspace"
+        )
+    return actor(args)
 
 
 def cli_user() -> Actor:

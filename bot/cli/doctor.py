@@ -14,12 +14,15 @@ from slack_sdk.errors import SlackApiError
 from agent_runtime import SignoffError
 from bot.app.server import web_client
 from bot.app.settings import Settings, SettingsError
+from bot.app.slack_mode import is_oauth
 from bot.app.wiring import load_agents
 from bot.cli.common import json_flag
+from bot.slack.oauth import INSTALL_PATH
 from bot.slack.scopes import BOT_SCOPES
 from store import build_engine
 from store.errors import translated
 from store.migrate import current_revision, latest_revision
+from store.slack_installations import SqlInstallations
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +44,15 @@ def add_commands(commands: Any) -> None:
     doctor.add_argument(
         "--channel", metavar="ID", help="also check that the bot is a member of this channel"
     )
+    doctor.add_argument(
+        "--team", metavar="TEAM", help="the workspace of --channel (with SIGNOFF_SLACK_MODE=oauth)"
+    )
     json_flag(doctor).set_defaults(handler=cmd_doctor)
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     """Run every check, print one line each; exit 1 if any failed."""
-    checks = list(run_checks(settings, args.channel))
+    checks = list(run_checks(settings, args.channel, args.team))
     if args.json:
         print(
             json.dumps(
@@ -59,25 +65,55 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
-def run_checks(settings: Settings, channel: str | None) -> Iterator[Check]:
-    """Yield each check in turn (the Slack ones only when a token is set)."""
+def run_checks(settings: Settings, channel: str | None, team: str | None = None) -> Iterator[Check]:
+    """Yield each check in turn (the Slack ones only when a token is set, or, in OAuth mode,
+    for each workspace the app is installed in, ``channel`` in the one ``team`` names)."""
     yield _signing_secret(settings)
     yield _database(settings)
     yield _approvers(settings)
+    if is_oauth(settings):
+        yield from _installations(settings, channel, team)
+        return
     if not settings.slack_bot_token:
         yield Check("slack token", False, "SLACK_BOT_TOKEN is not set")
         return
-    client = web_client(settings)
+    yield from _token(web_client(settings), "slack token", channel)
+
+
+def _token(client: WebClient, name: str, channel: str | None) -> Iterator[Check]:
+    """Check the client's token, its scopes and, if asked, its bot's membership of ``channel``."""
     token = _slack(lambda: client.auth_test())
     if isinstance(token, Check):
-        yield Check("slack token", False, token.detail)
+        yield Check(name, False, token.detail)
         return
-    yield Check(
-        "slack token", True, f"valid for team {token.get('team')} as bot @{token.get('user')}"
-    )
+    yield Check(name, True, f"valid for team {token.get('team')} as bot @{token.get('user')}")
     yield _scopes(token.headers)
     if channel:
         yield _membership(client, channel)
+
+
+def _installations(settings: Settings, channel: str | None, team: str | None) -> Iterator[Check]:
+    """OAuth mode: check the token of each workspace the app is installed in."""
+    engine = build_engine(settings.database_url)
+    try:
+        found = SqlInstallations(engine).all()
+    except SignoffError as exc:
+        yield Check("installations", False, f"unreadable: {exc}")
+        return
+    finally:
+        engine.dispose()
+    if not found:
+        yield Check(
+            "installations", False, f"none yet: open {INSTALL_PATH} on this server to install"
+        )
+        return
+    yield Check("installations", True, f"installed in {len(found)} workspace(s)")
+    for data in found:
+        where = data.get("team_id") or data.get("enterprise_id")
+        client = WebClient(token=data.get("bot_token"), base_url=settings.slack_api_url)
+        yield from _token(client, f"workspace {where}", channel if where == team else None)
+    if channel and team not in {d.get("team_id") or d.get("enterprise_id") for d in found}:
+        yield Check("channel", False, f"name an installed workspace with --team, not {team!r}")
 
 
 def _signing_secret(settings: Settings) -> Check:

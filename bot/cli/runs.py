@@ -117,7 +117,10 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     logs.configure(log_format=settings.log_format, secrets=settings.secrets())
     services, supervision = supervised_services(settings)
-    worker = services.runtime.worker(worker_options(settings, concurrency=args.concurrency))
+    options = worker_options(
+        settings, concurrency=args.concurrency, on_takeover=supervision.metrics.took_over
+    )
+    worker = services.runtime.worker(options)
     supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
     deadlines: list[threading.Timer] = []
 

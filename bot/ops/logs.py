@@ -1,13 +1,15 @@
 """Log set-up for the command line: one line per record, as text or as a JSON object.
 
 Whatever the format, every secret the process knows (tokens, signing secret, API key,
-audit keys, the database password) is masked in the finished line, tracebacks included.
+audit keys, the database password) is masked in the finished line, tracebacks included, and
+so is anything shaped like a Slack token (the workspaces' tokens come from the database).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -15,6 +17,9 @@ from typing import Any
 
 FIELDS = ("action", "run_id", "step")
 MASK = "[secret]"
+SLACK_TOKEN = re.compile(r"xox[a-z](?:\.xox[a-z])?-[A-Za-z0-9-]+")
+"""Slack's bot, user, app, refresh and rotating tokens (``xoxb-…``, ``xoxe.xoxb-…``,
+``xoxe-1-…``)."""
 
 STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
@@ -67,7 +72,7 @@ class Masked(logging.Formatter):
         line = self._inner.format(record)
         for secret in self._secrets:
             line = line.replace(secret, MASK)
-        return line
+        return SLACK_TOKEN.sub(MASK, line)
 
 
 def formatter(log_format: str = "text", secrets: Iterable[str] = ()) -> logging.Formatter:

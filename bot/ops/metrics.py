@@ -68,6 +68,11 @@ class Metrics:
         self.cost = Counter(
             "signoff_model_cost_usd", "Model cost of runs that ended here, USD", registry=r
         )
+        self.lease_takeovers = Counter(
+            "signoff_lease_takeovers",
+            "Runs this process took over from a worker whose lease had lapsed",
+            registry=r,
+        )
 
     def watch(self, read: Callable[[], Stats], loops: Loops, clock: Clock) -> None:
         """Also expose what ``read`` counts in the database and when each loop last ticked."""
@@ -79,6 +84,10 @@ class Metrics:
         self.slack_errors.labels(method, slack_error(exc) or f"http_{status}").inc()
         if is_rate_limited(exc):
             self.slack_rate_limited.labels(method).inc()
+
+    def took_over(self, run_id: str) -> None:
+        """Count one run taken over from a lapsed lease."""
+        self.lease_takeovers.inc()
 
     def exposition(self) -> bytes:
         """Return the metrics in Prometheus's text format."""

@@ -141,3 +141,8 @@ def start_slack_api(
         workspace if workspace is not None else Workspace(), tokens=(token,), scopes=scopes
     )
     return RunningSlackApi(_ApiHttpServer((host, port), api), host, token)
+
+
+def start_api(api: SlackWebApi, *, port: int = 0, host: str = "127.0.0.1") -> RunningSlackApi:
+    """Serve ``api`` (several workspaces, say) in a background thread; port 0 picks one."""
+    return RunningSlackApi(_ApiHttpServer((host, port), api), host, "")
