@@ -25,6 +25,7 @@ from agent_runtime.models.base import (
     ToolCall,
     ToolSpec,
 )
+from agent_runtime.request_digest import ConversationDigest, is_chained, legacy_request_hash
 from agent_runtime.side_effects import SideEffects, ToolResult
 from agent_runtime.tools import Tool
 from agent_runtime.workflows import WorkflowFn
@@ -117,6 +118,9 @@ class AgentLoop:
         self.messages: list[Message] = [Message(role="user", content=data.task)]
         self.effects = SideEffects(ctx, approvals, agent, data.requester, self.used)
         self._estimate = InputEstimate(agent.system_prompt, agent.tools.specs())
+        self._conversation = ConversationDigest(
+            agent.system_prompt, [t.to_json() for t in agent.tools.specs()]
+        )
         self._budget_waits = 0
 
     def run(self) -> dict[str, Any]:
@@ -144,14 +148,26 @@ class AgentLoop:
         request = ModelRequest(
             system=draft.system, messages=draft.messages, tools=draft.tools, max_output_tokens=cap
         )
-        output = self.ctx.step(
-            self._call_model, request_json(request), name="model", retry=self.agent.model_retry
+        output = self.ctx.step_hashed(
+            self._call_model,
+            lambda: request_json(request),
+            self._request_hash(request),
+            name="model",
+            retry=self.agent.model_retry,
         )
         response = ModelResponse.from_json(output)
         self.used.add_model_call(
             response.usage, self.agent.prices.get(response.model or self.agent.model.name)
         )
         return response
+
+    def _request_hash(self, request: ModelRequest) -> str:
+        """Hash ``request`` as the model step being replayed was hashed (format 2 when live)."""
+        recorded = self.ctx.recorded_input_hash()
+        if recorded is not None and not is_chained(recorded):
+            return legacy_request_hash(request_json(request))
+        self._conversation.catch_up(request.messages)
+        return self._conversation.request_hash(request.max_output_tokens)
 
     def _call_model(self, payload: dict[str, Any]) -> dict[str, Any]:
         # the request itself is journaled only as a hash: keep which model was asked

@@ -21,7 +21,8 @@ from agent_runtime.history import budget_left
 from agent_runtime.models.base import Message, WireModel
 from agent_runtime.records import Run, StepKind, StepRecord
 from agent_runtime.replay import replay_agent
-from agent_runtime.serialization import canonical_json, input_hash
+from agent_runtime.request_digest import request_hash
+from agent_runtime.serialization import canonical_json
 
 MODEL_STEP = "model"
 
@@ -104,7 +105,7 @@ def model_input(
         run_id=run.id,
         position=position,
         request=request,
-        input_hash=input_hash([request]),
+        input_hash=request_hash(request, like=journal[position].input_hash),
         recorded_input_hash=journal[position].input_hash,
         used=loop.used.to_json(),
         budget_left=budget_left(loop.budget, loop.used),
