@@ -93,19 +93,6 @@ def request_json(request: ModelRequest) -> dict[str, Any]:
     }
 
 
-def request_from_json(payload: dict[str, Any]) -> ModelRequest:
-    """Read back the form ``request_json`` returns."""
-    return ModelRequest(
-        system=payload["system"],
-        messages=tuple(Message.from_json(m) for m in payload["messages"]),
-        tools=tuple(
-            ToolSpec(name=t["name"], description=t["description"], parameters=t["parameters"])
-            for t in payload["tools"]
-        ),
-        max_output_tokens=payload["max_output_tokens"],
-    )
-
-
 class AgentLoop:
     """One run of an agent; rebuilt from scratch (and from the journal) on every resume."""
 
@@ -150,7 +137,7 @@ class AgentLoop:
         )
         output = self.ctx.step_hashed(
             self._call_model,
-            lambda: request_json(request),
+            lambda: request,
             self._request_hash(request),
             name="model",
             retry=self.agent.model_retry,
@@ -169,9 +156,9 @@ class AgentLoop:
         self._conversation.catch_up(request.messages)
         return self._conversation.request_hash(request.max_output_tokens)
 
-    def _call_model(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _call_model(self, request: ModelRequest) -> dict[str, Any]:
         # the request itself is journaled only as a hash: keep which model was asked
-        response = self.agent.model.complete(request_from_json(payload))
+        response = self.agent.model.complete(request)
         return response.to_json() | {"requested_model": self.agent.model.name}
 
     def _budget_gate(self, started: datetime, input_tokens: int) -> int | None:
