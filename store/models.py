@@ -20,6 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from store.json_filters import string_at
 from store.types import HexUuid, JSONValue, UTCDateTime
 
 NAMING_CONVENTION = {
@@ -61,8 +62,8 @@ class RunRow(Base):
     __table_args__ = (
         Index(None, "due_at"),
         Index(None, "forked_from"),
-        Index(None, "status", "created_at"),
-        Index(None, "created_at"),
+        Index(None, "status", "created_at", "id"),
+        Index(None, "created_at", "id"),
     )
 
 
@@ -146,7 +147,8 @@ class ApprovalRow(Base):
     __table_args__ = (
         Index(None, "run_id"),
         Index(None, "status", "deadline"),
-        Index(None, "requested_at"),
+        Index(None, "status", "requested_at", "position", "id"),
+        Index(None, "requested_at", "position", "id"),
     )
 
 
@@ -274,3 +276,16 @@ outbox: Table = Base.metadata.tables["outbox"]
 seen_requests: Table = Base.metadata.tables["seen_requests"]
 api_keys: Table = Base.metadata.tables["api_keys"]
 api_approvals: Table = Base.metadata.tables["api_approvals"]
+
+INDEXED_INPUT_PATHS = {"channel": "context.slack.channel", "requester": "requester.user_id"}
+"""Strings of a run's input that lists of runs filter on (``/agent list``, ``/agent status``),
+each indexed (``ix_runs_input_<name>``) newest first, as an expression of each database."""
+
+for _name, _path in INDEXED_INPUT_PATHS.items():
+    for _dialect in ("postgresql", "sqlite"):
+        Index(
+            f"ix_runs_input_{_name}",
+            string_at(runs.c.input, _path, _dialect),
+            runs.c.created_at,
+            runs.c.id,
+        ).ddl_if(dialect=_dialect)
