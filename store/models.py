@@ -20,7 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from store.json_filters import string_at
+from store.json_filters import ValueAt, item_at
 from store.types import HexUuid, JSONValue, UTCDateTime
 
 NAMING_CONVENTION = {
@@ -279,13 +279,14 @@ api_approvals: Table = Base.metadata.tables["api_approvals"]
 
 INDEXED_INPUT_PATHS = {"channel": "context.slack.channel", "requester": "requester.user_id"}
 """Strings of a run's input that lists of runs filter on (``/agent list``, ``/agent status``),
-each indexed (``ix_runs_input_<name>``) newest first, as an expression of each database."""
+each indexed (``ix_runs_input_<name>``) newest first."""
 
 for _name, _path in INDEXED_INPUT_PATHS.items():
-    for _dialect in ("postgresql", "sqlite"):
-        Index(
-            f"ix_runs_input_{_name}",
-            string_at(runs.c.input, _path, _dialect),
-            runs.c.created_at,
-            runs.c.id,
-        ).ddl_if(dialect=_dialect)
+    Index(f"ix_runs_input_{_name}", ValueAt(runs.c.input, _path), runs.c.created_at, runs.c.id)
+
+for _key in ("approvers", "escalate_to"):
+    Index(
+        f"ix_approvals_policy_{_key}",
+        item_at(approvals.c.policy, _key),
+        postgresql_using="gin",
+    ).ddl_if(dialect="postgresql")

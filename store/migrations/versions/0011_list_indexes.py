@@ -3,7 +3,8 @@
 Runs and approvals are listed newest first with their id (and position) breaking ties, so
 that the next page starts after the last row shown (keyset); each list's index holds that
 whole order. A channel's runs and a requester's latest run are found through indexes on
-those strings of the run's input.
+those strings of the run's input; the pending approvals a person may decide, through
+indexes (on PostgreSQL) on the approvers and escalation lists of approvals.
 
 Revision ID: 0011
 Revises: 0009
@@ -19,12 +20,13 @@ down_revision = "0009"
 branch_labels = None
 depends_on = None
 
+APPROVER_KEYS = ("approvers", "escalate_to")
 INPUT_PATHS = {"channel": ("context", "slack", "channel"), "requester": ("requester", "user_id")}
 
 
 def _input_expression(keys: tuple[str, ...]) -> str:
     if op.get_bind().dialect.name == "postgresql":
-        return "(input #>> '{" + ",".join(keys) + "}')"
+        return "(input #> '{" + ",".join(keys) + "}')"
     return "json_extract(input, '$." + ".".join(keys) + "')"
 
 
@@ -46,9 +48,18 @@ def upgrade() -> None:
         "approvals",
         ["status", "requested_at", "position", "id"],
     )
+    if op.get_bind().dialect.name == "postgresql":
+        for key in APPROVER_KEYS:
+            op.execute(
+                f"CREATE INDEX ix_approvals_policy_{key} ON approvals "
+                f"USING gin ((policy -> '{key}'))"
+            )
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        for key in APPROVER_KEYS:
+            op.drop_index(f"ix_approvals_policy_{key}", table_name="approvals")
     op.drop_index("ix_approvals_status_requested_at_position_id", table_name="approvals")
     op.drop_index("ix_approvals_requested_at_position_id", table_name="approvals")
     for name in INPUT_PATHS:
