@@ -88,7 +88,7 @@ def lists(bench: Bench, finished: int) -> dict[str, Callable[[], Any]]:
         "baseline: one run by id": lambda: runtime.get(one),
         "signoff runs": lambda: runtime.runs(limit=50),
         "signoff runs --status waiting": lambda: runtime.runs(status=RunStatus.WAITING, limit=50),
-        "signoff runs --status completed, page 1000": lambda: runtime.runs(
+        "signoff runs --status completed, a deep page": lambda: runtime.runs(
             status=RunStatus.COMPLETED, limit=50, after=deep
         ),
         "/agent list (a channel's runs)": lambda: runtime.runs(
