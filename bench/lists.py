@@ -12,8 +12,10 @@ waiting runs, each waiting on one pending approval, spread over 500 requesters a
 channels, with ``U_DANA`` among the approvers of every pending approval. Then ``ANALYZE``.
 
 Each list is read through the store, as the command that shows it does; repeat by repeat
-the lists are interleaved. It prints p50, p99 and max milliseconds per list, and the ratio
-of each p50 to that of reading one run by its id (the baseline: no list can be cheaper).
+the lists are interleaved. It prints p50, p99 and max milliseconds per list, the ratio of
+each p50 to that of reading one run by its id (the baseline: no list can be cheaper), and
+p50 and p99 of the list's statement in the server alone (``EXPLAIN ANALYZE``, after each
+call): on a busy machine the client's share moves most.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from sqlalchemy import Engine, event
 
 from agent_runtime import ApprovalStatus, RunId, RunStatus, SystemClock
 from bench._common import default_dsn
@@ -116,14 +119,47 @@ def lists(bench: Bench, finished: int) -> dict[str, Callable[[], Any]]:
     }
 
 
-def measure(actions: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
-    """Milliseconds of each action, ``repeats`` times, interleaved."""
-    samples: dict[str, list[float]] = {name: [] for name in actions}
+def last_statement(engine: Engine, call: Callable[[], Any]) -> tuple[str, Any]:
+    """Call ``call`` and return the last statement it sent, with its parameters."""
+    sent: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        sent.append((statement, params))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        call()
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    return sent[-1]
+
+
+def explain(engine: Engine, statement: str, params: Any, *, analyze: bool = False) -> Any:
+    """Return PostgreSQL's plan of ``statement`` (JSON), run and rolled back if ``analyze``."""
+    options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+    with engine.connect() as conn:
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        cursor.execute(f"EXPLAIN ({options}) {statement}", params)
+        row = cursor.fetchone()
+        conn.rollback()
+    assert row is not None
+    return row[0][0]
+
+
+def measure(
+    engine: Engine, actions: dict[str, Callable[[], Any]], repeats: int
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Milliseconds of each action through the store, and of its statement in the server
+    (``EXPLAIN ANALYZE``'s execution time), ``repeats`` times, interleaved."""
+    statements = {name: last_statement(engine, action) for name, action in actions.items()}
+    samples: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in actions}
     for _ in range(repeats):
         for name, action in actions.items():
             started = time.perf_counter()
             action()
-            samples[name].append((time.perf_counter() - started) * 1000)
+            samples[name][0].append((time.perf_counter() - started) * 1000)
+            plan = explain(engine, *statements[name], analyze=True)
+            samples[name][1].append(plan["Execution Time"])
     return samples
 
 
@@ -132,16 +168,17 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def report(samples: dict[str, list[float]]) -> None:
-    """Print p50, p99, max and the ratio of each p50 to the baseline's."""
-    base = statistics.median(next(iter(samples.values())))
-    print("| list | p50 ms | p99 ms | max ms | p50 / baseline |")
-    print("|---|---|---|---|---|")
-    for name, values in samples.items():
+def report(samples: dict[str, tuple[list[float], list[float]]]) -> None:
+    """Print p50, p99 and max through the store, the ratio of each p50 to the baseline's,
+    and p50 and p99 of the statement in the server."""
+    base = statistics.median(next(iter(samples.values()))[0])
+    print("| list | p50 ms | p99 ms | max ms | p50 / baseline | SQL p50 ms | SQL p99 ms |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (values, server) in samples.items():
         p50 = statistics.median(values)
         print(
             f"| {name} | {p50:.2f} | {_p(values, 0.99):.2f} | {max(values):.2f} "
-            f"| {p50 / base:.1f}x |"
+            f"| {p50 / base:.1f}x | {statistics.median(server):.3f} | {_p(server, 0.99):.3f} |"
         )
 
 
@@ -166,7 +203,8 @@ def main() -> None:
             f"{options.finished:,} finished and {options.waiting:,} waiting runs on PostgreSQL "
             f"(seeded in {time.perf_counter() - started:.1f} s); {repeats} interleaved repeats"
         )
-        report(measure(lists(bench, options.finished), repeats))
+        engine: Engine = bench.runtime.store.engine  # type: ignore[attr-defined]
+        report(measure(engine, lists(bench, options.finished), repeats))
         bench.runtime.store.engine.dispose()  # type: ignore[attr-defined]
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:

@@ -284,9 +284,12 @@ each indexed (``ix_runs_input_<name>``) newest first."""
 for _name, _path in INDEXED_INPUT_PATHS.items():
     Index(f"ix_runs_input_{_name}", ValueAt(runs.c.input, _path), runs.c.created_at, runs.c.id)
 
+# The people who may decide an approval (``/agent pending``), on PostgreSQL; written through
+# at once, as a list of pending entries would be read in full by every search.
 for _key in ("approvers", "escalate_to"):
     Index(
         f"ix_approvals_policy_{_key}",
         item_at(approvals.c.policy, _key),
         postgresql_using="gin",
+        postgresql_with={"fastupdate": "off"},
     ).ddl_if(dialect="postgresql")

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from bench.decisions import Bench, open_bench
-from bench.lists import lists, seed
+from bench.lists import explain, last_statement, lists, seed
 from store import open_store
 
 pytestmark = pytest.mark.postgres
@@ -79,29 +79,8 @@ def _engine(bench: Bench) -> Engine:
     return engine
 
 
-def _last_statement(engine: Engine, call: Callable[[], Any]) -> tuple[str, Any]:
-    """Call ``call`` and return the last statement it sent, with its parameters."""
-    sent: list[tuple[str, Any]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        sent.append((statement, params))
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        call()
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
-    return sent[-1]
-
-
 def _plan(engine: Engine, statement: str, params: Any) -> dict[str, Any]:
-    with engine.connect() as conn:
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        cursor.execute("EXPLAIN (FORMAT JSON) " + statement, params)
-        row = cursor.fetchone()
-        assert row is not None
-        plan: dict[str, Any] = row[0][0]["Plan"]
-        conn.rollback()
+    plan: dict[str, Any] = explain(engine, statement, params)["Plan"]
     return plan
 
 
@@ -115,7 +94,7 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def test_each_list_reads_through_its_index(seeded: Bench, name: str) -> None:
     """The list's statement scans its own index, no table sequentially, and sorts only few."""
     engine = _engine(seeded)
-    statement, params = _last_statement(engine, lists(seeded, FINISHED)[name])
+    statement, params = last_statement(engine, lists(seeded, FINISHED)[name])
     nodes = list(_nodes(_plan(engine, statement, params)))
     kinds = {node["Node Type"] for node in nodes}
     assert "Seq Scan" not in kinds, nodes
@@ -127,7 +106,7 @@ def test_a_deep_page_starts_inside_the_index(seeded: Bench) -> None:
     """A page after a given run starts in the index: a condition on (created_at, id) there."""
     engine = _engine(seeded)
     call = lists(seeded, FINISHED)["signoff runs --status completed, a deep page"]
-    statement, params = _last_statement(engine, call)
+    statement, params = last_statement(engine, call)
     (scan,) = [n for n in _nodes(_plan(engine, statement, params)) if "Index Name" in n]
     assert scan["Index Name"] in RUNS_IN_ORDER, scan
     assert "ROW(created_at, id) <" in scan["Index Cond"], scan
@@ -139,7 +118,7 @@ def test_sqlite_finds_a_channel_or_requester_through_its_index(path: str) -> Non
     with tempfile.TemporaryDirectory() as directory:
         store = open_store(f"sqlite:///{Path(directory) / 'plans.db'}")
         try:
-            statement, params = _last_statement(
+            statement, params = last_statement(
                 store.engine, lambda: store.list_runs(input_fields={path: "C7"}, limit=15)
             )
             with store.engine.connect() as conn:

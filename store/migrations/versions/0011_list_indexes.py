@@ -4,7 +4,9 @@ Runs and approvals are listed newest first with their id (and position) breaking
 that the next page starts after the last row shown (keyset); each list's index holds that
 whole order. A channel's runs and a requester's latest run are found through indexes on
 those strings of the run's input; the pending approvals a person may decide, through
-indexes (on PostgreSQL) on the approvers and escalation lists of approvals.
+indexes (on PostgreSQL) on the approvers and escalation lists of approvals, written
+through at once (``fastupdate = off``): a list of pending entries would be read in full by
+every search.
 
 Revision ID: 0011
 Revises: 0009
@@ -52,7 +54,7 @@ def upgrade() -> None:
         for key in APPROVER_KEYS:
             op.execute(
                 f"CREATE INDEX ix_approvals_policy_{key} ON approvals "
-                f"USING gin ((policy -> '{key}'))"
+                f"USING gin ((policy -> '{key}')) WITH (fastupdate = off)"
             )
 
 
