@@ -281,15 +281,23 @@ INDEXED_INPUT_PATHS = {"channel": "context.slack.channel", "requester": "request
 """Strings of a run's input that lists of runs filter on (``/agent list``, ``/agent status``),
 each indexed (``ix_runs_input_<name>``) newest first."""
 
-for _name, _path in INDEXED_INPUT_PATHS.items():
-    Index(f"ix_runs_input_{_name}", ValueAt(runs.c.input, _path), runs.c.created_at, runs.c.id)
+APPROVER_KEYS = ("approvers", "escalate_to")
+"""The lists of people in an approval's policy who may decide it (``/agent pending``)."""
 
-# The people who may decide an approval (``/agent pending``), on PostgreSQL; written through
-# at once, as a list of pending entries would be read in full by every search.
-for _key in ("approvers", "escalate_to"):
-    Index(
-        f"ix_approvals_policy_{_key}",
-        item_at(approvals.c.policy, _key),
-        postgresql_using="gin",
-        postgresql_with={"fastupdate": "off"},
-    ).ddl_if(dialect="postgresql")
+
+def _add_expression_indexes() -> None:
+    """Index the input paths lists of runs filter on, and (on PostgreSQL) the approvers of
+    approvals, written through at once: a list of pending entries would be read in full by
+    every search."""
+    for name, path in INDEXED_INPUT_PATHS.items():
+        Index(f"ix_runs_input_{name}", ValueAt(runs.c.input, path), runs.c.created_at, runs.c.id)
+    for key in APPROVER_KEYS:
+        Index(
+            f"ix_approvals_policy_{key}",
+            item_at(approvals.c.policy, key),
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+        ).ddl_if(dialect="postgresql")
+
+
+_add_expression_indexes()
