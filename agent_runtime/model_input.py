@@ -111,7 +111,7 @@ def model_input(
         used=loop.used.to_json(),
         budget_left=budget_left(loop.budget, loop.used),
         tool_results=tool_results(request["messages"]),
-        wire=agent.model.wire_body(sent) if isinstance(agent.model, WireModel) else None,
+        wire=agent.llm.wire_body(sent) if isinstance(agent.llm, WireModel) else None,
     )
 
 
