@@ -21,7 +21,8 @@ journal loaded and replayed, the last model call made (scripted, instant) and th
 completed. It is timed twice, interleaved: with the journal as written now (each message
 hashed once, format 2) and with the same journal as written before (every model step's
 input hashed whole, format 1, which old journals keep); medians with their min-max, and the
-ratio of format 1 to format 2.
+ratio of format 1 to format 2, and the median CPU milliseconds of each (the worker runs in
+the benchmark's process), which a busy machine moves least.
 """
 
 from __future__ import annotations
@@ -140,20 +141,28 @@ def _format_1(
     return steps
 
 
-def _resume(runtime: Runtime, run: Run, steps: Sequence[StepRecord], last: int) -> float:
-    """Seconds a worker takes to claim, replay and finish a run holding ``steps[:last]``."""
+def _resume(
+    runtime: Runtime, run: Run, steps: Sequence[StepRecord], last: int
+) -> tuple[float, float]:
+    """Milliseconds (wall clock, then this process's CPU) a worker takes to claim, replay
+    and finish a run holding ``steps[:last]``."""
     fork = runtime.start(
         run.workflow, run.input, fork=Fork(source=run.id, at=last, steps=tuple(steps[:last]))
     )
     worker = runtime.worker(WorkerOptions(owner="bench", lease_ttl=timedelta(minutes=5)))
+    cpu = time.process_time()
     elapsed = _timed(worker.run_once)
+    cpu = time.process_time() - cpu
     finished = runtime.get(fork.id)
     assert finished.status == "completed", finished.error
-    return elapsed
+    return elapsed * 1000, cpu * 1000
 
 
-def measure_resume(turns: int, repeats: int, directory: Path) -> dict[str, list[float]]:
-    """Milliseconds to resume a run of ``turns`` turns before its last, per hash format."""
+def measure_resume(
+    turns: int, repeats: int, directory: Path
+) -> dict[str, list[tuple[float, float]]]:
+    """Milliseconds (wall, CPU) to resume a run of ``turns`` turns before its last, per hash
+    format."""
     store = open_store(f"sqlite:///{directory / f'resume-{turns}.db'}")
     agent = _agent(turns)
     deployment = Deployment(store, SqlApprovalStore(store.engine), [agent])
@@ -165,11 +174,11 @@ def measure_resume(turns: int, repeats: int, directory: Path) -> dict[str, list[
         "format 2": journal,
         "format 1": _format_1(agent, deployment.approvals, run, journal),
     }
-    samples: dict[str, list[float]] = {name: [] for name in formats}
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in formats}
     for repeat in range(repeats):
         order = list(formats) if repeat % 2 == 0 else list(reversed(formats))
         for name in order:
-            samples[name].append(_resume(runtime, run, formats[name], last) * 1000)
+            samples[name].append(_resume(runtime, run, formats[name], last))
     store.engine.dispose()
     return samples
 
@@ -179,16 +188,25 @@ def _spread(values: list[float]) -> str:
 
 
 def print_resume(repeats: int, directory: Path) -> None:
-    """Print the resume table: median (min-max) ms per hash format, and their ratio."""
+    """Print the resume table: median (min-max) wall ms per hash format, their ratio, and
+    the median CPU ms of each (the figure a busy machine moves least)."""
     print(
         f"\nresume before the last turn, median (min-max) ms over {repeats} repeats (SQLite file)"
     )
-    print(f"{'turns':>6} {'format 2 (now)':>22} {'format 1 (before)':>22} {'ratio':>6}")
+    print(
+        f"{'turns':>6} {'format 2 (now)':>22} {'format 1 (before)':>22} {'ratio':>6} "
+        f"{'cpu now':>8} {'cpu before':>11}"
+    )
     for turns in RESUME_TURN_COUNTS:
         found = measure_resume(turns, repeats, directory)
         now, before = found["format 2"], found["format 1"]
-        ratio = statistics.median(before) / statistics.median(now)
-        print(f"{turns:>6} {_spread(now):>22} {_spread(before):>22} {ratio:>5.1f}x")
+        wall_now, wall_before = [w for w, _ in now], [w for w, _ in before]
+        ratio = statistics.median(wall_before) / statistics.median(wall_now)
+        print(
+            f"{turns:>6} {_spread(wall_now):>22} {_spread(wall_before):>22} {ratio:>5.1f}x "
+            f"{statistics.median(c for _, c in now):>8.1f} "
+            f"{statistics.median(c for _, c in before):>11.1f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
