@@ -20,6 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from store.json_filters import ValueAt, item_at
 from store.types import HexUuid, JSONValue, UTCDateTime
 
 NAMING_CONVENTION = {
@@ -61,8 +62,8 @@ class RunRow(Base):
     __table_args__ = (
         Index(None, "due_at"),
         Index(None, "forked_from"),
-        Index(None, "status", "created_at"),
-        Index(None, "created_at"),
+        Index(None, "status", "created_at", "id"),
+        Index(None, "created_at", "id"),
     )
 
 
@@ -146,7 +147,8 @@ class ApprovalRow(Base):
     __table_args__ = (
         Index(None, "run_id"),
         Index(None, "status", "deadline"),
-        Index(None, "requested_at"),
+        Index(None, "status", "requested_at", "position", "id"),
+        Index(None, "requested_at", "position", "id"),
     )
 
 
@@ -307,3 +309,28 @@ api_keys: Table = Base.metadata.tables["api_keys"]
 api_approvals: Table = Base.metadata.tables["api_approvals"]
 slack_installations: Table = Base.metadata.tables["slack_installations"]
 slack_oauth_states: Table = Base.metadata.tables["slack_oauth_states"]
+
+INDEXED_INPUT_PATHS = {"channel": "context.slack.channel", "requester": "requester.user_id"}
+"""Strings of a run's input that lists of runs filter on (``/agent list``, ``/agent status``),
+each indexed (``ix_runs_input_<name>``) newest first."""
+
+APPROVER_KEYS = ("approvers", "escalate_to")
+"""The lists of people in an approval's policy who may decide it (``/agent pending``)."""
+
+
+def _add_expression_indexes() -> None:
+    """Index the input paths lists of runs filter on, and (on PostgreSQL) the approvers of
+    approvals, written through at once: a list of pending entries would be read in full by
+    every search."""
+    for name, path in INDEXED_INPUT_PATHS.items():
+        Index(f"ix_runs_input_{name}", ValueAt(runs.c.input, path), runs.c.created_at, runs.c.id)
+    for key in APPROVER_KEYS:
+        Index(
+            f"ix_approvals_policy_{key}",
+            item_at(approvals.c.policy, key),
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+        ).ddl_if(dialect="postgresql")
+
+
+_add_expression_indexes()

@@ -60,6 +60,8 @@ from store.json_filters import text_is
 from store.models import attempts, events, runs, steps
 from store.notify import notify_wake
 from store.outbox import write_notices
+from store.pages import after as page_after
+from store.pages import newest_first
 from store.wake import deliver
 
 RUNNING = RunStatus.RUNNING.value
@@ -151,15 +153,10 @@ class SqlStore:
         limit: int = 100,
         forked_from: RunId | None = None,
         input_fields: Mapping[str, str] | None = None,
-        offset: int = 0,
+        after: RunId | None = None,
     ) -> list[Run]:
-        """Return the newest runs first."""
-        query = (
-            select(runs)
-            .order_by(runs.c.created_at.desc(), runs.c.id.desc())
-            .limit(limit)
-            .offset(offset)
-        )
+        """Return the newest runs first, a page after the run ``after``."""
+        query = newest_first(select(runs), RUN_ORDER).limit(limit)
         for path, value in (input_fields or {}).items():
             query = query.where(text_is(runs.c.input, path, value, self.engine.dialect.name))
         if status is not None:
@@ -167,6 +164,9 @@ class SqlStore:
         if forked_from is not None:
             query = query.where(runs.c.forked_from == forked_from)
         with self._read() as conn:
+            if after is not None:
+                start = self._get(conn, after)
+                query = query.where(page_after(RUN_ORDER, (start.created_at, start.id)))
             return [_run(row) for row in conn.execute(query)]
 
     def claim_runs(
@@ -607,6 +607,10 @@ def _lapsed(conn: Connection, now: datetime) -> set[str]:
 def _took(row: Any, lapsed: set[str] | None) -> bool:
     """Whether the claimed ``row`` was taken over from a lapsed lease."""
     return row.id in lapsed if lapsed is not None else bool(row.was == RUNNING)
+
+
+RUN_ORDER = (runs.c.created_at, runs.c.id)
+"""The order of lists of runs (newest first), which their indexes hold."""
 
 
 def _claim_statement(postgres: bool) -> Any:

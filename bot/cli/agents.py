@@ -39,6 +39,8 @@ def add_commands(commands: Any) -> None:
     listing = commands.add_parser("approvals", help="list approvals, newest first")
     listing.add_argument("--pending", action="store_true", help="only those still waiting")
     listing.add_argument("--run", type=run_id, help="only those of this run")
+    listing.add_argument("--limit", type=positive_int, default=100)
+    listing.add_argument("--after", help="the next page: approvals older than this one")
     json_flag(listing).set_defaults(handler=cmd_approvals)
 
     for name, help_text in (
@@ -95,7 +97,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_approvals(args: argparse.Namespace, settings: Settings) -> int:
     """List approvals."""
     status = ApprovalStatus.PENDING if args.pending else None
-    found = build_services(settings).approvals.store.list_approvals(run_id=args.run, status=status)
+    found = build_services(settings).approvals.store.list_approvals(
+        run_id=args.run, status=status, limit=args.limit, after=args.after
+    )
     emit(
         args,
         [approval_json(a) for a in found],

@@ -53,16 +53,16 @@ def cmd_rules_test(args: argparse.Namespace, settings: Settings) -> int:
 
 def _history(approvals: Approvals, since: datetime | None) -> Iterator[Approval]:
     """Yield the recorded approvals requested since ``since``, newest first."""
-    offset = 0
+    after = None
     while True:
-        page = approvals.store.list_approvals(limit=PAGE, offset=offset)
+        page = approvals.store.list_approvals(limit=PAGE, after=after)
         for approval in page:
             if since is not None and approval.requested_at < since:
                 return
             yield approval
         if len(page) < PAGE:
             return
-        offset += PAGE
+        after = page[-1].id
 
 
 def report_lines(report: ReplayReport, rules: int, since: float | None) -> list[str]:

@@ -67,6 +67,7 @@ def add_commands(commands: Any) -> None:
     runs = commands.add_parser("runs", help="list recent runs")
     runs.add_argument("--status", choices=[s.value for s in RunStatus])
     runs.add_argument("--limit", type=positive_int, default=50)
+    runs.add_argument("--after", type=run_id, help="the next page: runs older than this one")
     json_flag(runs).set_defaults(handler=cmd_runs)
 
     show = commands.add_parser("show", help="show a run, its journal, approvals and usage")
@@ -147,7 +148,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
     """List runs, newest first."""
     status = RunStatus(args.status) if args.status else None
-    found = build_services(settings).runtime.runs(status=status, limit=args.limit)
+    found = build_services(settings).runtime.runs(status=status, limit=args.limit, after=args.after)
     emit(args, [run_json(r) for r in found], "\n".join(run_line(r) for r in found) or "no runs")
     return 0
 

@@ -63,7 +63,7 @@ class Uninstalls:
         found: list[Approval] = []
         while True:
             page = self._approvals.store.list_approvals(
-                status=ApprovalStatus.PENDING, limit=PAGE, offset=len(found)
+                status=ApprovalStatus.PENDING, limit=PAGE, after=found[-1].id if found else None
             )
             found += page
             if len(page) < PAGE:

@@ -383,7 +383,7 @@ def test_list_runs_filters_on_input_fields_and_pages(any_store: Store) -> None:
     _new(any_store, "not a document", T0 + timedelta(minutes=5))
     mine = {"requester.user_id": "U_ANN"}
     assert [r.id for r in any_store.list_runs(input_fields=mine)] == ann[::-1]
-    assert [r.id for r in any_store.list_runs(input_fields=mine, limit=2, offset=1)] == [
+    assert [r.id for r in any_store.list_runs(input_fields=mine, limit=2, after=ann[2])] == [
         ann[1],
         ann[0],
     ]

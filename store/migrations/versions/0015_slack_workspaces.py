@@ -12,7 +12,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0015"
-down_revision = "0009"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
