@@ -85,11 +85,11 @@ class Runtime:
         status: RunStatus | None = None,
         limit: int = 100,
         input_fields: Mapping[str, str] | None = None,
-        offset: int = 0,
+        after: RunId | None = None,
     ) -> list[Run]:
-        """Return the newest runs first (see ``Store.list_runs``)."""
+        """Return the newest runs first, a page after the run ``after`` (``Store.list_runs``)."""
         return self.store.list_runs(
-            status=status, limit=limit, input_fields=input_fields, offset=offset
+            status=status, limit=limit, input_fields=input_fields, after=after
         )
 
     def journal(self, run_id: RunId) -> list[StepRecord]:

@@ -20,7 +20,7 @@ from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConn
 from urllib3.util.connection import create_connection
 
 from bot.api.exceptions import RefusedDestination
-from bot.settings import Network
+from bot.app.settings import Network
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 

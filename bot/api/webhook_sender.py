@@ -21,10 +21,10 @@ from agent_runtime.notices import QueuedNotice
 from agent_runtime.worker import default_owner
 from bot.api.destinations import Destinations, webhook_session
 from bot.api.exceptions import RefusedDestination
-from bot.scheduler import Job
+from bot.api.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, sign
+from bot.app.scheduler import Job
+from bot.app.wiring import Services
 from bot.slack.delivery_errors import backoff
-from bot.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, sign
-from bot.wiring import Services
 from store.api_store import SqlApiStore
 from store.outbox import SqlOutbox
 

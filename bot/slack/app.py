@@ -36,6 +36,7 @@ from agent_runtime import (
     StoreUnavailable,
     parse_run_id,
 )
+from agent_runtime.approvals import listed
 from agent_runtime.budget_control import NotAllowed
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.forking import fork_run
@@ -44,9 +45,11 @@ from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
 from bot.slack.notifier import EPHEMERAL, slack_context
+from bot.slack.oauth import BoltAuth, single_workspace
 from bot.slack.reconnect import AFTER_ACK, BEFORE_ACK
 from bot.slack.respond import respond
 from bot.slack.text import escape
+from bot.slack.uninstalls import Uninstalls
 from bot.slack.views import history_message, list_text, pending_text, status_text
 
 logger = logging.getLogger(__name__)
@@ -74,15 +77,32 @@ class SlackDeps:
     replays: ReplayGuard
 
 
-def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
-    """Return the Bolt app with every listener registered."""
+def build_app(
+    deps: SlackDeps,
+    client: WebClient,
+    signing_secret: str,
+    *,
+    auth: BoltAuth | None = None,
+    uninstalls: Uninstalls | None = None,
+) -> App:
+    """Return the Bolt app with every listener registered.
+
+    ``auth`` says how requests are authorized (by default with ``client``'s token alone);
+    ``uninstalls`` handles workspaces removing the app (OAuth mode).
+    """
+    auth = auth or single_workspace(client.token or "")
     app = App(
-        client=client,
+        client=WebClient(base_url=client.base_url, logger=client.logger),
         signing_secret=signing_secret,
+        authorize=auth.authorize,
+        oauth_flow=auth.oauth_flow,
         token_verification_enabled=False,
         ignoring_self_events_enabled=True,
         request_verification_enabled=True,
     )
+    if uninstalls is not None:
+        app.event("app_uninstalled")(uninstalls.app_uninstalled)
+        app.event("tokens_revoked")(uninstalls.tokens_revoked)
     app.middleware(_drop_retries)
     app.middleware(_refuse_replays(deps))
     app.error(guard_errors)
@@ -162,7 +182,7 @@ class Listeners:
                 self._check_visible(parsed.run_id, actor, command.get("channel_id", ""))
             return status_text(runtime, parsed.run_id, actor)
         if parsed.name == "list":
-            return list_text(runtime, command.get("channel_id", ""))
+            return list_text(runtime, command.get("channel_id", ""), actor)
         if parsed.name == "pending":
             return pending_text(self.deps.approvals, actor)
         assert parsed.run_id is not None
@@ -179,14 +199,16 @@ class Listeners:
         started it and its approvers; to anyone else it does not exist."""
         run = self.deps.runtime.get(run_id)
         started_here = (slack_context(run) or {}).get("channel") == channel
-        if not started_here and not self._may_control(run, actor):
+        if not _same_workspace(run, actor) or (
+            not started_here and not self._may_control(run, actor)
+        ):
             raise RunNotFound(run_id)
 
     def _may_control(self, run: Run, actor: Actor) -> bool:
         requester = (run.input.get("requester") or {}) if isinstance(run.input, dict) else {}
         agent = self.deps.agents.for_workflow(run.workflow)
         return requester.get("user_id") == actor.user_id or (
-            agent is not None and agent.may_raise_budget(actor.user_id)
+            agent is not None and agent.may_raise_budget(actor)
         )
 
     def _check_control(self, run: Run, actor: Actor, verb: str) -> None:
@@ -201,6 +223,7 @@ class Listeners:
             "slack": {
                 "channel": command.get("channel_id", ""),
                 "team": command.get("team_id", ""),
+                "enterprise": command.get("enterprise_id") or "",
                 "response_url": command.get("response_url", ""),
             }
         }
@@ -261,7 +284,7 @@ class Listeners:
             if not is_approval_id(approval_id):
                 raise ApprovalNotFound(approval_id[:40])
             approval = self.deps.approvals.get(approval_id)
-            if actor.user_id not in _people_of(approval):
+            if not _may_see(approval, actor):
                 self._check_visible(parse_run_id(approval.run_id), actor, _channel_of(body))
         except (ApprovalNotFound, RunNotFound):
             self._tell(body, actor, "Sorry: there is no such approval, or it is not yours to see.")
@@ -360,7 +383,7 @@ class Listeners:
     ) -> None:
         """Decide from a modal; every refusal or failure shows in the modal, never a 500."""
         approval_id, seen_hash = blocks.parse_approval_ref(str(view.get("private_metadata")))
-        actor = _actor(body["user"])
+        actor = _actor(body)
         try:
             if not is_approval_id(approval_id):
                 raise ApprovalNotFound(approval_id[:40])
@@ -433,6 +456,8 @@ class Listeners:
         notice = Notice(
             key=f"ephemeral:{body.get('trigger_id') or self.deps.clock.now()}",
             run_id=None,
+            team_id=actor.team_id,
+            enterprise_id=actor.enterprise_id,
             kind=EPHEMERAL,
             data={
                 "channel": channel,
@@ -447,17 +472,31 @@ class Listeners:
 
 def _own_decision(approval: Approval, actor: Actor) -> bool:
     """Tell whether ``actor``'s own decision closed the approval (a retried click's case)."""
-    return approval.decided_by is not None and approval.decided_by.user_id == actor.user_id
+    decider = approval.decided_by
+    return (
+        decider is not None and decider.user_id == actor.user_id and decider.shares_workspace(actor)
+    )
 
 
-def _people_of(approval: Approval) -> set[str]:
-    """Who may see an approval anywhere: its requester and everyone who may decide it."""
+def _same_workspace(run: Run, actor: Actor) -> bool:
+    """Whether the run was started in the actor's workspace (or not from Slack at all)."""
+    where = slack_context(run) or {}
+    started_in = Actor(
+        user_id="",
+        team_id=str(where.get("team") or ""),
+        enterprise_id=str(where.get("enterprise") or ""),
+    )
+    return actor.shares_workspace(started_in)
+
+
+def _may_see(approval: Approval, actor: Actor) -> bool:
+    """Whether ``actor`` may see the approval anywhere (of its workspace): its requester and
+    everyone who may decide it."""
     policy = approval.policy
-    return {
-        approval.requester.user_id,
-        *policy.get("approvers", ()),
-        *policy.get("escalate_to", ()),
-    }
+    deciders = (*policy.get("approvers", ()), *policy.get("escalate_to", ()))
+    return actor.shares_workspace(approval.requester) and (
+        actor.user_id == approval.requester.user_id or listed(deciders, actor)
+    )
 
 
 def _channel_of(body: dict[str, Any]) -> str:
@@ -469,14 +508,17 @@ def _channel_of(body: dict[str, Any]) -> str:
 
 
 def _click(body: dict[str, Any]) -> tuple[str, Actor]:
-    return str(body["actions"][0]["value"]), _actor(body["user"])
+    return str(body["actions"][0]["value"]), _actor(body)
 
 
-def _actor(user: dict[str, Any]) -> Actor:
+def _actor(body: dict[str, Any]) -> Actor:
+    """The person who clicked or submitted, with their workspace (and Grid organization)."""
+    user = body["user"]
     return Actor(
         user_id=user["id"],
-        team_id=user.get("team_id", ""),
+        team_id=user.get("team_id") or (body.get("team") or {}).get("id") or "",
         name=user.get("username") or user.get("name") or "",
+        enterprise_id=(body.get("enterprise") or {}).get("id") or "",
     )
 
 
@@ -485,6 +527,7 @@ def _actor_of_command(command: dict[str, Any]) -> Actor:
         user_id=command.get("user_id", ""),
         team_id=command.get("team_id", ""),
         name=command.get("user_name", ""),
+        enterprise_id=command.get("enterprise_id") or "",
     )
 
 

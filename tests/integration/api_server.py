@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import requests
@@ -15,9 +16,9 @@ from agent_runtime import SystemClock
 from bot.api.http import api_app
 from bot.api.keys import NewKey, create_key
 from bot.api.service import WAITERS, ApiApprovals
-from bot.ops_http import serve_wsgi
-from bot.settings import Settings
-from bot.wiring import Services, build_services
+from bot.app.settings import DEMO_APPROVERS, Settings
+from bot.app.wiring import Services, build_services
+from bot.ops.http import serve_wsgi
 from store.api_store import SqlApiStore
 from tests.integration import signoff_env
 from tests.integration.webhook_receiver import LOOPBACK
@@ -95,8 +96,13 @@ def api_server(
     """Serve the approvals API (under the policy file ``policies``, if named) on a free
     loopback port until the block ends; webhooks may reach the ``allowed`` networks."""
     networks = {"SIGNOFF_WEBHOOK_ALLOWED_NETWORKS": allowed}
-    settings = Settings.from_env({"SIGNOFF_DATABASE_URL": database_url, **networks})
-    services = build_services(replace(settings, api_policies=policies))
+    settings = Settings(
+        database_url=database_url,
+        api_policies=policies,
+        approvers=DEMO_APPROVERS,
+        webhook_networks=tuple(ipaddress.ip_network(n) for n in allowed.split(",") if n),
+    )
+    services = build_services(settings)
     keys = SqlApiStore(services.store.engine)
     client = create_key(keys, f"client-{uuid.uuid4().hex[:8]}", SystemClock().now())
     api = ApiApprovals(services, keys, waiters=waiters)

@@ -13,8 +13,8 @@ from agent_runtime import Actor, Decision, SystemClock
 from bot.api.destinations import Destinations, webhook_session
 from bot.api.exceptions import RefusedDestination
 from bot.api.webhook_sender import WebhookSender
-from bot.serving import ServingThread
-from bot.settings import Settings, SettingsError
+from bot.app.serving import ServingThread
+from bot.app.settings import Settings, SettingsError
 from store.models import outbox
 from tests.integration import wait_until
 from tests.integration.api_server import ApiServer, api_server
