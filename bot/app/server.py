@@ -257,7 +257,12 @@ def _socket_mode(app: App, settings: Settings) -> None:
 
     if not settings.slack_app_token:
         raise SettingsError("Socket Mode needs SLACK_APP_TOKEN (an xapp- token)")
-    SocketModeHandler(app, settings.slack_app_token).start()  # type: ignore[no-untyped-call]
+    handler = SocketModeHandler(
+        app,
+        settings.slack_app_token,
+        ping_interval=settings.socket_ping_interval.total_seconds(),
+    )
+    handler.start()  # type: ignore[no-untyped-call]
 
 
 def _wait_forever() -> None:

@@ -100,10 +100,23 @@ def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
 
 
 def _drop_retries(request: Any, next: Callable[[], BoltResponse]) -> BoltResponse:
-    """Acknowledge Slack's retries of events without handling them twice."""
-    if request.headers.get("x-slack-retry-num"):
+    """Acknowledge Slack's retries of events without handling them twice.
+
+    A first delivery may say so too: Bolt's Socket Mode adapter turns an envelope's
+    ``retry_attempt: 0`` into ``X-Slack-Retry-Num: 0``, which is not a retry.
+    """
+    if _retry_number(request.headers.get("x-slack-retry-num")) > 0:
         return BoltResponse(status=200, body="")
     return next()
+
+
+def _retry_number(values: Any) -> int:
+    """The retry number of a request's header values; 0 for none or an unreadable one."""
+    value = values[0] if isinstance(values, list | tuple) and values else values
+    try:
+        return int(str(value or "0").strip())
+    except ValueError:
+        return 1  # a retry that does not say which one is still a retry
 
 
 def _refuse_replays(deps: SlackDeps) -> Callable[..., BoltResponse]:
