@@ -32,6 +32,7 @@ from bot.slack.app import SlackDeps, build_app
 from bot.slack.channel_refusals import ChannelRefusals
 from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
 from bot.slack.form_request import SlackWsgiHandler
+from bot.slack.intake import IntakeSweep
 from store.api_store import SqlApiStore
 from store.notify import WakeListener
 from store.replay_guard import SqlReplayGuard
@@ -39,6 +40,7 @@ from store.replay_guard import SqlReplayGuard
 logger = logging.getLogger(__name__)
 
 DISPATCH_EVERY = timedelta(milliseconds=300)
+INTAKE_EVERY = timedelta(seconds=2)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,8 +197,14 @@ def _jobs(services: Services, client: WebClient, worker: Worker, metrics: Metric
         Job("webhooks", webhook_sender(services).send_once, DISPATCH_EVERY),
         Job("approvals", services.approvals.sweep, poll),
         Job("wake", worker.wake, poll),
+        Job("intake", intake_sweep(services).sweep_once, INTAKE_EVERY),
         *_anchor_job(services),
     ]
+
+
+def intake_sweep(services: Services) -> IntakeSweep:
+    """Start acknowledged runs whose listener died; forget signatures past replay."""
+    return IntakeSweep(services.runtime, SqlReplayGuard(services.store.engine), SystemClock())
 
 
 def _anchor_job(services: Services) -> list[Job]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from slack_bolt import Ack, App, BoltResponse
+from slack_bolt import Ack, App, BoltContext, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
@@ -43,6 +43,7 @@ from agent_runtime.notices import Notice, Outbox
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
+from bot.slack.intake import CONTEXT_KEY, Intake, IntakeRecords, carry_out, run_id_for
 from bot.slack.notifier import EPHEMERAL, slack_context
 from bot.slack.reconnect import AFTER_ACK, BEFORE_ACK
 from bot.slack.respond import respond
@@ -54,11 +55,11 @@ logger = logging.getLogger(__name__)
 DECISION_THREADS = 4
 
 
-class ReplayGuard(Protocol):
-    """Remembers signatures of handled requests."""
+class ReplayGuard(IntakeRecords, Protocol):
+    """Remembers signatures of handled requests, with the work acknowledged for them."""
 
-    def first_time(self, signature: str, now: datetime) -> bool:
-        """Record ``signature``; False if it was seen before."""
+    def first_time(self, signature: str, now: datetime, work: Any = None) -> bool:
+        """Record ``signature`` (and ``work``); False if it was seen before."""
         ...
 
 
@@ -83,10 +84,10 @@ def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
         ignoring_self_events_enabled=True,
         request_verification_enabled=True,
     )
-    app.middleware(_drop_retries)
-    app.middleware(_refuse_replays(deps))
-    app.error(guard_errors)
     listeners = Listeners(deps)
+    app.middleware(_drop_retries)
+    app.middleware(_refuse_replays(deps, listeners.intake_of))
+    app.error(guard_errors)
     app.command("/agent")(listeners.command)
     app.action(blocks.APPROVE)(listeners.approve)
     app.action(blocks.REJECT)(listeners.open_reject)
@@ -119,16 +120,23 @@ def _retry_number(values: Any) -> int:
         return 1  # a retry that does not say which one is still a retry
 
 
-def _refuse_replays(deps: SlackDeps) -> Callable[..., BoltResponse]:
-    """Refuse a (validly signed) request whose exact signature was already handled."""
+def _refuse_replays(
+    deps: SlackDeps, intake_of: Callable[[dict[str, Any], str], Intake | None]
+) -> Callable[..., BoltResponse]:
+    """Refuse a (validly signed) request whose exact signature was already handled; record,
+    in the same write, the run a command will be acknowledged for (see ``bot.slack.intake``)."""
 
     def middleware(request: Any, next: Callable[[], BoltResponse]) -> BoltResponse:
         signature = (request.headers.get("x-slack-signature") or [""])[0]
-        if signature and not BEFORE_ACK.call(
-            lambda: deps.replays.first_time(signature, deps.clock.now())
-        ):
+        if not signature:
+            return next()
+        intake = intake_of(request.body, signature)
+        work = None if intake is None else intake.to_json()
+        if not BEFORE_ACK.call(lambda: deps.replays.first_time(signature, deps.clock.now(), work)):
             logger.warning("replayed request refused", extra={"action": "replay"})
             return BoltResponse(status=401, body='{"error": "replayed request"}')
+        if intake is not None:
+            request.context[CONTEXT_KEY] = intake
         return next()
 
     return middleware
@@ -143,12 +151,29 @@ class Listeners:
         # a burst of clicks from delaying the acks of the clicks behind them.
         self._decisions = ThreadPoolExecutor(DECISION_THREADS, thread_name_prefix="signoff-decide")
 
-    def command(self, ack: Ack, command: dict[str, Any]) -> None:
+    def intake_of(self, body: dict[str, Any], signature: str) -> Intake | None:
+        """The run ``/agent <task>`` will be acknowledged for (None for other requests)."""
+        if not isinstance(body, dict) or body.get("command") != "/agent":
+            return None
+        try:
+            parsed = parse(str(body.get("text", "")))
+            if parsed.name != "run":
+                return None
+            workflow, data = self._agent_input(parsed.task, _actor_of_command(body), body)
+        except (BadCommand, SignoffError):
+            return None  # the listener answers these as usual
+        return Intake(signature, run_id_for(signature), workflow, data)
+
+    def command(self, ack: Ack, command: dict[str, Any], context: BoltContext) -> None:
         """``/agent …``: start a run or answer a question, always within Slack's 3 s."""
         try:
             parsed = parse(command.get("text", ""))
         except BadCommand as exc:
             ack(response_type="ephemeral", text=str(exc))
+            return
+        intake = context.get(CONTEXT_KEY)
+        if parsed.name == "run" and isinstance(intake, Intake):
+            self._start_after_ack(ack, intake, command)
             return
         try:
             if parsed.name == "history":
@@ -207,7 +232,8 @@ class Listeners:
         if not self._may_control(run, actor):
             raise NotAllowed(f"only the person who started a run or its approvers may {verb} it")
 
-    def _start(self, task: str, actor: Actor, command: dict[str, Any]) -> str:
+    def _agent_input(self, task: str, actor: Actor, command: dict[str, Any]) -> tuple[str, Any]:
+        """The workflow and input of the run ``/agent <task>`` starts."""
         agent = self.deps.agents.get()
         # the response_url reaches the requester even where the bot cannot post
         context = {
@@ -217,9 +243,28 @@ class Listeners:
                 "response_url": command.get("response_url", ""),
             }
         }
-        data = AgentInput(task=task, requester=actor, context=context).to_json()
-        run = self.deps.runtime.start(agent.workflow, data)
-        return f"Started run `{run.id}`; follow it in the thread below."
+        return agent.workflow, AgentInput(task=task, requester=actor, context=context).to_json()
+
+    def _start(self, task: str, actor: Actor, command: dict[str, Any]) -> str:
+        """Start the run before answering (a request with no recorded intake: Socket Mode)."""
+        run = self.deps.runtime.start(*self._agent_input(task, actor, command))
+        return _started(run.id)
+
+    def _start_after_ack(self, ack: Ack, intake: Intake, command: dict[str, Any]) -> None:
+        """Answer with the promised run's id, then start it; the sweep does it if this fails."""
+        ack(response_type="ephemeral", text=_started(intake.run_id))
+        try:
+            AFTER_ACK.call(lambda: carry_out(self.deps.runtime, self.deps.replays, intake))
+        except Exception:
+            logger.exception(
+                "run not started after the ack; the sweep retries it",
+                extra={"action": "intake", "run_id": intake.run_id},
+            )
+            respond(
+                command,
+                f"Signoff could not start run `{intake.run_id}` yet; "
+                "it retries within a minute, and the thread shows when it starts.",
+            )
 
     def approve(self, ack: Ack, body: dict[str, Any]) -> None:
         """Approve: a compare-and-set; a refusal is told to the clicker only."""
@@ -456,6 +501,10 @@ class Listeners:
             },
         )
         self.deps.outbox.enqueue([notice], self.deps.clock.now())
+
+
+def _started(run_id: RunId) -> str:
+    return f"Started run `{run_id}`; follow it in the thread below."
 
 
 def _own_decision(approval: Approval, actor: Actor) -> bool:
