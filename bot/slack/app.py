@@ -52,7 +52,7 @@ from bot.slack.views import history_message, list_text, pending_text, status_tex
 
 logger = logging.getLogger(__name__)
 
-DECISION_THREADS = 4
+AFTER_ACK_THREADS = 4
 
 
 class ReplayGuard(IntakeRecords, Protocol):
@@ -83,6 +83,9 @@ def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
         token_verification_enabled=False,
         ignoring_self_events_enabled=True,
         request_verification_enabled=True,
+        # the HTTP answer goes as soon as a listener returns: listeners ack, hand what follows
+        # the ack to their own pool, and return (no polling for the ack, no extra thread hop)
+        process_before_response=True,
     )
     listeners = Listeners(deps)
     app.middleware(_drop_retries)
@@ -147,9 +150,9 @@ class Listeners:
 
     def __init__(self, deps: SlackDeps) -> None:
         self.deps = deps
-        # Decisions wait on database locks; taking them off Bolt's small listener pool keeps
-        # a burst of clicks from delaying the acks of the clicks behind them.
-        self._decisions = ThreadPoolExecutor(DECISION_THREADS, thread_name_prefix="signoff-decide")
+        # What follows an ack (decisions waiting on database locks, modals waiting on Slack,
+        # runs being created) runs here, so that the request's answer never waits for it.
+        self._after_acks = ThreadPoolExecutor(AFTER_ACK_THREADS, thread_name_prefix="signoff-after")
 
     def intake_of(self, body: dict[str, Any], signature: str) -> Intake | None:
         """The run ``/agent <task>`` will be acknowledged for (None for other requests)."""
@@ -253,6 +256,9 @@ class Listeners:
     def _start_after_ack(self, ack: Ack, intake: Intake, command: dict[str, Any]) -> None:
         """Answer with the promised run's id, then start it; the sweep does it if this fails."""
         ack(response_type="ephemeral", text=_started(intake.run_id))
+        self._after_acks.submit(self._carry_out, intake, command)
+
+    def _carry_out(self, intake: Intake, command: dict[str, Any]) -> None:
         try:
             AFTER_ACK.call(lambda: carry_out(self.deps.runtime, self.deps.replays, intake))
         except Exception:
@@ -269,7 +275,13 @@ class Listeners:
     def approve(self, ack: Ack, body: dict[str, Any]) -> None:
         """Approve: a compare-and-set; a refusal is told to the clicker only."""
         ack()
-        self._decisions.submit(self._after_ack, body, self._approve, "approve")
+        self._later(body, self._approve, "approve")
+
+    def _later(
+        self, body: dict[str, Any], work: Callable[[dict[str, Any]], None], action: str
+    ) -> None:
+        """Do ``work`` after the ack, off the request's thread (see ``_after_ack``)."""
+        self._after_acks.submit(self._after_ack, body, work, action)
 
     def _after_ack(
         self, body: dict[str, Any], work: Callable[[dict[str, Any]], None], action: str
@@ -329,20 +341,31 @@ class Listeners:
     def open_reject(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Reject: ask for the reason in a modal (if the clicker may decide at all)."""
         ack()
-        self._open_if_allowed(body, client, lambda approval_id: blocks.reject_modal(approval_id))
+        self._later(
+            body,
+            lambda b: self._open_if_allowed(b, client, blocks.reject_modal),
+            "open_reject",
+        )
 
     def open_edit(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Edit: show the arguments in a modal (if the clicker may decide at all)."""
         ack()
-        self._open_if_allowed(
+        self._later(
             body,
-            client,
-            lambda approval_id: blocks.edit_modal(self.deps.approvals.get(approval_id)),
+            lambda b: self._open_if_allowed(
+                b,
+                client,
+                lambda approval_id: blocks.edit_modal(self.deps.approvals.get(approval_id)),
+            ),
+            "open_edit",
         )
 
     def view_args(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Show the full arguments of a card (to whoever may see the approval there)."""
         ack()
+        self._later(body, lambda b: self._view_args(b, client), "view_args")
+
+    def _view_args(self, body: dict[str, Any], client: WebClient) -> None:
         value, actor = _click(body)
         approval = self._visible_approval(body, blocks.parse_approval_ref(value)[0], actor)
         if approval is not None:
@@ -351,6 +374,9 @@ class Listeners:
     def history(self, ack: Ack, body: dict[str, Any]) -> None:
         """Post the run's compact timeline to the clicker."""
         ack()
+        self._later(body, self._history, "history")
+
+    def _history(self, body: dict[str, Any]) -> None:
         run_id, actor = _click(body)
         try:
             self._check_visible(parse_run_id(run_id), actor, _channel_of(body))
@@ -363,6 +389,9 @@ class Listeners:
     def fork(self, ack: Ack, body: dict[str, Any]) -> None:
         """ "Fork from here": a new run from the run's journal up to that model call."""
         ack()
+        self._later(body, self._fork, "fork")
+
+    def _fork(self, body: dict[str, Any]) -> None:
         value, actor = _click(body)
         source, _, position = value.partition(":")
         try:

@@ -59,6 +59,7 @@ def test_an_approved_refund_runs_and_shows_while_the_email_still_waits(
     run_id = start_refund_run(world, bot)
     approvals = approvals_of(bot, run_id)
     acked(bot.click(APPROVER, APPROVE, world.card(approvals["issue_refund"].id)))
+    bot.decision(approvals["issue_refund"].id)  # decided just after the ack
     bot.work()
     bot.drain()
     assert [c.order_id for c in world.provider.ledger.charges()] == ["1042"]
@@ -75,6 +76,7 @@ def test_a_later_call_approved_first_is_shown_waiting_for_the_earlier_one(
     run_id = start_refund_run(world, bot)
     approvals = approvals_of(bot, run_id)
     acked(bot.click(APPROVER, APPROVE, world.card(approvals["send_email"].id)))
+    bot.decision(approvals["send_email"].id)  # decided just after the ack
     bot.work()
     bot.drain()
     assert world.provider.ledger.emails() == []
