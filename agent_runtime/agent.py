@@ -9,7 +9,7 @@ from typing import Any
 
 from agent_runtime.approvals import Actor
 from agent_runtime.budget import DEFAULT_PRICES, Budget, PriceTable
-from agent_runtime.exceptions import SignoffError
+from agent_runtime.exceptions import UserError
 from agent_runtime.models.base import Model
 from agent_runtime.retry import RetryPolicy
 from agent_runtime.tools import Tools
@@ -17,11 +17,15 @@ from agent_runtime.tools import Tools
 MAX_TASK_CHARS = 20_000
 
 
-class AgentNotFound(SignoffError):
+class AgentNotFound(UserError):
     """No agent is registered under the given name."""
 
     def __init__(self, name: str, known: list[str]) -> None:
-        super().__init__(f"unknown agent {name!r} (registered: {', '.join(known) or 'none'})")
+        if known:
+            message = f"unknown agent {name!r} (registered: {', '.join(known)})"
+        else:
+            message = "no agent is configured (name one with SIGNOFF_AGENT=module:attribute)"
+        super().__init__(message)
         self.name = name
 
 
