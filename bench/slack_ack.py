@@ -426,6 +426,7 @@ def world(dsn: str, *, concurrency: int, b_worker: bool) -> Iterator[World]:
         env.update(
             SIGNOFF_DATABASE_URL=store_url,
             SIGNOFF_APPROVERS=APPROVER,
+            SIGNOFF_DEMO="1",
             SIGNOFF_DEMO_PROVIDER_URL=provider.url,
             SIGNOFF_SLACK_API_URL=slack.api_url,
             SLACK_BOT_TOKEN=DEFAULT_TOKEN,
