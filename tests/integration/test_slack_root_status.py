@@ -25,9 +25,11 @@ def test_the_root_shows_who_the_run_waits_for_and_then_its_answer(
     approvals = approvals_of(bot, run_id)
 
     acked(bot.click(APPROVER, APPROVE, world.card(approvals["issue_refund"].id)))
+    bot.decision(approvals["issue_refund"].id)
     bot.drain()
     assert f"⏳ *Waiting* for {who} *send_email*" in block_texts(world.root_of(run_id))
     acked(bot.click(APPROVER, APPROVE, world.card(approvals["send_email"].id)))
+    bot.decision(approvals["send_email"].id)
     bot.drain()
     assert "🔄 *Running*" in block_texts(world.root_of(run_id))
     bot.work()
