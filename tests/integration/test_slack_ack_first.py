@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import pytest
 from sqlalchemy import func, select
@@ -20,7 +22,15 @@ from bot.slack.intake import IntakeSweep
 from store import models
 from store.replay_guard import REPLAY_WINDOW, SqlReplayGuard
 from tests.flows import HOLD_RUN_CREATION_ENV
-from tests.integration.slack_harness import TASK, BotInstance, ShiftedClock, SlackWorld, acked
+from tests.integration.response_urls import ResponseUrls
+from tests.integration.slack_harness import (
+    TASK,
+    BotInstance,
+    ShiftedClock,
+    SlackWorld,
+    acked,
+    eventually,
+)
 from tests.integration.slack_readers import run_id_of
 from tests.integration.test_serve_instances import Cluster, ServeProcess, cluster
 
@@ -99,3 +109,31 @@ def test_expired_signatures_are_forgotten_by_the_sweep_not_by_requests(
     IntakeSweep(bot.services.runtime, SqlReplayGuard(bot.services.store.engine), clock).sweep_once()
     assert seen_count(bot) == 0
     assert SystemClock().now()  # the real clock is untouched
+
+
+def test_a_run_that_fails_to_start_after_the_ack_is_told_and_started_by_the_sweep(
+    world: SlackWorld, bot: BotInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The requester hears through the command's response_url that the run has not started
+    yet; the sweep starts the promised run once starting works again."""
+    runtime = bot.services.runtime
+    working_start = runtime.start
+
+    def failing_start(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("injected: run creation fails")
+
+    monkeypatch.setattr(runtime, "start", failing_start)
+    with ResponseUrls() as urls:
+        fields = dict(parse_qsl(bot.command_body(TASK).decode()))
+        fields["response_url"] = urls.url("command")
+        run_id = run_id_of(acked(bot.post(urlencode(fields).encode(), settle=False)))
+        [told] = eventually(lambda: urls.texts("command"), what="the requester told")
+    assert told.startswith(f"Signoff could not start run `{run_id}` yet")
+    with pytest.raises(RunNotFound):
+        runtime.get(run_id)
+
+    monkeypatch.setattr(runtime, "start", working_start)
+    clock = ShiftedClock()
+    clock.offset = timedelta(minutes=1)
+    assert IntakeSweep(runtime, SqlReplayGuard(bot.services.store.engine), clock).sweep_once() == 1
+    assert runtime.get(run_id).input["task"] == TASK
