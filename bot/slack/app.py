@@ -261,16 +261,28 @@ class Listeners:
     def _carry_out(self, intake: Intake, command: dict[str, Any]) -> None:
         try:
             AFTER_ACK.call(lambda: carry_out(self.deps.runtime, self.deps.replays, intake))
+        except StoreUnavailable:
+            self._not_started_yet(intake, command)
+        except SignoffError as exc:
+            logger.warning(
+                "run refused after the ack", extra={"action": "intake", "run_id": intake.run_id}
+            )
+            respond(command, f"Sorry: run `{intake.run_id}` could not start: {escape(str(exc))}")
         except Exception:
-            logger.exception(
-                "run not started after the ack; the sweep retries it",
-                extra={"action": "intake", "run_id": intake.run_id},
-            )
-            respond(
-                command,
-                f"Signoff could not start run `{intake.run_id}` yet; "
-                "it retries within a minute, and the thread shows when it starts.",
-            )
+            self._not_started_yet(intake, command)
+
+    def _not_started_yet(self, intake: Intake, command: dict[str, Any]) -> None:
+        """Log the failure in hand and tell the requester the run will start later (the
+        sweep retries it)."""
+        logger.exception(
+            "run not started after the ack; the sweep retries it",
+            extra={"action": "intake", "run_id": intake.run_id},
+        )
+        respond(
+            command,
+            f"Signoff could not start run `{intake.run_id}` yet; "
+            "it retries within a minute, and the thread shows when it starts.",
+        )
 
     def approve(self, ack: Ack, body: dict[str, Any]) -> None:
         """Approve: a compare-and-set; a refusal is told to the clicker only."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from agent_runtime import Clock, RunId, RunNotFound, Runtime
+from agent_runtime import Clock, RunId, RunNotFound, Runtime, SignoffError, StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -67,12 +67,22 @@ def run_id_for(signature: str) -> RunId:
 
 
 def carry_out(runtime: Runtime, records: IntakeRecords, intake: Intake) -> bool:
-    """Start the promised run unless it exists; mark the record done. True if started here."""
+    """Start the promised run unless it exists; mark the record done. True if started here.
+
+    A refusal that no retry cures (``SignoffError`` other than ``StoreUnavailable``: the
+    workflow is gone, the input no longer valid) also marks the record done, and is raised.
+    """
     try:
         runtime.get(intake.run_id)
         started = False
     except RunNotFound:
-        runtime.start(intake.workflow, intake.input, run_id=intake.run_id)
+        try:
+            runtime.start(intake.workflow, intake.input, run_id=intake.run_id)
+        except StoreUnavailable:
+            raise
+        except SignoffError:
+            records.finish(intake.signature)
+            raise
         started = True
     records.finish(intake.signature)
     return started

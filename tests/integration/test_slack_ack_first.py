@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl, urlencode
 import pytest
 from sqlalchemy import func, select
 
-from agent_runtime import RunNotFound
+from agent_runtime import RunNotFound, WorkflowNotFound
 from agent_runtime.clock import SystemClock
 from bot.app.server import intake_sweep
 from bot.slack.intake import IntakeSweep
@@ -137,3 +137,25 @@ def test_a_run_that_fails_to_start_after_the_ack_is_told_and_started_by_the_swee
     clock.offset = timedelta(minutes=1)
     assert IntakeSweep(runtime, SqlReplayGuard(bot.services.store.engine), clock).sweep_once() == 1
     assert runtime.get(run_id).input["task"] == TASK
+
+
+def test_a_run_refused_after_the_ack_is_told_once_and_not_retried(
+    world: SlackWorld, bot: BotInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal no retry cures (the workflow is gone) is told to the requester with its
+    reason, and the sweep does not try again."""
+    runtime = bot.services.runtime
+
+    def refusing_start(workflow: str, *args: Any, **kwargs: Any) -> Any:
+        raise WorkflowNotFound(workflow, [])
+
+    monkeypatch.setattr(runtime, "start", refusing_start)
+    with ResponseUrls() as urls:
+        fields = dict(parse_qsl(bot.command_body(TASK).decode()))
+        fields["response_url"] = urls.url("command")
+        run_id = run_id_of(acked(bot.post(urlencode(fields).encode(), settle=False)))
+        [told] = eventually(lambda: urls.texts("command"), what="the requester told")
+    assert told.startswith(f"Sorry: run `{run_id}` could not start: unknown workflow")
+    later = ShiftedClock()
+    later.offset = timedelta(minutes=1)
+    assert SqlReplayGuard(bot.services.store.engine).unfinished(later.now()) == []
