@@ -19,7 +19,8 @@ process, one per request in flight) is start-up cost, not ack time.
 * baseline: N concurrent ``GET /healthz`` (half to A, half to B) — the same HTTP stack and
   concurrency with no work behind it;
 * N concurrent ``/agent refund order 1042 and email the customer`` (half to A, half to B):
-  the time to the HTTP 200 (the run is recorded before the ack);
+  the time to the HTTP 200 (the ack promises the run's id; the run is recorded with the
+  request's signature in the one write before the ack, and created just after it);
 * N concurrent Approve clicks, all on B, each on the refund card of a different run that A's
   worker ran up to its approvals: the time to the HTTP 200 (Bolt acks before the listener
   decides), then click-to-resume: from the click's HTTP 200 until the run's next journal entry

@@ -295,7 +295,7 @@ class SlackWebApi:
         if method != APPS_CONNECTIONS_OPEN:
             return ApiResponse(200, {"ok": False, "error": "not_allowed_token_type"})
         fault = self.workspace.take_fault(method)
-        if fault is not None:
+        if fault is not None and fault.kind != "warning":
             return _fault_answer(fault)
         if self._socket_urls is None:
             return ApiResponse(200, {"ok": False, "error": "socket_mode_not_enabled"})
