@@ -225,7 +225,15 @@ class SeenRequestRow(Base):
     seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
     work: Mapped[Any] = mapped_column(JSONValue, nullable=True)
 
-    __table_args__ = (Index(None, "seen_at"),)
+    __table_args__ = (
+        Index(None, "seen_at"),
+        Index(
+            "ix_seen_requests_unfinished",
+            "seen_at",
+            postgresql_where=text("work IS NOT NULL"),
+            sqlite_where=text("work IS NOT NULL"),
+        ),
+    )
 
 
 class ApiKeyRow(Base):
