@@ -61,7 +61,7 @@ def usage_of(journal: list[StepRecord], agent: Agent) -> Consumption:
             continue
         if step.name == "model":
             usage, model = model_call_of(step)
-            used.add_model_call(usage, agent.prices.get(model or agent.model.name))
+            used.add_model_call(usage, agent.prices.get(model or agent.llm.name))
         elif step.name.startswith("tool:"):
             used.tool_calls += 1
     return used

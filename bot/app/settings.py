@@ -64,6 +64,9 @@ class Settings:
     model_name: str = ""
     model_base_url: str = ""
     model_api_key: str = field(default="", repr=False)
+    provider_keys: dict[str, str] = field(default_factory=dict, repr=False)
+    """``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY``, by provider: the keys of models named by
+    a spec (``openai:gpt-4o-mini``) in an agent, a fork or an eval."""
     slack_bot_token: str = field(default="", repr=False)
     slack_signing_secret: str = field(default="", repr=False)
     slack_app_token: str = field(default="", repr=False)
@@ -139,6 +142,7 @@ class Settings:
             self.slack_signing_secret,
             self.slack_app_token,
             self.model_api_key,
+            *self.provider_keys.values(),
             urlsplit(self.database_url).password or "",
             *(key.secret.decode(errors="replace") for key in keys),
         )
@@ -280,6 +284,14 @@ def _model(env: Mapping[str, str]) -> dict[str, Any]:
         "model_name": env.get("SIGNOFF_MODEL", ""),
         "model_base_url": env.get("SIGNOFF_MODEL_BASE_URL", ""),
         "model_api_key": env.get("SIGNOFF_MODEL_API_KEY") or env.get(fallback_key, ""),
+        "provider_keys": {
+            name: key
+            for name, key in (
+                ("openai", env.get("OPENAI_API_KEY", "")),
+                ("anthropic", env.get("ANTHROPIC_API_KEY", "")),
+            )
+            if key
+        },
     }
 
 

@@ -97,7 +97,7 @@ def build_services(
         store=store,
         runtime=deployment.runtime,
         approvals=deployment.approvals,
-        agents=agents,
+        agents=deployment.agents,
         outbox=SqlOutbox(store.engine),
         models=models,
         trace_stream=stream,
