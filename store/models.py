@@ -222,14 +222,24 @@ class OutboxRow(Base):
 
 
 class SeenRequestRow(Base):
-    """A signed Slack request already handled, kept while its signature could be replayed."""
+    """A signed Slack request already handled, kept while its signature could be replayed;
+    with the work it was acknowledged for (``work``) until that work is done."""
 
     __tablename__ = "seen_requests"
 
     signature: Mapped[str] = mapped_column(String(80), primary_key=True)
     seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    work: Mapped[Any] = mapped_column(JSONValue, nullable=True)
 
-    __table_args__ = (Index(None, "seen_at"),)
+    __table_args__ = (
+        Index(None, "seen_at"),
+        Index(
+            "ix_seen_requests_unfinished",
+            "seen_at",
+            postgresql_where=text("work IS NOT NULL"),
+            sqlite_where=text("work IS NOT NULL"),
+        ),
+    )
 
 
 class ApiKeyRow(Base):

@@ -97,6 +97,11 @@ class Settings:
     """``SIGNOFF_SLACK_POST_INTERVAL_SECONDS``: each process posts to one channel at most once
     per this interval on average (Slack's limit is about one a second per channel)."""
     slack_post_burst: int = 3
+    socket_ping_interval: timedelta = timedelta(seconds=2)
+    """``SIGNOFF_SOCKET_PING_SECONDS``: in Socket Mode, how often the connection is pinged; a
+    connection that stops answering is replaced after about five missed pings (10 s at the
+    default; Slack's client library pings every 10 s, so it noticed a dead socket after a
+    minute)."""
     """``SIGNOFF_SLACK_POST_BURST``: how many posts to one channel may go at once before the
     interval applies."""
     otlp_endpoint: str = field(default="", repr=False)
@@ -186,6 +191,7 @@ class Settings:
             outbox_backoff_cap=_seconds(env, "SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS", 300.0),
             slack_post_interval=_seconds(env, "SIGNOFF_SLACK_POST_INTERVAL_SECONDS", 1.0),
             slack_post_burst=_count(env, "SIGNOFF_SLACK_POST_BURST", 3),
+            socket_ping_interval=_seconds(env, "SIGNOFF_SOCKET_PING_SECONDS", 2.0),
             log_format=_log_format(env),
             rules=_rules(env),
             **_supervision(env),
