@@ -25,10 +25,11 @@ from agent_runtime.approvals import (
 from agent_runtime.audit import AuditDraft
 from agent_runtime.clock import Clock
 from agent_runtime.exceptions import InvalidInput, StoreUnavailable
+from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice, Notifier, Silent
 from agent_runtime.records import Event, Run
-from agent_runtime.rule_decisions import ruling
+from agent_runtime.rule_decisions import grant_ruling, ruling, shadow_drafts
 from agent_runtime.rules import RuleContext, Rules
 from agent_runtime.serialization import canonical_json
 from agent_runtime.store import ApprovalStore
@@ -127,9 +128,12 @@ class Approvals:
         now: datetime,
         kind: ApprovalKind = ApprovalKind.TOOL_CALL,
         question: str = "",
+        channel: str = "",
     ) -> Approval:
         """Record an approval (idempotent: the id comes from run and position), pending unless
-        a rule about the tool decides it at once (see ``agent_runtime.rules``)."""
+        a rule about the tool decides it at once (see ``agent_runtime.rules``) or, when no
+        enforcing rule matches, a grant covers it (see ``agent_runtime.grants``). ``channel``
+        is the channel the run was started from, which rules may look at."""
         interval = policy.get("remind_every_seconds")
         approval = Approval(
             id=approval_id(run_id, position),
@@ -161,26 +165,43 @@ class Approvals:
             },
         )
         notices = self.notifier.approval_changed(approval, "requested")
-        verdict = self.rules.verdict(tool.name, args, self.rule_context(tool.name, requester))
-        if kind != ApprovalKind.TOOL_CALL or (verdict.rule is None and not verdict.shadows):
+        context = self.rule_context(tool.name, requester, channel)
+        verdict = self.rules.verdict(tool.name, args, context)
+        grant = None if verdict.rule is not None else self._covering_grant(approval, context, now)
+        if kind != ApprovalKind.TOOL_CALL or (
+            verdict.rule is None and not verdict.shadows and grant is None
+        ):
             return self.store.create_approval(approval, audit, notices)
-        return self.store.create_ruled_approval(
-            approval,
-            audit,
-            notices,
-            ruling(
-                approval,
-                verdict,
-                now,
-                lambda a, action, actor, detail: self._draft(a, action, actor, detail, at=now),
-                self.notifier.approval_changed,
-                lambda decided: self._wake(decided, now),
-            ),
-        )
 
-    def rule_context(self, tool: str, requester: Actor) -> RuleContext:
+        def draft(
+            a: Approval, action: str, actor: Actor | None, detail: dict[str, Any] | None
+        ) -> AuditDraft:
+            return self._draft(a, action, actor, detail, at=now)
+
+        changed, wake = self.notifier.approval_changed, lambda d: self._wake(d, now)
+        if grant is not None:
+            shadows = shadow_drafts(approval, verdict, draft)
+            found = grant_ruling(approval, grant, shadows, now, draft, changed, wake)
+        else:
+            found = ruling(approval, verdict, now, draft, changed, wake)
+        return self.store.create_ruled_approval(approval, audit, notices, found)
+
+    def _covering_grant(
+        self, approval: Approval, context: RuleContext, now: datetime
+    ) -> Grant | None:
+        """Return the oldest grant that decides ``approval``, if any (read afresh each time, so
+        a revocation anywhere counts at once)."""
+        if approval.kind != ApprovalKind.TOOL_CALL:
+            return None
+        found = self.store.list_grants(active_at=now, tool=approval.tool)
+        covering = [g for g in found if g.covers(approval, context, now)]
+        return min(covering, key=lambda g: (g.granted_at, g.id)) if covering else None
+
+    def rule_context(self, tool: str, requester: Actor, channel: str = "") -> RuleContext:
         """Return what rules see of a call of ``tool`` besides its arguments."""
-        return RuleContext(requester=requester.user_id, groups=self._tools.groups(tool))
+        return RuleContext(
+            requester=requester.user_id, groups=self._tools.groups(tool), channel=channel
+        )
 
     def get(self, approval: str) -> Approval:
         """Return the approval or raise ``ApprovalNotFound``."""
