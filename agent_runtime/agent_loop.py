@@ -115,7 +115,9 @@ class AgentLoop:
         self.budget: Budget = data.budget or agent.budget
         self.used = Consumption()
         self.messages: list[Message] = [Message(role="user", content=data.task)]
-        self.effects = SideEffects(ctx, approvals, agent, data.requester, self.used)
+        self.effects = SideEffects(
+            ctx, approvals, agent, data.requester, self.used, channel=data.channel
+        )
         self._estimate = InputEstimate(agent.system_prompt, agent.tools.specs())
         self._budget_waits = 0
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from agent_runtime import Approval, ApprovalStatus
 from agent_runtime.approvals import ApprovalKind
+from agent_runtime.grants import GRANT_ACTOR_PREFIX
 from agent_runtime.rules import RULE_ACTOR_PREFIX
 from bot.slack.text import (
     SECTION_LIMIT,
@@ -242,7 +243,7 @@ def _verdict(approval: Approval) -> str:
         cancelled = approval.status == ApprovalStatus.CANCELLED
         return "Closed: run cancelled" if cancelled else approval.status.value.capitalize()
     by = approval.decided_by.user_id
-    if by.startswith(RULE_ACTOR_PREFIX):
+    if by.startswith((RULE_ACTOR_PREFIX, GRANT_ACTOR_PREFIX)):
         return f"{approval.status.value.capitalize()}, decided by {escape(by)}"
     return f"{approval.status.value.capitalize()} by {user(by)}"
 

@@ -16,8 +16,10 @@ from agent_runtime import (
     StepRecord,
     Store,
 )
+from agent_runtime.grants import GRANT_ACTOR_PREFIX
 from agent_runtime.notices import Notice
 from agent_runtime.records import StepKind
+from agent_runtime.rules import RULE_ACTOR_PREFIX
 from bot.slack.blocks import decision_line
 from bot.slack.text import message, shown, tool_name
 
@@ -122,9 +124,11 @@ class SlackNotifier:
         if slack_context(run) is None:
             return ()
         status = _root_update(run.id, f"approval:{approval.id}:{action}:v{approval.version}")
+        automatic = decided_automatically(approval)
         if action == "requested":
-            return [_card(approval, None), *(_card(approval, u) for u in approval.eligible), status]
-        dms = list(approval.policy.get("approvers", []))
+            dms = () if automatic else approval.eligible
+            return [_card(approval, None), *(_card(approval, u) for u in dms), status]
+        dms = [] if automatic else list(approval.policy.get("approvers", []))
         if approval.escalated and action != "escalated":
             dms += approval.policy.get("escalate_to", [])
         notices = [_update(approval, None), *(_update(approval, u) for u in dms)]
@@ -147,6 +151,13 @@ class SlackNotifier:
                 )
             )
         return [*notices, status]
+
+
+def decided_automatically(approval: Approval) -> bool:
+    """Tell whether a rule or a grant decided the approval as it was asked (nobody is sent a
+    direct message about it)."""
+    by = approval.decided_by
+    return by is not None and by.user_id.startswith((RULE_ACTOR_PREFIX, GRANT_ACTOR_PREFIX))
 
 
 def describe_step(step: StepRecord) -> str | None:
