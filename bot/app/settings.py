@@ -112,6 +112,10 @@ class Settings:
     ``{id, tool, action, mode, reason, when, limits}``; see ``agent_runtime.rules``) that
     approve or deny some calls without a person, or only record what they would do
     (``mode: shadow``). Unset: every approval waits for people."""
+    grant_approvers: tuple[str, ...] = ()
+    """``SIGNOFF_GRANT_APPROVERS``: Slack user ids who may, from a card, allow similar calls
+    for 24 hours across runs (anyone who may approve a call may allow similar ones for its
+    run)."""
 
     def secrets(self) -> tuple[str, ...]:
         """Return every secret value set (never to be logged)."""
@@ -153,6 +157,7 @@ class Settings:
             slack_post_burst=_count(env, "SIGNOFF_SLACK_POST_BURST", 3),
             log_format=_log_format(env),
             rules=_rules(env),
+            grant_approvers=_split(env.get("SIGNOFF_GRANT_APPROVERS", "")),
             **_supervision(env),
             **_model(env),
             **_slack(env),

@@ -39,11 +39,17 @@ from agent_runtime import (
 from agent_runtime.budget_control import NotAllowed
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.forking import fork_run
+from agent_runtime.grant_service import Grants
 from agent_runtime.notices import Notice, Outbox
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
+from bot.slack.grant_blocks import DAY_SUBMIT, GRANT_REVOKE
+from bot.slack.grant_listeners import GrantListeners
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
 from bot.slack.notifier import EPHEMERAL, slack_context
+from bot.slack.payloads import actor_of as _actor
+from bot.slack.payloads import click as _click
+from bot.slack.payloads import input_value as _value
 from bot.slack.reconnect import AFTER_ACK, BEFORE_ACK
 from bot.slack.respond import respond
 from bot.slack.text import escape
@@ -68,6 +74,7 @@ class SlackDeps:
 
     runtime: Runtime
     approvals: Approvals
+    grants: Grants
     agents: Agents
     outbox: Outbox
     clock: Clock
@@ -96,6 +103,13 @@ def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
     app.action(blocks.FORK)(listeners.fork)
     app.view("approval.reject_submit")(listeners.submit_reject)
     app.view("approval.edit_submit")(listeners.submit_edit)
+    grants = GrantListeners(
+        deps.grants, listeners._tell, listeners._visible_approval, listeners._open, listeners.later
+    )
+    app.action(blocks.GRANT_RUN)(grants.approve_for_run)
+    app.action(blocks.GRANT_DAY)(grants.open_day)
+    app.action(GRANT_REVOKE)(grants.revoke)
+    app.view(DAY_SUBMIT)(grants.submit_day)
     return app
 
 
@@ -211,7 +225,13 @@ class Listeners:
     def approve(self, ack: Ack, body: dict[str, Any]) -> None:
         """Approve: a compare-and-set; a refusal is told to the clicker only."""
         ack()
-        self._decisions.submit(self._after_ack, body, self._approve, "approve")
+        self.later(body, self._approve, "approve")
+
+    def later(
+        self, body: dict[str, Any], work: Callable[[dict[str, Any]], None], action: str
+    ) -> None:
+        """Do a click's ``work`` after the ack, off Bolt's listener threads."""
+        self._decisions.submit(self._after_ack, body, work, action)
 
     def _after_ack(
         self, body: dict[str, Any], work: Callable[[dict[str, Any]], None], action: str
@@ -468,30 +488,12 @@ def _channel_of(body: dict[str, Any]) -> str:
     )
 
 
-def _click(body: dict[str, Any]) -> tuple[str, Actor]:
-    return str(body["actions"][0]["value"]), _actor(body["user"])
-
-
-def _actor(user: dict[str, Any]) -> Actor:
-    return Actor(
-        user_id=user["id"],
-        team_id=user.get("team_id", ""),
-        name=user.get("username") or user.get("name") or "",
-    )
-
-
 def _actor_of_command(command: dict[str, Any]) -> Actor:
     return Actor(
         user_id=command.get("user_id", ""),
         team_id=command.get("team_id", ""),
         name=command.get("user_name", ""),
     )
-
-
-def _value(view: dict[str, Any], block: str) -> str:
-    field = (((view.get("state") or {}).get("values") or {}).get(block) or {}).get("value")
-    value = field.get("value") if isinstance(field, dict) else None
-    return value if isinstance(value, str) else ""
 
 
 __all__ = ["SlackDeps", "build_app"]

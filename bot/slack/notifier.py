@@ -16,7 +16,7 @@ from agent_runtime import (
     StepRecord,
     Store,
 )
-from agent_runtime.grants import GRANT_ACTOR_PREFIX
+from agent_runtime.grants import GRANT_ACTOR_PREFIX, Grant
 from agent_runtime.notices import Notice
 from agent_runtime.records import StepKind
 from agent_runtime.rules import RULE_ACTOR_PREFIX
@@ -32,6 +32,7 @@ ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE = (
     "ephemeral",
     "run.root.update",
 )
+GRANT, GRANT_UPDATE = "grant.message", "grant.update"
 REPLY_LIMIT = 600
 PLANS_SHOWN = 10
 """The planned tool calls a reply names before summing up the rest."""
@@ -126,8 +127,8 @@ class SlackNotifier:
         status = _root_update(run.id, f"approval:{approval.id}:{action}:v{approval.version}")
         automatic = decided_automatically(approval)
         if action == "requested":
-            dms = () if automatic else approval.eligible
-            return [_card(approval, None), *(_card(approval, u) for u in dms), status]
+            asked = () if automatic else approval.eligible
+            return [_card(approval, None), *(_card(approval, u) for u in asked), status]
         dms = [] if automatic else list(approval.policy.get("approvers", []))
         if approval.escalated and action != "escalated":
             dms += approval.policy.get("escalate_to", [])
@@ -151,6 +152,25 @@ class SlackNotifier:
                 )
             )
         return [*notices, status]
+
+    def grant_changed(self, grant: Grant, action: str) -> Sequence[Notice]:
+        """Post the grant's message in the thread it came from; update it once revoked."""
+        try:
+            run = self._runs.get_run(RunId(grant.run_id))
+        except RunNotFound:
+            return ()
+        if slack_context(run) is None:
+            return ()
+        data = {"grant_id": grant.id, "target": grant_key(grant.id)}
+        if action == "created":
+            return [Notice(key=grant_key(grant.id), run_id=run.id, kind=GRANT, data=data)]
+        key = f"{grant_key(grant.id)}:{action}"
+        return [Notice(key=key, run_id=run.id, kind=GRANT_UPDATE, data=data)]
+
+
+def grant_key(grant_id: str) -> str:
+    """The key of a grant's message in its run's thread."""
+    return f"grant:{grant_id}:message"
 
 
 def decided_automatically(approval: Approval) -> bool:

@@ -77,7 +77,8 @@ class World:
         result = self.grants.approve_and_grant(
             asked.id, actor, scope, seen_hash=asked.proposed_hash
         )
-        assert result.decision.accepted and result.grant is not None
+        assert result.decision.accepted
+        assert result.grant is not None
         return result.grant
 
 
@@ -121,7 +122,8 @@ def test_grants_are_in_the_audit_chain_with_who_when_scope_and_expiry() -> None:
     assert created.detail["scope"] == "run"
     assert created.detail["expires_at"] == (world.clock.now() + timedelta(hours=24)).isoformat()
     assert created.detail["version"] == grant.version
-    assert decided.actor is not None and decided.actor["user_id"] == f"grant:{grant.id}"
+    assert decided.actor is not None
+    assert decided.actor["user_id"] == f"grant:{grant.id}"
     assert decided.detail is not None
     assert decided.detail["grant_version"] == grant.version
     assert decided.detail["granted_by"] == DANA.to_json()
@@ -134,7 +136,8 @@ def test_a_grant_stops_when_revoked_or_expired() -> None:
     first = world.grant(world.ask(run_id, _refund(4999)), DANA, GrantScope.RUN)
     assert world.ask(run_id, _refund(10)).status == ApprovalStatus.APPROVED
     revoked = world.grants.revoke(first.id, ERIN)
-    assert revoked.revoked_by == ERIN and revoked.revoked_at == world.clock.now()
+    assert revoked.revoked_by == ERIN
+    assert revoked.revoked_at == world.clock.now()
     assert world.ask(run_id, _refund(10)).status == ApprovalStatus.PENDING
     world.grant(world.ask(run_id, _refund(4999)), DANA, GrantScope.RUN)
     world.clock.advance(timedelta(hours=24))
@@ -180,7 +183,8 @@ def test_a_refused_approval_makes_no_grant() -> None:
     world = World()
     asked = world.ask(world.run(), _refund(4999))
     result = world.grants.approve_and_grant(asked.id, DANA, GrantScope.RUN, seen_hash="0" * 64)
-    assert not result.decision.accepted and result.grant is None
+    assert not result.decision.accepted
+    assert result.grant is None
     assert world.store.list_grants() == []
 
 
@@ -201,7 +205,8 @@ def test_an_enforcing_rule_decides_before_any_grant() -> None:
     world.grant(world.ask(run_id, _refund(4999)), DANA, GrantScope.RUN)
     denied = world.ask(run_id, _refund(13))
     assert denied.status == ApprovalStatus.REJECTED
-    assert denied.decided_by is not None and denied.decided_by.user_id.startswith("rule:")
+    assert denied.decided_by is not None
+    assert denied.decided_by.user_id.startswith("rule:")
 
 
 def test_similar_bounds_numbers_and_flags_and_reads_in_words() -> None:
