@@ -37,8 +37,13 @@ def world(tmp_path: Path, sqlite_url: str) -> Iterator[SlackWorld]:
         yield made
 
 
-def _bot(world: SlackWorld, **changes: object) -> BotInstance:
-    bot = BotInstance(world, dataclasses.replace(world.settings(), **changes), migrate=True)
+def _bot(
+    world: SlackWorld, *, grant_approvers: tuple[str, ...] = (), rules: Rules | None = None
+) -> BotInstance:
+    settings = dataclasses.replace(
+        world.settings(), grant_approvers=grant_approvers, rules=rules or Rules()
+    )
+    bot = BotInstance(world, settings, migrate=True)
     world.instances.append(bot)
     return bot
 
