@@ -20,6 +20,7 @@ from agent_runtime import (
     WorkflowNotFound,
 )
 from agent_runtime.budget_control import NotAllowed
+from agent_runtime.exceptions import GrantNotFound
 from bot.app.settings import Settings, SettingsError
 from bot.cli import (
     agents,
@@ -27,6 +28,7 @@ from bot.cli import (
     archive,
     audit,
     doctor,
+    grants,
     journal,
     mcp_proxy,
     outbox,
@@ -51,6 +53,7 @@ USER_ERRORS = (
     EventAlreadyDelivered,
     SettingsError,
     NotAllowed,
+    GrantNotFound,
 )
 
 
@@ -90,6 +93,7 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     doctor.add_commands(commands)
     mcp_proxy.add_commands(commands)
     rules.add_commands(commands)
+    grants.add_commands(commands)
     api_keys.add_commands(commands)
     add_demo_commands(
         commands,
