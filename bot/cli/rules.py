@@ -146,7 +146,8 @@ def suggestion_lines(found: list[Suggestion], since: float | None) -> list[str]:
     if not found:
         return [f"no narrow rule is supported by the decisions of {window}"]
     lines = [
-        f"{len(found)} suggested rules from the decisions of {window} "
+        f"{len(found)} suggested rule{'' if len(found) == 1 else 's'} from the decisions of "
+        f"{window} "
         "(none is enabled: add one to SIGNOFF_RULES_FILE to use it, in shadow mode first)"
     ]
     for suggestion in found:
