@@ -117,3 +117,38 @@ def test_no_call_is_decided_by_a_grant_after_its_revocation(
     (revocation,) = [e for e in entries if e.action == "grant.revoked"]
     by_grant = [e for e in entries if (e.actor or {}).get("user_id") == f"grant:{grant.id}"]
     assert all(e.seq < revocation.seq for e in by_grant if e.action == "approve")
+
+
+class StaleReads(SqlApprovalStore):
+    """An approval store whose grant lists are the ones read before a revocation: the window
+    between an instance reading a grant and storing the approval it decides."""
+
+    def __init__(self, store: SqlStore, before: list[Grant]) -> None:
+        super().__init__(store.engine)
+        self.before = before
+
+    def list_grants(
+        self, *, active_at: datetime | None = None, tool: str | None = None, limit: int = 100
+    ) -> list[Grant]:
+        """The grants as they were before the revocation."""
+        return self.before
+
+
+def test_a_grant_revoked_after_it_was_read_decides_nothing(
+    pg_store: SqlStore, second_engine: SqlStore
+) -> None:
+    """An instance that read the grant before another revoked it stores the approval pending,
+    with a grant.lapsed entry: the grant is checked again inside the storing transaction."""
+    first = _grants(pg_store)
+    run_id = pg_store.create_run(new_run_id(), "wf", None, datetime.now(UTC)).id
+    grant = _granted(first, Asker(first, run_id))
+    lookup = ToolLookup()
+    lookup.add(issue_refund)
+    stale = Approvals(StaleReads(second_engine, [grant]), SystemClock(), lookup)
+    first.revoke(grant.id, DANA)
+    asked = Asker(Grants(stale, SystemClock()), run_id)
+    next(asked.positions)
+    assert asked.ask().status == ApprovalStatus.PENDING
+    entries, head = SqlApprovalStore(pg_store.engine).audit_log()
+    assert verify(entries, head) == []
+    assert [e.action for e in entries][-2:] == ["requested", "grant.lapsed"]
