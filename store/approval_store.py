@@ -262,12 +262,15 @@ class SqlApprovalStore:
         """Record the revocation unless the grant is revoked already.
 
         The update locks the grant's row, so a ruling by it that commits later sees it
-        revoked, and one that locked it first commits before the revocation does."""
+        revoked, and one that locked it first commits before the revocation does. Locks are
+        taken in a ruling's order (the audit head, then the grant), so the two never deadlock.
+        """
         with self._tx() as conn:
+            head = _lock_head(conn)
             if not mark_revoked(conn, revoked):
                 return None
             write_notices(conn, notices, audit.at)
-            _append(conn, _lock_head(conn), audit, self._keys)
+            _append(conn, head, audit, self._keys)
         return revoked
 
     def _decidable_by(self, user_id: str) -> ColumnElement[bool]:
