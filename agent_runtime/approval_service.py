@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,7 +32,7 @@ from agent_runtime.records import Event, Run
 from agent_runtime.rule_decisions import grant_ruling, ruling, shadow_drafts
 from agent_runtime.rules import RuleContext, Rules
 from agent_runtime.serialization import canonical_json
-from agent_runtime.store import ApprovalStore
+from agent_runtime.store import ApprovalStore, Granting
 from agent_runtime.tools import Tool
 
 logger = logging.getLogger(__name__)
@@ -221,13 +221,16 @@ class Approvals:
         reason: str | None = None,
         edited_args: dict[str, Any] | None = None,
         seen_hash: str | None = None,
+        grant: Callable[[Approval], Granting] | None = None,
     ) -> DecisionResult:
         """Decide an approval: a compare-and-set, so the first valid decision wins anywhere.
 
         ``seen_hash`` is the hash of the arguments the person was shown; an approval or edit
         counts only if they are still the ones proposed (see ``judge``). A refused decision
         (not allowed, too late, stale, already decided) changes nothing and is recorded in
-        the audit log as an attempt. Invalid edited arguments raise InvalidInput.
+        the audit log as an attempt. Invalid edited arguments raise InvalidInput. With
+        ``grant``, a decision that approves the call also stores, in its transaction, the
+        grant ``grant`` makes of the approved approval (see ``agent_runtime.grant_service``).
         """
         for _ in range(CAS_ATTEMPTS):
             current = self.store.get_approval(approval)
@@ -237,7 +240,12 @@ class Approvals:
             verdict = self._judge(current, actor, decision, now, reason, edited_args, seen_hash)
             if isinstance(verdict, Refusal):
                 return self._refuse(current, actor, decision, verdict, now)
-            if self._save(current, verdict, actor, decision, now, seen_hash):
+            granting = (
+                grant(verdict)
+                if grant is not None and verdict.status == ApprovalStatus.APPROVED
+                else None
+            )
+            if self._save(current, verdict, actor, decision, now, seen_hash, granting):
                 return DecisionResult(accepted=True, message=_accepted(verdict), approval=verdict)
         raise StoreUnavailable(f"approval {approval} kept changing; try again")
 
@@ -354,6 +362,7 @@ class Approvals:
         decision: Decision,
         now: datetime,
         seen_hash: str | None,
+        grant: Granting | None = None,
     ) -> bool:
         final = new.status != ApprovalStatus.PENDING
         detail = {
@@ -373,6 +382,7 @@ class Approvals:
             decided_before=now,
             wake=wake,
             notices=self.notifier.approval_changed(new, audit.action),
+            grant=grant,
         )
 
     def _expire_or_escalate(self, approval: Approval, now: datetime, result: SweepResult) -> None:

@@ -23,6 +23,7 @@ from agent_runtime.grants import (
     similar,
 )
 from agent_runtime.rules import Predicate
+from agent_runtime.store import Granting
 
 logger = logging.getLogger(__name__)
 
@@ -65,18 +66,7 @@ class Grants:
         self, approval: Approval, actor: Actor, scope: GrantScope, when: Predicate | None = None
     ) -> Grant:
         """Return the grant ``actor`` would make from ``approval`` now (not stored)."""
-        now = self._clock.now()
-        return Grant(
-            id=grant_id(approval.id, scope),
-            tool=approval.tool,
-            scope=scope,
-            run_id=approval.run_id,
-            source_approval=approval.id,
-            when=similar(approval.proposed_args) if when is None else when,
-            granted_by=actor,
-            granted_at=now,
-            expires_at=now + GRANT_LIFETIME,
-        )
+        return self._grant(approval, actor, scope, when, self._clock.now())
 
     def approve_and_grant(
         self,
@@ -87,7 +77,7 @@ class Grants:
         seen_hash: str,
         when: Predicate | None = None,
     ) -> GrantResult:
-        """Approve the call ``actor`` saw and, once it is approved by them, store the grant.
+        """Approve the call ``actor`` saw and, in the same transaction, store the grant.
 
         A refused approval makes no grant; a retried click on an approval the same person
         already approved makes the grant (the same one: its id comes from the approval)."""
@@ -95,22 +85,23 @@ class Grants:
         refusal = self.may_grant(approval, actor, scope)
         if refusal is not None:
             raise GrantRefused(refusal)
-        result = self.approvals.decide(approval_id, actor, Decision.APPROVE, seen_hash=seen_hash)
+
+        def granting(approved: Approval) -> Granting:
+            made = self._grant(approved, actor, scope, when, approved.decided_at)
+            return made, self._created(made), self._notifier.grant_changed(made, "created")
+
+        result = self.approvals.decide(
+            approval_id, actor, Decision.APPROVE, seen_hash=seen_hash, grant=granting
+        )
         decided = result.approval
-        if (
-            decided.status != ApprovalStatus.APPROVED
-            or decided.decided_by is None
-            or decided.decided_by.user_id != actor.user_id
+        if decided.status != ApprovalStatus.APPROVED or (
+            decided.decided_by is None or decided.decided_by.user_id != actor.user_id
         ):
             return GrantResult(decision=result, grant=None)
-        grant = self.offer(decided, actor, scope, when)
-        audit = self._draft(
-            grant, "grant.created", actor, {**grant.terms(), "version": grant.version}
-        )
-        stored = self.approvals.store.create_grant(
-            grant, audit, self._notifier.grant_changed(grant, "created")
-        )
-        logger.info("grant made", extra={"action": "grant", "run_id": grant.run_id})
+        if not result.accepted:  # a retried click: the approval is this person's already
+            self.approvals.store.create_grant(*granting(decided))
+        stored = self.approvals.store.get_grant(grant_id(approval_id, scope))
+        logger.info("grant made", extra={"action": "grant", "run_id": stored.run_id})
         return GrantResult(decision=result, grant=stored)
 
     def revoke(self, grant_id: str, actor: Actor, *, operator: bool = False) -> Grant:
@@ -142,6 +133,31 @@ class Grants:
             return True
         source = self.approvals.get(grant.source_approval)
         return actor.user_id in source.policy.get("approvers", ())
+
+    def _grant(
+        self,
+        approval: Approval,
+        actor: Actor,
+        scope: GrantScope,
+        when: Predicate | None,
+        at: datetime | None,
+    ) -> Grant:
+        now = at or self._clock.now()
+        return Grant(
+            id=grant_id(approval.id, scope),
+            tool=approval.tool,
+            scope=scope,
+            run_id=approval.run_id,
+            source_approval=approval.id,
+            when=similar(approval.proposed_args) if when is None else when,
+            granted_by=actor,
+            granted_at=now,
+            expires_at=now + GRANT_LIFETIME,
+        )
+
+    def _created(self, grant: Grant) -> AuditDraft:
+        detail = {**grant.terms(), "version": grant.version}
+        return self._draft(grant, "grant.created", grant.granted_by, detail)
 
     def _draft(self, grant: Grant, action: str, actor: Actor, detail: dict[str, Any]) -> AuditDraft:
         at: datetime = grant.revoked_at or grant.granted_at

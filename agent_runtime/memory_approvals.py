@@ -15,7 +15,7 @@ from agent_runtime.ids import RunId
 from agent_runtime.memory_store import InMemoryStore
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
-from agent_runtime.store import Closing, Ruling, ruled_since
+from agent_runtime.store import Closing, Granting, Ruling, ruled_since
 
 
 class InMemoryApprovalStore:
@@ -81,6 +81,7 @@ class InMemoryApprovalStore:
         decided_before: datetime | None,
         wake: Event | None,
         notices: Sequence[Notice] = (),
+        grant: Granting | None = None,
     ) -> bool:
         """Compare-and-set on the version (and the deadline when deciding)."""
         with self._runs._lock:
@@ -96,6 +97,10 @@ class InMemoryApprovalStore:
             self._runs.outbox.enqueue(notices, audit.at)
             if wake is not None:
                 self._wake(RunId(approval.run_id), wake)
+            if grant is not None and grant[0].id not in self._grants:
+                self._grants[grant[0].id] = grant[0]
+                self._append(grant[1])
+                self._runs.outbox.enqueue(grant[2], grant[1].at)
             return True
 
     def consume_approval(self, approval_id: str, position: int) -> bool:

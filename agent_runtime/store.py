@@ -153,6 +153,9 @@ class Store(Protocol):
         ...
 
 
+Granting = tuple[Grant, AuditDraft, Sequence[Notice]]
+"""A grant given with a decision: the grant, its audit entry and its notices."""
+
 Closing = Callable[[Approval], tuple[Approval, AuditDraft, Sequence[Notice]]]
 """Given a pending approval of a cancelled run: the closed approval, its audit entry, notices."""
 
@@ -235,13 +238,15 @@ class ApprovalStore(Protocol):
         decided_before: datetime | None,
         wake: Event | None,
         notices: Sequence[Notice] = (),
+        grant: Granting | None = None,
     ) -> bool:
         """Write ``approval`` (and queue ``notices``) if the stored one has its version.
 
         The stored version becomes ``approval.version + 1``. With ``decided_before`` the write
         also requires the stored deadline to be later than it. With ``wake`` the event is
-        delivered to the approval's run in the same transaction. Returns False, changing
-        nothing, when the compare-and-set fails.
+        delivered to the approval's run in the same transaction. With ``grant``, the grant is
+        stored too (unless its id exists), its audit entry after the decision's, and its
+        notices queued. Returns False, changing nothing, when the compare-and-set fails.
         """
         ...
 

@@ -29,7 +29,7 @@ from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
-from agent_runtime.store import Closing, Ruling, ruled_since
+from agent_runtime.store import Closing, Granting, Ruling, ruled_since
 from store.connections import reading, writing
 from store.grant_rows import insert_grant, locked_grant, mark_revoked, read_grant, select_grants
 from store.json_filters import array_has
@@ -150,6 +150,7 @@ class SqlApprovalStore:
         decided_before: datetime | None,
         wake: Event | None,
         notices: Sequence[Notice] = (),
+        grant: Granting | None = None,
     ) -> bool:
         """Compare-and-set on the version (and on the deadline when deciding)."""
         guard = and_(approvals.c.id == approval.id, approvals.c.version == approval.version)
@@ -165,7 +166,10 @@ class SqlApprovalStore:
                 notify_wake(conn)
             # every decision locks the chain's head row: lock it last, so that it is held for
             # the append and the commit only
-            _append(conn, _lock_head(conn), audit, self._keys)
+            entry = _append(conn, _lock_head(conn), audit, self._keys)
+            if grant is not None and insert_grant(conn, grant[0]) is None:
+                write_notices(conn, grant[2], grant[1].at)
+                _append(conn, (entry.seq, entry.hash), grant[1], self._keys)
         return True
 
     def consume_approval(self, approval_id: str, position: int) -> bool:

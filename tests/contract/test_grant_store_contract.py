@@ -12,10 +12,13 @@ from agent_runtime.approvals import Actor
 from agent_runtime.audit import AuditDraft, verify
 from agent_runtime.exceptions import GrantNotFound
 from agent_runtime.grants import Grant, GrantScope, similar
-from agent_runtime.store import ApprovalStore
+from agent_runtime.store import ApprovalStore, Granting
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
 from store import SqlStore
 from store.approval_store import SqlApprovalStore
+from tests.contract.test_approval_store_contract import _approval as approval_row
+from tests.contract.test_approval_store_contract import _approved as approved
+from tests.contract.test_approval_store_contract import _draft as approval_draft
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DANA = Actor(user_id="U_DANA", team_id="T1", name="dana")
@@ -83,4 +86,37 @@ def test_grants_round_trip_list_and_revoke_once(stores: tuple[Store, ApprovalSto
     assert approvals.list_grants(active_at=T0 + timedelta(hours=2)) == [second]
     entries, head = approvals.audit_log()
     assert [e.action for e in entries] == ["grant.created", "grant.created", "grant.revoked"]
+    assert verify(entries, head) == []
+
+
+def test_a_decision_stores_its_grant_in_the_same_transaction(
+    stores: tuple[Store, ApprovalStore],
+) -> None:
+    """With a grant, a winning decision stores it after its own audit entry; a losing one
+    (stale version) stores neither."""
+    runs, approvals = stores
+    run_id = runs.create_run(new_run_id(), "wf", None, T0).id
+    pending = approval_row(run_id)
+    approvals.create_approval(pending, approval_draft(pending, "requested"))
+    grant = dataclasses.replace(_grant(run_id, 1), source_approval=pending.id)
+    granting: Granting = (grant, _draft(grant, "grant.created"), [])
+    stale = dataclasses.replace(approved(pending), version=pending.version + 1)
+    assert not approvals.save_approval(
+        stale,
+        audit=approval_draft(pending, "approve"),
+        decided_before=T0,
+        wake=None,
+        grant=granting,
+    )
+    assert approvals.list_grants() == []
+    assert approvals.save_approval(
+        approved(pending),
+        audit=approval_draft(pending, "approve"),
+        decided_before=T0,
+        wake=None,
+        grant=granting,
+    )
+    assert approvals.get_grant(grant.id) == grant
+    entries, head = approvals.audit_log()
+    assert [e.action for e in entries] == ["requested", "approve", "grant.created"]
     assert verify(entries, head) == []
