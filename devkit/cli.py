@@ -1,7 +1,5 @@
-"""``signoff dev``: the whole product on one machine, with a local Slack in the browser.
-
-Wire it into ``bot.cli.main.build_parser`` with ``cli_dev.add_commands(commands)``.
-"""
+"""``signoff dev`` and ``signoff demo``: the dev tools' commands, which the ``signoff``
+command line finds through the ``signoff.commands`` entry point."""
 
 from __future__ import annotations
 
@@ -17,9 +15,20 @@ from typing import Any
 from bot.app.settings import Settings
 from bot.cli.common import port_number, positive_int
 from bot.ops import logs
+from devkit.demo.ledger_cli import add_demo_commands
 
 
-def add_commands(commands: Any) -> None:
+def add_demo_command(commands: Any, settings: Settings) -> None:
+    """Add ``signoff demo provider|ledger`` to the ``signoff`` parser."""
+    add_demo_commands(
+        commands,
+        port=settings.demo_provider_port,
+        ledger_path=settings.demo_ledger_path,
+        provider_url=settings.demo_provider_url,
+    )
+
+
+def add_dev_command(commands: Any, settings: Settings) -> None:
     """Add ``signoff dev`` to the ``signoff`` parser."""
     dev = commands.add_parser(
         "dev", help="the whole product on this machine, with a local Slack in the browser"
@@ -74,4 +83,4 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-__all__ = ["add_commands", "cmd_dev"]
+__all__ = ["add_demo_command", "add_dev_command", "cmd_dev"]

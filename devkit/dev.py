@@ -116,6 +116,7 @@ def dev_environment(
     env.update(
         {
             "SIGNOFF_DATABASE_URL": f"sqlite:///{options.database.resolve()}",
+            "SIGNOFF_DEMO": "1",
             "SIGNOFF_DEMO_PROVIDER_URL": provider_url,
             "SIGNOFF_DEMO_LEDGER_PATH": str(options.ledger.resolve()),
             "SIGNOFF_APPROVERS": ",".join(APPROVERS),

@@ -32,8 +32,9 @@ def model_from_spec(spec: str, settings: Settings) -> Model:
 
     ``openai:MODEL`` and ``anthropic:MODEL`` take the base URL and key of the configured
     provider (``SIGNOFF_MODEL_PROVIDER``) when it is the same one, else the provider's public
-    URL and no key. ``module:attribute`` names a model object, or a function returning one,
-    importable here.
+    URL and its key (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``); the public URL without a key
+    is refused now rather than by the provider later. ``module:attribute`` names a model
+    object, or a function returning one, importable here.
     """
     provider, _, name = spec.partition(":")
     if not name:
@@ -50,16 +51,20 @@ def model_from_spec(spec: str, settings: Settings) -> Model:
     return model  # type: ignore[no-any-return]
 
 
+PUBLIC_URLS = {"openai": OPENAI_BASE_URL, "anthropic": ANTHROPIC_BASE_URL}
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
 def _http_model(settings: Settings, provider: str, name: str) -> Model:
     same = settings.model_provider == provider
-    if provider == "openai":
-        options = HttpOptions(
-            base_url=(settings.model_base_url if same else "") or OPENAI_BASE_URL,
-            api_key=settings.model_api_key if same else "",
+    base_url = (settings.model_base_url if same else "") or PUBLIC_URLS[provider]
+    api_key = (settings.model_api_key if same else "") or settings.provider_keys.get(provider, "")
+    if base_url == PUBLIC_URLS[provider] and not api_key:
+        raise ValueError(
+            f"{provider}:{name} needs an API key: set {KEY_VARIABLES[provider]} "
+            "(or SIGNOFF_MODEL_API_KEY with SIGNOFF_MODEL_PROVIDER)"
         )
+    options = HttpOptions(base_url=base_url, api_key=api_key)
+    if provider == "openai":
         return OpenAIChatModel(model=name, options=options)
-    options = HttpOptions(
-        base_url=(settings.model_base_url if same else "") or ANTHROPIC_BASE_URL,
-        api_key=settings.model_api_key if same else "",
-    )
     return AnthropicModel(model=name, options=options)

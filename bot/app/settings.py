@@ -22,11 +22,20 @@ from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.rules import Rules
 from store.engine import DEFAULT_URL
 
+DEMO_APPROVERS = ("U_APPROVER",)
+"""Who approves when ``SIGNOFF_DEMO=1`` and ``SIGNOFF_APPROVERS`` is not set: the sandbox's
+approver. Outside the demo there is no default approver."""
+DEMO_AGENT = "devkit.demo.agent:agent_from_settings"
+DEMO_WORKFLOWS = "devkit.demo.workflows:demo_workflows"
+"""What ``SIGNOFF_DEMO=1`` loads beside the operator's own agent and workflows: the demo
+agent and the ``demo.*`` workflows, from the dev tools (the product never imports them
+otherwise)."""
+
 TRACES_PATH = "/v1/traces"
 """Where an OTLP/HTTP collector takes traces."""
 
 
-class SettingsError(ValueError):
+class SettingsError(InvalidConfiguration, ValueError):
     """An environment variable holds a value Signoff cannot use."""
 
 
@@ -39,7 +48,11 @@ class Settings:
     lease_ttl: timedelta = timedelta(seconds=3)
     poll_interval: timedelta = timedelta(seconds=1)
     agent: str | None = None
-    approvers: tuple[str, ...] = ("U_APPROVER",)
+    demo: bool = False
+    """``SIGNOFF_DEMO=1``: also load the demo agent and the ``demo.*`` workflows, and let
+    ``U_APPROVER`` approve unless ``SIGNOFF_APPROVERS`` names approvers (``signoff dev`` sets
+    it; production leaves it unset)."""
+    approvers: tuple[str, ...] = ()
     approver_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
     approvals_required: int = 1
     """``SIGNOFF_APPROVALS_REQUIRED``: how many of the approvers must sign each of the demo
@@ -51,6 +64,9 @@ class Settings:
     model_name: str = ""
     model_base_url: str = ""
     model_api_key: str = field(default="", repr=False)
+    provider_keys: dict[str, str] = field(default_factory=dict, repr=False)
+    """``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY``, by provider: the keys of models named by
+    a spec (``openai:gpt-4o-mini``) in an agent, a fork or an eval."""
     slack_bot_token: str = field(default="", repr=False)
     slack_signing_secret: str = field(default="", repr=False)
     slack_app_token: str = field(default="", repr=False)
@@ -125,6 +141,7 @@ class Settings:
             self.slack_signing_secret,
             self.slack_app_token,
             self.model_api_key,
+            *self.provider_keys.values(),
             urlsplit(self.database_url).password or "",
             *(key.secret.decode(errors="replace") for key in keys),
         )
@@ -134,15 +151,18 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read ``SIGNOFF_*`` variables (from ``os.environ`` unless given)."""
         env = os.environ if environ is None else environ
+        demo = _flag(env, "SIGNOFF_DEMO")
+        approvers = _split(env.get("SIGNOFF_APPROVERS", "")) or (DEMO_APPROVERS if demo else ())
         return cls(
             database_url=env.get("SIGNOFF_DATABASE_URL") or DEFAULT_URL,
             workflow_modules=_split(env.get("SIGNOFF_WORKFLOWS", "")),
             lease_ttl=_seconds(env, "SIGNOFF_LEASE_TTL_SECONDS", 3.0),
             poll_interval=_seconds(env, "SIGNOFF_POLL_INTERVAL_SECONDS", 1.0),
             agent=env.get("SIGNOFF_AGENT") or None,
-            approvers=_split(env.get("SIGNOFF_APPROVERS", "")) or ("U_APPROVER",),
+            demo=demo,
+            approvers=approvers,
             approver_groups=_groups(env.get("SIGNOFF_APPROVER_GROUPS", "")),
-            approvals_required=_quorum(env),
+            approvals_required=_quorum(env, approvers),
             demo_provider_url=env.get("SIGNOFF_DEMO_PROVIDER_URL") or "http://127.0.0.1:8765",
             demo_provider_port=_port(env, "SIGNOFF_DEMO_PROVIDER_PORT", 8765),
             demo_ledger_path=env.get("SIGNOFF_DEMO_LEDGER_PATH") or "signoff-demo-ledger.db",
@@ -182,6 +202,15 @@ def read_rules_file(path: str, name: str = "SIGNOFF_RULES_FILE") -> Rules:
 def _rules(env: Mapping[str, str]) -> Rules:
     path = env.get("SIGNOFF_RULES_FILE", "").strip()
     return read_rules_file(path) if path else Rules()
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "0").strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off", ""):
+        return False
+    raise SettingsError(f"{name} must be 1 or 0 (true or false), not {raw!r}")
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -254,6 +283,14 @@ def _model(env: Mapping[str, str]) -> dict[str, Any]:
         "model_name": env.get("SIGNOFF_MODEL", ""),
         "model_base_url": env.get("SIGNOFF_MODEL_BASE_URL", ""),
         "model_api_key": env.get("SIGNOFF_MODEL_API_KEY") or env.get(fallback_key, ""),
+        "provider_keys": {
+            name: key
+            for name, key in (
+                ("openai", env.get("OPENAI_API_KEY", "")),
+                ("anthropic", env.get("ANTHROPIC_API_KEY", "")),
+            )
+            if key
+        },
     }
 
 
@@ -319,10 +356,9 @@ def _supervision(env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _quorum(env: Mapping[str, str]) -> int:
+def _quorum(env: Mapping[str, str], approvers: tuple[str, ...]) -> int:
     raw = env.get("SIGNOFF_APPROVALS_REQUIRED") or "1"
-    approvers = _split(env.get("SIGNOFF_APPROVERS", "")) or ("U_APPROVER",)
-    if not raw.isdigit() or not 1 <= int(raw) <= len(approvers):
+    if not raw.isdigit() or not 1 <= int(raw) <= max(len(approvers), 1):
         raise SettingsError(
             "SIGNOFF_APPROVALS_REQUIRED must be a whole number from 1 to the "
             f"number of SIGNOFF_APPROVERS ({len(approvers)}), not {raw!r}"

@@ -24,13 +24,11 @@ from agent_runtime.observers import StepObserver, combined
 from bot.api.tools import WORKFLOW as API_WORKFLOW
 from bot.api.tools import ApiTools
 from bot.api.webhook_notices import WebhookNotifier
-from bot.app.models import configured_model, model_from_spec
-from bot.app.settings import Settings, SettingsError
+from bot.app.models import model_from_spec
+from bot.app.settings import DEMO_AGENT, DEMO_WORKFLOWS, Settings, SettingsError
 from bot.mcp import parking
 from bot.slack.notifier import SlackNotifier
 from bot.tracing.stream import SpanStreamer
-from devkit.demo.agent import demo_agent
-from devkit.demo.workflows import demo_workflows
 from store import SqlStore, open_store
 from store.api_store import SqlApiStore
 from store.approval_store import SqlApprovalStore
@@ -90,7 +88,7 @@ def build_services(
         approval_store,
         agents,
         clock=SystemClock(),
-        workflows=load_workflows(settings.workflow_modules),
+        workflows=load_workflows(settings),
         models=models,
         notifier=notifier,
         observer=combined(stream, observer),
@@ -108,7 +106,7 @@ def build_services(
             day_granters=settings.grant_approvers,
             notifier=slack,
         ),
-        agents=agents,
+        agents=deployment.agents,
         outbox=SqlOutbox(store.engine),
         models=models,
         trace_stream=stream,
@@ -116,33 +114,64 @@ def build_services(
 
 
 def load_agents(settings: Settings) -> Agents:
-    """Return the demo agent plus the one ``SIGNOFF_AGENT`` names (which becomes the default)."""
-    demo = demo_agent(
-        provider_url=settings.demo_provider_url,
-        approvers=settings.approvers,
-        model=configured_model(settings),
-        groups=settings.approver_groups,
-        required=settings.approvals_required,
-    )
-    if settings.agent is None:
-        return Agents(demo)
-    chosen = _import("SIGNOFF_AGENT", settings.agent, (Agent,))
-    assert isinstance(chosen, Agent)
-    if chosen.name == demo.name:
-        return Agents(chosen)
-    return Agents(chosen, demo, default=chosen.name)
+    """Return the agent ``SIGNOFF_AGENT`` names (the default), plus the demo agent with
+    ``SIGNOFF_DEMO=1``; raise SettingsError for an agent whose gated tools nobody may approve.
+    """
+    chosen = [_agent(settings.agent)] if settings.agent is not None else []
+    if settings.demo:
+        demo = _call(DEMO_AGENT, settings)
+        assert isinstance(demo, Agent)
+        if all(agent.name != demo.name for agent in chosen):
+            chosen.append(demo)
+    for agent in chosen:
+        _require_approvers(agent)
+    return Agents(*chosen)
 
 
-def load_workflows(modules: tuple[str, ...]) -> Workflows:
-    """Return the built-in workflows plus each ``module:attribute`` registry named."""
-    registry = demo_workflows()
+def load_workflows(settings: Settings) -> Workflows:
+    """Return the built-in workflows, the demo ones with ``SIGNOFF_DEMO=1``, and each
+    ``module:attribute`` registry ``SIGNOFF_WORKFLOWS`` names."""
+    registry = Workflows()
     parking.register(registry)
     registry.add(API_WORKFLOW, parking.park)
-    for spec in modules:
+    if settings.demo:
+        demo = _call(DEMO_WORKFLOWS)
+        assert isinstance(demo, Workflows)
+        registry.include(demo)
+    for spec in settings.workflow_modules:
         found = _import("SIGNOFF_WORKFLOWS", spec, (Workflows,))
         assert isinstance(found, Workflows)
         registry.include(found)
     return registry
+
+
+def _agent(spec: str) -> Agent:
+    found = _import("SIGNOFF_AGENT", spec, (Agent,))
+    assert isinstance(found, Agent)
+    return found
+
+
+def _require_approvers(agent: Agent) -> None:
+    """Refuse an agent with a gated tool that fewer people may approve than it requires."""
+    gaps = []
+    for tool in agent.tools:
+        if tool.approval is None:
+            continue
+        found = tool.approval.snapshot(agent.approver_groups)["approvers"]
+        if len(found) < tool.approval.required:
+            gaps.append(f"{tool.name} needs {tool.approval.required}, has {len(found)}")
+    if gaps:
+        raise SettingsError(
+            f"agent {agent.name!r} has too few approvers ({'; '.join(gaps)}): name them in "
+            "the tools' approval policies, or set SIGNOFF_APPROVERS / SIGNOFF_APPROVER_GROUPS"
+        )
+
+
+def _call(spec: str, *args: object) -> object:
+    """Return what calling the function ``module:attribute`` names gives."""
+    module_name, _, attribute = spec.partition(":")
+    factory = getattr(importlib.import_module(module_name), attribute)
+    return factory(*args)
 
 
 def worker_options(settings: Settings, *, concurrency: int) -> WorkerOptions:

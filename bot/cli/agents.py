@@ -105,6 +105,8 @@ def cmd_approvals(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_decide(args: argparse.Namespace, settings: Settings) -> int:
     """Approve, reject or edit an approval; exit 1 if the decision was refused."""
     edited = json_argument("--args", args.args) if args.decision == Decision.EDIT else None
+    if args.decision == Decision.REJECT and not (args.reason or "").strip():
+        raise UsageError("--reason must say why (the agent is told it)")
     approvals = build_services(settings).approvals
     seen = getattr(args, "args_hash", None)
     if seen is not None:

@@ -7,10 +7,10 @@ import getpass
 import json
 from typing import Any, NoReturn
 
-from agent_runtime import Actor, RunId, parse_run_id
+from agent_runtime import Actor, RunId, UserError, parse_run_id
 
 
-class UsageError(Exception):
+class UsageError(UserError):
     """The command line itself is wrong (a malformed argument)."""
 
 

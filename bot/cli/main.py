@@ -5,22 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from typing import Any
 
-from agent_runtime import (
-    AgentNotFound,
-    ApprovalNotFound,
-    EventAlreadyDelivered,
-    InvalidConfiguration,
-    InvalidInput,
-    InvalidRunState,
-    NotSerializable,
-    RunNotFound,
-    SignoffError,
-    WorkflowNotFound,
-)
-from agent_runtime.budget_control import NotAllowed
-from agent_runtime.exceptions import GrantNotFound
+from agent_runtime import SignoffError, UserError
 from bot.app.settings import Settings, SettingsError
 from bot.cli import (
     agents,
@@ -36,25 +24,7 @@ from bot.cli import (
     runs,
     trace,
 )
-from bot.cli.common import Parser, UsageError
-from devkit import cli as cli_dev
-from devkit.demo.ledger_cli import add_demo_commands
-
-USER_ERRORS = (
-    UsageError,
-    InvalidConfiguration,
-    RunNotFound,
-    WorkflowNotFound,
-    AgentNotFound,
-    ApprovalNotFound,
-    InvalidInput,
-    InvalidRunState,
-    NotSerializable,
-    EventAlreadyDelivered,
-    SettingsError,
-    NotAllowed,
-    GrantNotFound,
-)
+from bot.cli.common import Parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,11 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings.from_env()
     except SettingsError as exc:
         return _fail(2, exc)
-    args = build_parser(settings).parse_args(argv)
+    args = build_parser(settings, argv).parse_args(argv)
     try:
         handler: Callable[[argparse.Namespace, Settings], int] = args.handler
         return handler(args, settings)
-    except USER_ERRORS as exc:
+    except UserError as exc:
         return _fail(2, exc)
     except SignoffError as exc:
         return _fail(1, exc)
@@ -75,8 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args.command == "serve" else 130
 
 
-def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
-    """Return the argument parser with every subcommand."""
+def build_parser(
+    settings: Settings | None = None, argv: Sequence[str] | None = None
+) -> argparse.ArgumentParser:
+    """Return the argument parser with every subcommand (of installed plugins, only the one
+    ``argv`` names, if it names one: ``signoff serve`` imports no plugin)."""
     settings = settings or Settings()
     parser = Parser(prog="signoff", description="Durable agents with human sign-off.")
     commands: Any = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -89,19 +62,32 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     agents.add_commands(commands)
     audit.add_commands(commands)
     outbox.add_commands(commands)
-    cli_dev.add_commands(commands)
     doctor.add_commands(commands)
     mcp_proxy.add_commands(commands)
     rules.add_commands(commands)
     grants.add_commands(commands)
     api_keys.add_commands(commands)
-    add_demo_commands(
-        commands,
-        port=settings.demo_provider_port,
-        ledger_path=settings.demo_ledger_path,
-        provider_url=settings.demo_provider_url,
-    )
+    _add_plugin_commands(commands, settings, argv)
     return parser
+
+
+COMMAND_PLUGINS = "signoff.commands"
+"""The entry-point group of installed packages that add commands (the dev tools add
+``signoff dev`` and ``signoff demo`` this way): each entry is named for its command and names
+a function called with the subcommands and the settings."""
+
+
+def _add_plugin_commands(commands: Any, settings: Settings, argv: Sequence[str] | None) -> None:
+    plugins = entry_points(group=COMMAND_PLUGINS)
+    named = _command_named(sys.argv[1:] if argv is None else argv)
+    chosen = [entry for entry in plugins if named is None or entry.name == named]
+    for entry in chosen:
+        entry.load()(commands, settings)
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    """Return the command ``argv`` names (its first argument not an option), if any."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def _fail(code: int, exc: BaseException) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from agent_runtime import Agent, Budget
 from agent_runtime.budget import DEFAULT_PRICES, Price
 from agent_runtime.models.base import Model
+from bot.app.models import configured_model
+from bot.app.settings import DEMO_APPROVERS, Settings
 from devkit.demo.model import demo_model
 from devkit.demo.tools import demo_tools
 
@@ -35,4 +37,15 @@ def demo_agent(
         budget=Budget(cost_usd=0.50 if priced else None, model_calls=20),
         prices=prices,
         approver_groups=groups or {},
+    )
+
+
+def agent_from_settings(settings: Settings) -> Agent:
+    """Return the demo agent as ``SIGNOFF_DEMO=1`` configures it."""
+    return demo_agent(
+        provider_url=settings.demo_provider_url,
+        approvers=settings.approvers or DEMO_APPROVERS,
+        model=configured_model(settings),
+        groups=settings.approver_groups,
+        required=settings.approvals_required,
     )

@@ -439,6 +439,7 @@ class SlackWorld:
                 "SIGNOFF_DATABASE_URL": self.database_url,
                 "SIGNOFF_APPROVERS": ",".join(self.approvers),
                 "SIGNOFF_APPROVALS_REQUIRED": str(self.required),
+                "SIGNOFF_DEMO": "1",
                 "SIGNOFF_DEMO_PROVIDER_URL": self.provider.url,
                 "SIGNOFF_SLACK_API_URL": self.slack.api_url,
                 "SLACK_BOT_TOKEN": DEFAULT_TOKEN,

@@ -188,7 +188,7 @@ def test_spans_leave_while_the_worker_runs(tmp_path: Path) -> None:
 def test_a_collector_that_is_down_changes_nothing_for_the_run(tmp_path: Path) -> None:
     """A dead collector never slows or fails a run, and is logged once without secrets."""
     url = f"sqlite:///{tmp_path / 'signoff.db'}"
-    services = build_services(Settings(database_url=url))
+    services = build_services(Settings(database_url=url, demo=True))
     endpoint = f"http://trace:s3cret@127.0.0.1:{_closed_port()}/v1/traces?token=t0ken"
     try:
         run_id = services.runtime.start("demo.trivial", {"n": 20}).id
