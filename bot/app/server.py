@@ -71,6 +71,7 @@ def slack_app(services: Services, client: WebClient) -> App:
     deps = SlackDeps(
         runtime=services.runtime,
         approvals=services.approvals,
+        grants=services.grants,
         agents=services.agents,
         outbox=services.outbox,
         clock=SystemClock(),

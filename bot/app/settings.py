@@ -147,6 +147,10 @@ class Settings:
     ``{id, tool, action, mode, reason, when, limits}``; see ``agent_runtime.rules``) that
     approve or deny some calls without a person, or only record what they would do
     (``mode: shadow``). Unset: every approval waits for people."""
+    grant_approvers: tuple[str, ...] = ()
+    """``SIGNOFF_GRANT_APPROVERS``: Slack user ids who may, from a card, allow similar calls
+    for 24 hours across runs (anyone who may approve a call may allow similar ones for its
+    run)."""
 
     def secrets(self) -> tuple[str, ...]:
         """Return every secret value set (never to be logged)."""
@@ -194,6 +198,7 @@ class Settings:
             socket_ping_interval=_seconds(env, "SIGNOFF_SOCKET_PING_SECONDS", 2.0),
             log_format=_log_format(env),
             rules=_rules(env),
+            grant_approvers=_split(env.get("SIGNOFF_GRANT_APPROVERS", "")),
             **_supervision(env),
             **_model(env),
             **_slack(env),
