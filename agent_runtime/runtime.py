@@ -48,16 +48,24 @@ class Runtime:
         self.notifier: Notifier = notifier or Silent()
         self.observer = guard(observer)
 
-    def start(self, workflow: str, input: Any = None, *, fork: Fork | None = None) -> Run:
+    def start(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        fork: Fork | None = None,
+        run_id: RunId | None = None,
+    ) -> Run:
         """Create a pending run of ``workflow``; ``WorkflowNotFound`` if it is not registered.
 
-        With ``fork`` the run starts from another run's journal (see ``forking``).
+        With ``fork`` the run starts from another run's journal (see ``forking``); with
+        ``run_id`` it takes an id chosen beforehand (one already promised to someone).
         """
         value = round_trip(input, what="the run's input")
         self.workflows.validate_input(workflow, value)
         now = self.clock.now()
         draft = Run(
-            id=new_run_id(),
+            id=run_id or new_run_id(),
             workflow=workflow,
             status=RunStatus.PENDING,
             input=value,

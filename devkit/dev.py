@@ -22,7 +22,15 @@ from pathlib import Path
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.app.scheduler import Job, build_scheduler
-from bot.app.server import DISPATCH_EVERY, dispatcher, slack_app, web_client, wsgi
+from bot.app.server import (
+    DISPATCH_EVERY,
+    INTAKE_EVERY,
+    dispatcher,
+    intake_sweep,
+    slack_app,
+    web_client,
+    wsgi,
+)
 from bot.app.settings import Settings, SettingsError
 from bot.app.wiring import Services, build_services
 from devkit.app_thread import RunningApp
@@ -247,6 +255,7 @@ def _jobs(services: Services, settings: Settings) -> list[Job]:
     outbox = dispatcher(services, web_client(settings))
     return [
         Job("dispatch", outbox.dispatch_once, DISPATCH_EVERY),
+        Job("intake", intake_sweep(services).sweep_once, INTAKE_EVERY),
         Job(
             "approvals", services.approvals.sweep, max(settings.poll_interval, timedelta(seconds=1))
         ),

@@ -33,6 +33,7 @@ from bot.slack.app import SlackDeps, build_app
 from bot.slack.channel_refusals import ChannelRefusals
 from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
 from bot.slack.form_request import SlackWsgiHandler
+from bot.slack.intake import IntakeSweep
 from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
 from store.api_store import SqlApiStore
 from store.notify import WakeListener
@@ -41,6 +42,7 @@ from store.replay_guard import SqlReplayGuard
 logger = logging.getLogger(__name__)
 
 DISPATCH_EVERY = timedelta(milliseconds=300)
+INTAKE_EVERY = timedelta(seconds=2)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +71,7 @@ def slack_app(services: Services, client: WebClient) -> App:
     deps = SlackDeps(
         runtime=services.runtime,
         approvals=services.approvals,
+        grants=services.grants,
         agents=services.agents,
         outbox=services.outbox,
         clock=SystemClock(),
@@ -204,8 +207,14 @@ def _jobs(services: Services, client: WebClient, worker: Worker, metrics: Metric
         webhook_job(services),
         Job("approvals", services.approvals.sweep, poll),
         Job("wake", worker.wake, poll),
+        Job("intake", intake_sweep(services).sweep_once, INTAKE_EVERY),
         *_anchor_job(services),
     ]
+
+
+def intake_sweep(services: Services) -> IntakeSweep:
+    """Start acknowledged runs whose listener died; forget signatures past replay."""
+    return IntakeSweep(services.runtime, SqlReplayGuard(services.store.engine), SystemClock())
 
 
 def _anchor_job(services: Services) -> list[Job]:
@@ -266,8 +275,12 @@ def _socket_mode(app: App, settings: Settings) -> None:
 
     if not settings.slack_app_token:
         raise SettingsError("Socket Mode needs SLACK_APP_TOKEN (an xapp- token)")
-
-    SocketModeHandler(app, settings.slack_app_token).start()  # type: ignore[no-untyped-call]
+    handler = SocketModeHandler(
+        app,
+        settings.slack_app_token,
+        ping_interval=settings.socket_ping_interval.total_seconds(),
+    )
+    handler.start()  # type: ignore[no-untyped-call]
 
 
 def _wait_forever() -> None:

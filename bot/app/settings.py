@@ -99,6 +99,11 @@ class Settings:
     """``SIGNOFF_SLACK_POST_INTERVAL_SECONDS``: each process posts to one channel at most once
     per this interval on average (Slack's limit is about one a second per channel)."""
     slack_post_burst: int = 3
+    socket_ping_interval: timedelta = timedelta(seconds=2)
+    """``SIGNOFF_SOCKET_PING_SECONDS``: in Socket Mode, how often the connection is pinged; a
+    connection that stops answering is replaced after about five missed pings (10 s at the
+    default; Slack's client library pings every 10 s, so it noticed a dead socket after a
+    minute)."""
     """``SIGNOFF_SLACK_POST_BURST``: how many posts to one channel may go at once before the
     interval applies."""
     otlp_endpoint: str = field(default="", repr=False)
@@ -147,6 +152,10 @@ class Settings:
     ``{id, tool, action, mode, reason, when, limits}``; see ``agent_runtime.rules``) that
     approve or deny some calls without a person, or only record what they would do
     (``mode: shadow``). Unset: every approval waits for people."""
+    grant_approvers: tuple[str, ...] = ()
+    """``SIGNOFF_GRANT_APPROVERS``: Slack user ids who may, from a card, allow similar calls
+    for 24 hours across runs (anyone who may approve a call may allow similar ones for its
+    run)."""
 
     def secrets(self) -> tuple[str, ...]:
         """Return every secret value set (never to be logged)."""
@@ -192,8 +201,10 @@ class Settings:
             outbox_backoff_cap=_seconds(env, "SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS", 300.0),
             slack_post_interval=_seconds(env, "SIGNOFF_SLACK_POST_INTERVAL_SECONDS", 1.0),
             slack_post_burst=_count(env, "SIGNOFF_SLACK_POST_BURST", 3),
+            socket_ping_interval=_seconds(env, "SIGNOFF_SOCKET_PING_SECONDS", 2.0),
             log_format=_log_format(env),
             rules=_rules(env),
+            grant_approvers=_split(env.get("SIGNOFF_GRANT_APPROVERS", "")),
             **_supervision(env),
             **_model(env),
             **_slack(env),

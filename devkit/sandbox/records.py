@@ -221,10 +221,21 @@ class Trigger:
 
 @dataclass(frozen=True)
 class Fault:
-    """A scripted answer for the next call of a method: a 429, an error with a status, or a
-    bare ``{"ok": true}`` that does nothing (as Slack's own mock servers answer)."""
+    """A scripted answer for the next call of a method, each one an answer Slack (or Slack's
+    own mock servers) gives:
 
-    kind: Literal["ratelimited", "error", "bare"]
+    - ``ratelimited``: HTTP 429, ``Retry-After`` and ``{"ok": false, "error": "ratelimited"}``;
+    - ``error``: ``{"ok": false, "error": <error>}`` with a status;
+    - ``bare``: ``{"ok": true}`` alone, doing nothing;
+    - ``no_error``: ``{"ok": false}`` with no ``error`` field, with a status (often a 5xx);
+    - ``html``: an HTML error page (``text/html``) with a status, as Slack's edge answers
+      when it is down (503) or the path is wrong (404);
+    - ``disconnect``: the connection is closed without any answer;
+    - ``warning``: the call is done and answered ``ok``, with Slack's ``warning`` field and
+      ``response_metadata.warnings`` (``error`` names the warning).
+    """
+
+    kind: Literal["ratelimited", "error", "bare", "no_error", "html", "disconnect", "warning"]
     error: str
     status: int
     retry_after: int = 0

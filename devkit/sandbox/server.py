@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
@@ -19,6 +20,7 @@ from devkit.sandbox.workspace import Workspace
 log = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
+JSON_TYPE = "application/json; charset=utf-8"
 
 
 class _ApiHttpServer(ThreadingHTTPServer):
@@ -63,9 +65,16 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         )
 
     def _send(self, response: ApiResponse) -> None:
-        data = json.dumps(response.body).encode("utf-8")
+        if response.dropped:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if response.html is not None:
+            data, content_type = response.html.encode("utf-8"), "text/html"
+        else:
+            data, content_type = json.dumps(response.body).encode("utf-8"), JSON_TYPE
         self.send_response(response.status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for name, value in response.headers.items():
             self.send_header(name, value)

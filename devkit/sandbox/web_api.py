@@ -18,21 +18,35 @@ from urllib.parse import parse_qsl
 
 from bot.slack.scopes import BOT_SCOPES
 from devkit.sandbox.history import conversations_history, conversations_replies
-from devkit.sandbox.records import JsonObject, WorkspaceError
+from devkit.sandbox.records import Fault, JsonObject, WorkspaceError
 from devkit.sandbox.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOKEN = "xoxb-test"  # noqa: S105 - the sandbox's well-known fake bot token
+APPS_CONNECTIONS_OPEN = "apps.connections.open"
+
+
+HTML_ERROR_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Server Error | Slack</title></head>
+<body><h1>Server Error</h1><p>There is a problem connecting to our servers.</p></body></html>
+"""
+"""The kind of page Slack's edge serves instead of JSON when it is down."""
 
 
 @dataclass(frozen=True)
 class ApiResponse:
-    """An answer: HTTP status, JSON body and extra headers (``Retry-After`` on a 429)."""
+    """An answer: HTTP status, JSON body and extra headers (``Retry-After`` on a 429).
+
+    ``html``, when set, is sent instead of the JSON body (as ``text/html``); ``dropped``
+    means the connection is closed with no answer at all.
+    """
 
     status: int
     body: JsonObject
     headers: dict[str, str] = field(default_factory=dict)
+    html: str | None = None
+    dropped: bool = False
 
 
 def parse_request(content_type: str | None, body: bytes, query: str = "") -> JsonObject:
@@ -181,6 +195,8 @@ class SlackWebApi:
         self.tokens = frozenset(tokens)
         self.scopes = tuple(scopes)
         """The scopes the token was granted: Slack names them in ``x-oauth-scopes``."""
+        self._app_tokens: frozenset[str] = frozenset()
+        self._socket_urls: Callable[[], str] | None = None
         self._handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._chat_post_message,
@@ -196,6 +212,12 @@ class SlackWebApi:
             "views.update": self._views_update,
             "views.push": self._views_push,
         }
+
+    def enable_socket_mode(self, app_token: str, new_url: Callable[[], str]) -> None:
+        """Answer ``apps.connections.open`` for ``app_token`` (an ``xapp-`` token) with
+        ``new_url()``, the one-time WebSocket URL of a Socket Mode endpoint."""
+        self._app_tokens = self._app_tokens | {app_token}
+        self._socket_urls = new_url
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -231,12 +253,18 @@ class SlackWebApi:
         if delay > 0:
             time.sleep(delay)  # the scripted slowness of a struggling Slack
         response = self._answer(method, args, token)
-        error = None if response.body.get("ok") else str(response.body.get("error"))
+        error = (
+            None
+            if response.body.get("ok")
+            else str(response.body.get("error") or f"http_{response.status}")
+        )
         self.workspace.log_call(method, args, status=response.status, error=error)
         self.workspace.wait_for_release(method)
         return response
 
     def _answer(self, method: str, args: Mapping[str, Any], token: str | None) -> ApiResponse:
+        if token and (method == APPS_CONNECTIONS_OPEN or token in self._app_tokens):
+            return self._app_level(method, token)
         handler = self._handlers.get(method)
         if handler is None:
             return ApiResponse(200, {"ok": False, "error": "unknown_method", "req_method": method})
@@ -245,13 +273,10 @@ class SlackWebApi:
         if token not in self.tokens:
             return ApiResponse(200, {"ok": False, "error": "invalid_auth"})
         fault = self.workspace.take_fault(method)
-        if fault is not None and fault.kind == "bare":
-            return ApiResponse(200, {"ok": True})
-        if fault is not None:
-            headers = {"Retry-After": str(fault.retry_after)} if fault.kind == "ratelimited" else {}
-            return ApiResponse(fault.status, {"ok": False, "error": fault.error}, headers)
+        if fault is not None and fault.kind != "warning":
+            return _fault_answer(fault)
         try:
-            return ApiResponse(
+            answer = ApiResponse(
                 200, {"ok": True, **handler(args)}, {"x-oauth-scopes": ",".join(self.scopes)}
             )
         except WorkspaceError as exc:
@@ -259,6 +284,22 @@ class SlackWebApi:
         except Exception:
             log.exception("sandbox Slack API failed on %s", method)
             return ApiResponse(500, {"ok": False, "error": "internal_error"})
+        return answer if fault is None else _with_warning(answer, fault.error)
+
+    def _app_level(self, method: str, token: str) -> ApiResponse:
+        """An app-level token opens Socket Mode connections and does nothing else; no other
+        token opens them."""
+        if token not in self._app_tokens:
+            error = "not_allowed_token_type" if token in self.tokens else "invalid_auth"
+            return ApiResponse(200, {"ok": False, "error": error})
+        if method != APPS_CONNECTIONS_OPEN:
+            return ApiResponse(200, {"ok": False, "error": "not_allowed_token_type"})
+        fault = self.workspace.take_fault(method)
+        if fault is not None and fault.kind != "warning":
+            return _fault_answer(fault)
+        if self._socket_urls is None:
+            return ApiResponse(200, {"ok": False, "error": "socket_mode_not_enabled"})
+        return ApiResponse(200, {"ok": True, "url": self._socket_urls()})
 
     # -- methods -----------------------------------------------------------------------------
 
@@ -396,6 +437,29 @@ class SlackWebApi:
             hash=_text(params, "hash") or None,
         )
         return {"view": updated.view}
+
+
+def _fault_answer(fault: Fault) -> ApiResponse:
+    """The answer a scripted fault gives instead of doing the call."""
+    if fault.kind == "bare":
+        return ApiResponse(200, {"ok": True})
+    if fault.kind == "no_error":
+        return ApiResponse(fault.status, {"ok": False})
+    if fault.kind == "html":
+        return ApiResponse(fault.status, {}, html=HTML_ERROR_PAGE)
+    if fault.kind == "disconnect":
+        return ApiResponse(0, {}, dropped=True)
+    headers = {"Retry-After": str(fault.retry_after)} if fault.kind == "ratelimited" else {}
+    return ApiResponse(fault.status, {"ok": False, "error": fault.error}, headers)
+
+
+def _with_warning(answer: ApiResponse, warning: str) -> ApiResponse:
+    """``answer`` with Slack's warning fields, if it succeeded."""
+    if not answer.body.get("ok"):
+        return answer
+    metadata = {**answer.body.get("response_metadata", {}), "warnings": [warning]}
+    body = {**answer.body, "warning": warning, "response_metadata": metadata}
+    return ApiResponse(answer.status, body, answer.headers)
 
 
 def _error_body(exc: WorkspaceError) -> JsonObject:

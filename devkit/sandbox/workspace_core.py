@@ -261,6 +261,23 @@ class WorkspaceCore:
         nothing (what Slack's mock servers answer)."""
         self._add_fault(method, times, Fault("bare", "", 200))
 
+    def answer_without_error(self, method: str, *, status: int = 500, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``{"ok": false}`` and no
+        ``error`` field, with HTTP ``status``."""
+        self._add_fault(method, times, Fault("no_error", "", status))
+
+    def answer_html(self, method: str, *, status: int = 503, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` with an HTML error page."""
+        self._add_fault(method, times, Fault("html", "", status))
+
+    def disconnect(self, method: str, *, times: int = 1) -> None:
+        """Close the connection of the next ``times`` calls of ``method`` without answering."""
+        self._add_fault(method, times, Fault("disconnect", "", 0))
+
+    def warn(self, method: str, warning: str = "superfluous_charset", *, times: int = 1) -> None:
+        """Do the next ``times`` calls of ``method`` and answer them with ``warning``."""
+        self._add_fault(method, times, Fault("warning", warning, 200))
+
     def rate_limit_for(self, seconds: float, *, retry_after: int = 1) -> None:
         """Answer every call for the next ``seconds`` with HTTP 429 and ``Retry-After``."""
         with self._lock:

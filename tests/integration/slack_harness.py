@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,7 +37,14 @@ from slack_bolt import App
 from slack_sdk import WebClient
 from sqlalchemy import text
 
-from agent_runtime import Approval, ApprovalStatus, RunId, RunStatus, WorkerOptions
+from agent_runtime import (
+    Approval,
+    ApprovalStatus,
+    RunId,
+    RunNotFound,
+    RunStatus,
+    WorkerOptions,
+)
 from agent_runtime.audit import GENESIS
 from agent_runtime.clock import SystemClock
 from bot.app.server import dispatcher, slack_app, web_client, wsgi
@@ -207,8 +215,10 @@ class BotInstance:
         signature: str | None = None,
         content_type: str = FORM,
         headers: dict[str, str] | None = None,
+        settle: bool = True,
     ) -> Ack:
-        """POST ``body`` to ``/slack/events`` signed as Slack signs it (unless told otherwise)."""
+        """POST ``body`` to ``/slack/events`` signed as Slack signs it (unless told otherwise);
+        with ``settle``, wait for the run the answer promises to exist."""
         stamp = str(int(time.time()) if timestamp is None else timestamp)
         sent = {
             "Content-Type": content_type,
@@ -218,7 +228,27 @@ class BotInstance:
         sent.update(headers or {})
         started = time.monotonic()
         response = self._http.post(self.url, data=body, headers=sent, timeout=HTTP_TIMEOUT_S)
-        return Ack(response.status_code, response.text, time.monotonic() - started)
+        ack = Ack(response.status_code, response.text, time.monotonic() - started)
+        if settle:
+            self.wait_started(ack)
+        return ack
+
+    def wait_started(self, ack: Ack) -> None:
+        """Wait until the run an ack promised (``Started run `…```) exists: the command's
+        listener starts it just after the ack."""
+        found = re.search(r"Started run `([0-9a-f]{32})`", ack.body)
+        if ack.status != 200 or found is None:
+            return
+        run_id = RunId(found.group(1))
+
+        def exists() -> bool:
+            try:
+                self.services.runtime.get(run_id)
+            except RunNotFound:
+                return False
+            return True
+
+        eventually(exists, what=f"run {run_id} to be started", timeout=20.0)
 
     # -- what Slack sends ----------------------------------------------------------------------
 
@@ -584,7 +614,7 @@ def empty_postgres(url: str) -> None:
             conn.execute(
                 text(
                     "TRUNCATE runs, steps, attempts, events, approvals, audit_log, "
-                    "outbox, api_approvals, api_keys"
+                    "outbox, api_approvals, api_keys, grants"
                 )
             )
             conn.execute(

@@ -279,6 +279,8 @@ def _rita_opens_a_history(stack: DevStack, channel: str) -> tuple[RunId, Ephemer
     """Rita starts a run and clicks History on its root once the model asked for approvals."""
     ws = stack.workspace
     assert _ui(stack, "command", {"user": "U_RITA", "channel": channel, "text": TASK})[1]["ok"]
+    # the run is created just after the command's ack
+    assert ws.wait_for(lambda: bool(stack.services.runtime.runs()), WAIT_S)
     run_id = stack.services.runtime.runs()[0].id
     assert ws.wait_for(lambda: bool(_with_button(ws.messages(channel), "run.history")), WAIT_S)
     (root,) = _with_button(ws.messages(channel), "run.history")
