@@ -65,7 +65,9 @@ def database(request: pytest.FixtureRequest) -> Database:
         url = request.getfixturevalue("pg_url")
         store = request.getfixturevalue("pg_store")
     return Database(
-        url, store, Runtime(store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,))))
+        url,
+        store,
+        Runtime(store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,), demo=True))),
     )
 
 

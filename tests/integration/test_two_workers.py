@@ -25,7 +25,7 @@ pytestmark = pytest.mark.postgres
 
 
 def _runtime(store: SqlStore) -> Runtime:
-    return Runtime(store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,))))
+    return Runtime(store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,), demo=True)))
 
 
 def _all_finished(store: SqlStore, run_ids: list[RunId]) -> list[Run] | None:
