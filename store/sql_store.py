@@ -57,6 +57,8 @@ from store.wake import deliver
 
 RUNNING = RunStatus.RUNNING.value
 UNFINISHED = (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.WAITING.value)
+ENTRY = tuple(column.name for column in steps.columns if column.name != "run_id")
+"""The columns of a journal entry that its step gives (the run's id comes from the run)."""
 JOURNAL_QUERY = (
     select(steps).where(steps.c.run_id == bindparam("run_id")).order_by(steps.c.position)
 )
@@ -233,7 +235,7 @@ class SqlStore:
         Without notices the statement is its own transaction (the fast path); with them,
         the notices are queued in the same transaction.
         """
-        params = {**_step_row(lease.run_id, step), "fence": lease.fence}
+        params = _append_params(lease, step)
         try:
             if notices:
                 written = self._in_transaction(self._append, params, notices, step.finished_at)
@@ -356,12 +358,11 @@ class SqlStore:
         error: Any = None,
     ) -> None:
         params = {
-            "run_id": lease.run_id,
-            "fence": lease.fence,
-            "status": status.value,
-            "output": output,
-            "error": error,
-            "now": now,
+            **_held_params(lease),
+            "end_status": status.value,
+            "end_output": output,
+            "end_error": error,
+            "end_at": now,
         }
         if notices:
             written = self._in_transaction(self._end, params, notices, now)
@@ -451,41 +452,51 @@ def _append_statement(postgres: bool) -> Any:
     the same statement. On PostgreSQL the run row is share-locked (``FOR SHARE``), so a
     concurrent claim or cancel (which bumps the fence) either waits for this insert or
     makes it insert nothing."""
-    entry = [column for column in steps.columns if column.name != "run_id"]
-    source = select(runs.c.id, *(bindparam(c.name, type_=c.type) for c in entry)).where(
-        _held_by_params()
-    )
+    values = (bindparam(f"entry_{name}", type_=steps.c[name].type) for name in ENTRY)
+    source = select(runs.c.id, *values).where(_held_by_params())
     if postgres:
         source = source.with_for_update(read=True)
-    names = ["run_id", *(c.name for c in entry)]
+    names = ["run_id", *ENTRY]
     return insert(steps).from_select(names, source).execution_options(preserve_rowcount=True)
 
 
+def _append_params(lease: Lease, step: StepRecord) -> dict[str, Any]:
+    row = _step_row(lease.run_id, step)
+    entry = {f"entry_{name}": row[name] for name in ENTRY}
+    return {**entry, **_held_params(lease)}
+
+
 def _end_statement() -> Any:
-    """End a run held under ``:run_id`` and ``:fence`` with ``:status``, ``:output`` and
-    ``:error``, at ``:now``."""
+    """End a run held under ``:held_run`` and ``:held_fence`` with ``:end_status``,
+    ``:end_output`` and ``:end_error``, at ``:end_at``.
+
+    No bind is named after a column: SQLAlchemy would take it for a value to SET."""
     return (
         update(runs)
         .where(_held_by_params())
         .values(
-            status=bindparam("status"),
-            output=bindparam("output", type_=runs.c.output.type),
-            error=bindparam("error", type_=runs.c.error.type),
+            status=bindparam("end_status"),
+            output=bindparam("end_output", type_=runs.c.output.type),
+            error=bindparam("end_error", type_=runs.c.error.type),
             lease_owner=None,
             due_at=None,
             wait_key=None,
-            updated_at=bindparam("now", type_=runs.c.updated_at.type),
+            updated_at=bindparam("end_at", type_=runs.c.updated_at.type),
         )
     )
 
 
 def _held_by_params() -> Any:
-    """The run held under the lease given as ``:run_id`` and ``:fence``."""
+    """The run held under the lease given as ``:held_run`` and ``:held_fence``."""
     return and_(
-        runs.c.id == bindparam("run_id"),
-        runs.c.fence == bindparam("fence"),
+        runs.c.id == bindparam("held_run"),
+        runs.c.fence == bindparam("held_fence"),
         runs.c.status == RUNNING,
     )
+
+
+def _held_params(lease: Lease) -> dict[str, Any]:
+    return {"held_run": lease.run_id, "held_fence": lease.fence}
 
 
 def _claim_statement(postgres: bool) -> Any:
