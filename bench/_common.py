@@ -104,6 +104,28 @@ class Paired:
         """The largest ratio of a pair."""
         return max(self.ratios)
 
+    @property
+    def quartiles(self) -> tuple[float, float]:
+        """The first and third quartiles of the pairs' ratios (their spread)."""
+        if len(self.pairs) < 2:
+            return self.ratio, self.ratio
+        q1, _, q3 = statistics.quantiles(self.ratios, n=4, method="inclusive")
+        return q1, q3
+
+
+def take_turns(contestants: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
+    """Measure every contestant ``repeats`` times, one after the other, the order rotating
+    each repeat, after one untimed call of each; return each one's measurements."""
+    for measure in contestants.values():
+        measure()
+    names = list(contestants)
+    results: dict[str, list[float]] = {name: [] for name in names}
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            results[name].append(contestants[name]())
+    return results
+
 
 def interleave(
     engine: Callable[[], float], base: Callable[[], float], repeats: int, *, warmup: bool = True
@@ -111,8 +133,8 @@ def interleave(
     """Measure ``engine`` and ``base`` ``repeats`` times each, alternating which goes first,
     after one untimed call of each (unless ``warmup`` is False)."""
     if warmup:
-        engine()
-        base()
+        samples = take_turns({"engine": engine, "base": base}, repeats)
+        return Paired(tuple(zip(samples["engine"], samples["base"], strict=True)))
     pairs = []
     for repeat in range(repeats):
         if repeat % 2:

@@ -23,7 +23,6 @@ import argparse
 import json
 import multiprocessing
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -126,7 +125,8 @@ def check_done(database: Database, runs: int, steps: int) -> datetime:
             "SELECT count(*) FILTER (WHERE status = 'completed'), max(updated_at) FROM runs"
         ).fetchone()
         entries = conn.execute("SELECT count(*) FROM steps").fetchone()
-    assert row is not None and entries is not None
+    assert row is not None
+    assert entries is not None
     if row[0] != runs or entries[0] != runs * steps:
         raise RuntimeError(f"{row[0]} of {runs} runs completed, {entries[0]} entries")
     last: datetime = row[1]

@@ -71,7 +71,7 @@ class SqlStore:
         self.engine = engine
         self._postgres = engine.dialect.name == "postgresql"
         self._driver = DriverConnections(engine)
-        self._append = _append_statement(self._postgres)
+        self._append = fenced_append_statement(self._postgres)
         self._end = _end_statement()
         self._claim = Prepared(_claim_statement(self._postgres), engine.dialect, runs.c)
         self._fast_append = Prepared(self._append, engine.dialect)
@@ -235,7 +235,7 @@ class SqlStore:
         Without notices the statement is its own transaction (the fast path); with them,
         the notices are queued in the same transaction.
         """
-        params = _append_params(lease, step)
+        params = fenced_append_params(lease, step)
         try:
             if notices:
                 written = self._in_transaction(self._append, params, notices, step.finished_at)
@@ -446,7 +446,7 @@ def _held(lease: Lease) -> Any:
     return and_(runs.c.id == lease.run_id, runs.c.fence == lease.fence, runs.c.status == RUNNING)
 
 
-def _append_statement(postgres: bool) -> Any:
+def fenced_append_statement(postgres: bool) -> Any:
     """``INSERT INTO steps SELECT <entry> FROM runs WHERE id = :run_id AND fence = :fence AND
     status = 'running'``: the entry is written only if the lease is still held, checked in
     the same statement. On PostgreSQL the run row is share-locked (``FOR SHARE``), so a
@@ -460,7 +460,8 @@ def _append_statement(postgres: bool) -> Any:
     return insert(steps).from_select(names, source).execution_options(preserve_rowcount=True)
 
 
-def _append_params(lease: Lease, step: StepRecord) -> dict[str, Any]:
+def fenced_append_params(lease: Lease, step: StepRecord) -> dict[str, Any]:
+    """The parameters of ``fenced_append_statement`` that append ``step`` under ``lease``."""
     row = _step_row(lease.run_id, step)
     entry = {f"entry_{name}": row[name] for name in ENTRY}
     return {**entry, **_held_params(lease)}

@@ -411,10 +411,11 @@ def test_an_end_with_notices_is_written_with_them(any_store: Store) -> None:
     """Completing and failing with notices end the run and queue the notices together."""
     done, failed = _new(any_store), _new(any_store)
     leases = {lease.run_id: lease for _, lease in _claim(any_store, 2)}
+    boom = ErrorInfo(type="Boom", message="no")
     any_store.complete(leases[done], {"answer": 42}, T0, [_notice("done", done)])
-    any_store.fail(leases[failed], ErrorInfo(type="Boom", message="no"), T0, [_notice("failed", failed)])
+    any_store.fail(leases[failed], boom, T0, [_notice("failed", failed)])
     assert any_store.get_run(done).output == {"answer": 42}
-    assert any_store.get_run(failed).error == ErrorInfo(type="Boom", message="no")
+    assert any_store.get_run(failed).error == boom
     assert _queued(any_store) == ["done", "failed"]
 
 
