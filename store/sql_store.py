@@ -10,7 +10,6 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
-    Row,
     and_,
     bindparam,
     exists,
@@ -60,8 +59,11 @@ UNFINISHED = (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.WAITIN
 ENTRY = tuple(column.name for column in steps.columns if column.name != "run_id")
 """The columns of a journal entry that its step gives (the run's id comes from the run)."""
 JOURNAL_QUERY = (
-    select(steps).where(steps.c.run_id == bindparam("run_id")).order_by(steps.c.position)
+    select(*(steps.c[name] for name in ENTRY))
+    .where(steps.c.run_id == bindparam("run_id"))
+    .order_by(steps.c.position)
 )
+"""A run's journal: its entries' own columns (the run's id is known), in position order."""
 
 
 class SqlStore:
@@ -76,6 +78,7 @@ class SqlStore:
         self._claim = Prepared(_claim_statement(self._postgres), engine.dialect, runs.c)
         self._fast_append = Prepared(self._append, engine.dialect)
         self._fast_end = Prepared(self._end, engine.dialect)
+        self._journal = Prepared(JOURNAL_QUERY, engine.dialect, (steps.c[n] for n in ENTRY))
         self._autocommit = (
             engine.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else None
         )
@@ -225,9 +228,10 @@ class SqlStore:
         return [lease for lease in leases if (lease.run_id, lease.fence) not in renewed]
 
     def load_journal(self, run_id: RunId) -> list[StepRecord]:
-        """Return the journal in position order."""
-        with self._read() as conn:
-            return [_step(row) for row in conn.execute(JOURNAL_QUERY, {"run_id": run_id})]
+        """Return the journal in position order (one statement: a consistent snapshot)."""
+        with translated():
+            rows = self._driver.execute(self._journal, {"run_id": run_id}, fetch=True).rows
+        return [_step(row) for row in rows]
 
     def append_step(self, lease: Lease, step: StepRecord, notices: Sequence[Notice] = ()) -> None:
         """Append one entry in a single statement that checks the fence.
@@ -589,7 +593,7 @@ def _step_row(run_id: RunId, step: StepRecord) -> dict[str, Any]:
     }
 
 
-def _step(row: Row[Any]) -> StepRecord:
+def _step(row: Any) -> StepRecord:
     return StepRecord(
         position=row.position,
         kind=StepKind(row.kind),
