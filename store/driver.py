@@ -35,22 +35,26 @@ class Prepared:
     def __init__(
         self, statement: ClauseElement, dialect: Dialect, returns: Iterable[Column[Any]] = ()
     ) -> None:
-        self._compiled = statement.compile(dialect=dialect)
-        self.sql = self._compiled.string
-        bind_names: Mapping[Any, str] = getattr(self._compiled, "bind_names", {})
-        self._encoders = {name: _encoder(bind.type, dialect) for bind, name in bind_names.items()}
-        self._order: Sequence[str] | None = getattr(self._compiled, "positiontup", None)
+        compiled = statement.compile(dialect=dialect)
+        self.sql = compiled.string
+        bind_names: Mapping[Any, str] = getattr(compiled, "bind_names", {})
+        self._fixed = {n: b.effective_value for b, n in bind_names.items() if not b.required}
+        encoders = {name: _encoder(bind.type, dialect) for bind, name in bind_names.items()}
+        order: Sequence[str] | None = getattr(compiled, "positiontup", None)
+        self._positional = order is not None
+        self._encoders = [(name, encoders[name]) for name in (order or encoders)]
         columns = list(returns)
         self._decoders = [_decoder(column.type, dialect) for column in columns]
         self._row = collections.namedtuple("_row", [c.name for c in columns])  # type: ignore[misc]
 
     def params(self, values: Mapping[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
-        """The driver parameters for ``values`` (by bind name), encoded as SQLAlchemy would."""
-        every = self._compiled.construct_params(dict(values)) or {}
-        encoded = {name: self._encoders[name](value) for name, value in every.items()}
-        if self._order is None:
-            return encoded
-        return tuple(encoded[name] for name in self._order)
+        """The driver parameters for ``values`` (by bind name), encoded as SQLAlchemy would.
+
+        ``KeyError`` if a bind has no value."""
+        every = {**self._fixed, **values}
+        if self._positional:
+            return tuple(encode(every[name]) for name, encode in self._encoders)
+        return {name: encode(every[name]) for name, encode in self._encoders}
 
     def rows(self, fetched: Iterable[Sequence[Any]]) -> list[Any]:
         """Decode driver rows into named tuples (attribute access, as SQLAlchemy rows)."""
