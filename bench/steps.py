@@ -25,7 +25,7 @@ schema, dropped afterwards):
 * concurrent (PostgreSQL): total steps/s of 8 payload runs x 50 steps on one worker of
   concurrency 8, beside 8 raw connections each writing 50 rows, autocommit.
 * journal bytes (PostgreSQL): ``pg_total_relation_size('steps') / rows`` (heap,
-  indexes, TOAST) after sequential trivial runs, beside the raw table (same ``uuid``
+  indexes, TOAST) after sequential ``bench.trivial`` runs, beside the raw table (same ``uuid``
   key type, same rows per run) measured the same way.
 * crash-resume: a 200-step payload run whose worker process is SIGKILLed right after
   its 150th entry commits; once its lease has expired, the time another worker takes
@@ -69,7 +69,6 @@ from agent_runtime import (
     WorkerOptions,
     Workflows,
 )
-from agent_runtime.demo import demo_workflows
 from agent_runtime.notices import Notice
 from bench import peers, raw
 from bench._common import (
@@ -83,7 +82,7 @@ from bench._common import (
     table,
     take_turns,
 )
-from bench.workloads import WORKFLOW, step_output_json, workloads
+from bench.workloads import TRIVIAL, WORKFLOW, step_output_json, workloads
 from store import build_engine, upgrade
 from store.sql_store import SqlStore, fenced_append_params, fenced_append_statement
 
@@ -116,10 +115,8 @@ QUICK = Settings(repeats=7, byte_rows=2_000, resume_repeats=3, peer_repeats=1)
 
 
 def bench_workflows() -> Workflows:
-    """``bench.payload`` and the demo workflows (``demo.trivial`` for the byte count)."""
-    registry = workloads()
-    registry.include(demo_workflows())
-    return registry
+    """``bench.payload``, and ``bench.trivial`` for the byte count."""
+    return workloads()
 
 
 # ------------------------------------------------------------------ instrumented store
@@ -306,14 +303,18 @@ def engine_concurrent_steps_per_second(
 
 
 def append_seconds(
-    append: Callable[[Lease, StepRecord], object], lease: Lease, first: int
+    append: Callable[[Lease, StepRecord], object],
+    lease: Lease,
+    first: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> float:
-    """Seconds per append of ``APPENDS`` payload entries from position ``first``."""
+    """Seconds per append of ``APPENDS`` payload entries from position ``first``, by
+    ``clock`` (``time.thread_time`` for the client's own CPU time)."""
     records = [_entry(first + index) for index in range(APPENDS)]
-    start = time.perf_counter()
+    start = clock()
     for record in records:
         append(lease, record)
-    return (time.perf_counter() - start) / APPENDS
+    return (clock() - start) / APPENDS
 
 
 def _entry(position: int) -> StepRecord:
@@ -417,7 +418,7 @@ def engine_bytes_per_step(store: TimedStore, rows: int, steps_per_run: int) -> f
     """``pg_total_relation_size('steps') / rows`` after ``rows`` trivial steps, run by run."""
     with ServingWorker(store) as worker:
         for _ in range(rows // steps_per_run):
-            worker.run("demo.trivial", steps_per_run)
+            worker.run(TRIVIAL, steps_per_run)
     with store.engine.connect() as conn:
         count = conn.execute(text("SELECT count(*) FROM steps")).scalar_one()
         size = conn.execute(text("SELECT pg_total_relation_size('steps'::regclass)")).scalar_one()
@@ -465,16 +466,20 @@ def _sequential(
     return Sequential(Paired(pairs), statistics.median(samples["transactions"]))
 
 
-def journal(settings: Settings, dsn: str) -> dict[str, Paired]:
-    """µs per append: SQLAlchemy Core (the pairs' first) beside the store's driver path."""
-    results: dict[str, Paired] = {}
+def journal(settings: Settings, dsn: str) -> dict[str, tuple[Paired, Paired]]:
+    """Per append, wall and client CPU: SQLAlchemy Core (the pairs' first) beside the
+    store's driver path, on each backend."""
+    results: dict[str, tuple[Paired, Paired]] = {}
     for backend, open_store in BACKENDS.items():
         with open_store(dsn) as store:
-            results[backend] = _journal(settings, store)
+            results[backend] = (
+                _journal(settings, store, time.perf_counter),
+                _journal(settings, store, time.thread_time),
+            )
     return results
 
 
-def _journal(settings: Settings, store: TimedStore) -> Paired:
+def _journal(settings: Settings, store: TimedStore, clock: Callable[[], float]) -> Paired:
     runtime = Runtime(store, bench_workflows())
     runtime.start(WORKFLOW, {"n": 1})
     now = runtime.clock.now()
@@ -482,8 +487,8 @@ def _journal(settings: Settings, store: TimedStore) -> Paired:
     positions = iter(range(0, 10**9, APPENDS))
     core = core_appender(store)
     return interleave(
-        lambda: append_seconds(core, lease, next(positions)),
-        lambda: append_seconds(store.append_step, lease, next(positions)),
+        lambda: append_seconds(core, lease, next(positions), clock),
+        lambda: append_seconds(store.append_step, lease, next(positions), clock),
         settings.repeats,
     )
 
@@ -617,16 +622,37 @@ def sequential_table(results: dict[tuple[str, int], Sequential], repeats: int) -
     )
 
 
-def journal_table(results: dict[str, Paired], repeats: int) -> str:
-    """The append path comparison."""
+def journal_table(results: dict[str, tuple[Paired, Paired]], repeats: int) -> str:
+    """The append path comparison: wall time, and the client's own CPU time."""
     rows = [
-        [backend, us(pair.base), us(pair.engine), f"{pair.ratio:.2f}x", spread(pair)]
-        for backend, pair in results.items()
+        [
+            backend,
+            us(wall.base),
+            us(wall.engine),
+            f"{wall.ratio:.2f}x",
+            spread(wall),
+            us(cpu.base),
+            us(cpu.engine),
+            f"{cpu.ratio:.2f}x",
+            spread(cpu),
+        ]
+        for backend, (wall, cpu) in results.items()
     ]
     return table(
-        f"One fenced journal append ({APPENDS} per turn, {repeats} interleaved pairs): the "
-        "store's driver connection beside SQLAlchemy Core's Connection.execute",
-        ["backend", "driver µs", "Core µs", "Core/driver", "IQR"],
+        f"One fenced journal append ({APPENDS} per turn, {repeats} interleaved pairs each for "
+        "wall and CPU time): the store's driver connection beside SQLAlchemy Core's "
+        "Connection.execute of the same statement",
+        [
+            "backend",
+            "driver µs",
+            "Core µs",
+            "Core/driver",
+            "IQR",
+            "driver CPU µs",
+            "Core CPU µs",
+            "Core/driver CPU",
+            "IQR",
+        ],
         rows,
     )
 

@@ -1,4 +1,4 @@
-"""The workflow the step and throughput benchmarks run, and the raw rows it is compared with.
+"""The workflows the step and throughput benchmarks run, and the raw rows they are compared with.
 
 ``bench.payload`` takes ``n`` steps; each step is called with arguments (its index and a
 short label) and returns an output whose canonical JSON is ``PAYLOAD_BYTES`` bytes, the
@@ -16,6 +16,7 @@ from agent_runtime.workflows import Workflows
 
 PAYLOAD_BYTES = 226
 WORKFLOW = "bench.payload"
+TRIVIAL = "bench.trivial"
 
 
 def step_output(index: int, label: str) -> dict[str, Any]:
@@ -38,8 +39,21 @@ def payload(ctx: RunContext, input: dict[str, Any]) -> dict[str, Any]:
     return {"steps": n}
 
 
+def trivial(ctx: RunContext, input: dict[str, Any]) -> dict[str, Any]:
+    """``bench.trivial``: ``n`` steps without arguments that return None (for byte counts)."""
+    n = int(input["n"])
+    for index in range(n):
+        ctx.step(_nothing, name=f"step {index}")
+    return {"steps": n}
+
+
+def _nothing() -> None:
+    return None
+
+
 def workloads() -> Workflows:
-    """A registry holding ``bench.payload``."""
+    """A registry holding ``bench.payload`` and ``bench.trivial``."""
     registry = Workflows()
     registry.add(WORKFLOW, payload)
+    registry.add(TRIVIAL, trivial)
     return registry
