@@ -25,6 +25,7 @@ from agent_runtime.models.base import (
     ToolCall,
     ToolSpec,
 )
+from agent_runtime.request_digest import ConversationDigest, is_chained, legacy_request_hash
 from agent_runtime.side_effects import SideEffects, ToolResult
 from agent_runtime.tools import Tool
 from agent_runtime.workflows import WorkflowFn
@@ -92,19 +93,6 @@ def request_json(request: ModelRequest) -> dict[str, Any]:
     }
 
 
-def request_from_json(payload: dict[str, Any]) -> ModelRequest:
-    """Read back the form ``request_json`` returns."""
-    return ModelRequest(
-        system=payload["system"],
-        messages=tuple(Message.from_json(m) for m in payload["messages"]),
-        tools=tuple(
-            ToolSpec(name=t["name"], description=t["description"], parameters=t["parameters"])
-            for t in payload["tools"]
-        ),
-        max_output_tokens=payload["max_output_tokens"],
-    )
-
-
 class AgentLoop:
     """One run of an agent; rebuilt from scratch (and from the journal) on every resume."""
 
@@ -117,6 +105,9 @@ class AgentLoop:
         self.messages: list[Message] = [Message(role="user", content=data.task)]
         self.effects = SideEffects(ctx, approvals, agent, data.requester, self.used)
         self._estimate = InputEstimate(agent.system_prompt, agent.tools.specs())
+        self._conversation = ConversationDigest(
+            agent.system_prompt, [t.to_json() for t in agent.tools.specs()]
+        )
         self._budget_waits = 0
 
     def run(self) -> dict[str, Any]:
@@ -144,19 +135,31 @@ class AgentLoop:
         request = ModelRequest(
             system=draft.system, messages=draft.messages, tools=draft.tools, max_output_tokens=cap
         )
-        output = self.ctx.step(
-            self._call_model, request_json(request), name="model", retry=self.agent.model_retry
+        output = self.ctx.step_hashed(
+            self._call_model,
+            lambda: request,
+            self._request_hash(request),
+            name="model",
+            retry=self.agent.model_retry,
         )
         response = ModelResponse.from_json(output)
         self.used.add_model_call(
-            response.usage, self.agent.prices.get(response.model or self.agent.model.name)
+            response.usage, self.agent.prices.get(response.model or self.agent.llm.name)
         )
         return response
 
-    def _call_model(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _request_hash(self, request: ModelRequest) -> str:
+        """Hash ``request`` as the model step being replayed was hashed (format 2 when live)."""
+        recorded = self.ctx.recorded_input_hash()
+        if recorded is not None and not is_chained(recorded):
+            return legacy_request_hash(request_json(request))
+        self._conversation.catch_up(request.messages)
+        return self._conversation.request_hash(request.max_output_tokens)
+
+    def _call_model(self, request: ModelRequest) -> dict[str, Any]:
         # the request itself is journaled only as a hash: keep which model was asked
-        response = self.agent.model.complete(request_from_json(payload))
-        return response.to_json() | {"requested_model": self.agent.model.name}
+        response = self.agent.llm.complete(request)
+        return response.to_json() | {"requested_model": self.agent.llm.name}
 
     def _budget_gate(self, started: datetime, input_tokens: int) -> int | None:
         """Return the output-token cap for the next call, waiting for a person if exhausted."""
@@ -167,7 +170,7 @@ class AgentLoop:
                 elapsed=elapsed,
                 input_tokens=input_tokens,
                 max_output=self.agent.max_output_tokens,
-                price=self.agent.prices.get(self.agent.model.name),
+                price=self.agent.prices.get(self.agent.llm.name),
             )
             if isinstance(plan, int):
                 return plan

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NewType
@@ -59,22 +60,65 @@ class Actor:
     user_id: str
     team_id: str = ""
     name: str = ""
+    enterprise_id: str = ""
+    """The Enterprise Grid organization the person belongs to ('' outside Grid)."""
 
     def to_json(self) -> dict[str, str]:
         """Return the JSON form."""
-        return {"user_id": self.user_id, "team_id": self.team_id, "name": self.name}
+        found = {"user_id": self.user_id, "team_id": self.team_id, "name": self.name}
+        return found | ({"enterprise_id": self.enterprise_id} if self.enterprise_id else {})
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Actor:
         """Read the JSON form."""
         return cls(
-            user_id=data["user_id"], team_id=data.get("team_id", ""), name=data.get("name", "")
+            user_id=data["user_id"],
+            team_id=data.get("team_id", ""),
+            name=data.get("name", ""),
+            enterprise_id=data.get("enterprise_id", ""),
         )
+
+    @property
+    def workspace(self) -> str:
+        """Where the person's user id means this person: their organization on Grid, else
+        their workspace ('' when unknown, as for people acting from the command line)."""
+        return self.enterprise_id or self.team_id
+
+    def shares_workspace(self, other: Actor) -> bool:
+        """Tell whether the two could be the same people's ids in one workspace: a user id
+        of one workspace never stands for anyone in another."""
+        return not (self.workspace and other.workspace) or self.workspace == other.workspace
 
     @property
     def label(self) -> str:
         """The name if known, else the user id."""
         return self.name or self.user_id
+
+
+def names(entry: str, actor: Actor) -> bool:
+    """Whether an approver list entry names ``actor``: a user id (of whichever workspace the
+    run is in), or ``USER@WORKSPACE`` (that user of that workspace, or Grid organization, only).
+    """
+    user, scoped, workspace = entry.partition("@")
+    if not scoped:
+        return user == actor.user_id
+    return user == actor.user_id and workspace in {actor.team_id, actor.enterprise_id} - {""}
+
+
+def listed(entries: Iterable[str], actor: Actor) -> bool:
+    """Whether any of the approver list ``entries`` names ``actor``."""
+    return any(names(entry, actor) for entry in entries)
+
+
+def local_people(entries: Iterable[str], where: Actor) -> tuple[str, ...]:
+    """The user ids the approver list ``entries`` give in ``where``'s workspace (entries
+    scoped to another workspace left out)."""
+    found = []
+    for entry in entries:
+        user, scoped, workspace = entry.partition("@")
+        if not scoped or not where.workspace or workspace in {where.team_id, where.enterprise_id}:
+            found.append(user)
+    return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,7 +232,7 @@ STALE_CARD = (
 
 
 def _refusal(approval: Approval, actor: Actor, now: datetime) -> Refusal | None:
-    if actor.user_id not in approval.eligible:
+    if not listed(approval.eligible, actor) or not actor.shares_workspace(approval.requester):
         # an outsider learns nothing about the approval's state
         return Refusal(message=NOT_ALLOWED, audit="unauthorized")
     if approval.status != ApprovalStatus.PENDING:

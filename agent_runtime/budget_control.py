@@ -7,14 +7,14 @@ from typing import Any
 from agent_runtime.agent import Agent
 from agent_runtime.approvals import Actor
 from agent_runtime.budget import Budget, Consumption
-from agent_runtime.exceptions import InvalidRunState, SignoffError
+from agent_runtime.exceptions import InvalidRunState, UserError
 from agent_runtime.ids import RunId
 from agent_runtime.models.base import Usage
 from agent_runtime.records import Run, StepKind, StepRecord
 from agent_runtime.runtime import Runtime
 
 
-class NotAllowed(SignoffError):
+class NotAllowed(UserError):
     """The person may not do this."""
 
 
@@ -33,7 +33,14 @@ def decide_budget(
         raise InvalidRunState(
             run_id, run.status.value + " (its budget is not exhausted)", "raise the budget of"
         )
-    if not agent.may_raise_budget(actor.user_id):
+    requester = run.input.get("requester") if isinstance(run.input, dict) else None
+    started_by = (
+        Actor.from_json(requester)
+        if isinstance(requester, dict) and "user_id" in requester
+        else None
+    )
+    in_workspace = started_by is None or actor.shares_workspace(started_by)
+    if not (in_workspace and agent.may_raise_budget(actor)):
         raise NotAllowed(f"{actor.label} may not change the budget of agent {agent.name!r}")
     data: dict[str, Any] = {"action": "end" if end else "raise", "by": actor.to_json()}
     if limits is not None:
@@ -61,7 +68,7 @@ def usage_of(journal: list[StepRecord], agent: Agent) -> Consumption:
             continue
         if step.name == "model":
             usage, model = model_call_of(step)
-            used.add_model_call(usage, agent.prices.get(model or agent.model.name))
+            used.add_model_call(usage, agent.prices.get(model or agent.llm.name))
         elif step.name.startswith("tool:"):
             used.tool_calls += 1
     return used

@@ -126,10 +126,42 @@ class RunContext:
         """
         step_name = name or str(getattr(fn, "__qualname__", repr(fn)))
         digest = input_hash(list(args)) if args else NO_ARGS
-        position, record = self._next(StepKind.STEP, step_name, digest)
+        return self._step(fn, lambda: args, step_name, digest, retry, timeout)
+
+    def step_hashed(
+        self,
+        fn: Callable[[Any], T],
+        make_input: Callable[[], Any],
+        digest: str,
+        *,
+        name: str,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+    ) -> T:
+        """Run ``fn(make_input())`` once as a journaled step whose input hash is ``digest``.
+
+        For an input too large to encode at every step, hashed by the caller as it grows:
+        ``make_input`` is called only when the step runs live, never on replay.
+        """
+        return self._step(fn, lambda: (make_input(),), name, digest, retry, timeout)
+
+    def recorded_input_hash(self) -> str | None:
+        """Return the input hash of the journal entry the next context call replays, if any."""
+        return self._journal[self._position].input_hash if self.replaying else None
+
+    def _step(
+        self,
+        fn: Callable[..., T],
+        make_args: Callable[[], tuple[Any, ...]],
+        name: str,
+        digest: str,
+        retry: RetryPolicy | None,
+        timeout: timedelta | None,
+    ) -> T:
+        position, record = self._next(StepKind.STEP, name, digest)
         if record is None:
             record = self._run_live(
-                position, fn, args, step_name, digest, retry or DEFAULT_RETRY, timeout
+                position, fn, make_args(), name, digest, retry or DEFAULT_RETRY, timeout
             )
         if record.error is not None:
             raise _step_failed(record)
@@ -252,7 +284,7 @@ class RunContext:
                 self._write(self._store.record_attempt, failed)
                 if not retry.should_retry(attempt, exc):
                     return self._append(live.record(failed.at, attempt, error=failed.error))
-                self._pause_until(retry.retry_at(failed))
+                self._pause_until(retry.retry_at(failed, exc))
                 attempt += 1
                 continue
             return self._append(live.record(self._clock.now(), attempt, output=output))

@@ -57,19 +57,20 @@ class InMemoryApprovalStore:
         status: ApprovalStatus | None = None,
         limit: int = 100,
         decidable_by: str | None = None,
-        offset: int = 0,
+        after: str | None = None,
     ) -> list[Approval]:
         """Return approvals, newest first."""
         with self._runs._lock:
+            start = None if after is None else _order(self.get_approval(after))
             found = [
                 a
                 for a in self._approvals.values()
                 if (run_id is None or a.run_id == run_id)
                 and (status is None or a.status == status)
                 and (decidable_by is None or decidable_by in a.eligible)
+                and (start is None or _order(a) < start)
             ]
-        ordered = sorted(found, key=lambda a: (a.requested_at, a.position, a.id), reverse=True)
-        return ordered[offset : offset + limit]
+        return sorted(found, key=_order, reverse=True)[:limit]
 
     def save_approval(
         self,
@@ -187,3 +188,8 @@ class InMemoryApprovalStore:
         self._audit.append(entry)
         self._head = (entry.seq, entry.hash)
         return entry
+
+
+def _order(approval: Approval) -> tuple[datetime, int, str]:
+    """Where ``approval`` sorts in lists (they show the greatest first)."""
+    return (approval.requested_at, approval.position, approval.id)

@@ -91,20 +91,22 @@ class InMemoryStore:
         limit: int = 100,
         forked_from: RunId | None = None,
         input_fields: Mapping[str, str] | None = None,
-        offset: int = 0,
+        after: RunId | None = None,
     ) -> list[Run]:
         """Return the newest runs first."""
         fields = input_fields or {}
         with self._lock:
+            start = None if after is None else self.get_run(after)
             runs = [
                 r
                 for r in self._runs.values()
                 if (status is None or r.status == status)
                 and (forked_from is None or r.forked_from == forked_from)
                 and all(_at_path(r.input, path) == v for path, v in fields.items())
+                and (start is None or (r.created_at, r.id) < (start.created_at, start.id))
             ]
         ordered = sorted(runs, key=lambda r: (r.created_at, r.id), reverse=True)
-        return ordered[offset : offset + limit]
+        return ordered[:limit]
 
     def claim_runs(
         self, owner: str, *, limit: int, now: datetime, expires_at: datetime
@@ -125,7 +127,8 @@ class InMemoryStore:
                     due_at=expires_at,
                     updated_at=now,
                 )
-                claimed.append((new, Lease(new.id, owner, new.fence)))
+                took = run.status == RunStatus.RUNNING
+                claimed.append((new, Lease(new.id, owner, new.fence, taken_over=took)))
             return claimed
 
     def renew_lease(self, lease: Lease, expires_at: datetime) -> bool:

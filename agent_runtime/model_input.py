@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_runtime.agent import Agent
-from agent_runtime.agent_loop import request_from_json
+from agent_runtime.agent_loop import request_json
 from agent_runtime.approval_service import Approvals
 from agent_runtime.evals import calls_of
 from agent_runtime.exceptions import InvalidInput
 from agent_runtime.history import budget_left
-from agent_runtime.models.base import Message, WireModel
+from agent_runtime.models.base import Message, ModelRequest, WireModel
 from agent_runtime.records import Run, StepKind, StepRecord
 from agent_runtime.replay import replay_agent
-from agent_runtime.serialization import canonical_json, input_hash
+from agent_runtime.request_digest import request_hash
+from agent_runtime.serialization import canonical_json
 
 MODEL_STEP = "model"
 
@@ -98,20 +99,19 @@ def model_input(
             f"replaying run {run.id} with agent {agent.name} does not "
             f"reach a model call at step {position}",
         )
-    request: dict[str, Any] = end.args[0]
+    sent: ModelRequest = end.args[0]
+    request = request_json(sent)
     loop = replayed.loop
     return ModelInput(
         run_id=run.id,
         position=position,
         request=request,
-        input_hash=input_hash([request]),
+        input_hash=request_hash(request, like=journal[position].input_hash),
         recorded_input_hash=journal[position].input_hash,
         used=loop.used.to_json(),
         budget_left=budget_left(loop.budget, loop.used),
         tool_results=tool_results(request["messages"]),
-        wire=agent.model.wire_body(request_from_json(request))
-        if isinstance(agent.model, WireModel)
-        else None,
+        wire=agent.llm.wire_body(sent) if isinstance(agent.llm, WireModel) else None,
     )
 
 

@@ -25,6 +25,10 @@ class Notice:
     run_id: str | None
     kind: str
     data: dict[str, Any] = field(default_factory=dict)
+    team_id: str = ""
+    """The chat workspace the notice goes to ('' where there is only one)."""
+    enterprise_id: str = ""
+    """The organization of that workspace, where workspaces belong to one ('' otherwise)."""
 
 
 class Notifier(Protocol):

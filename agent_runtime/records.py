@@ -138,6 +138,8 @@ class Lease:
     run_id: RunId
     owner: str
     fence: int
+    taken_over: bool = False
+    """The claim took the run from a worker whose lease had lapsed (it was still running)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -75,6 +75,21 @@ class ReplayContext(RunContext):
             raise JournalEnd(self.position, name, args)
         return super().step(fn, *args, name=name, retry=retry, timeout=timeout)
 
+    def step_hashed(
+        self,
+        fn: Callable[[Any], T],
+        make_input: Callable[[], Any],
+        digest: str,
+        *,
+        name: str,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+    ) -> T:
+        """Answer from the journal; at its end, raise ``JournalEnd`` with this step's input."""
+        if not self.replaying:
+            raise JournalEnd(self.position, name, (make_input(),))
+        return super().step_hashed(fn, make_input, digest, name=name, retry=retry, timeout=timeout)
+
 
 @dataclass(frozen=True, slots=True)
 class Replayed:

@@ -48,16 +48,24 @@ class Runtime:
         self.notifier: Notifier = notifier or Silent()
         self.observer = guard(observer)
 
-    def start(self, workflow: str, input: Any = None, *, fork: Fork | None = None) -> Run:
+    def start(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        fork: Fork | None = None,
+        run_id: RunId | None = None,
+    ) -> Run:
         """Create a pending run of ``workflow``; ``WorkflowNotFound`` if it is not registered.
 
-        With ``fork`` the run starts from another run's journal (see ``forking``).
+        With ``fork`` the run starts from another run's journal (see ``forking``); with
+        ``run_id`` it takes an id chosen beforehand (one already promised to someone).
         """
         value = round_trip(input, what="the run's input")
         self.workflows.validate_input(workflow, value)
         now = self.clock.now()
         draft = Run(
-            id=new_run_id(),
+            id=run_id or new_run_id(),
             workflow=workflow,
             status=RunStatus.PENDING,
             input=value,
@@ -85,11 +93,11 @@ class Runtime:
         status: RunStatus | None = None,
         limit: int = 100,
         input_fields: Mapping[str, str] | None = None,
-        offset: int = 0,
+        after: RunId | None = None,
     ) -> list[Run]:
-        """Return the newest runs first (see ``Store.list_runs``)."""
+        """Return the newest runs first, a page after the run ``after`` (``Store.list_runs``)."""
         return self.store.list_runs(
-            status=status, limit=limit, input_fields=input_fields, offset=offset
+            status=status, limit=limit, input_fields=input_fields, after=after
         )
 
     def journal(self, run_id: RunId) -> list[StepRecord]:

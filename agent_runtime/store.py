@@ -58,11 +58,15 @@ class Store(Protocol):
         limit: int = 100,
         forked_from: RunId | None = None,
         input_fields: Mapping[str, str] | None = None,
-        offset: int = 0,
+        after: RunId | None = None,
     ) -> list[Run]:
-        """Return the newest runs first (skipping ``offset``), optionally only those with
-        ``status``, forked from ``forked_from``, or whose input holds each string of
-        ``input_fields`` at its dotted path (``{"requester.user_id": "U1"}``)."""
+        """Return the newest runs first, optionally only those with ``status``, forked from
+        ``forked_from``, or whose input holds each string of ``input_fields`` at its dotted
+        path (``{"requester.user_id": "U1"}``).
+
+        A page starts after the run ``after`` (the last one of the page before, in this
+        order: creation time, then id); ``RunNotFound`` if there is no such run.
+        """
         ...
 
     def claim_runs(
@@ -213,10 +217,14 @@ class ApprovalStore(Protocol):
         status: ApprovalStatus | None = None,
         limit: int = 100,
         decidable_by: str | None = None,
-        offset: int = 0,
+        after: str | None = None,
     ) -> list[Approval]:
-        """Return approvals, newest first (skipping ``offset``), optionally only those of
-        ``run_id``, with ``status``, or whose eligible deciders include ``decidable_by``."""
+        """Return approvals, newest first, optionally only those of ``run_id``, with
+        ``status``, or whose eligible deciders include ``decidable_by``.
+
+        A page starts after the approval ``after`` (the last one of the page before, in
+        this order: request time, position, id); ``ApprovalNotFound`` if there is none.
+        """
         ...
 
     def save_approval(

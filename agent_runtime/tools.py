@@ -46,6 +46,7 @@ class Tool:
     on_unknown_outcome: UnknownOutcome = UnknownOutcome.ASK
     verify: Verifier | None = None
     takes_key: bool = field(default=False)
+    _validator: jsonschema.Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.approval is not None and not self.side_effect:
@@ -58,6 +59,7 @@ class Tool:
                 "(a timed-out call keeps running, so a retry would repeat it)"
             )
         jsonschema.Draft202012Validator.check_schema(self.parameters)
+        object.__setattr__(self, "_validator", jsonschema.Draft202012Validator(self.parameters))
 
     @property
     def spec(self) -> ToolSpec:
@@ -66,8 +68,7 @@ class Tool:
 
     def validation_errors(self, arguments: Any) -> list[str]:
         """Return what is wrong with model-proposed ``arguments`` (empty when they are valid)."""
-        validator = jsonschema.Draft202012Validator(self.parameters)
-        return [_explain(e) for e in sorted(validator.iter_errors(arguments), key=str)]
+        return [_explain(e) for e in sorted(self._validator.iter_errors(arguments), key=str)]
 
     def call(self, arguments: dict[str, Any], idempotency_key: str) -> Any:
         """Run the tool with validated ``arguments``, handing it the key if it takes one."""

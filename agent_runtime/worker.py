@@ -39,6 +39,9 @@ class WorkerOptions:
     lease_ttl: timedelta = timedelta(seconds=3)
     poll_interval: timedelta = timedelta(seconds=1)
     owner: str = field(default_factory=default_owner)
+    on_takeover: Callable[[RunId], object] | None = None
+    """Told of each run this worker takes over from one whose lease lapsed (metrics count
+    them)."""
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -168,6 +171,9 @@ class Worker:
             return []
         with self._lock:
             self._held.update({lease.run_id: lease for _, lease in claimed})
+        for _, lease in claimed:
+            if lease.taken_over:
+                self._took_over(lease.run_id)
         return claimed
 
     def _serve(self, run: Run, lease: Lease) -> RunStatus | None:
@@ -181,6 +187,14 @@ class Worker:
                 break
             status = self._execute(*claimed[0])
         return status
+
+    def _took_over(self, run_id: RunId) -> None:
+        logger.warning(
+            "run taken over from a worker whose lease lapsed",
+            extra={"action": "takeover", "run_id": run_id},
+        )
+        if self.options.on_takeover is not None:
+            self.options.on_takeover(run_id)
 
     def _execute(self, run: Run, lease: Lease) -> RunStatus | None:
         try:

@@ -14,6 +14,15 @@ a SQLite file by a real worker, it reports medians of:
 
 each with its ratio to ``load`` measured in the same process, interleaved repeat by
 repeat, so the machine's load affects both alike.
+
+A second table times what a worker pays to resume a run before its last turn, at 50, 100
+and 200 turns: a pending run holding the journal up to the last model call is claimed, its
+journal loaded and replayed, the last model call made (scripted, instant) and the run
+completed. It is timed twice, interleaved: with the journal as written now (each message
+hashed once, format 2) and with the same journal as written before (every model step's
+input hashed whole, format 1, which old journals keep); medians with their min-max, and the
+ratio of format 1 to format 2, and the median CPU milliseconds of each (the worker runs in
+the benchmark's process), which a busy machine moves least.
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ import argparse
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -42,10 +52,13 @@ from agent_runtime.evals import compare
 from agent_runtime.model_input import model_input, model_positions
 from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, ToolCall
 from agent_runtime.models.scripted import text_reply, tool_reply
+from agent_runtime.records import Fork, Run, StepRecord
+from agent_runtime.request_digest import legacy_request_hash
 from store import open_store
 from store.approval_store import SqlApprovalStore
 
 TURN_COUNTS = (10, 50, 200)
+RESUME_TURN_COUNTS = (50, 100, 200)
 
 
 def _lookup(order_id: str) -> dict[str, Any]:
@@ -117,6 +130,85 @@ def measure(turns: int, repeats: int, directory: Path) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+def _format_1(
+    agent: Agent, approvals: Any, run: Run, journal: Sequence[StepRecord]
+) -> list[StepRecord]:
+    """The journal as written before format 2: each model step's input hashed whole."""
+    steps = list(journal)
+    for position in model_positions(journal):
+        request = model_input(agent, approvals, run, journal, position).request
+        steps[position] = replace(steps[position], input_hash=legacy_request_hash(request))
+    return steps
+
+
+def _resume(
+    runtime: Runtime, run: Run, steps: Sequence[StepRecord], last: int
+) -> tuple[float, float]:
+    """Milliseconds (wall clock, then this process's CPU) a worker takes to claim, replay
+    and finish a run holding ``steps[:last]``."""
+    fork = runtime.start(
+        run.workflow, run.input, fork=Fork(source=run.id, at=last, steps=tuple(steps[:last]))
+    )
+    worker = runtime.worker(WorkerOptions(owner="bench", lease_ttl=timedelta(minutes=5)))
+    cpu = time.process_time()
+    elapsed = _timed(worker.run_once)
+    cpu = time.process_time() - cpu
+    finished = runtime.get(fork.id)
+    assert finished.status == "completed", finished.error
+    return elapsed * 1000, cpu * 1000
+
+
+def measure_resume(
+    turns: int, repeats: int, directory: Path
+) -> dict[str, list[tuple[float, float]]]:
+    """Milliseconds (wall, CPU) to resume a run of ``turns`` turns before its last, per hash
+    format."""
+    store = open_store(f"sqlite:///{directory / f'resume-{turns}.db'}")
+    agent = _agent(turns)
+    deployment = Deployment(store, SqlApprovalStore(store.engine), [agent])
+    runtime = deployment.runtime
+    run = runtime.get(_record(runtime, agent))
+    journal = runtime.journal(run.id)
+    last = model_positions(journal)[-1]
+    formats = {
+        "format 2": journal,
+        "format 1": _format_1(agent, deployment.approvals, run, journal),
+    }
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in formats}
+    for repeat in range(repeats):
+        order = list(formats) if repeat % 2 == 0 else list(reversed(formats))
+        for name in order:
+            samples[name].append(_resume(runtime, run, formats[name], last))
+    store.engine.dispose()
+    return samples
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):7.2f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def print_resume(repeats: int, directory: Path) -> None:
+    """Print the resume table: median (min-max) wall ms per hash format, their ratio, and
+    the median CPU ms of each (the figure a busy machine moves least)."""
+    print(
+        f"\nresume before the last turn, median (min-max) ms over {repeats} repeats (SQLite file)"
+    )
+    print(
+        f"{'turns':>6} {'format 2 (now)':>22} {'format 1 (before)':>22} {'ratio':>6} "
+        f"{'cpu now':>8} {'cpu before':>11}"
+    )
+    for turns in RESUME_TURN_COUNTS:
+        found = measure_resume(turns, repeats, directory)
+        now, before = found["format 2"], found["format 1"]
+        wall_now, wall_before = [w for w, _ in now], [w for w, _ in before]
+        ratio = statistics.median(wall_before) / statistics.median(wall_now)
+        print(
+            f"{turns:>6} {_spread(wall_now):>22} {_spread(wall_before):>22} {ratio:>5.1f}x "
+            f"{statistics.median(c for _, c in now):>8.1f} "
+            f"{statistics.median(c for _, c in before):>11.1f}"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print a table of medians and ratios to the journal load."""
     parser = argparse.ArgumentParser(
@@ -141,6 +233,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{found['inspect'] / found['load']:>5.1f}x {found['eval']:>9.2f} "
                 f"{found['eval'] / found['load']:>5.1f}x"
             )
+        print_resume(repeats, Path(tmp))
 
 
 if __name__ == "__main__":

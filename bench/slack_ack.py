@@ -4,7 +4,7 @@ Run ``python -m bench.slack_ack`` (``--quick`` for 10 requests per burst instead
 
 Set-up, all torn down at the end: a fresh PostgreSQL database on ``SIGNOFF_BENCH_PG_URL``
 (default: the local server, as ``bench.steps``), created, migrated and dropped; one sandbox
-Slack Web API (``bot.sandbox``) and one demo payment provider served by this process; two
+Slack Web API (``devkit.sandbox``) and one demo payment provider served by this process; two
 ``signoff serve`` subprocesses on free ports, both on that database and that Slack: A with a
 worker (``--concurrency``, default 4) and B as a front end (``--no-worker``; pass ``--b-worker``
 to give B a worker too), each with its scheduler (outbox dispatch, approvals sweep, wake) and
@@ -19,7 +19,8 @@ process, one per request in flight) is start-up cost, not ack time.
 * baseline: N concurrent ``GET /healthz`` (half to A, half to B) — the same HTTP stack and
   concurrency with no work behind it;
 * N concurrent ``/agent refund order 1042 and email the customer`` (half to A, half to B):
-  the time to the HTTP 200 (the run is recorded before the ack);
+  the time to the HTTP 200 (the ack promises the run's id; the run is recorded with the
+  request's signature in the one write before the ack, and created just after it);
 * N concurrent Approve clicks, all on B, each on the refund card of a different run that A's
   worker ran up to its approvals: the time to the HTTP 200 (Bolt acks before the listener
   decides), then click-to-resume: from the click's HTTP 200 until the run's next journal entry
@@ -68,9 +69,9 @@ from psycopg import sql
 from sqlalchemy import Engine, select
 
 from bench._common import default_dsn, fresh_name, sqlalchemy_pg_url
-from bot.demo.provider_server import RunningProvider, start_in_thread
-from bot.processes import stop_process
-from bot.sandbox.slack_api import (
+from bot.app.processes import stop_process
+from devkit.demo.provider_server import RunningProvider, start_in_thread
+from devkit.sandbox.slack_api import (
     DEFAULT_TOKEN,
     Message,
     RunningSlackApi,
@@ -105,7 +106,7 @@ def free_port() -> int:
 def signoff_command() -> list[str]:
     """The ``signoff`` script next to this Python, or the module."""
     script = Path(sys.executable).with_name("signoff")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "bot.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "bot.cli.main"]
 
 
 class Serve:
@@ -426,12 +427,17 @@ def world(dsn: str, *, concurrency: int, b_worker: bool) -> Iterator[World]:
         env.update(
             SIGNOFF_DATABASE_URL=store_url,
             SIGNOFF_APPROVERS=APPROVER,
+            SIGNOFF_DEMO="1",
             SIGNOFF_DEMO_PROVIDER_URL=provider.url,
             SIGNOFF_SLACK_API_URL=slack.api_url,
             SLACK_BOT_TOKEN=DEFAULT_TOKEN,
             SLACK_SIGNING_SECRET=SIGNING_SECRET,
             NO_PROXY="127.0.0.1,localhost",
             PYTHONUNBUFFERED="1",
+            # acks are measured, not Slack's per-channel pacing: 50 runs in one channel
+            # would otherwise take minutes to show their cards
+            SIGNOFF_SLACK_POST_INTERVAL_SECONDS="0.001",
+            SIGNOFF_SLACK_POST_BURST="1000",
         )
         a = Serve("A", env, workdir, "--concurrency", str(concurrency))
         cleanup.append(a.stop)

@@ -34,8 +34,13 @@ from store.json_filters import array_has
 from store.models import approvals, audit_head, audit_log, runs
 from store.notify import notify_wake
 from store.outbox import write_notices
+from store.pages import after as page_after
+from store.pages import newest_first
 from store.sql_store import cancel_in
 from store.wake import deliver
+
+APPROVAL_ORDER = (approvals.c.requested_at, approvals.c.position, approvals.c.id)
+"""The order of lists of approvals (newest first), which their indexes hold."""
 
 
 class SqlApprovalStore:
@@ -118,17 +123,15 @@ class SqlApprovalStore:
         status: ApprovalStatus | None = None,
         limit: int = 100,
         decidable_by: str | None = None,
-        offset: int = 0,
+        after: str | None = None,
     ) -> list[Approval]:
-        """Return approvals, newest first."""
-        query = (
-            select(approvals)
-            .order_by(
-                approvals.c.requested_at.desc(), approvals.c.position.desc(), approvals.c.id.desc()
+        """Return approvals, newest first, a page after the approval ``after``."""
+        query = newest_first(select(approvals), APPROVAL_ORDER).limit(limit)
+        if after is not None:
+            start = self.get_approval(after)
+            query = query.where(
+                page_after(APPROVAL_ORDER, (start.requested_at, start.position, start.id))
             )
-            .limit(limit)
-            .offset(offset)
-        )
         if decidable_by is not None:
             query = query.where(self._decidable_by(decidable_by))
         if run_id is not None:

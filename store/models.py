@@ -20,6 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from store.json_filters import ValueAt, item_at
 from store.types import HexUuid, JSONValue, UTCDateTime
 
 NAMING_CONVENTION = {
@@ -61,8 +62,8 @@ class RunRow(Base):
     __table_args__ = (
         Index(None, "due_at"),
         Index(None, "forked_from"),
-        Index(None, "status", "created_at"),
-        Index(None, "created_at"),
+        Index(None, "status", "created_at", "id"),
+        Index(None, "created_at", "id"),
     )
 
 
@@ -146,7 +147,8 @@ class ApprovalRow(Base):
     __table_args__ = (
         Index(None, "run_id"),
         Index(None, "status", "deadline"),
-        Index(None, "requested_at"),
+        Index(None, "status", "requested_at", "position", "id"),
+        Index(None, "requested_at", "position", "id"),
     )
 
 
@@ -208,6 +210,10 @@ class OutboxRow(Base):
     """Raised by every claim: only the holder of the current value may send or record."""
     sending_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     """When the last send began, until its outcome is recorded: set means maybe sent."""
+    team_id: Mapped[str] = mapped_column(String(40), server_default=text("''"))
+    """The Slack workspace the notice goes to ('' in single-workspace mode: the only one)."""
+    enterprise_id: Mapped[str] = mapped_column(String(40), server_default=text("''"))
+    """The Enterprise Grid organization of that workspace ('' outside Grid)."""
 
     __table_args__ = (
         Index(None, "status", "next_at"),
@@ -216,14 +222,24 @@ class OutboxRow(Base):
 
 
 class SeenRequestRow(Base):
-    """A signed Slack request already handled, kept while its signature could be replayed."""
+    """A signed Slack request already handled, kept while its signature could be replayed;
+    with the work it was acknowledged for (``work``) until that work is done."""
 
     __tablename__ = "seen_requests"
 
     signature: Mapped[str] = mapped_column(String(80), primary_key=True)
     seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    work: Mapped[Any] = mapped_column(JSONValue, nullable=True)
 
-    __table_args__ = (Index(None, "seen_at"),)
+    __table_args__ = (
+        Index(None, "seen_at"),
+        Index(
+            "ix_seen_requests_unfinished",
+            "seen_at",
+            postgresql_where=text("work IS NOT NULL"),
+            sqlite_where=text("work IS NOT NULL"),
+        ),
+    )
 
 
 class ApiKeyRow(Base):
@@ -263,6 +279,33 @@ class ApiApprovalRow(Base):
     )
 
 
+class SlackInstallationRow(Base):
+    """The app's installation in one Slack workspace (or a whole Grid organization): the
+    bot token Signoff uses there, and how to refresh it when it rotates."""
+
+    __tablename__ = "slack_installations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    enterprise_id: Mapped[str] = mapped_column(String(40))
+    """'' outside Enterprise Grid."""
+    team_id: Mapped[str] = mapped_column(String(40))
+    """'' for an organization-wide installation."""
+    data: Mapped[Any] = mapped_column(JSONValue)
+    """The installation's fields as Slack answered them (tokens included)."""
+    installed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (UniqueConstraint("enterprise_id", "team_id"),)
+
+
+class SlackOAuthStateRow(Base):
+    """A state handed to a browser starting an installation, good once until it expires."""
+
+    __tablename__ = "slack_oauth_states"
+
+    state: Mapped[str] = mapped_column(String(80), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 runs: Table = Base.metadata.tables["runs"]
 steps: Table = Base.metadata.tables["steps"]
 attempts: Table = Base.metadata.tables["attempts"]
@@ -274,3 +317,30 @@ outbox: Table = Base.metadata.tables["outbox"]
 seen_requests: Table = Base.metadata.tables["seen_requests"]
 api_keys: Table = Base.metadata.tables["api_keys"]
 api_approvals: Table = Base.metadata.tables["api_approvals"]
+slack_installations: Table = Base.metadata.tables["slack_installations"]
+slack_oauth_states: Table = Base.metadata.tables["slack_oauth_states"]
+
+INDEXED_INPUT_PATHS = {"channel": "context.slack.channel", "requester": "requester.user_id"}
+"""Strings of a run's input that lists of runs filter on (``/agent list``, ``/agent status``),
+each indexed (``ix_runs_input_<name>``) newest first."""
+
+APPROVER_KEYS = ("approvers", "escalate_to")
+"""The lists of people in an approval's policy who may decide it (``/agent pending``)."""
+
+
+def _add_expression_indexes() -> None:
+    """Index the input paths lists of runs filter on, and (on PostgreSQL) the approvers of
+    approvals, written through at once: a list of pending entries would be read in full by
+    every search."""
+    for name, path in INDEXED_INPUT_PATHS.items():
+        Index(f"ix_runs_input_{name}", ValueAt(runs.c.input, path), runs.c.created_at, runs.c.id)
+    for key in APPROVER_KEYS:
+        Index(
+            f"ix_approvals_policy_{key}",
+            item_at(approvals.c.policy, key),
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+        ).ddl_if(dialect="postgresql")
+
+
+_add_expression_indexes()

@@ -34,6 +34,8 @@ def write_notices(conn: Connection, notices: Sequence[Notice], now: datetime) ->
             "attempts": 0,
             "next_at": now,
             "fence": 0,
+            "team_id": n.team_id,
+            "enterprise_id": n.enterprise_id,
         }
         for n in notices
     ]
@@ -179,7 +181,14 @@ class SqlOutbox:
 
 
 def _queued(row: Any) -> QueuedNotice:
-    notice = Notice(key=row.key, run_id=row.run_id, kind=row.kind, data=row.data)
+    notice = Notice(
+        key=row.key,
+        run_id=row.run_id,
+        kind=row.kind,
+        data=row.data,
+        team_id=row.team_id,
+        enterprise_id=row.enterprise_id,
+    )
     return QueuedNotice(
         id=row.id,
         notice=notice,

@@ -12,6 +12,7 @@ from sqlalchemy import (
     Engine,
     and_,
     bindparam,
+    column,
     exists,
     func,
     insert,
@@ -52,6 +53,8 @@ from store.json_filters import text_is
 from store.models import attempts, events, runs, steps
 from store.notify import notify_wake
 from store.outbox import write_notices
+from store.pages import after as page_after
+from store.pages import newest_first
 from store.wake import deliver
 
 RUNNING = RunStatus.RUNNING.value
@@ -75,7 +78,8 @@ class SqlStore:
         self._driver = DriverConnections(engine)
         self._append = fenced_append_statement(self._postgres)
         self._end = _end_statement()
-        self._claim = Prepared(_claim_statement(self._postgres), engine.dialect, runs.c)
+        self._claim_statement = _claim_statement(self._postgres)
+        self._claim = Prepared(self._claim_statement, engine.dialect, _claimed_columns())
         self._fast_append = Prepared(self._append, engine.dialect)
         self._fast_end = Prepared(self._end, engine.dialect)
         self._journal = Prepared(JOURNAL_QUERY, engine.dialect, (steps.c[n] for n in ENTRY))
@@ -153,15 +157,10 @@ class SqlStore:
         limit: int = 100,
         forked_from: RunId | None = None,
         input_fields: Mapping[str, str] | None = None,
-        offset: int = 0,
+        after: RunId | None = None,
     ) -> list[Run]:
-        """Return the newest runs first."""
-        query = (
-            select(runs)
-            .order_by(runs.c.created_at.desc(), runs.c.id.desc())
-            .limit(limit)
-            .offset(offset)
-        )
+        """Return the newest runs first, a page after the run ``after``."""
+        query = newest_first(select(runs), RUN_ORDER).limit(limit)
         for path, value in (input_fields or {}).items():
             query = query.where(text_is(runs.c.input, path, value, self.engine.dialect.name))
         if status is not None:
@@ -169,6 +168,9 @@ class SqlStore:
         if forked_from is not None:
             query = query.where(runs.c.forked_from == forked_from)
         with self._read() as conn:
+            if after is not None:
+                start = self._get(conn, after)
+                query = query.where(page_after(RUN_ORDER, (start.created_at, start.id)))
             return [_run(row) for row in conn.execute(query)]
 
     def claim_runs(
@@ -176,9 +178,27 @@ class SqlStore:
     ) -> list[tuple[Run, Lease]]:
         """Lease up to ``limit`` due runs; SKIP LOCKED keeps concurrent claimers apart."""
         params = {"owner": owner, "now": now, "limit": limit, "expires_at": expires_at}
+        if not self._postgres:
+            return self._claim_on_sqlite(owner, params, now)
         with translated():
             rows = self._driver.execute(self._claim, params, fetch=True).rows
-        return [(_run(row), Lease(RunId(row.id), owner, row.fence)) for row in rows]
+        return [
+            (_run(row), Lease(RunId(row.id), owner, row.fence, taken_over=_took(row, None)))
+            for row in rows
+        ]
+
+    def _claim_on_sqlite(
+        self, owner: str, params: dict[str, Any], now: datetime
+    ) -> list[tuple[Run, Lease]]:
+        """SQLite's RETURNING sees only the new row: read the lapsed leases first, in the same
+        (immediate, so single-writer) transaction."""
+        with self._tx() as conn:
+            lapsed = _lapsed(conn, now)
+            rows = conn.execute(self._claim_statement, params).all()
+        return [
+            (_run(row), Lease(RunId(row.id), owner, row.fence, taken_over=_took(row, lapsed)))
+            for row in rows
+        ]
 
     def adopt_run(
         self, run_id: RunId, owner: str, *, now: datetime, expires_at: datetime
@@ -265,7 +285,7 @@ class SqlStore:
         return written
 
     def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
-        """Record a failed attempt in one statement that checks the fence (see FencedAppend)."""
+        """Record a failed attempt in one statement that checks the fence (as an append does)."""
         try:
             with self._one() as conn:
                 statement = self._fenced_attempt(lease, attempt)
@@ -504,30 +524,53 @@ def _held_params(lease: Lease) -> dict[str, Any]:
     return {"held_run": lease.run_id, "held_fence": lease.fence}
 
 
+def _lapsed(conn: Connection, now: datetime) -> set[str]:
+    """The ids of the runs still running whose lease lapsed by ``now``."""
+    query = select(runs.c.id).where(runs.c.status == RUNNING, runs.c.due_at <= now)
+    return set(conn.execute(query).scalars())
+
+
+def _took(row: Any, lapsed: set[str] | None) -> bool:
+    """Whether the claimed ``row`` was taken over from a lapsed lease."""
+    return row.id in lapsed if lapsed is not None else bool(row.was == RUNNING)
+
+
+def _claimed_columns() -> list[Any]:
+    """The columns the PostgreSQL claim returns: the run's, and the status it had (``was``)."""
+    return [*runs.c, column("was", runs.c.status.type)]
+
+
+RUN_ORDER = (runs.c.created_at, runs.c.id)
+"""The order of lists of runs (newest first), which their indexes hold."""
+
+
 def _claim_statement(postgres: bool) -> Any:
-    """UPDATE runs SET <leased to :owner until :expires_at, fence + 1> WHERE id IN (up to
-    :limit runs due at :now) RETURNING the runs; built once (it is costly to build)."""
+    """UPDATE runs SET <leased to :owner until :expires_at, fence + 1> for up to :limit runs
+    due at :now, RETURNING the runs (on PostgreSQL also the status each had, ``was``); built
+    once (it is costly to build)."""
     now = bindparam("now", type_=runs.c.due_at.type)
     due = (
-        select(runs.c.id)
+        select(runs.c.id, runs.c.status.label("was"))
         .where(runs.c.due_at <= now)
         .order_by(runs.c.due_at)
         .limit(bindparam("limit"))
     )
-    if postgres:
-        due = due.with_for_update(skip_locked=True)
-    return (
-        update(runs)
-        .where(runs.c.id.in_(due.scalar_subquery()))
-        .values(
-            status=RUNNING,
-            lease_owner=bindparam("owner"),
-            fence=runs.c.fence + 1,
-            due_at=bindparam("expires_at", type_=runs.c.due_at.type),
-            updated_at=now,
-        )
-        .returning(*runs.c)
-    )
+    if not postgres:
+        return _leased(update(runs).where(runs.c.id.in_(due.with_only_columns(runs.c.id))), now)
+    claimed = due.with_for_update(skip_locked=True).subquery("due")
+    statement = _leased(update(runs).where(runs.c.id == claimed.c.id), now)
+    return statement.returning(claimed.c.was)
+
+
+def _leased(statement: Any, now: Any) -> Any:
+    """The claim's SET and RETURNING clauses."""
+    return statement.values(
+        status=RUNNING,
+        lease_owner=bindparam("owner"),
+        fence=runs.c.fence + 1,
+        due_at=bindparam("expires_at", type_=runs.c.due_at.type),
+        updated_at=now,
+    ).returning(*runs.c)
 
 
 def load_run(conn: Connection, run_id: RunId) -> Run:

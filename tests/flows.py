@@ -34,6 +34,8 @@ HANG_MARKER_ENV = "SIGNOFF_TEST_HANG_MARKER"
 CLAIM_FAULT_ENV = "SIGNOFF_TEST_CLAIM_FAULT"
 """``raise`` or ``hang``: what the store's claim of runs does while the switch file exists."""
 CLAIM_FAULT_FILE_ENV = "SIGNOFF_TEST_CLAIM_FAULT_FILE"
+HOLD_RUN_CREATION_ENV = "SIGNOFF_TEST_HOLD_RUN_CREATION"
+"""A file: while it exists, creating a run blocks for good (a process stuck after its ack)."""
 
 workflows = Workflows()
 
@@ -189,6 +191,22 @@ def _install_claim_fault(kind: str, switch: Path) -> None:
 
     SqlStore.claim_runs = claim_runs  # type: ignore[method-assign]
 
+
+def _install_run_creation_hold(switch: Path) -> None:
+    """While ``switch`` exists, make creating a run block for good."""
+    original = SqlStore.create_run
+
+    def create_run(self: SqlStore, *args: Any, **kw: Any) -> Any:
+        if switch.exists():
+            threading.Event().wait()
+        return original(self, *args, **kw)
+
+    SqlStore.create_run = create_run  # type: ignore[method-assign]
+
+
+_hold_creation = os.environ.get(HOLD_RUN_CREATION_ENV)
+if _hold_creation:
+    _install_run_creation_hold(Path(_hold_creation))
 
 _claim_fault = os.environ.get(CLAIM_FAULT_ENV)
 if _claim_fault:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from slack_bolt import Ack, App, BoltResponse
+from slack_bolt import Ack, App, BoltContext, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
@@ -36,6 +36,7 @@ from agent_runtime import (
     StoreUnavailable,
     parse_run_id,
 )
+from agent_runtime.approvals import listed
 from agent_runtime.budget_control import NotAllowed
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.forking import fork_run
@@ -43,22 +44,25 @@ from agent_runtime.notices import Notice, Outbox
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
+from bot.slack.intake import CONTEXT_KEY, Intake, IntakeRecords, carry_out, run_id_for
 from bot.slack.notifier import EPHEMERAL, slack_context
+from bot.slack.oauth import BoltAuth, single_workspace
 from bot.slack.reconnect import AFTER_ACK, BEFORE_ACK
 from bot.slack.respond import respond
 from bot.slack.text import escape
+from bot.slack.uninstalls import Uninstalls
 from bot.slack.views import history_message, list_text, pending_text, status_text
 
 logger = logging.getLogger(__name__)
 
-DECISION_THREADS = 4
+AFTER_ACK_THREADS = 4
 
 
-class ReplayGuard(Protocol):
-    """Remembers signatures of handled requests."""
+class ReplayGuard(IntakeRecords, Protocol):
+    """Remembers signatures of handled requests, with the work acknowledged for them."""
 
-    def first_time(self, signature: str, now: datetime) -> bool:
-        """Record ``signature``; False if it was seen before."""
+    def first_time(self, signature: str, now: datetime, work: Any = None) -> bool:
+        """Record ``signature`` (and ``work``); False if it was seen before."""
         ...
 
 
@@ -74,19 +78,39 @@ class SlackDeps:
     replays: ReplayGuard
 
 
-def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
-    """Return the Bolt app with every listener registered."""
+def build_app(
+    deps: SlackDeps,
+    client: WebClient,
+    signing_secret: str,
+    *,
+    auth: BoltAuth | None = None,
+    uninstalls: Uninstalls | None = None,
+) -> App:
+    """Return the Bolt app with every listener registered.
+
+    ``auth`` says how requests are authorized (by default with ``client``'s token alone);
+    ``uninstalls`` handles workspaces removing the app (OAuth mode).
+    """
+    auth = auth or single_workspace(client.token or "")
     app = App(
-        client=client,
+        client=WebClient(base_url=client.base_url, logger=client.logger),
         signing_secret=signing_secret,
+        authorize=auth.authorize,
+        oauth_flow=auth.oauth_flow,
         token_verification_enabled=False,
         ignoring_self_events_enabled=True,
         request_verification_enabled=True,
+        # the HTTP answer goes as soon as a listener returns: listeners ack, hand what follows
+        # the ack to their own pool, and return (no polling for the ack, no extra thread hop)
+        process_before_response=True,
     )
-    app.middleware(_drop_retries)
-    app.middleware(_refuse_replays(deps))
-    app.error(guard_errors)
+    if uninstalls is not None:
+        app.event("app_uninstalled")(uninstalls.app_uninstalled)
+        app.event("tokens_revoked")(uninstalls.tokens_revoked)
     listeners = Listeners(deps)
+    app.middleware(_drop_retries)
+    app.middleware(_refuse_replays(deps, listeners.intake_of))
+    app.error(guard_errors)
     app.command("/agent")(listeners.command)
     app.action(blocks.APPROVE)(listeners.approve)
     app.action(blocks.REJECT)(listeners.open_reject)
@@ -100,22 +124,42 @@ def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
 
 
 def _drop_retries(request: Any, next: Callable[[], BoltResponse]) -> BoltResponse:
-    """Acknowledge Slack's retries of events without handling them twice."""
-    if request.headers.get("x-slack-retry-num"):
+    """Acknowledge Slack's retries of events without handling them twice.
+
+    A first delivery may say so too: Bolt's Socket Mode adapter turns an envelope's
+    ``retry_attempt: 0`` into ``X-Slack-Retry-Num: 0``, which is not a retry.
+    """
+    if _retry_number(request.headers.get("x-slack-retry-num")) > 0:
         return BoltResponse(status=200, body="")
     return next()
 
 
-def _refuse_replays(deps: SlackDeps) -> Callable[..., BoltResponse]:
-    """Refuse a (validly signed) request whose exact signature was already handled."""
+def _retry_number(values: Any) -> int:
+    """The retry number of a request's header values; 0 for none or an unreadable one."""
+    value = values[0] if isinstance(values, list | tuple) and values else values
+    try:
+        return int(str(value or "0").strip())
+    except ValueError:
+        return 1  # a retry that does not say which one is still a retry
+
+
+def _refuse_replays(
+    deps: SlackDeps, intake_of: Callable[[dict[str, Any], str], Intake | None]
+) -> Callable[..., BoltResponse]:
+    """Refuse a (validly signed) request whose exact signature was already handled; record,
+    in the same write, the run a command will be acknowledged for (see ``bot.slack.intake``)."""
 
     def middleware(request: Any, next: Callable[[], BoltResponse]) -> BoltResponse:
         signature = (request.headers.get("x-slack-signature") or [""])[0]
-        if signature and not BEFORE_ACK.call(
-            lambda: deps.replays.first_time(signature, deps.clock.now())
-        ):
+        if not signature:
+            return next()
+        intake = intake_of(request.body, signature)
+        work = None if intake is None else intake.to_json()
+        if not BEFORE_ACK.call(lambda: deps.replays.first_time(signature, deps.clock.now(), work)):
             logger.warning("replayed request refused", extra={"action": "replay"})
             return BoltResponse(status=401, body='{"error": "replayed request"}')
+        if intake is not None:
+            request.context[CONTEXT_KEY] = intake
         return next()
 
     return middleware
@@ -126,16 +170,33 @@ class Listeners:
 
     def __init__(self, deps: SlackDeps) -> None:
         self.deps = deps
-        # Decisions wait on database locks; taking them off Bolt's small listener pool keeps
-        # a burst of clicks from delaying the acks of the clicks behind them.
-        self._decisions = ThreadPoolExecutor(DECISION_THREADS, thread_name_prefix="signoff-decide")
+        # What follows an ack (decisions waiting on database locks, modals waiting on Slack,
+        # runs being created) runs here, so that the request's answer never waits for it.
+        self._after_acks = ThreadPoolExecutor(AFTER_ACK_THREADS, thread_name_prefix="signoff-after")
 
-    def command(self, ack: Ack, command: dict[str, Any]) -> None:
+    def intake_of(self, body: dict[str, Any], signature: str) -> Intake | None:
+        """The run ``/agent <task>`` will be acknowledged for (None for other requests)."""
+        if not isinstance(body, dict) or body.get("command") != "/agent":
+            return None
+        try:
+            parsed = parse(str(body.get("text", "")))
+            if parsed.name != "run":
+                return None
+            workflow, data = self._agent_input(parsed.task, _actor_of_command(body), body)
+        except (BadCommand, SignoffError):
+            return None  # the listener answers these as usual
+        return Intake(signature, run_id_for(signature), workflow, data)
+
+    def command(self, ack: Ack, command: dict[str, Any], context: BoltContext) -> None:
         """``/agent …``: start a run or answer a question, always within Slack's 3 s."""
         try:
             parsed = parse(command.get("text", ""))
         except BadCommand as exc:
             ack(response_type="ephemeral", text=str(exc))
+            return
+        intake = context.get(CONTEXT_KEY)
+        if parsed.name == "run" and isinstance(intake, Intake):
+            self._start_after_ack(ack, intake, command)
             return
         try:
             if parsed.name == "history":
@@ -162,7 +223,7 @@ class Listeners:
                 self._check_visible(parsed.run_id, actor, command.get("channel_id", ""))
             return status_text(runtime, parsed.run_id, actor)
         if parsed.name == "list":
-            return list_text(runtime, command.get("channel_id", ""))
+            return list_text(runtime, command.get("channel_id", ""), actor)
         if parsed.name == "pending":
             return pending_text(self.deps.approvals, actor)
         assert parsed.run_id is not None
@@ -179,14 +240,16 @@ class Listeners:
         started it and its approvers; to anyone else it does not exist."""
         run = self.deps.runtime.get(run_id)
         started_here = (slack_context(run) or {}).get("channel") == channel
-        if not started_here and not self._may_control(run, actor):
+        if not _same_workspace(run, actor) or (
+            not started_here and not self._may_control(run, actor)
+        ):
             raise RunNotFound(run_id)
 
     def _may_control(self, run: Run, actor: Actor) -> bool:
         requester = (run.input.get("requester") or {}) if isinstance(run.input, dict) else {}
         agent = self.deps.agents.for_workflow(run.workflow)
         return requester.get("user_id") == actor.user_id or (
-            agent is not None and agent.may_raise_budget(actor.user_id)
+            agent is not None and agent.may_raise_budget(actor)
         )
 
     def _check_control(self, run: Run, actor: Actor, verb: str) -> None:
@@ -194,24 +257,66 @@ class Listeners:
         if not self._may_control(run, actor):
             raise NotAllowed(f"only the person who started a run or its approvers may {verb} it")
 
-    def _start(self, task: str, actor: Actor, command: dict[str, Any]) -> str:
+    def _agent_input(self, task: str, actor: Actor, command: dict[str, Any]) -> tuple[str, Any]:
+        """The workflow and input of the run ``/agent <task>`` starts."""
         agent = self.deps.agents.get()
         # the response_url reaches the requester even where the bot cannot post
         context = {
             "slack": {
                 "channel": command.get("channel_id", ""),
                 "team": command.get("team_id", ""),
+                "enterprise": command.get("enterprise_id") or "",
                 "response_url": command.get("response_url", ""),
             }
         }
-        data = AgentInput(task=task, requester=actor, context=context).to_json()
-        run = self.deps.runtime.start(agent.workflow, data)
-        return f"Started run `{run.id}`; follow it in the thread below."
+        return agent.workflow, AgentInput(task=task, requester=actor, context=context).to_json()
+
+    def _start(self, task: str, actor: Actor, command: dict[str, Any]) -> str:
+        """Start the run before answering (a request with no recorded intake: Socket Mode)."""
+        run = self.deps.runtime.start(*self._agent_input(task, actor, command))
+        return _started(run.id)
+
+    def _start_after_ack(self, ack: Ack, intake: Intake, command: dict[str, Any]) -> None:
+        """Answer with the promised run's id, then start it; the sweep does it if this fails."""
+        ack(response_type="ephemeral", text=_started(intake.run_id))
+        self._after_acks.submit(self._carry_out, intake, command)
+
+    def _carry_out(self, intake: Intake, command: dict[str, Any]) -> None:
+        try:
+            AFTER_ACK.call(lambda: carry_out(self.deps.runtime, self.deps.replays, intake))
+        except StoreUnavailable:
+            self._not_started_yet(intake, command)
+        except SignoffError as exc:
+            logger.warning(
+                "run refused after the ack", extra={"action": "intake", "run_id": intake.run_id}
+            )
+            respond(command, f"Sorry: run `{intake.run_id}` could not start: {escape(str(exc))}")
+        except Exception:
+            self._not_started_yet(intake, command)
+
+    def _not_started_yet(self, intake: Intake, command: dict[str, Any]) -> None:
+        """Log the failure in hand and tell the requester the run will start later (the
+        sweep retries it)."""
+        logger.exception(
+            "run not started after the ack; the sweep retries it",
+            extra={"action": "intake", "run_id": intake.run_id},
+        )
+        respond(
+            command,
+            f"Signoff could not start run `{intake.run_id}` yet; "
+            "it retries within a minute, and the thread shows when it starts.",
+        )
 
     def approve(self, ack: Ack, body: dict[str, Any]) -> None:
         """Approve: a compare-and-set; a refusal is told to the clicker only."""
         ack()
-        self._decisions.submit(self._after_ack, body, self._approve, "approve")
+        self._later(body, self._approve, "approve")
+
+    def _later(
+        self, body: dict[str, Any], work: Callable[[dict[str, Any]], None], action: str
+    ) -> None:
+        """Do ``work`` after the ack, off the request's thread (see ``_after_ack``)."""
+        self._after_acks.submit(self._after_ack, body, work, action)
 
     def _after_ack(
         self, body: dict[str, Any], work: Callable[[dict[str, Any]], None], action: str
@@ -261,7 +366,7 @@ class Listeners:
             if not is_approval_id(approval_id):
                 raise ApprovalNotFound(approval_id[:40])
             approval = self.deps.approvals.get(approval_id)
-            if actor.user_id not in _people_of(approval):
+            if not _may_see(approval, actor):
                 self._check_visible(parse_run_id(approval.run_id), actor, _channel_of(body))
         except (ApprovalNotFound, RunNotFound):
             self._tell(body, actor, "Sorry: there is no such approval, or it is not yours to see.")
@@ -271,20 +376,31 @@ class Listeners:
     def open_reject(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Reject: ask for the reason in a modal (if the clicker may decide at all)."""
         ack()
-        self._open_if_allowed(body, client, lambda approval_id: blocks.reject_modal(approval_id))
+        self._later(
+            body,
+            lambda b: self._open_if_allowed(b, client, blocks.reject_modal),
+            "open_reject",
+        )
 
     def open_edit(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Edit: show the arguments in a modal (if the clicker may decide at all)."""
         ack()
-        self._open_if_allowed(
+        self._later(
             body,
-            client,
-            lambda approval_id: blocks.edit_modal(self.deps.approvals.get(approval_id)),
+            lambda b: self._open_if_allowed(
+                b,
+                client,
+                lambda approval_id: blocks.edit_modal(self.deps.approvals.get(approval_id)),
+            ),
+            "open_edit",
         )
 
     def view_args(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Show the full arguments of a card (to whoever may see the approval there)."""
         ack()
+        self._later(body, lambda b: self._view_args(b, client), "view_args")
+
+    def _view_args(self, body: dict[str, Any], client: WebClient) -> None:
         value, actor = _click(body)
         approval = self._visible_approval(body, blocks.parse_approval_ref(value)[0], actor)
         if approval is not None:
@@ -293,6 +409,9 @@ class Listeners:
     def history(self, ack: Ack, body: dict[str, Any]) -> None:
         """Post the run's compact timeline to the clicker."""
         ack()
+        self._later(body, self._history, "history")
+
+    def _history(self, body: dict[str, Any]) -> None:
         run_id, actor = _click(body)
         try:
             self._check_visible(parse_run_id(run_id), actor, _channel_of(body))
@@ -305,6 +424,9 @@ class Listeners:
     def fork(self, ack: Ack, body: dict[str, Any]) -> None:
         """ "Fork from here": a new run from the run's journal up to that model call."""
         ack()
+        self._later(body, self._fork, "fork")
+
+    def _fork(self, body: dict[str, Any]) -> None:
         value, actor = _click(body)
         source, _, position = value.partition(":")
         try:
@@ -360,7 +482,7 @@ class Listeners:
     ) -> None:
         """Decide from a modal; every refusal or failure shows in the modal, never a 500."""
         approval_id, seen_hash = blocks.parse_approval_ref(str(view.get("private_metadata")))
-        actor = _actor(body["user"])
+        actor = _actor(body)
         try:
             if not is_approval_id(approval_id):
                 raise ApprovalNotFound(approval_id[:40])
@@ -433,6 +555,8 @@ class Listeners:
         notice = Notice(
             key=f"ephemeral:{body.get('trigger_id') or self.deps.clock.now()}",
             run_id=None,
+            team_id=actor.team_id,
+            enterprise_id=actor.enterprise_id,
             kind=EPHEMERAL,
             data={
                 "channel": channel,
@@ -445,19 +569,37 @@ class Listeners:
         self.deps.outbox.enqueue([notice], self.deps.clock.now())
 
 
+def _started(run_id: RunId) -> str:
+    return f"Started run `{run_id}`; follow it in the thread below."
+
+
 def _own_decision(approval: Approval, actor: Actor) -> bool:
     """Tell whether ``actor``'s own decision closed the approval (a retried click's case)."""
-    return approval.decided_by is not None and approval.decided_by.user_id == actor.user_id
+    decider = approval.decided_by
+    return (
+        decider is not None and decider.user_id == actor.user_id and decider.shares_workspace(actor)
+    )
 
 
-def _people_of(approval: Approval) -> set[str]:
-    """Who may see an approval anywhere: its requester and everyone who may decide it."""
+def _same_workspace(run: Run, actor: Actor) -> bool:
+    """Whether the run was started in the actor's workspace (or not from Slack at all)."""
+    where = slack_context(run) or {}
+    started_in = Actor(
+        user_id="",
+        team_id=str(where.get("team") or ""),
+        enterprise_id=str(where.get("enterprise") or ""),
+    )
+    return actor.shares_workspace(started_in)
+
+
+def _may_see(approval: Approval, actor: Actor) -> bool:
+    """Whether ``actor`` may see the approval anywhere (of its workspace): its requester and
+    everyone who may decide it."""
     policy = approval.policy
-    return {
-        approval.requester.user_id,
-        *policy.get("approvers", ()),
-        *policy.get("escalate_to", ()),
-    }
+    deciders = (*policy.get("approvers", ()), *policy.get("escalate_to", ()))
+    return actor.shares_workspace(approval.requester) and (
+        actor.user_id == approval.requester.user_id or listed(deciders, actor)
+    )
 
 
 def _channel_of(body: dict[str, Any]) -> str:
@@ -469,14 +611,17 @@ def _channel_of(body: dict[str, Any]) -> str:
 
 
 def _click(body: dict[str, Any]) -> tuple[str, Actor]:
-    return str(body["actions"][0]["value"]), _actor(body["user"])
+    return str(body["actions"][0]["value"]), _actor(body)
 
 
-def _actor(user: dict[str, Any]) -> Actor:
+def _actor(body: dict[str, Any]) -> Actor:
+    """The person who clicked or submitted, with their workspace (and Grid organization)."""
+    user = body["user"]
     return Actor(
         user_id=user["id"],
-        team_id=user.get("team_id", ""),
+        team_id=user.get("team_id") or (body.get("team") or {}).get("id") or "",
         name=user.get("username") or user.get("name") or "",
+        enterprise_id=(body.get("enterprise") or {}).get("id") or "",
     )
 
 
@@ -485,6 +630,7 @@ def _actor_of_command(command: dict[str, Any]) -> Actor:
         user_id=command.get("user_id", ""),
         team_id=command.get("team_id", ""),
         name=command.get("user_name", ""),
+        enterprise_id=command.get("enterprise_id") or "",
     )
 
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from agent_runtime import Approval, ApprovalStatus
-from agent_runtime.approvals import ApprovalKind
+from agent_runtime.approvals import ApprovalKind, local_people
 from agent_runtime.rules import RULE_ACTOR_PREFIX
 from bot.slack.text import (
     SECTION_LIMIT,
@@ -349,7 +349,8 @@ def _hides(approval: Approval, args: dict[str, Any]) -> bool:
 
 
 def _facts(approval: Approval) -> str:
-    approvers = ", ".join(user(u) for u in approval.eligible) or "nobody"
+    deciders = local_people(approval.eligible, approval.requester)
+    approvers = ", ".join(user(u) for u in deciders) or "nobody"
     escalated = " (escalated)" if approval.escalated else ""
     return (
         f"*Requested by* {user(approval.requester.user_id)} · "

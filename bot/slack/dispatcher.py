@@ -63,6 +63,7 @@ from bot.slack.pacing import ChannelPacing, Pace
 from bot.slack.rate_limits import EVERYTHING, PER_CHANNEL, Lane, RateLimits
 from bot.slack.run_status import status_line
 from bot.slack.sent_lookup import find_sent, metadata
+from bot.slack.workspaces import NotInstalled, OneWorkspace, WorkspaceClients
 
 logger = logging.getLogger(__name__)
 
@@ -149,10 +150,14 @@ class Dispatcher:
         options: DispatchOptions | None = None,
         channel_refused: ChannelRefused | None = None,
         runs: Store | None = None,
+        workspaces: WorkspaceClients | None = None,
     ) -> None:
         self._options = options or DispatchOptions()
         self._outbox = outbox
-        self._client = sending_client(client, self._options)
+        self._workspaces = workspaces or OneWorkspace(client)
+        self._clients: dict[str | None, WebClient] = {}
+        # each workspace's token is looked up once a round (and so refreshed in time)
+        self._round: dict[tuple[str, str], WebClient] = {}
         self._approvals = approvals
         self._clock = clock
         self._owner = owner
@@ -161,11 +166,12 @@ class Dispatcher:
         self._channel_refused = channel_refused
         self._runs = runs  # without it, root messages show no live status
         # conversations.open answers the same IM id every time: one call per approver suffices
-        self._dm_channels: dict[str, str] = {}
+        self._dm_channels: dict[tuple[str, str, str], str] = {}
 
     def dispatch_once(self, limit: int | None = None) -> int:
         """Deliver what is due now; return how many notices were claimed."""
         now = self._clock.now()
+        self._round.clear()
         items = self._outbox.claim_due(
             self._owner,
             now=now,
@@ -211,7 +217,7 @@ class Dispatcher:
             self._retry(item, self._clock.now() + NOT_READY_DELAY, "waits for an earlier message")
         except Held as held:
             self._retry(item, held.until, held.reason)
-        except Undeliverable as exc:
+        except (Undeliverable, NotInstalled) as exc:
             self._give_up(item, str(exc))
         except IncompleteAnswer as exc:
             logger.warning(
@@ -328,7 +334,7 @@ class Dispatcher:
             self._call(
                 item,
                 Lane.of("chat.postEphemeral", data["channel"]),
-                lambda: self._client.chat_postEphemeral(
+                lambda: self._slack(item).chat_postEphemeral(
                     channel=data["channel"],
                     user=data["user"],
                     text=data["text"],
@@ -348,23 +354,36 @@ class Dispatcher:
         raise NotReady()
 
     def _direct(self, item: QueuedNotice, user: str, approval_id: str) -> Delivery:
-        channel = self._dm_channels.get(user) or self._open_dm(item, user)
+        person = (item.notice.enterprise_id, item.notice.team_id, user)
+        channel = self._dm_channels.get(person) or self._open_dm(item, person)
         text, body = blocks.approval_card(self._approvals.get(approval_id))
         try:
             return self._post(item, channel, text, body)
         except SlackApiError:
-            self._dm_channels.pop(user, None)  # asked again next time, in case it changed
+            self._dm_channels.pop(person, None)  # asked again next time, in case it changed
             raise
 
-    def _open_dm(self, item: QueuedNotice, user: str) -> str:
+    def _open_dm(self, item: QueuedNotice, person: tuple[str, str, str]) -> str:
         opened = self._call(
             item,
             Lane.of("conversations.open", None),
-            lambda: self._client.conversations_open(users=user),
+            lambda: self._slack(item).conversations_open(users=person[2]),
         )
         channel = str(opened["channel"]["id"])
-        self._dm_channels[user] = channel
+        self._dm_channels[person] = channel
         return channel
+
+    def _slack(self, item: QueuedNotice) -> WebClient:
+        """The dispatcher's client for the notice's workspace (raises ``NotInstalled``)."""
+        workspace = (item.notice.team_id, item.notice.enterprise_id)
+        client = self._round.get(workspace)
+        if client is None:
+            found = self._workspaces.client_for(*workspace)
+            client = self._clients.get(found.token)
+            if client is None:
+                client = self._clients[found.token] = sending_client(found, self._options)
+            self._round[workspace] = client
+        return client
 
     def _update(self, item: QueuedNotice, target: str, approval_id: str) -> None:
         card = self._depends_on(target)
@@ -372,7 +391,7 @@ class Dispatcher:
         self._call(
             item,
             Lane.of("chat.update", card.channel),
-            lambda: self._client.chat_update(
+            lambda: self._slack(item).chat_update(
                 channel=card.channel, ts=card.ts, text=text, blocks=body
             ),
         )
@@ -417,7 +436,7 @@ class Dispatcher:
         self._call(
             item,
             Lane.of("chat.update", root.channel),
-            lambda: self._client.chat_update(
+            lambda: self._slack(item).chat_update(
                 channel=root.channel, ts=root.ts, text=text, blocks=body
             ),
         )
@@ -437,7 +456,7 @@ class Dispatcher:
                 item,
                 Lane.of(method, channel),
                 lambda: find_sent(
-                    self._client,
+                    self._slack(item),
                     item.notice.key,
                     channel=channel,
                     thread_ts=thread_ts,
@@ -457,7 +476,7 @@ class Dispatcher:
         response = self._call(
             item,
             Lane.of("chat.postMessage", channel),
-            lambda: self._client.chat_postMessage(
+            lambda: self._slack(item).chat_postMessage(
                 channel=channel,
                 text=text,
                 blocks=body,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from agent_runtime import (
@@ -16,6 +17,7 @@ from agent_runtime import (
     StepRecord,
     Store,
 )
+from agent_runtime.approvals import local_people
 from agent_runtime.notices import Notice
 from agent_runtime.records import StepKind
 from bot.slack.blocks import decision_line
@@ -40,6 +42,13 @@ def slack_context(run: Run) -> dict[str, Any] | None:
     data = run.input if isinstance(run.input, dict) else {}
     found = (data.get("context") or {}).get("slack")
     return found if isinstance(found, dict) and found.get("channel") else None
+
+
+def in_workspace(run: Run, notices: Sequence[Notice]) -> list[Notice]:
+    """The notices addressed to the Slack workspace (and Grid organization) the run is from."""
+    where = slack_context(run) or {}
+    team, enterprise = str(where.get("team") or ""), str(where.get("enterprise") or "")
+    return [replace(n, team_id=team, enterprise_id=enterprise) for n in notices]
 
 
 def root_fields(run: Run) -> dict[str, Any]:
@@ -74,14 +83,13 @@ class SlackNotifier:
         where = slack_context(run)
         if where is None:
             return ()
-        return [
-            Notice(
-                key=root_key(run.id),
-                run_id=run.id,
-                kind=ROOT,
-                data={"channel": where["channel"]} | root_fields(run),
-            )
-        ]
+        root = Notice(
+            key=root_key(run.id),
+            run_id=run.id,
+            kind=ROOT,
+            data={"channel": where["channel"]} | root_fields(run),
+        )
+        return in_workspace(run, [root])
 
     def step_committed(self, run: Run, step: StepRecord) -> Sequence[Notice]:
         """A concise thread reply for the steps a person cares about."""
@@ -91,7 +99,7 @@ class SlackNotifier:
         if text is None:
             return ()
         status = [_root_update(run.id, f"step:{step.position}")] if _waits(step) else []
-        return [_reply(run.id, f"step:{step.position}", text), *status]
+        return in_workspace(run, [_reply(run.id, f"step:{step.position}", text), *status])
 
     def run_ended(self, run: Run) -> Sequence[Notice]:
         """The final answer or the error, in the thread."""
@@ -111,7 +119,7 @@ class SlackNotifier:
             text = f"{icon} *{run.status.value.capitalize()}*" + (
                 f": {shown(error.message, 2500)}" if error else ""
             )
-        return [_reply(run.id, "end", text), _root_update(run.id, "end")]
+        return in_workspace(run, [_reply(run.id, "end", text), _root_update(run.id, "end")])
 
     def approval_changed(self, approval: Approval, action: str) -> Sequence[Notice]:
         """Post the card (and DMs) when asked; update them and tell the thread after."""
@@ -122,14 +130,18 @@ class SlackNotifier:
         if slack_context(run) is None:
             return ()
         status = _root_update(run.id, f"approval:{approval.id}:{action}:v{approval.version}")
+        here = approval.requester
         if action == "requested":
-            return [_card(approval, None), *(_card(approval, u) for u in approval.eligible), status]
-        dms = list(approval.policy.get("approvers", []))
+            deciders = local_people(approval.eligible, here)
+            cards = [_card(approval, None), *(_card(approval, u) for u in deciders)]
+            return in_workspace(run, [*cards, status])
+        dms = list(local_people(approval.policy.get("approvers", []), here))
+        escalated = local_people(approval.policy.get("escalate_to", []), here)
         if approval.escalated and action != "escalated":
-            dms += approval.policy.get("escalate_to", [])
+            dms += escalated
         notices = [_update(approval, None), *(_update(approval, u) for u in dms)]
         if action == "escalated":
-            notices += [_card(approval, u) for u in approval.policy.get("escalate_to", [])]
+            notices += [_card(approval, u) for u in escalated]
         if action == "reminded":
             notices.append(
                 _reply(
@@ -146,7 +158,7 @@ class SlackNotifier:
                     f"*{tool_name(approval.tool)}*: {decision_line(approval)}",
                 )
             )
-        return [*notices, status]
+        return in_workspace(run, [*notices, status])
 
 
 def describe_step(step: StepRecord) -> str | None:

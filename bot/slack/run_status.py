@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_runtime import Approval, Run, RunStatus
+from agent_runtime.approvals import local_people
 from bot.slack.text import shown, tool_name, user
 
 ANSWER_SHOWN = 1500
@@ -55,5 +56,6 @@ def _queued(pending: Sequence[Approval], approved: Sequence[Approval]) -> str:
 
 
 def _sign_off(approval: Approval) -> str:
-    people = " or ".join(user(u) for u in approval.eligible) or "an approver"
+    deciders = local_people(approval.eligible, approval.requester)
+    people = " or ".join(user(u) for u in deciders) or "an approver"
     return f"{people}'s sign-off on *{tool_name(approval.tool)}*"

@@ -51,9 +51,12 @@ def _history_line(step: StepRecord) -> str | None:
     return text
 
 
-def list_text(runtime: Runtime, channel: str) -> str:
-    """The recent runs started in ``channel``."""
-    runs = runtime.runs(input_fields={"context.slack.channel": channel}, limit=SHOWN)
+def list_text(runtime: Runtime, channel: str, actor: Actor) -> str:
+    """The recent runs started in ``channel`` (of ``actor``'s workspace)."""
+    where = {"context.slack.channel": channel}
+    if actor.team_id:
+        where["context.slack.team"] = actor.team_id
+    runs = runtime.runs(input_fields=where, limit=SHOWN)
     if not runs:
         return "No runs in this channel yet."
     return "\n".join(f"`{r.id}` {r.status.value} · {shown(_task(r), 80)}" for r in runs)
@@ -61,9 +64,16 @@ def list_text(runtime: Runtime, channel: str) -> str:
 
 def pending_text(approvals: Approvals, actor: Actor) -> str:
     """Approvals that ``actor`` may decide now."""
-    mine = approvals.store.list_approvals(
-        status=ApprovalStatus.PENDING, decidable_by=actor.user_id, limit=SHOWN
-    )
+    scoped = {f"{actor.user_id}@{w}" for w in (actor.team_id, actor.enterprise_id) if w}
+    found = {
+        approval.id: approval
+        for entry in (actor.user_id, *sorted(scoped))
+        for approval in approvals.store.list_approvals(
+            status=ApprovalStatus.PENDING, decidable_by=entry, limit=SHOWN
+        )
+        if actor.shares_workspace(approval.requester)
+    }
+    mine = sorted(found.values(), key=lambda a: a.requested_at, reverse=True)
     if not mine:
         return "Nothing is waiting on you."
     return "\n".join(
@@ -73,7 +83,10 @@ def pending_text(approvals: Approvals, actor: Actor) -> str:
 
 
 def _latest(runtime: Runtime, actor: Actor) -> Run | None:
-    found = runtime.runs(input_fields={"requester.user_id": actor.user_id}, limit=1)
+    where = {"requester.user_id": actor.user_id}
+    if actor.team_id:
+        where["requester.team_id"] = actor.team_id
+    found = runtime.runs(input_fields=where, limit=1)
     return found[0] if found else None
 
 

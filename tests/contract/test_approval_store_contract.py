@@ -295,7 +295,7 @@ def test_list_approvals_finds_those_a_person_may_decide(
     assert [a.id for a in approvals.list_approvals(decidable_by="U_BOSS")] == [escalated.id]
     assert [a.id for a in approvals.list_approvals(decidable_by="U_OMAR")] == [theirs.id]
     assert approvals.list_approvals(decidable_by="U_DAN") == []
-    assert [a.id for a in approvals.list_approvals(limit=1, offset=1)] == [theirs.id]
+    assert [a.id for a in approvals.list_approvals(limit=1, after=escalated.id)] == [theirs.id]
 
 
 RULE = Actor(user_id="rule:small-refunds", name="rule:small-refunds")

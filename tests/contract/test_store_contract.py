@@ -127,6 +127,20 @@ def test_expired_lease_is_taken_over_and_old_holder_is_fenced(any_store: Store) 
     assert [s.position for s in any_store.load_journal(run_id)] == [0, 1]
 
 
+def test_a_claim_says_which_runs_it_took_over(any_store: Store) -> None:
+    """A claim of a run whose lease lapsed says so; a first claim or a claim after a release
+    does not."""
+    _new(any_store)
+    first = _claim_one(any_store, "w1")
+    assert first.taken_over is False
+    later = T0 + TTL + timedelta(seconds=1)
+    taken = _claim_one(any_store, "w2", now=later)
+    assert taken.taken_over is True
+    any_store.release(taken, later)
+    again = _claim_one(any_store, "w3", now=later)
+    assert again.taken_over is False
+
+
 def test_renewed_lease_is_not_claimable(any_store: Store) -> None:
     """Renewing moves the lease's expiry, so the run is not claimable before it."""
     _new(any_store)
@@ -373,7 +387,7 @@ def test_list_runs_filters_on_input_fields_and_pages(any_store: Store) -> None:
     _new(any_store, "not a document", T0 + timedelta(minutes=5))
     mine = {"requester.user_id": "U_ANN"}
     assert [r.id for r in any_store.list_runs(input_fields=mine)] == ann[::-1]
-    assert [r.id for r in any_store.list_runs(input_fields=mine, limit=2, offset=1)] == [
+    assert [r.id for r in any_store.list_runs(input_fields=mine, limit=2, after=ann[2])] == [
         ann[1],
         ann[0],
     ]

@@ -3,7 +3,7 @@
 ``SlackWorld`` owns everything one scenario needs and stops it all on exit:
 
 - the demo payment provider on loopback (its ledger is where refunds really land),
-- the sandbox Slack Web API on loopback (``bot.sandbox``), with the people of the scenarios,
+- the sandbox Slack Web API on loopback (``devkit.sandbox``), with the people of the scenarios,
 - one or more ``BotInstance``\\ s: ``build_services(settings)``, ``web_client(settings)`` pointed
   at the fake, the real Bolt app from ``slack_app`` served by ``wsgi`` under
   ``wsgiref.simple_server`` in a thread on ``127.0.0.1:0``.
@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,11 +37,24 @@ from slack_bolt import App
 from slack_sdk import WebClient
 from sqlalchemy import text
 
-from agent_runtime import Approval, ApprovalStatus, RunId, RunStatus, WorkerOptions
+from agent_runtime import (
+    Approval,
+    ApprovalStatus,
+    RunId,
+    RunNotFound,
+    RunStatus,
+    WorkerOptions,
+)
 from agent_runtime.audit import GENESIS
 from agent_runtime.clock import SystemClock
-from bot.demo.provider_server import RunningProvider, start_in_thread
-from bot.sandbox.slack_api import (
+from bot.app.server import dispatcher, slack_app, web_client, wsgi
+from bot.app.settings import Settings
+from bot.app.wiring import Services, build_services
+from bot.slack.blocks import parse_approval_ref
+from bot.slack.dispatcher import Dispatcher
+from bot.slack.pacing import Pace
+from devkit.demo.provider_server import RunningProvider, start_in_thread
+from devkit.sandbox.slack_api import (
     DEFAULT_TOKEN,
     ApiCall,
     EphemeralMessage,
@@ -50,12 +64,6 @@ from bot.sandbox.slack_api import (
     Workspace,
     start_slack_api,
 )
-from bot.server import dispatcher, slack_app, web_client, wsgi
-from bot.settings import Settings
-from bot.slack.blocks import parse_approval_ref
-from bot.slack.dispatcher import Dispatcher
-from bot.slack.pacing import Pace
-from bot.wiring import Services, build_services
 from store import build_engine
 from tests.integration.slack_readers import find_button, is_card_of, run_id_of
 
@@ -207,8 +215,10 @@ class BotInstance:
         signature: str | None = None,
         content_type: str = FORM,
         headers: dict[str, str] | None = None,
+        settle: bool = True,
     ) -> Ack:
-        """POST ``body`` to ``/slack/events`` signed as Slack signs it (unless told otherwise)."""
+        """POST ``body`` to ``/slack/events`` signed as Slack signs it (unless told otherwise);
+        with ``settle``, wait for the run the answer promises to exist."""
         stamp = str(int(time.time()) if timestamp is None else timestamp)
         sent = {
             "Content-Type": content_type,
@@ -218,21 +228,48 @@ class BotInstance:
         sent.update(headers or {})
         started = time.monotonic()
         response = self._http.post(self.url, data=body, headers=sent, timeout=HTTP_TIMEOUT_S)
-        return Ack(response.status_code, response.text, time.monotonic() - started)
+        ack = Ack(response.status_code, response.text, time.monotonic() - started)
+        if settle:
+            self.wait_started(ack)
+        return ack
+
+    def wait_started(self, ack: Ack) -> None:
+        """Wait until the run an ack promised (``Started run `…```) exists: the command's
+        listener starts it just after the ack."""
+        found = re.search(r"Started run `([0-9a-f]{32})`", ack.body)
+        if ack.status != 200 or found is None:
+            return
+        run_id = RunId(found.group(1))
+
+        def exists() -> bool:
+            try:
+                self.services.runtime.get(run_id)
+            except RunNotFound:
+                return False
+            return True
+
+        eventually(exists, what=f"run {run_id} to be started", timeout=20.0)
 
     # -- what Slack sends ----------------------------------------------------------------------
 
     def command_body(
-        self, text: str, *, user: str = REQUESTER, channel: str | None = None
+        self,
+        text: str,
+        *,
+        user: str = REQUESTER,
+        channel: str | None = None,
+        workspace: Workspace | None = None,
     ) -> bytes:
-        """Return the form body of ``/agent text`` typed by ``user``."""
-        ws = self.world.workspace
+        """Return the form body of ``/agent text`` typed by ``user`` (in the world's workspace
+        unless ``workspace`` is given)."""
+        ws = workspace or self.world.workspace
         return urlencode(
             {
                 "token": "legacy-verification-token",
                 "team_id": ws.team_id,
                 "team_domain": ws.domain,
-                "channel_id": channel or self.world.channel,
+                "channel_id": channel
+                or (self.world.channel if workspace is None else ws.resolve_channel("general").id),
                 "channel_name": "general",
                 "user_id": user,
                 "user_name": PEOPLE.get(user, user),
@@ -245,9 +282,16 @@ class BotInstance:
             }
         ).encode()
 
-    def command(self, text: str, *, user: str = REQUESTER, channel: str | None = None) -> Ack:
-        """Type ``/agent text`` as ``user``."""
-        return self.post(self.command_body(text, user=user, channel=channel))
+    def command(
+        self,
+        text: str,
+        *,
+        user: str = REQUESTER,
+        channel: str | None = None,
+        workspace: Workspace | None = None,
+    ) -> Ack:
+        """Type ``/agent text`` as ``user`` (in ``workspace``, if given)."""
+        return self.post(self.command_body(text, user=user, channel=channel, workspace=workspace))
 
     def click_body(
         self,
@@ -257,13 +301,15 @@ class BotInstance:
         *,
         value: str | None = None,
         response_url: str = NOWHERE,
+        workspace: Workspace | None = None,
     ) -> tuple[bytes, str]:
         """Return the form body of a click on the button ``action_id`` of ``message``.
 
         The button's value is read from the message (as Slack does) unless ``value`` is given.
         Also returns the ``trigger_id`` Slack issued for the click.
         """
-        trigger = self.world.workspace.issue_trigger(user)
+        ws = workspace or self.world.workspace
+        trigger = ws.issue_trigger(user)
         container: dict[str, Any] = {
             "type": "message",
             "message_ts": message.ts,
@@ -272,18 +318,22 @@ class BotInstance:
         }
         if message.thread_ts:
             container["thread_ts"] = message.thread_ts
-        payload = self._action_payload(user, action_id, message, container, trigger, value)
+        payload = self._action_payload(user, action_id, message, container, trigger, value, ws)
         payload["response_url"] = response_url
-        payload["message"] = message.to_api(
-            team_id=self.world.workspace.team_id, app_id=self.world.workspace.app_id
-        )
+        payload["message"] = message.to_api(team_id=ws.team_id, app_id=ws.app_id)
         return urlencode({"payload": json.dumps(payload)}).encode(), trigger
 
     def click(
-        self, user: str, action_id: str, message: Message, *, value: str | None = None
+        self,
+        user: str,
+        action_id: str,
+        message: Message,
+        *,
+        value: str | None = None,
+        workspace: Workspace | None = None,
     ) -> Ack:
-        """Click the button ``action_id`` of ``message`` as ``user``."""
-        body, _ = self.click_body(user, action_id, message, value=value)
+        """Click the button ``action_id`` of ``message`` as ``user`` (of ``workspace``)."""
+        body, _ = self.click_body(user, action_id, message, value=value, workspace=workspace)
         return self.post(body)
 
     def click_ephemeral(
@@ -310,9 +360,10 @@ class BotInstance:
         container: dict[str, Any],
         trigger: str,
         value: str | None,
+        workspace: Workspace | None = None,
     ) -> dict[str, Any]:
         """The ``block_actions`` payload of a click on ``action_id`` in ``message``."""
-        ws = self.world.workspace
+        ws = workspace or self.world.workspace
         button = find_button(message, action_id)
         return {
             "type": "block_actions",
@@ -437,6 +488,7 @@ class SlackWorld:
         return Settings.from_env(
             {
                 "SIGNOFF_DATABASE_URL": self.database_url,
+                "SIGNOFF_DEMO": "1",
                 "SIGNOFF_APPROVERS": ",".join(self.approvers),
                 "SIGNOFF_APPROVALS_REQUIRED": str(self.required),
                 "SIGNOFF_DEMO_PROVIDER_URL": self.provider.url,

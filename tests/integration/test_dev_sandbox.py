@@ -18,11 +18,11 @@ from urllib.parse import parse_qs, urlencode
 import pytest
 
 from agent_runtime import RunId
-from bot.dev import DevOptions, DevStack, start_dev
-from bot.sandbox.app_link import AppLink
-from bot.sandbox.records import EphemeralMessage, Message
-from bot.sandbox.signing import signed_headers, verify
-from bot.sandbox.workspace import Workspace
+from devkit.dev import DevOptions, DevStack, start_dev
+from devkit.sandbox.app_link import AppLink
+from devkit.sandbox.records import EphemeralMessage, Message
+from devkit.sandbox.signing import signed_headers, verify
+from devkit.sandbox.workspace import Workspace
 
 SECRET = "test-signing-secret"
 TASK = "/agent refund order 1042 and email the customer"
@@ -279,6 +279,8 @@ def _rita_opens_a_history(stack: DevStack, channel: str) -> tuple[RunId, Ephemer
     """Rita starts a run and clicks History on its root once the model asked for approvals."""
     ws = stack.workspace
     assert _ui(stack, "command", {"user": "U_RITA", "channel": channel, "text": TASK})[1]["ok"]
+    # the run is created just after the command's ack
+    assert ws.wait_for(lambda: bool(stack.services.runtime.runs()), WAIT_S)
     run_id = stack.services.runtime.runs()[0].id
     assert ws.wait_for(lambda: bool(_with_button(ws.messages(channel), "run.history")), WAIT_S)
     (root,) = _with_button(ws.messages(channel), "run.history")

@@ -68,6 +68,12 @@ def _revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+def _plain(index: Any) -> dict[str, Any]:
+    """A reflected index with its dialect options (a partial index's WHERE) as text."""
+    options = {k: str(v) for k, v in (index.get("dialect_options") or {}).items()}
+    return {**index, "dialect_options": options}
+
+
 def _schema(engine: Engine) -> dict[str, Any]:
     """Return the reflected schema: every table's columns, keys and indexes."""
     inspector = inspect(engine)
@@ -79,7 +85,7 @@ def _schema(engine: Engine) -> dict[str, Any]:
             ],
             "primary_key": inspector.get_pk_constraint(table),
             "foreign_keys": sorted(inspector.get_foreign_keys(table), key=repr),
-            "indexes": sorted(inspector.get_indexes(table), key=repr),
+            "indexes": sorted((_plain(i) for i in inspector.get_indexes(table)), key=repr),
             "unique": sorted(inspector.get_unique_constraints(table), key=repr),
         }
         for table in sorted(inspector.get_table_names())

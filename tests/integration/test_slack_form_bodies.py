@@ -58,3 +58,21 @@ def test_socket_mode_commands_with_the_word_payload_are_commands(
     response = run_bolt_app(bot.app, request)
     assert response.status == 200
     assert json.loads(response.body)["text"] == HELP
+
+
+@pytest.mark.parametrize(("attempt", "answered"), [(0, True), (1, False)])
+def test_a_socket_mode_first_delivery_is_not_taken_for_a_retry(
+    world: SlackWorld, bot: BotInstance, attempt: int, answered: bool
+) -> None:
+    """An envelope's ``retry_attempt: 0`` is a first delivery and is answered; 1 is a retry."""
+    fields = command_with(bot, "help")
+    request = SocketModeRequest(
+        type="slash_commands",
+        envelope_id="e-2",
+        payload=fields,
+        retry_attempt=attempt,
+        retry_reason="" if attempt == 0 else "timeout",
+    )
+    response = run_bolt_app(bot.app, request)
+    assert response.status == 200
+    assert (json.loads(response.body)["text"] == HELP) if answered else response.body == ""

@@ -25,9 +25,11 @@ def test_the_root_shows_who_the_run_waits_for_and_then_its_answer(
     approvals = approvals_of(bot, run_id)
 
     acked(bot.click(APPROVER, APPROVE, world.card(approvals["issue_refund"].id)))
+    bot.decision(approvals["issue_refund"].id)  # recorded after the ack
     bot.drain()
     assert f"⏳ *Waiting* for {who} *send_email*" in block_texts(world.root_of(run_id))
     acked(bot.click(APPROVER, APPROVE, world.card(approvals["send_email"].id)))
+    bot.decision(approvals["send_email"].id)  # recorded after the ack
     bot.drain()
     assert "🔄 *Running*" in block_texts(world.root_of(run_id))
     bot.work()
@@ -59,6 +61,7 @@ def test_an_approved_refund_runs_and_shows_while_the_email_still_waits(
     run_id = start_refund_run(world, bot)
     approvals = approvals_of(bot, run_id)
     acked(bot.click(APPROVER, APPROVE, world.card(approvals["issue_refund"].id)))
+    bot.decision(approvals["issue_refund"].id)  # recorded after the ack
     bot.work()
     bot.drain()
     assert [c.order_id for c in world.provider.ledger.charges()] == ["1042"]
@@ -75,6 +78,7 @@ def test_a_later_call_approved_first_is_shown_waiting_for_the_earlier_one(
     run_id = start_refund_run(world, bot)
     approvals = approvals_of(bot, run_id)
     acked(bot.click(APPROVER, APPROVE, world.card(approvals["send_email"].id)))
+    bot.decision(approvals["send_email"].id)  # recorded after the ack
     bot.work()
     bot.drain()
     assert world.provider.ledger.emails() == []

@@ -13,10 +13,10 @@ from agent_runtime import RunId, RunStatus, StepKind
 from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.observers import combined
 from agent_runtime.records import Run, StepRecord
-from bot.health import Health
-from bot.logs import MASK, formatter
-from bot.loops import Loops
-from bot.settings import Settings, SettingsError
+from bot.app.settings import Settings, SettingsError
+from bot.ops.health import Health
+from bot.ops.logs import MASK, formatter
+from bot.ops.loops import Loops
 
 SECRET = 'xoxb-se"cret\\value'
 
@@ -60,6 +60,14 @@ def test_secrets_are_masked_in_messages_fields_and_tracebacks(log_format: str) -
     assert MASK in line
     if log_format == "json":
         assert json.loads(line)["action"] == MASK
+
+
+@pytest.mark.parametrize("token", ["xoxb-1-2-abc", "xoxe.xoxb-1-T0BETA-7", "xoxe-1-T0BETA-7"])
+def test_slack_tokens_are_masked_even_when_not_configured(token: str) -> None:
+    """A workspace's token read from the database (so unknown to the settings) is masked."""
+    line = formatter("json").format(record(f"refreshed {token}", action="install"))
+    assert token not in line
+    assert MASK in json.loads(line)["message"]
 
 
 def test_a_loop_counts_as_stalled_only_past_its_interval_plus_the_grace() -> None:

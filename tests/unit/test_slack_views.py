@@ -36,7 +36,7 @@ def test_status_finds_a_persons_only_run_behind_newer_ones(env: AgentEnvironment
 
 def test_list_finds_a_channels_runs_behind_newer_ones(env: AgentEnvironment) -> None:
     """``/agent list`` in a channel shows its runs however many newer runs exist elsewhere."""
-    assert "old task" in list_text(env.runtime, "C_OLD")
+    assert "old task" in list_text(env.runtime, "C_OLD", ANN)
 
 
 def test_pending_finds_an_approval_behind_newer_ones(env: AgentEnvironment) -> None:

@@ -1,0 +1,64 @@
+"""The parts that differ between single-workspace mode and OAuth (many workspaces) mode."""
+
+from __future__ import annotations
+
+from slack_sdk import WebClient
+
+from agent_runtime import SystemClock
+from bot.app.settings import Settings
+from bot.app.wiring import Services
+from bot.slack.installations import SignoffInstallationStore, SignoffStateStore
+from bot.slack.oauth import BoltAuth, OAuthOptions, many_workspaces, single_workspace
+from bot.slack.uninstalls import Uninstalls
+from bot.slack.workspaces import InstalledWorkspaces, OneWorkspace, WorkspaceClients
+from store.slack_installations import SqlInstallations
+
+
+def is_oauth(settings: Settings) -> bool:
+    """Whether the app is installed in many workspaces through OAuth."""
+    return settings.slack_mode == "oauth"
+
+
+def installations(services: Services) -> SignoffInstallationStore:
+    """The workspaces' installations, in the database."""
+    return SignoffInstallationStore(SqlInstallations(services.store.engine), SystemClock())
+
+
+def bolt_auth(services: Services, client: WebClient) -> BoltAuth:
+    """How the Bolt app authorizes requests in the configured mode."""
+    settings = services.settings
+    if not is_oauth(settings):
+        return single_workspace(settings.slack_bot_token)
+    options = OAuthOptions(
+        client_id=settings.slack_client_id,
+        client_secret=settings.slack_client_secret,
+        installations=installations(services),
+        states=SignoffStateStore(SqlInstallations(services.store.engine), SystemClock()),
+        redirect_uri=settings.slack_redirect_uri,
+        rotate_before=settings.slack_token_rotation,
+    )
+    return many_workspaces(options, client)
+
+
+def uninstalls(services: Services) -> Uninstalls | None:
+    """What handles a workspace removing the app (OAuth mode only)."""
+    if not is_oauth(services.settings):
+        return None
+    return Uninstalls(services.runtime, services.approvals, installations(services))
+
+
+def workspace_clients(services: Services, client: WebClient) -> WorkspaceClients:
+    """Where the dispatcher finds the bot token of each notice's workspace."""
+    settings = services.settings
+    if not is_oauth(settings):
+        return OneWorkspace(client)
+    return InstalledWorkspaces(
+        installations(services),
+        client,
+        client_id=settings.slack_client_id,
+        client_secret=settings.slack_client_secret,
+        rotate_before=settings.slack_token_rotation,
+    )
+
+
+__all__ = ["bolt_auth", "installations", "is_oauth", "uninstalls", "workspace_clients"]

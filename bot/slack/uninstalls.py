@@ -1,0 +1,82 @@
+"""When a workspace removes the app (``app_uninstalled``, or its bot token revoked).
+
+The workspace's installation is forgotten, and every run of that workspace that waits on a
+person is cancelled with its pending approvals (fail-closed: nobody there could ever see or
+decide them now), the reason recorded with each approval closed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt import BoltContext
+from slack_sdk.oauth.installation_store import InstallationStore
+
+from agent_runtime import Actor, Approval, Approvals, ApprovalStatus, RunId, Runtime, SignoffError
+
+logger = logging.getLogger(__name__)
+
+REMOVED = Actor(user_id="signoff", name="Signoff (the app was removed from the Slack workspace)")
+PAGE = 100
+
+
+class Uninstalls:
+    """Handles the events Slack sends when a workspace removes the app."""
+
+    def __init__(
+        self, runtime: Runtime, approvals: Approvals, installations: InstallationStore
+    ) -> None:
+        self._runtime = runtime
+        self._approvals = approvals
+        self._installations = installations
+
+    def app_uninstalled(self, context: BoltContext) -> None:
+        """The app was uninstalled from the workspace."""
+        self.removed(context.enterprise_id or "", context.team_id or "")
+
+    def tokens_revoked(self, event: dict[str, Any], context: BoltContext) -> None:
+        """Tokens were revoked: without its bot token Signoff cannot work in the workspace."""
+        if (event.get("tokens") or {}).get("bot"):
+            self.removed(context.enterprise_id or "", context.team_id or "")
+
+    def removed(self, enterprise_id: str, team_id: str) -> int:
+        """Forget the workspace and fail its waiting runs closed; return how many ended."""
+        self._installations.delete_all(enterprise_id=enterprise_id or None, team_id=team_id or None)
+        ended = {a.run_id for a in self._pending() if _in(a, enterprise_id, team_id)}
+        for run_id in sorted(ended):
+            try:
+                self._runtime.cancel(RunId(run_id), by=REMOVED)
+            except SignoffError:
+                continue  # ended meanwhile
+        logger.warning(
+            "slack workspace removed the app; its waiting runs were cancelled",
+            extra={
+                "action": "uninstall",
+                "workspace": team_id or enterprise_id,
+                "runs": len(ended),
+            },
+        )
+        return len(ended)
+
+    def _pending(self) -> list[Approval]:
+        found: list[Approval] = []
+        while True:
+            page = self._approvals.store.list_approvals(
+                status=ApprovalStatus.PENDING, limit=PAGE, after=found[-1].id if found else None
+            )
+            found += page
+            if len(page) < PAGE:
+                return found
+
+
+def _in(approval: Approval, enterprise_id: str, team_id: str) -> bool:
+    """Whether the approval's run is from the workspace (any of the organization's if
+    ``team_id`` is empty: an organization-wide installation)."""
+    requester = approval.requester
+    if team_id:
+        return requester.team_id == team_id
+    return bool(enterprise_id) and requester.enterprise_id == enterprise_id
+
+
+__all__ = ["REMOVED", "Uninstalls"]

@@ -1,0 +1,82 @@
+"""The Slack app's installations in many workspaces, and the OAuth states of installs under way.
+
+An installation is kept per workspace (``enterprise_id``, ``team_id``; '' where Slack gives
+none): installing again, or refreshing a rotating token, replaces it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from store.connections import reading, writing
+from store.models import slack_installations, slack_oauth_states
+
+
+class SqlInstallations:
+    """Installations and OAuth states over one SQLAlchemy engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def save(self, enterprise_id: str, team_id: str, data: dict[str, Any], now: datetime) -> None:
+        """Keep ``data`` as the workspace's installation, replacing any earlier one."""
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        row = {"enterprise_id": enterprise_id, "team_id": team_id, "data": data}
+        insert = dialect.insert(slack_installations).values(**row, installed_at=now)
+        with writing(self.engine) as conn:
+            conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=["enterprise_id", "team_id"],
+                    set_={"data": data, "installed_at": now},
+                )
+            )
+
+    def find(self, enterprise_id: str, team_id: str) -> dict[str, Any] | None:
+        """Return the workspace's installation, if the app is installed there."""
+        query = select(slack_installations.c.data).where(
+            slack_installations.c.enterprise_id == enterprise_id,
+            slack_installations.c.team_id == team_id,
+        )
+        with reading(self.engine) as conn:
+            found = conn.execute(query).scalar_one_or_none()
+        return dict(found) if isinstance(found, dict) else None
+
+    def all(self) -> list[dict[str, Any]]:
+        """Return every installation, oldest first."""
+        query = select(slack_installations.c.data).order_by(slack_installations.c.id)
+        with reading(self.engine) as conn:
+            return [dict(data) for data in conn.execute(query).scalars()]
+
+    def delete(self, enterprise_id: str, team_id: str) -> int:
+        """Forget the workspace's installation; return how many were removed (0 or 1)."""
+        with writing(self.engine) as conn:
+            result = conn.execute(
+                delete(slack_installations).where(
+                    slack_installations.c.enterprise_id == enterprise_id,
+                    slack_installations.c.team_id == team_id,
+                )
+            )
+        return int(result.rowcount)
+
+    def issue_state(self, state: str, expires_at: datetime, now: datetime) -> None:
+        """Record a new OAuth state (and forget the expired ones)."""
+        with writing(self.engine) as conn:
+            conn.execute(delete(slack_oauth_states).where(slack_oauth_states.c.expires_at <= now))
+            conn.execute(slack_oauth_states.insert().values(state=state, expires_at=expires_at))
+
+    def consume_state(self, state: str, now: datetime) -> bool:
+        """Use up an OAuth state: True once, if it was issued and has not expired."""
+        with writing(self.engine) as conn:
+            result = conn.execute(
+                delete(slack_oauth_states).where(
+                    slack_oauth_states.c.state == state, slack_oauth_states.c.expires_at > now
+                )
+            )
+        return int(result.rowcount) == 1
+
+
+__all__ = ["SqlInstallations"]

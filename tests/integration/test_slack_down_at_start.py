@@ -1,0 +1,23 @@
+"""Requests are answered while Slack's Web API is unreachable from the first request on."""
+
+from __future__ import annotations
+
+from agent_runtime import RunStatus
+from tests.integration.slack_harness import BotInstance, SlackWorld, acked
+from tests.integration.slack_readers import run_id_of
+
+
+def test_commands_are_answered_when_slack_is_down_before_the_first_request(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """With the fake Slack offline before any request, ``/agent`` commands are still
+    acknowledged and start runs (no ``auth.test`` stands between Slack and the listener)."""
+    world.slack.go_offline()
+
+    first = run_id_of(acked(bot.command("refund order 1042")))
+    second = run_id_of(acked(bot.command("refund order 1043")))
+
+    assert {bot.services.runtime.get(r).status for r in (first, second)} == {RunStatus.PENDING}
+    world.slack.go_online()
+    acked(bot.command("refund order 1044"))
+    assert world.workspace.calls("auth.test") == [], "requests never wait on auth.test"

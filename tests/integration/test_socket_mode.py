@@ -1,0 +1,116 @@
+"""``signoff serve --socket-mode`` end to end, over a real WebSocket on loopback.
+
+The sandbox's Web API answers ``apps.connections.open`` with the URL of a local Socket Mode
+endpoint (``devkit.sandbox.socket_mode``) that sends Slack's envelopes (``hello``,
+``slash_commands``, ``interactive``) and reads the app's acknowledgements, so the real
+``slack_sdk`` Socket Mode client inside a real ``serve`` process does the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qs, parse_qsl
+
+import pytest
+
+from agent_runtime import ApprovalStatus, RunId
+from bot.slack.blocks import APPROVE
+from bot.slack.commands import HELP
+from devkit.sandbox.socket_mode import SocketModeEndpoint
+from tests.integration.slack_harness import APPROVER, TASK
+from tests.integration.test_serve_instances import TOOLS, Cluster, ServeProcess, cluster
+
+pytestmark = pytest.mark.postgres
+
+__all__ = ["cluster"]
+
+APP_TOKEN = "xapp-1-A0SANDBOX-1-socket-mode-test"
+WORD = "payload"
+
+
+@pytest.fixture
+def endpoint(cluster: Cluster) -> Iterator[SocketModeEndpoint]:
+    """A Socket Mode endpoint that the sandbox Slack hands out for ``APP_TOKEN``."""
+    with SocketModeEndpoint() as opened:
+        cluster.world.slack.api.enable_socket_mode(APP_TOKEN, opened.new_url)
+        yield opened
+
+
+def start_socket_serve(cluster: Cluster, endpoint: SocketModeEndpoint) -> ServeProcess:
+    """Start ``signoff serve --socket-mode`` and wait until it has said hello."""
+    env = {**cluster.env, "SLACK_APP_TOKEN": APP_TOKEN, "SIGNOFF_SOCKET_PING_SECONDS": "0.5"}
+    process = ServeProcess(cluster.world, "S", cluster.reader, env, "--socket-mode")
+    cluster.processes.append(process)
+
+    def connected() -> bool:
+        process.assert_alive()
+        return endpoint.hellos >= 1
+
+    cluster.wait(connected, what="serve --socket-mode to connect", timeout=60)
+    return process
+
+
+def command(
+    endpoint: SocketModeEndpoint, process: ServeProcess, text: str, **fields: str
+) -> dict[str, Any]:
+    """Send ``/agent text`` (some fields replaced) as a ``slash_commands`` envelope; return
+    the acknowledgement's payload."""
+    sent = {**dict(parse_qsl(process.command_body(text).decode())), **fields}
+    return endpoint.acked(endpoint.send("slash_commands", sent))
+
+
+def started(ack: dict[str, Any]) -> RunId:
+    """Return the run id in a ``Started run `…``` acknowledgement."""
+    found = re.search(r"Started run `([0-9a-f]{32})`", str(ack.get("text", "")))
+    assert found, f"no run started: {ack!r}"
+    return RunId(found.group(1))
+
+
+def approve_over_socket(
+    cluster: Cluster, endpoint: SocketModeEndpoint, process: ServeProcess, approval_id: str
+) -> None:
+    """Click Approve on the card as an ``interactive`` envelope; wait until it is decided."""
+    body, _ = process.click_body(APPROVER, APPROVE, cluster.world.card(approval_id))
+    payload = json.loads(parse_qs(body.decode())["payload"][0])
+    endpoint.acked(endpoint.send("interactive", payload, accepts_response_payload=False))
+    assert process.decision(approval_id).status == ApprovalStatus.APPROVED
+
+
+def test_a_command_and_approve_clicks_round_trip_over_socket_mode(
+    cluster: Cluster, endpoint: SocketModeEndpoint
+) -> None:
+    """A task mentioning the word payload, typed in a payload-team channel, starts a run over
+    Socket Mode; Approve clicks sent as envelopes are acknowledged, decided, and the run ends."""
+    process = start_socket_serve(cluster, endpoint)
+    task = f"{TASK}; the webhook {WORD} was wrong"
+    ack = command(
+        endpoint,
+        process,
+        task,
+        channel_name=f"{WORD}-team",
+        user_name=f"{WORD}-fan",
+        team_domain=f"{WORD}-inc",
+    )
+    run_id = started(ack)
+    assert cluster.reader.runtime.get(run_id).input["task"] == task
+    approvals = cluster.waiting_with_cards(run_id)
+    for tool in TOOLS:
+        approve_over_socket(cluster, endpoint, process, approvals[tool].id)
+    cluster.completed(run_id)
+    process.assert_alive()
+
+
+def test_a_dropped_socket_reconnects_and_serves_the_next_command(
+    cluster: Cluster, endpoint: SocketModeEndpoint
+) -> None:
+    """After the WebSocket drops, the app opens a new URL and answers over the new socket."""
+    process = start_socket_serve(cluster, endpoint)
+    assert command(endpoint, process, "help")["text"] == HELP
+    assert endpoint.drop() == 1
+    endpoint.wait_connected(hellos=2, timeout=30)
+    assert command(endpoint, process, "help")["text"] == HELP
+    assert len(cluster.world.workspace.calls("apps.connections.open")) == 2
+    process.assert_alive()
