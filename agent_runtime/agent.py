@@ -90,6 +90,12 @@ class AgentInput:
     model: str | None = None
     """A model to use instead of the agent's own (a model spec the deployment resolves)."""
 
+    @property
+    def channel(self) -> str:
+        """The channel the run was started from: ``context.channel``, or the Slack channel
+        ``context.slack.channel`` of a run started from Slack ("" if neither)."""
+        return channel_of(self.context)
+
     def to_json(self) -> dict[str, Any]:
         """Return the run input."""
         data = {
@@ -159,3 +165,12 @@ class Agents:
 
     def __iter__(self) -> Iterator[Agent]:
         return iter(self._by_name.values())
+
+
+def channel_of(context: Any) -> str:
+    """Return the channel an agent run's ``context`` names ("" if none)."""
+    if not isinstance(context, Mapping):
+        return ""
+    slack = context.get("slack")
+    found = context.get("channel") or (slack.get("channel") if isinstance(slack, Mapping) else "")
+    return found if isinstance(found, str) else ""

@@ -103,7 +103,9 @@ class AgentLoop:
         self.budget: Budget = data.budget or agent.budget
         self.used = Consumption()
         self.messages: list[Message] = [Message(role="user", content=data.task)]
-        self.effects = SideEffects(ctx, approvals, agent, data.requester, self.used)
+        self.effects = SideEffects(
+            ctx, approvals, agent, data.requester, self.used, channel=data.channel
+        )
         self._estimate = InputEstimate(agent.system_prompt, agent.tools.specs())
         self._conversation = ConversationDigest(
             agent.system_prompt, [t.to_json() for t in agent.tools.specs()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,13 +25,14 @@ from agent_runtime.approvals import (
 from agent_runtime.audit import AuditDraft
 from agent_runtime.clock import Clock
 from agent_runtime.exceptions import InvalidInput, StoreUnavailable
+from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice, Notifier, Silent
 from agent_runtime.records import Event, Run
-from agent_runtime.rule_decisions import ruling
+from agent_runtime.rule_decisions import grant_ruling, ruling, shadow_drafts
 from agent_runtime.rules import RuleContext, Rules
 from agent_runtime.serialization import canonical_json
-from agent_runtime.store import ApprovalStore
+from agent_runtime.store import ApprovalStore, Granting
 from agent_runtime.tools import Tool
 
 logger = logging.getLogger(__name__)
@@ -127,9 +128,12 @@ class Approvals:
         now: datetime,
         kind: ApprovalKind = ApprovalKind.TOOL_CALL,
         question: str = "",
+        channel: str = "",
     ) -> Approval:
         """Record an approval (idempotent: the id comes from run and position), pending unless
-        a rule about the tool decides it at once (see ``agent_runtime.rules``)."""
+        a rule about the tool decides it at once (see ``agent_runtime.rules``) or, when no
+        enforcing rule matches, a grant covers it (see ``agent_runtime.grants``). ``channel``
+        is the channel the run was started from, which rules may look at."""
         interval = policy.get("remind_every_seconds")
         approval = Approval(
             id=approval_id(run_id, position),
@@ -161,26 +165,43 @@ class Approvals:
             },
         )
         notices = self.notifier.approval_changed(approval, "requested")
-        verdict = self.rules.verdict(tool.name, args, self.rule_context(tool.name, requester))
-        if kind != ApprovalKind.TOOL_CALL or (verdict.rule is None and not verdict.shadows):
+        context = self.rule_context(tool.name, requester, channel)
+        verdict = self.rules.verdict(tool.name, args, context)
+        grant = None if verdict.rule is not None else self._covering_grant(approval, context, now)
+        if kind != ApprovalKind.TOOL_CALL or (
+            verdict.rule is None and not verdict.shadows and grant is None
+        ):
             return self.store.create_approval(approval, audit, notices)
-        return self.store.create_ruled_approval(
-            approval,
-            audit,
-            notices,
-            ruling(
-                approval,
-                verdict,
-                now,
-                lambda a, action, actor, detail: self._draft(a, action, actor, detail, at=now),
-                self.notifier.approval_changed,
-                lambda decided: self._wake(decided, now),
-            ),
-        )
 
-    def rule_context(self, tool: str, requester: Actor) -> RuleContext:
+        def draft(
+            a: Approval, action: str, actor: Actor | None, detail: dict[str, Any] | None
+        ) -> AuditDraft:
+            return self._draft(a, action, actor, detail, at=now)
+
+        changed, wake = self.notifier.approval_changed, lambda d: self._wake(d, now)
+        if grant is not None:
+            shadows = shadow_drafts(approval, verdict, draft)
+            found = grant_ruling(approval, grant, shadows, now, draft, changed, wake)
+        else:
+            found = ruling(approval, verdict, now, draft, changed, wake)
+        return self.store.create_ruled_approval(approval, audit, notices, found)
+
+    def _covering_grant(
+        self, approval: Approval, context: RuleContext, now: datetime
+    ) -> Grant | None:
+        """Return the oldest grant that decides ``approval``, if any (read afresh each time, so
+        a revocation anywhere counts at once)."""
+        if approval.kind != ApprovalKind.TOOL_CALL:
+            return None
+        found = self.store.list_grants(active_at=now, tool=approval.tool)
+        covering = [g for g in found if g.covers(approval, context, now)]
+        return min(covering, key=lambda g: (g.granted_at, g.id)) if covering else None
+
+    def rule_context(self, tool: str, requester: Actor, channel: str = "") -> RuleContext:
         """Return what rules see of a call of ``tool`` besides its arguments."""
-        return RuleContext(requester=requester.user_id, groups=self._tools.groups(tool))
+        return RuleContext(
+            requester=requester.user_id, groups=self._tools.groups(tool), channel=channel
+        )
 
     def get(self, approval: str) -> Approval:
         """Return the approval or raise ``ApprovalNotFound``."""
@@ -200,13 +221,16 @@ class Approvals:
         reason: str | None = None,
         edited_args: dict[str, Any] | None = None,
         seen_hash: str | None = None,
+        grant: Callable[[Approval], Granting] | None = None,
     ) -> DecisionResult:
         """Decide an approval: a compare-and-set, so the first valid decision wins anywhere.
 
         ``seen_hash`` is the hash of the arguments the person was shown; an approval or edit
         counts only if they are still the ones proposed (see ``judge``). A refused decision
         (not allowed, too late, stale, already decided) changes nothing and is recorded in
-        the audit log as an attempt. Invalid edited arguments raise InvalidInput.
+        the audit log as an attempt. Invalid edited arguments raise InvalidInput. With
+        ``grant``, a decision that approves the call also stores, in its transaction, the
+        grant ``grant`` makes of the approved approval (see ``agent_runtime.grant_service``).
         """
         for _ in range(CAS_ATTEMPTS):
             current = self.store.get_approval(approval)
@@ -216,7 +240,12 @@ class Approvals:
             verdict = self._judge(current, actor, decision, now, reason, edited_args, seen_hash)
             if isinstance(verdict, Refusal):
                 return self._refuse(current, actor, decision, verdict, now)
-            if self._save(current, verdict, actor, decision, now, seen_hash):
+            granting = (
+                grant(verdict)
+                if grant is not None and verdict.status == ApprovalStatus.APPROVED
+                else None
+            )
+            if self._save(current, verdict, actor, decision, now, seen_hash, granting):
                 return DecisionResult(accepted=True, message=_accepted(verdict), approval=verdict)
         raise StoreUnavailable(f"approval {approval} kept changing; try again")
 
@@ -333,6 +362,7 @@ class Approvals:
         decision: Decision,
         now: datetime,
         seen_hash: str | None,
+        grant: Granting | None = None,
     ) -> bool:
         final = new.status != ApprovalStatus.PENDING
         detail = {
@@ -352,6 +382,7 @@ class Approvals:
             decided_before=now,
             wake=wake,
             notices=self.notifier.approval_changed(new, audit.action),
+            grant=grant,
         )
 
     def _expire_or_escalate(self, approval: Approval, now: datetime, result: SweepResult) -> None:

@@ -18,16 +18,19 @@ from typing import Any
 from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.agent_loop import AgentLoop, ToolPlan
 from agent_runtime.approval_service import Approvals
-from agent_runtime.approvals import Approval, args_hash
+from agent_runtime.approvals import Approval, ApprovalStatus, args_hash
 from agent_runtime.budget import Consumption
 from agent_runtime.clock import SystemClock
 from agent_runtime.context import RunContext, Suspend
+from agent_runtime.eval_approvals import ApprovalCounts, approval_counts
 from agent_runtime.exceptions import SignoffError
+from agent_runtime.grants import GRANT_ACTOR_PREFIX
 from agent_runtime.ids import new_run_id
 from agent_runtime.memory_store import InMemoryStore
 from agent_runtime.models.base import Message, ToolCall
 from agent_runtime.records import Run, StepRecord
 from agent_runtime.replay import replay_agent
+from agent_runtime.rules import RULE_ACTOR_PREFIX
 from agent_runtime.serialization import canonical_json
 from agent_runtime.side_effects import ToolResult
 
@@ -113,6 +116,7 @@ class Comparison:
     recorded: Trajectory
     candidate: Trajectory
     divergences: list[Divergence]
+    approvals: ApprovalCounts = field(default_factory=ApprovalCounts)
 
     @property
     def same_calls(self) -> bool:
@@ -154,6 +158,7 @@ class Comparison:
             "candidate": self.candidate.to_json(),
             "token_delta": self.token_delta,
             "cost_delta_usd": self.cost_delta_usd,
+            "approvals": self.approvals.to_json(),
         }
 
 
@@ -183,6 +188,7 @@ class EvalReport:
             "divergence_points": dict(sorted(points.items())),
             "token_delta": sum(c.token_delta for c in self.comparisons),
             "cost_delta_usd": round(sum(c.cost_delta_usd for c in self.comparisons), 6),
+            "approvals": sum((c.approvals for c in self.comparisons), ApprovalCounts()).to_json(),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -283,11 +289,17 @@ def _decision(
     for approval in pending:
         if approval.tool == tool and approval.args_hash == digest:
             pending.remove(approval)
+            by = approval.decided_by
             return {
                 "status": approval.status.value,
                 "reason": approval.reason,
-                "by": None if approval.decided_by is None else approval.decided_by.label,
+                "by": None if by is None else by.label,
+                "automatic": by is not None
+                and by.user_id.startswith((RULE_ACTOR_PREFIX, GRANT_ACTOR_PREFIX)),
                 "args_hash": approval.decided_args_hash or approval.args_hash,
+                "args": approval.decided_args
+                if approval.status == ApprovalStatus.APPROVED
+                else None,
             }
     return None
 
@@ -333,7 +345,15 @@ def compare(
     recording = Recording.of(recorded.calls, stop_at_divergence=stop_at_divergence)
     rerun_trajectory = rerun(candidate, approvals, run, recording)
     task = run.input.get("task", "") if isinstance(run.input, dict) else ""
-    return Comparison(run.id, task, recorded, rerun_trajectory, list(recording.divergences))
+    counts = approval_counts(
+        lambda name: _needs_approval(candidate, name), recorded.calls, rerun_trajectory.calls
+    )
+    return Comparison(run.id, task, recorded, rerun_trajectory, list(recording.divergences), counts)
+
+
+def _needs_approval(agent: Agent, name: str) -> bool:
+    tool = agent.tools.get(name)
+    return tool is not None and tool.approval is not None
 
 
 class ReplayingLoop(AgentLoop):

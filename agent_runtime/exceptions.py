@@ -189,3 +189,19 @@ def _describe(step: dict[str, Any]) -> str:
     if not step:
         return "nothing (the workflow ended)"
     return f"{step.get('kind')} {step.get('name')!r} (input {step.get('input_hash')})"
+
+
+class GrantNotFound(UserError):
+    """No grant has the given id."""
+
+    def __init__(self, grant_id: str) -> None:
+        super().__init__(f"no grant with id {grant_id}")
+        self.grant_id = grant_id
+
+
+class GrantRefused(UserError):
+    """A grant cannot be made or revoked by this person, or for this approval."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

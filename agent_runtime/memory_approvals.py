@@ -9,12 +9,13 @@ from datetime import datetime
 from agent_runtime.approvals import Approval, ApprovalStatus
 from agent_runtime.audit import GENESIS, AuditDraft, AuditEntry, chain
 from agent_runtime.audit_keys import AuditKeys
-from agent_runtime.exceptions import ApprovalNotFound
+from agent_runtime.exceptions import ApprovalNotFound, GrantNotFound
+from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.memory_store import InMemoryStore
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
-from agent_runtime.store import Closing, Ruling, ruled_since
+from agent_runtime.store import Closing, Granting, Ruling, ruled_since
 
 
 class InMemoryApprovalStore:
@@ -29,6 +30,7 @@ class InMemoryApprovalStore:
         self._approvals: dict[str, Approval] = {}
         self._audit: list[AuditEntry] = []
         self._head: tuple[int, str] | None = None
+        self._grants: dict[str, Grant] = {}
 
     def create_approval(
         self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice] = ()
@@ -80,6 +82,7 @@ class InMemoryApprovalStore:
         decided_before: datetime | None,
         wake: Event | None,
         notices: Sequence[Notice] = (),
+        grant: Granting | None = None,
     ) -> bool:
         """Compare-and-set on the version (and the deadline when deciding)."""
         with self._runs._lock:
@@ -95,6 +98,10 @@ class InMemoryApprovalStore:
             self._runs.outbox.enqueue(notices, audit.at)
             if wake is not None:
                 self._wake(RunId(approval.run_id), wake)
+            if grant is not None and grant[0].id not in self._grants:
+                self._grants[grant[0].id] = grant[0]
+                self._append(grant[1])
+                self._runs.outbox.enqueue(grant[2], grant[1].at)
             return True
 
     def consume_approval(self, approval_id: str, position: int) -> bool:
@@ -151,7 +158,9 @@ class InMemoryApprovalStore:
             for draft in ruling.shadows:
                 self._append(draft)
             used = [a for a in self._approvals.values() if ruled_since(a, ruling.since, approval)]
-            allowed = ruling.allowed(used)
+            allowed = ruling.allowed(used) and (
+                ruling.grant is None or ruling.still_granted(self._grants.get(ruling.grant))
+            )
             last = ruling.decision if allowed else ruling.limited
             if last is not None:
                 self._append(last)
@@ -164,6 +173,48 @@ class InMemoryApprovalStore:
             if ruling.wake is not None:
                 self._wake(RunId(approval.run_id), ruling.wake)
             return stored
+
+    def create_grant(self, grant: Grant, audit: AuditDraft, notices: Sequence[Notice]) -> Grant:
+        """Store a grant unless its id exists."""
+        with self._runs._lock:
+            if grant.id in self._grants:
+                return self._grants[grant.id]
+            self._grants[grant.id] = grant
+            self._append(audit)
+            self._runs.outbox.enqueue(notices, audit.at)
+            return grant
+
+    def get_grant(self, grant_id: str) -> Grant:
+        """Return the grant or raise GrantNotFound."""
+        with self._runs._lock:
+            try:
+                return self._grants[grant_id]
+            except KeyError:
+                raise GrantNotFound(grant_id) from None
+
+    def list_grants(
+        self, *, active_at: datetime | None = None, tool: str | None = None, limit: int = 100
+    ) -> list[Grant]:
+        """Return grants, newest first."""
+        with self._runs._lock:
+            found = [
+                g
+                for g in self._grants.values()
+                if (tool is None or g.tool == tool) and (active_at is None or g.active(active_at))
+            ]
+        return sorted(found, key=lambda g: (g.granted_at, g.id), reverse=True)[:limit]
+
+    def revoke_grant(
+        self, revoked: Grant, audit: AuditDraft, notices: Sequence[Notice]
+    ) -> Grant | None:
+        """Store the revocation unless the grant is revoked already."""
+        with self._runs._lock:
+            if self.get_grant(revoked.id).revoked_at is not None:
+                return None
+            self._grants[revoked.id] = revoked
+            self._append(audit)
+            self._runs.outbox.enqueue(notices, audit.at)
+            return revoked
 
     def due_approvals(self, now: datetime) -> list[Approval]:
         """Return pending approvals past their deadline or reminder time."""

@@ -1,4 +1,5 @@
-"""Turning the rules' verdict on a new approval into a ruling the store applies atomically."""
+"""Turning the rules' verdict (or a grant) on a new approval into a ruling the store applies
+atomically."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus, Decision
 from agent_runtime.audit import AuditDraft
+from agent_runtime.grants import Grant
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event
 from agent_runtime.rules import Rule, RuleAction, Verdict, limit_window, rule_approvals
@@ -38,15 +40,7 @@ def ruling(
 ) -> Ruling:
     """Return what ``verdict`` makes of the new ``approval``: shadow entries always, and the
     deciding rule's approval or rejection (an approval only within the rule's limits)."""
-    shadows = [
-        draft(
-            approval,
-            "rule.shadow",
-            rule_actor(rule),
-            {**rule_detail(rule), "would": rule.action.value, "reason": rule.reason},
-        )
-        for rule in verdict.shadows
-    ]
+    shadows = shadow_drafts(approval, verdict, draft)
     rule = verdict.rule
     if rule is None or rule.action == RuleAction.REQUIRE:
         return Ruling(since=limit_window(now), shadows=shadows)
@@ -84,6 +78,66 @@ def ruling(
     )
 
 
+def grant_actor(grant: Grant) -> Actor:
+    """Return the actor a grant's decisions are recorded as: ``grant:<id>``."""
+    return Actor(user_id=grant.actor_id, name=grant.actor_id)
+
+
+def grant_detail(grant: Grant) -> dict[str, Any]:
+    """Return what the audit log records of a grant deciding: its id, version and grantor."""
+    return {
+        "grant": grant.id,
+        "grant_version": grant.version,
+        "granted_by": grant.granted_by.to_json(),
+        "scope": grant.scope.value,
+    }
+
+
+def grant_ruling(
+    approval: Approval,
+    grant: Grant,
+    shadows: Sequence[AuditDraft],
+    now: datetime,
+    draft: Drafter,
+    changed: Callable[[Approval, str], Sequence[Notice]],
+    wake: Callable[[Approval], Event],
+) -> Ruling:
+    """Return the approval of ``approval`` by ``grant``, applied only if the grant, as stored
+    when the approval is, still covers it (not revoked, not expired)."""
+    decided = _approved(approval, grant_actor(grant), now, None)
+    detail = {
+        "decision": Decision.APPROVE.value,
+        "status": decided.status.value,
+        "args": decided.decided_args,
+        "args_hash": decided.decided_args_hash,
+        **grant_detail(grant),
+    }
+    return Ruling(
+        since=limit_window(now),
+        shadows=shadows,
+        decided=decided,
+        decision=draft(approval, Decision.APPROVE.value, grant_actor(grant), detail),
+        notices=[*changed(decided, "requested"), *changed(decided, Decision.APPROVE.value)],
+        wake=wake(decided),
+        limited=draft(approval, "grant.lapsed", grant_actor(grant), grant_detail(grant)),
+        grant=grant.id,
+        still_granted=lambda stored: stored is not None and stored.active(now),
+    )
+
+
+def shadow_drafts(approval: Approval, verdict: Verdict, draft: Drafter) -> list[AuditDraft]:
+    """Return the audit entries of the shadow rules that match ``approval``."""
+    return [
+        draft(
+            approval,
+            "rule.shadow",
+            rule_actor(rule),
+            {**rule_detail(rule), "would": rule.action.value, "reason": rule.reason},
+        )
+        for rule in verdict.shadows
+    ]
+
+
 def _decided(approval: Approval, rule: Rule, now: datetime) -> Approval:
     actor = rule_actor(rule)
     if rule.action == RuleAction.DENY:
@@ -95,6 +149,10 @@ def _decided(approval: Approval, rule: Rule, now: datetime) -> Approval:
             reason=rule.reason or f"denied by {rule.actor_id}",
             remind_at=None,
         )
+    return _approved(approval, actor, now, rule.reason or None)
+
+
+def _approved(approval: Approval, actor: Actor, now: datetime, reason: str | None) -> Approval:
     vote = {**actor.to_json(), "at": now.isoformat(), "args_hash": approval.args_hash}
     return dataclasses.replace(
         approval,
@@ -104,6 +162,6 @@ def _decided(approval: Approval, rule: Rule, now: datetime) -> Approval:
         approvals=(vote,),
         decided_args=approval.args,
         decided_args_hash=approval.args_hash,
-        reason=rule.reason or None,
+        reason=reason,
         remind_at=None,
     )

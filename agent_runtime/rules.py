@@ -2,8 +2,10 @@
 
 A rule is data, never code: a predicate is a tree of ``all``/``any`` over conditions
 ``{field, op, value}``, evaluated without ``eval``. Fields are ``args.<name>`` (dotted for
-nested values), ``requester`` (the requester's user id) and ``tool``; a ``value`` of
-``"group:<name>"`` under ``in``/``not_in`` means the members of that approver group.
+nested values), ``requester`` (the requester's user id), ``channel`` (the channel the run was
+started from; a condition on it is false when the run was not started from a channel) and
+``tool``; a ``value`` of ``"group:<name>"`` under ``in``/``not_in`` means the members of that
+approver group (``requester in group:finance``).
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ class RuleContext:
 
     requester: str
     groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    channel: str = ""
+    """The channel the run was started from ("" when it was not started from one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +301,11 @@ def _rule(item: Any, where: str) -> Rule:
     )
 
 
+def parse_predicate(data: Any, where: str = "predicate") -> Predicate:
+    """Read a predicate from its JSON form, raising InvalidConfiguration naming the fault."""
+    return _predicate(data, where)
+
+
 def _predicate(data: Any, where: str) -> Predicate:
     if isinstance(data, list):
         return AllOf(tuple(_predicate(part, where) for part in data))
@@ -358,6 +367,8 @@ def _lookup(name: str, tool: str, args: Mapping[str, Any], context: RuleContext)
         return context.requester
     if name == "tool":
         return tool
+    if name == "channel":
+        return context.channel or _MISSING
     if not name.startswith("args."):
         return _MISSING
     found: Any = args

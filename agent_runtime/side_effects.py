@@ -71,8 +71,11 @@ class SideEffects:
         agent: Agent,
         requester: Actor,
         used: Consumption,
+        *,
+        channel: str = "",
     ) -> None:
         self.ctx = ctx
+        self.channel = channel
         self.approvals = approvals
         self.agent = agent
         self.requester = requester
@@ -115,6 +118,7 @@ class SideEffects:
             now=datetime.fromisoformat(now),
             kind=ApprovalKind(kind),
             question=question,
+            channel=self.channel,
         )
         return {"approval_id": approval.id, "deadline": approval.deadline.isoformat()}
 

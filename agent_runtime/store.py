@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from agent_runtime.approvals import Approval, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry
+from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
 from agent_runtime.records import (
@@ -22,6 +23,7 @@ from agent_runtime.records import (
     StepRecord,
     Wait,
 )
+from agent_runtime.rules import RULE_ACTOR_PREFIX
 
 
 class Store(Protocol):
@@ -155,6 +157,9 @@ class Store(Protocol):
         ...
 
 
+Granting = tuple[Grant, AuditDraft, Sequence[Notice]]
+"""A grant given with a decision: the grant, its audit entry and its notices."""
+
 Closing = Callable[[Approval], tuple[Approval, AuditDraft, Sequence[Notice]]]
 """Given a pending approval of a cancelled run: the closed approval, its audit entry, notices."""
 
@@ -169,6 +174,10 @@ class Ruling:
     pending approval with ``decision`` as its audit entry, ``wake``, and ``notices`` instead
     of the request's; if not, ``limited`` (when not None) is appended and the approval
     stays pending, with the request's notices.
+
+    With ``grant`` (a grant's id), ``still_granted`` is also given the grant as stored, read
+    and locked inside that transaction (None if there is none): a ruling by a grant revoked
+    or expired meanwhile is not applied.
     """
 
     since: datetime
@@ -179,6 +188,8 @@ class Ruling:
     wake: Event | None = None
     limited: AuditDraft | None = None
     allowed: Callable[[Sequence[Approval]], bool] = lambda used: True
+    grant: str | None = None
+    still_granted: Callable[[Grant | None], bool] = lambda grant: True
 
 
 def ruled_since(approval: Approval, since: datetime, new: Approval) -> bool:
@@ -188,7 +199,7 @@ def ruled_since(approval: Approval, since: datetime, new: Approval) -> bool:
         approval.status == ApprovalStatus.APPROVED
         and approval.id != new.id
         and by is not None
-        and by.user_id.startswith("rule:")
+        and by.user_id.startswith(RULE_ACTOR_PREFIX)
         and (
             approval.run_id == new.run_id
             or (approval.decided_at is not None and approval.decided_at >= since)
@@ -235,13 +246,15 @@ class ApprovalStore(Protocol):
         decided_before: datetime | None,
         wake: Event | None,
         notices: Sequence[Notice] = (),
+        grant: Granting | None = None,
     ) -> bool:
         """Write ``approval`` (and queue ``notices``) if the stored one has its version.
 
         The stored version becomes ``approval.version + 1``. With ``decided_before`` the write
         also requires the stored deadline to be later than it. With ``wake`` the event is
-        delivered to the approval's run in the same transaction. Returns False, changing
-        nothing, when the compare-and-set fails.
+        delivered to the approval's run in the same transaction. With ``grant``, the grant is
+        stored too (unless its id exists), its audit entry after the decision's, and its
+        notices queued. Returns False, changing nothing, when the compare-and-set fails.
         """
         ...
 
@@ -279,4 +292,27 @@ class ApprovalStore(Protocol):
         (see ``Ruling``): safe against concurrent rulings, so two processes never both use a
         rule's last allowed approval. If the id exists, change nothing and return the stored
         approval; else return the approval as stored (decided or pending)."""
+        ...
+
+    def create_grant(self, grant: Grant, audit: AuditDraft, notices: Sequence[Notice]) -> Grant:
+        """Store a grant with its audit entry and ``notices``; if its id exists, return the
+        stored one and change nothing."""
+        ...
+
+    def get_grant(self, grant_id: str) -> Grant:
+        """Return the grant or raise ``GrantNotFound``."""
+        ...
+
+    def list_grants(
+        self, *, active_at: datetime | None = None, tool: str | None = None, limit: int = 100
+    ) -> list[Grant]:
+        """Return grants, newest first, optionally only those of ``tool`` or neither revoked
+        nor expired at ``active_at``."""
+        ...
+
+    def revoke_grant(
+        self, revoked: Grant, audit: AuditDraft, notices: Sequence[Notice]
+    ) -> Grant | None:
+        """Store the revocation ``revoked`` carries, its audit entry and ``notices`` if the
+        stored grant is not revoked yet; else change nothing and return None."""
         ...

@@ -24,12 +24,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry, chain
 from agent_runtime.audit_keys import AuditKeys
-from agent_runtime.exceptions import ApprovalNotFound
+from agent_runtime.exceptions import ApprovalNotFound, GrantNotFound
+from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
-from agent_runtime.store import Closing, Ruling, ruled_since
+from agent_runtime.store import Closing, Granting, Ruling, ruled_since
 from store.connections import reading, writing
+from store.grant_rows import insert_grant, locked_grant, mark_revoked, read_grant, select_grants
 from store.json_filters import array_has
 from store.models import approvals, audit_head, audit_log, runs
 from store.notify import notify_wake
@@ -90,7 +92,9 @@ class SqlApprovalStore:
             entry = _append(conn, _lock_head(conn), audit, self._keys)
             for draft in ruling.shadows:
                 entry = _append(conn, (entry.seq, entry.hash), draft, self._keys)
-            allowed = ruling.allowed(_ruled(conn, approval, ruling.since))
+            allowed = ruling.allowed(_ruled(conn, approval, ruling.since)) and (
+                ruling.grant is None or ruling.still_granted(locked_grant(conn, ruling.grant))
+            )
             last = ruling.decision if allowed else ruling.limited
             if last is not None:
                 _append(conn, (entry.seq, entry.hash), last, self._keys)
@@ -149,6 +153,7 @@ class SqlApprovalStore:
         decided_before: datetime | None,
         wake: Event | None,
         notices: Sequence[Notice] = (),
+        grant: Granting | None = None,
     ) -> bool:
         """Compare-and-set on the version (and on the deadline when deciding)."""
         guard = and_(approvals.c.id == approval.id, approvals.c.version == approval.version)
@@ -164,7 +169,10 @@ class SqlApprovalStore:
                 notify_wake(conn)
             # every decision locks the chain's head row: lock it last, so that it is held for
             # the append and the commit only
-            _append(conn, _lock_head(conn), audit, self._keys)
+            entry = _append(conn, _lock_head(conn), audit, self._keys)
+            if grant is not None and insert_grant(conn, grant[0]) is None:
+                write_notices(conn, grant[2], grant[1].at)
+                _append(conn, (entry.seq, entry.hash), grant[1], self._keys)
         return True
 
     def consume_approval(self, approval_id: str, position: int) -> bool:
@@ -229,6 +237,48 @@ class SqlApprovalStore:
                 head = (entry.seq, entry.hash)
                 write_notices(conn, more, audit.at)
         return run
+
+    def create_grant(self, grant: Grant, audit: AuditDraft, notices: Sequence[Notice]) -> Grant:
+        """Store a grant, its audit entry and notices unless its id exists."""
+        with self._tx() as conn:
+            existing = insert_grant(conn, grant)
+            if existing is not None:
+                return existing
+            write_notices(conn, notices, audit.at)
+            _append(conn, _lock_head(conn), audit, self._keys)
+        return grant
+
+    def get_grant(self, grant_id: str) -> Grant:
+        """Return the grant or raise GrantNotFound."""
+        with self._read() as conn:
+            found = read_grant(conn, grant_id)
+        if found is None:
+            raise GrantNotFound(grant_id)
+        return found
+
+    def list_grants(
+        self, *, active_at: datetime | None = None, tool: str | None = None, limit: int = 100
+    ) -> list[Grant]:
+        """Return grants, newest first."""
+        with self._read() as conn:
+            return select_grants(conn, active_at=active_at, tool=tool, limit=limit)
+
+    def revoke_grant(
+        self, revoked: Grant, audit: AuditDraft, notices: Sequence[Notice]
+    ) -> Grant | None:
+        """Record the revocation unless the grant is revoked already.
+
+        The update locks the grant's row, so a ruling by it that commits later sees it
+        revoked, and one that locked it first commits before the revocation does. Locks are
+        taken in a ruling's order (the audit head, then the grant), so the two never deadlock.
+        """
+        with self._tx() as conn:
+            head = _lock_head(conn)
+            if not mark_revoked(conn, revoked):
+                return None
+            write_notices(conn, notices, audit.at)
+            _append(conn, head, audit, self._keys)
+        return revoked
 
     def _decidable_by(self, user_id: str) -> ColumnElement[bool]:
         """Whether ``user_id`` is among the approvers (the escalation list once escalated)."""

@@ -152,6 +152,28 @@ class ApprovalRow(Base):
     )
 
 
+class GrantRow(Base):
+    """A grant: calls of ``tool`` matching ``predicate`` that ``granted_by`` approved ahead of
+    time, in the run ``run_id`` (scope ``run``) or in any run (scope ``day``), until
+    ``expires_at`` or its revocation."""
+
+    __tablename__ = "grants"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    tool: Mapped[str] = mapped_column(String(200))
+    scope: Mapped[str] = mapped_column(String(8))
+    run_id: Mapped[str] = mapped_column(HexUuid)
+    source_approval: Mapped[str] = mapped_column(String(24))
+    predicate: Mapped[Any] = mapped_column(JSONValue)
+    granted_by: Mapped[Any] = mapped_column(JSONValue)
+    granted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked_by: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    __table_args__ = (Index(None, "tool", "expires_at"), Index(None, "granted_at"))
+
+
 class AuditRow(Base):
     """One entry of the approvals audit log, chained to the previous one by its hash.
 
@@ -311,6 +333,7 @@ steps: Table = Base.metadata.tables["steps"]
 attempts: Table = Base.metadata.tables["attempts"]
 events: Table = Base.metadata.tables["events"]
 approvals: Table = Base.metadata.tables["approvals"]
+grants: Table = Base.metadata.tables["grants"]
 audit_log: Table = Base.metadata.tables["audit_log"]
 audit_head: Table = Base.metadata.tables["audit_head"]
 outbox: Table = Base.metadata.tables["outbox"]

@@ -63,7 +63,7 @@ def pg_store(pg_url: str) -> Iterator[SqlStore]:
     """A PostgreSQL store emptied before the test."""
     store = open_store(pg_url, migrate=False)
     with store.engine.begin() as conn:
-        conn.execute(text("TRUNCATE runs, steps, attempts, events, approvals, audit_log"))
+        conn.execute(text("TRUNCATE runs, steps, attempts, events, approvals, audit_log, grants"))
         conn.execute(text("UPDATE audit_head SET seq = 0, hash = :genesis"), {"genesis": GENESIS})
     yield store
     store.engine.dispose()

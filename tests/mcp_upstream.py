@@ -1,7 +1,8 @@
 """A small real MCP server for the gateway's tests: ``python -m tests.mcp_upstream LEDGER``
 on stdio, or ``... LEDGER --http-fd FD`` over Streamable HTTP on an inherited listening socket.
 
-``read_note`` only reads (``readOnlyHint``); ``delete_note`` is destructive and
+``read_note`` only reads (``readOnlyHint``; the note ``env:NAME`` holds the server's
+variable ``NAME``); ``delete_note`` is destructive and
 ``archive_note`` reaches the open world (``openWorldHint``): each real call of those two
 appends one line to the LEDGER file, so a test can count the calls that happened.
 """
@@ -9,6 +10,7 @@ appends one line to the LEDGER file, so a test can count the calls that happened
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,12 +56,19 @@ def build(ledger: Path) -> Server[Any]:
     ) -> types.CallToolResult:
         args = params.arguments or {}
         if params.name == "read_note":
-            return _text(f"the note {args.get('title')} says hello")
+            return _text(f"the note {args.get('title')} says {_content(str(args.get('title')))}")
         with ledger.open("a", encoding="utf-8") as out:
             out.write(json.dumps({"tool": params.name, **args}, sort_keys=True) + "\n")
         return _text(f"{params.name}: done with {args.get('title')}")
 
     return Server("notes", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _content(title: str) -> str:
+    """What a note says: ``hello``, but the note ``env:NAME`` reads the variable ``NAME`` of
+    this server's environment (so that tests see what it inherited)."""
+    prefix, _, name = title.partition(":")
+    return os.environ.get(name, "(unset)") if prefix == "env" else "hello"
 
 
 def _text(text: str) -> types.CallToolResult:

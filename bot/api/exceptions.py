@@ -39,3 +39,7 @@ class Conflict(ApiError):
 
 class KeyNameTaken(SignoffError):
     """An API client of that name exists already."""
+
+
+class RefusedDestination(BadRequest):
+    """A callback URL that reaches an address webhooks may not go to; never retried."""

@@ -17,6 +17,7 @@ from typing import Any
 from agent_runtime import Actor, Approval, ApprovalStatus, Run, RunId, RunStatus
 from agent_runtime.exceptions import ApprovalNotFound
 from bot.api.asks import Ask
+from bot.api.destinations import Destinations
 from bot.api.exceptions import Conflict, NotFound, Unauthorized
 from bot.api.keys import hash_key
 from bot.api.tools import WORKFLOW, api_tool, qualified_name
@@ -46,6 +47,7 @@ class ApiApprovals:
             Path(services.settings.api_policies) if services.settings.api_policies else None
         )
         self._store = store
+        self._destinations = Destinations(services.settings.webhook_networks)
         self._clock = services.runtime.clock
         self._limit = waiters
         self._waiting = 0
@@ -59,7 +61,10 @@ class ApiApprovals:
         return found
 
     def create(self, client: ApiKey, ask: Ask) -> tuple[Approval, bool]:
-        """Ask for sign-off (once per idempotency key); tell whether this call asked."""
+        """Ask for sign-off (once per idempotency key); tell whether this call asked.
+        ``RefusedDestination`` if the callback URL reaches where webhooks may not go."""
+        if ask.callback_url is not None:
+            self._destinations.check_url(ask.callback_url)
         now, settings = self._clock.now(), self._services.settings
         policy = ask.policy(self._policies, settings.approvers, settings.approver_groups)
         draft = self._run(client.name, ask)

@@ -1,9 +1,10 @@
 """Delivers webhooks from the outbox: signed, fenced like Slack notices, retried with backoff.
 
-A 2xx answer delivers a webhook; a refusal (4xx other than 408 and 429) or a revoked
-client ends it; anything else (no answer, 5xx, 408, 429) is retried with exponential
-backoff. A webhook is sent at least once, and again only if a sender died between
-sending it and recording its delivery: receivers drop repeats by ``X-Signoff-Delivery``.
+A 2xx answer delivers a webhook; a refusal (4xx other than 408 and 429), a revoked client
+or a callback URL that now reaches an address webhooks may not go to ends it; anything
+else (no answer, 5xx, 408, 429) is retried with exponential backoff. A webhook is sent at
+least once, and again only if a sender died between sending it and recording its
+delivery: receivers drop repeats by ``X-Signoff-Delivery``.
 """
 
 from __future__ import annotations
@@ -15,9 +16,14 @@ from datetime import timedelta
 
 import requests
 
-from agent_runtime import Clock
+from agent_runtime import Clock, SystemClock
 from agent_runtime.notices import QueuedNotice
+from agent_runtime.worker import default_owner
+from bot.api.destinations import Destinations, webhook_session
+from bot.api.exceptions import RefusedDestination
 from bot.api.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, sign
+from bot.app.scheduler import Job
+from bot.app.wiring import Services
 from bot.slack.delivery_errors import backoff
 from store.api_store import SqlApiStore
 from store.outbox import SqlOutbox
@@ -25,6 +31,7 @@ from store.outbox import SqlOutbox
 logger = logging.getLogger(__name__)
 
 RETRIED = frozenset({408, 429})
+SEND_EVERY = timedelta(milliseconds=300)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +52,7 @@ class WebhookSender:
         clients: SqlApiStore,
         clock: Clock,
         owner: str,
+        destinations: Destinations,
         options: SenderOptions | None = None,
     ) -> None:
         self._outbox = outbox
@@ -52,7 +60,7 @@ class WebhookSender:
         self._clock = clock
         self._owner = owner
         self._options = options or SenderOptions()
-        self._http = requests.Session()
+        self._http = webhook_session(destinations)
 
     def send_once(self) -> int:
         """Send one batch of due webhooks; return how many were claimed."""
@@ -93,6 +101,12 @@ class WebhookSender:
                 timeout=self._options.claim_for.total_seconds() / 4,
                 allow_redirects=False,
             )
+        except RefusedDestination as exc:
+            logger.error(
+                "webhook destination refused", extra={"action": "webhook", "key": item.notice.key}
+            )
+            self._outbox.give_up(item, exc.message)
+            return
         except requests.RequestException as exc:
             self._retry(item, f"no answer: {exc}", maybe_sent=True)
             return
@@ -117,3 +131,20 @@ class WebhookSender:
             extra={"action": "webhook", "reason": error, "key": item.notice.key},
         )
         self._outbox.retry_later(item, self._clock.now() + wait, error, maybe_sent=maybe_sent)
+
+
+def webhook_job(services: Services) -> Job:
+    """The job sending this process's share of due webhooks, in ``signoff serve`` and
+    ``signoff worker`` alike (senders on many processes never send one webhook twice)."""
+    settings = services.settings
+    sender = WebhookSender(
+        services.outbox,
+        SqlApiStore(services.store.engine),
+        SystemClock(),
+        owner=default_owner(),
+        destinations=Destinations(settings.webhook_networks),
+        options=SenderOptions(
+            claim_for=settings.outbox_claim, backoff_cap=settings.outbox_backoff_cap
+        ),
+    )
+    return Job("webhooks", sender.send_once, SEND_EVERY)

@@ -19,7 +19,7 @@ from agent_runtime import SystemClock, Worker
 from agent_runtime.worker import default_owner
 from bot.api.http import api_app
 from bot.api.service import ApiApprovals
-from bot.api.webhook_sender import SenderOptions, WebhookSender
+from bot.api.webhook_sender import webhook_job
 from bot.app.anchor_file import anchor_if_changed
 from bot.app.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
 from bot.app.scheduler import Job, build_scheduler
@@ -71,6 +71,7 @@ def slack_app(services: Services, client: WebClient) -> App:
     deps = SlackDeps(
         runtime=services.runtime,
         approvals=services.approvals,
+        grants=services.grants,
         agents=services.agents,
         outbox=services.outbox,
         clock=SystemClock(),
@@ -130,20 +131,6 @@ def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = 
         channel_refused=refusals.refused,
         runs=services.store,
         workspaces=workspace_clients(services, client),
-    )
-
-
-def webhook_sender(services: Services) -> WebhookSender:
-    """The webhook sender of this process."""
-    settings = services.settings
-    return WebhookSender(
-        services.outbox,
-        SqlApiStore(services.store.engine),
-        SystemClock(),
-        owner=default_owner(),
-        options=SenderOptions(
-            claim_for=settings.outbox_claim, backoff_cap=settings.outbox_backoff_cap
-        ),
     )
 
 
@@ -217,7 +204,7 @@ def _jobs(services: Services, client: WebClient, worker: Worker, metrics: Metric
     return [
         # one batch a round, so that a long backlog still shows the loop going round
         Job("dispatch", dispatcher(services, client, metrics).dispatch_once, DISPATCH_EVERY),
-        Job("webhooks", webhook_sender(services).send_once, DISPATCH_EVERY),
+        webhook_job(services),
         Job("approvals", services.approvals.sweep, poll),
         Job("wake", worker.wake, poll),
         Job("intake", intake_sweep(services).sweep_once, INTAKE_EVERY),

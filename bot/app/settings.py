@@ -7,6 +7,7 @@ plain from the name say so where they are declared.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.rules import Rules
 from store.engine import DEFAULT_URL
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 DEMO_APPROVERS = ("U_APPROVER",)
 """Who approves when ``SIGNOFF_DEMO=1`` and ``SIGNOFF_APPROVERS`` is not set: the sandbox's
 approver. Outside the demo there is no default approver."""
@@ -123,6 +125,9 @@ class Settings:
     """``SIGNOFF_API_POLICIES``: a policy file (the MCP gateway's format) whose default
     rule applies to every approvals API request and whose ``tools`` are the named policies
     a request may ask for by name. Empty: the default policy only."""
+    webhook_networks: tuple[Network, ...] = ()
+    """``SIGNOFF_WEBHOOK_ALLOWED_NETWORKS``: private networks (``10.1.0.0/16,127.0.0.1``)
+    that the approvals API's webhooks may reach. Empty: public addresses only."""
     audit_anchor_file: str = ""
     """``SIGNOFF_AUDIT_ANCHOR_FILE``: ``signoff serve`` appends the audit log's head to this
     append-only file (one JSON line) whenever it changed, every
@@ -147,6 +152,10 @@ class Settings:
     ``{id, tool, action, mode, reason, when, limits}``; see ``agent_runtime.rules``) that
     approve or deny some calls without a person, or only record what they would do
     (``mode: shadow``). Unset: every approval waits for people."""
+    grant_approvers: tuple[str, ...] = ()
+    """``SIGNOFF_GRANT_APPROVERS``: Slack user ids who may, from a card, allow similar calls
+    for 24 hours across runs (anyone who may approve a call may allow similar ones for its
+    run)."""
 
     def secrets(self) -> tuple[str, ...]:
         """Return every secret value set (never to be logged)."""
@@ -186,6 +195,7 @@ class Settings:
             audit_keys=_audit_keys(env),
             audit_anchor_file=env.get("SIGNOFF_AUDIT_ANCHOR_FILE", ""),
             api_policies=env.get("SIGNOFF_API_POLICIES", ""),
+            webhook_networks=_networks(env.get("SIGNOFF_WEBHOOK_ALLOWED_NETWORKS", "")),
             audit_anchor_interval=_seconds(env, "SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS", 60.0),
             outbox_claim=_seconds(env, "SIGNOFF_OUTBOX_CLAIM_SECONDS", 60.0),
             outbox_backoff_cap=_seconds(env, "SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS", 300.0),
@@ -194,10 +204,17 @@ class Settings:
             socket_ping_interval=_seconds(env, "SIGNOFF_SOCKET_PING_SECONDS", 2.0),
             log_format=_log_format(env),
             rules=_rules(env),
+            grant_approvers=_split(env.get("SIGNOFF_GRANT_APPROVERS", "")),
             **_supervision(env),
             **_model(env),
             **_slack(env),
         )
+
+
+def child_environment() -> dict[str, str]:
+    """This process's environment for a program it starts (an MCP upstream server): all of
+    it but Signoff's own settings and Slack's credentials (``SIGNOFF_*``, ``SLACK_*``)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("SIGNOFF_", "SLACK_"))}
 
 
 def read_rules_file(path: str, name: str = "SIGNOFF_RULES_FILE") -> Rules:
@@ -231,6 +248,14 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
 
 def _split(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _networks(value: str) -> tuple[Network, ...]:
+    """Parse ``10.1.0.0/16,127.0.0.1,fd00::/8`` into networks (an address is its own)."""
+    try:
+        return tuple(ipaddress.ip_network(part, strict=False) for part in _split(value))
+    except ValueError as exc:
+        raise SettingsError(f"SIGNOFF_WEBHOOK_ALLOWED_NETWORKS: {exc}") from None
 
 
 def _groups(value: str) -> dict[str, tuple[str, ...]]:

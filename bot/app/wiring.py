@@ -20,6 +20,7 @@ from agent_runtime import (
 )
 from agent_runtime.agent_loop import ModelResolver
 from agent_runtime.deployment import Deployment
+from agent_runtime.grant_service import Grants
 from agent_runtime.models import Model
 from agent_runtime.observers import StepObserver, combined
 from bot.api.tools import WORKFLOW as API_WORKFLOW
@@ -44,6 +45,7 @@ class Services:
     store: SqlStore
     runtime: Runtime
     approvals: Approvals
+    grants: Grants
     agents: Agents
     outbox: SqlOutbox
     models: ModelResolver
@@ -71,7 +73,8 @@ def build_services(
     """
     store = open_store(settings.database_url, migrate=migrate)
     agents = load_agents(settings)
-    notifier = WebhookNotifier(SlackNotifier(store), SqlApiStore(store.engine))
+    slack = SlackNotifier(store)
+    notifier = WebhookNotifier(slack, SqlApiStore(store.engine))
     approval_store = SqlApprovalStore(store.engine, settings.audit_keys)
 
     def models(spec: str) -> Model:
@@ -99,6 +102,12 @@ def build_services(
         store=store,
         runtime=deployment.runtime,
         approvals=deployment.approvals,
+        grants=Grants(
+            deployment.approvals,
+            deployment.clock,
+            day_granters=settings.grant_approvers,
+            notifier=slack,
+        ),
         agents=deployment.agents,
         outbox=SqlOutbox(store.engine),
         models=models,

@@ -38,6 +38,7 @@ NOUNS = {
     "approvals": "approval",
     "outbox": "notice",
     "api_approvals": "API request",
+    "grants": "grant",
 }
 
 

@@ -53,6 +53,7 @@ def _summary_table(summary: dict[str, Any]) -> str:
         ),
         ("token delta", f"{summary['token_delta']:+d}"),
         ("cost delta", f"{summary['cost_delta_usd']:+.6f} USD"),
+        *_approval_rows(summary["approvals"]),
     ]
     cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in rows)
     return f"<table class=summary>{cells}</table>"
@@ -117,10 +118,36 @@ def _run_section(run: dict[str, Any]) -> str:
         f"<td>{escape(candidate['ended'])}</td></tr>"
     )
     rows.append(f"<tr><td>usage</td><td>{_usage(recorded)}</td><td>{_usage(candidate)}</td></tr>")
+    counts = run["approvals"]
+    rows.append(
+        f"<tr><td>sign-offs</td><td>{counts['recorded_fields_from_signed']} fields from "
+        f"what approvers signed</td><td>{escape(_sign_offs(counts))}</td></tr>"
+    )
     return (
         f"<h2>Run {escape(run['run_id'])} — {verdict}</h2>"
         f"<p>{escape(run['task'])}</p><table><tr><th>#</th><th>recorded</th>"
         f"<th>re-run</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _approval_rows(counts: dict[str, Any]) -> list[tuple[str, Any]]:
+    """What the candidate means for approvers, summed over the runs."""
+    return [
+        ("approvals it would ask for", counts["triggered"]),
+        ("its calls people rejected in the recording", counts["rejected_in_recording"]),
+        (
+            "argument fields from what approvers signed",
+            f"{counts['fields_from_signed']} over {counts['signed_compared']} signed calls "
+            f"(recorded model: {counts['recorded_fields_from_signed']})",
+        ),
+    ]
+
+
+def _sign_offs(counts: dict[str, Any]) -> str:
+    return (
+        f"{counts['triggered']} approvals asked, {counts['rejected_in_recording']} of its calls "
+        f"rejected in the recording, {counts['fields_from_signed']} fields from what "
+        f"approvers signed ({counts['signed_compared']} signed calls)"
     )
 
 

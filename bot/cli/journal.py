@@ -197,10 +197,17 @@ def _eval_text(report: EvalReport) -> str:
             for d in comparison.divergences
         ]
     summary = report.summary()
+    counts = summary["approvals"]
     lines.append(
         f"agreement {summary['agreement_rate'] * 100:.1f} % "
         f"({summary['agreeing']}/{summary['runs']} runs); tokens "
         f"{summary['token_delta']:+d}; cost {summary['cost_delta_usd']:+.6f} USD"
+    )
+    lines.append(
+        f"approvals asked {counts['triggered']}; its calls rejected in the recording "
+        f"{counts['rejected_in_recording']}; argument fields from what approvers signed "
+        f"{counts['fields_from_signed']} over {counts['signed_compared']} calls (recorded "
+        f"model: {counts['recorded_fields_from_signed']})"
     )
     return "\n".join(lines)
 

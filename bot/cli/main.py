@@ -16,6 +16,7 @@ from bot.cli import (
     archive,
     audit,
     doctor,
+    grants,
     journal,
     mcp_proxy,
     outbox,
@@ -64,6 +65,7 @@ def build_parser(
     doctor.add_commands(commands)
     mcp_proxy.add_commands(commands)
     rules.add_commands(commands)
+    grants.add_commands(commands)
     api_keys.add_commands(commands)
     _add_plugin_commands(commands, settings, argv)
     return parser

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from agent_runtime import Actor
-from bot.app.settings import Settings
+from bot.app.settings import Settings, child_environment
 from bot.app.wiring import build_services
 from bot.cli.common import UsageError, positive_float
 from bot.mcp.options import GatewayOptions, Upstream
@@ -54,7 +54,8 @@ def add_commands(commands: Any) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="an environment variable for the upstream server (repeatable)",
+        help="an environment variable for the upstream server (repeatable), over the ones "
+        "it inherits (all but SIGNOFF_* and SLACK_*)",
     )
     proxy.add_argument(
         "--poll-interval",
@@ -130,9 +131,8 @@ def _upstream(args: argparse.Namespace) -> Upstream:
     return Upstream(command=command[0], args=tuple(command[1:]), env=_env(args.env))
 
 
-def _env(pairs: list[str]) -> dict[str, str] | None:
-    if not pairs:
-        return None
+def _env(pairs: list[str]) -> dict[str, str]:
+    """The upstream's environment: this one's (less Signoff's settings), then ``--env``."""
     if any("=" not in p for p in pairs):
         raise UsageError("--env takes NAME=VALUE")
-    return dict(p.split("=", 1) for p in pairs)
+    return child_environment() | dict(p.split("=", 1) for p in pairs)

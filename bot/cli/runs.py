@@ -48,7 +48,9 @@ def add_commands(commands: Any) -> None:
     start.add_argument("--input", default="null", help="the run's input as JSON")
     json_flag(start).set_defaults(handler=cmd_start)
 
-    worker = commands.add_parser("worker", help="execute runs until stopped")
+    worker = commands.add_parser(
+        "worker", help="execute runs and send the approvals API's webhooks until stopped"
+    )
     worker.add_argument("--concurrency", type=positive_int, default=4)
     worker.add_argument(
         "--metrics-port",
@@ -110,9 +112,11 @@ def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    """Execute runs, woken by every run that falls due; SIGTERM or Ctrl-C drains (steps in
-    flight finish, their runs are released, the trace stream is flushed) within
-    ``SIGNOFF_DRAIN_SECONDS`` and exits."""
+    """Execute runs, woken by every run that falls due, and send the approvals API's
+    webhooks; SIGTERM or Ctrl-C drains (steps in flight finish, their runs are released,
+    the trace stream is flushed) within ``SIGNOFF_DRAIN_SECONDS`` and exits."""
+    from bot.api.webhook_sender import webhook_job
+    from bot.app.scheduler import build_scheduler
     from bot.ops.http import ops_port
     from bot.ops.supervision import drain_deadline, supervised_services
 
@@ -133,12 +137,15 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, drain)
+    scheduler = build_scheduler([webhook_job(services)], supervision.loops)
     supervision.watchdog.start()
+    scheduler.start()
     with ops_port(supervision.ops, args.metrics_port):
         try:
             with WakeListener(services.store.engine, worker.wake):
                 worker.run(until_idle=args.until_idle)
         finally:
+            scheduler.shutdown(wait=True)
             services.shutdown()
     for deadline in deadlines:
         deadline.cancel()

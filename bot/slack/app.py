@@ -40,13 +40,19 @@ from agent_runtime.approvals import listed
 from agent_runtime.budget_control import NotAllowed
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.forking import fork_run
+from agent_runtime.grant_service import Grants
 from agent_runtime.notices import Notice, Outbox
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
+from bot.slack.grant_blocks import DAY_SUBMIT, GRANT_REVOKE
+from bot.slack.grant_listeners import GrantListeners
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
 from bot.slack.intake import CONTEXT_KEY, Intake, IntakeRecords, carry_out, run_id_for
 from bot.slack.notifier import EPHEMERAL, slack_context
 from bot.slack.oauth import BoltAuth, single_workspace
+from bot.slack.payloads import actor_of as _actor
+from bot.slack.payloads import click as _click
+from bot.slack.payloads import input_value as _value
 from bot.slack.reconnect import AFTER_ACK, BEFORE_ACK
 from bot.slack.respond import respond
 from bot.slack.text import escape
@@ -72,6 +78,7 @@ class SlackDeps:
 
     runtime: Runtime
     approvals: Approvals
+    grants: Grants
     agents: Agents
     outbox: Outbox
     clock: Clock
@@ -120,6 +127,13 @@ def build_app(
     app.action(blocks.FORK)(listeners.fork)
     app.view("approval.reject_submit")(listeners.submit_reject)
     app.view("approval.edit_submit")(listeners.submit_edit)
+    grants = GrantListeners(
+        deps.grants, listeners._tell, listeners._visible_approval, listeners._open, listeners.later
+    )
+    app.action(blocks.GRANT_RUN)(grants.approve_for_run)
+    app.action(blocks.GRANT_DAY)(grants.open_day)
+    app.action(GRANT_REVOKE)(grants.revoke)
+    app.view(DAY_SUBMIT)(grants.submit_day)
     return app
 
 
@@ -310,12 +324,12 @@ class Listeners:
     def approve(self, ack: Ack, body: dict[str, Any]) -> None:
         """Approve: a compare-and-set; a refusal is told to the clicker only."""
         ack()
-        self._later(body, self._approve, "approve")
+        self.later(body, self._approve, "approve")
 
-    def _later(
+    def later(
         self, body: dict[str, Any], work: Callable[[dict[str, Any]], None], action: str
     ) -> None:
-        """Do ``work`` after the ack, off the request's thread (see ``_after_ack``)."""
+        """Do a click's ``work`` after the ack, off the request's thread (see ``_after_ack``)."""
         self._after_acks.submit(self._after_ack, body, work, action)
 
     def _after_ack(
@@ -376,7 +390,7 @@ class Listeners:
     def open_reject(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Reject: ask for the reason in a modal (if the clicker may decide at all)."""
         ack()
-        self._later(
+        self.later(
             body,
             lambda b: self._open_if_allowed(b, client, blocks.reject_modal),
             "open_reject",
@@ -385,7 +399,7 @@ class Listeners:
     def open_edit(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Edit: show the arguments in a modal (if the clicker may decide at all)."""
         ack()
-        self._later(
+        self.later(
             body,
             lambda b: self._open_if_allowed(
                 b,
@@ -398,7 +412,7 @@ class Listeners:
     def view_args(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Show the full arguments of a card (to whoever may see the approval there)."""
         ack()
-        self._later(body, lambda b: self._view_args(b, client), "view_args")
+        self.later(body, lambda b: self._view_args(b, client), "view_args")
 
     def _view_args(self, body: dict[str, Any], client: WebClient) -> None:
         value, actor = _click(body)
@@ -409,7 +423,7 @@ class Listeners:
     def history(self, ack: Ack, body: dict[str, Any]) -> None:
         """Post the run's compact timeline to the clicker."""
         ack()
-        self._later(body, self._history, "history")
+        self.later(body, self._history, "history")
 
     def _history(self, body: dict[str, Any]) -> None:
         run_id, actor = _click(body)
@@ -424,7 +438,7 @@ class Listeners:
     def fork(self, ack: Ack, body: dict[str, Any]) -> None:
         """ "Fork from here": a new run from the run's journal up to that model call."""
         ack()
-        self._later(body, self._fork, "fork")
+        self.later(body, self._fork, "fork")
 
     def _fork(self, body: dict[str, Any]) -> None:
         value, actor = _click(body)
@@ -610,21 +624,6 @@ def _channel_of(body: dict[str, Any]) -> str:
     )
 
 
-def _click(body: dict[str, Any]) -> tuple[str, Actor]:
-    return str(body["actions"][0]["value"]), _actor(body)
-
-
-def _actor(body: dict[str, Any]) -> Actor:
-    """The person who clicked or submitted, with their workspace (and Grid organization)."""
-    user = body["user"]
-    return Actor(
-        user_id=user["id"],
-        team_id=user.get("team_id") or (body.get("team") or {}).get("id") or "",
-        name=user.get("username") or user.get("name") or "",
-        enterprise_id=(body.get("enterprise") or {}).get("id") or "",
-    )
-
-
 def _actor_of_command(command: dict[str, Any]) -> Actor:
     return Actor(
         user_id=command.get("user_id", ""),
@@ -632,12 +631,6 @@ def _actor_of_command(command: dict[str, Any]) -> Actor:
         name=command.get("user_name", ""),
         enterprise_id=command.get("enterprise_id") or "",
     )
-
-
-def _value(view: dict[str, Any], block: str) -> str:
-    field = (((view.get("state") or {}).get("values") or {}).get(block) or {}).get("value")
-    value = field.get("value") if isinstance(field, dict) else None
-    return value if isinstance(value, str) else ""
 
 
 __all__ = ["SlackDeps", "build_app"]

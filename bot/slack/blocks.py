@@ -7,6 +7,7 @@ from typing import Any
 
 from agent_runtime import Approval, ApprovalStatus
 from agent_runtime.approvals import ApprovalKind, local_people
+from agent_runtime.grants import GRANT_ACTOR_PREFIX
 from agent_runtime.rules import RULE_ACTOR_PREFIX
 from bot.slack.text import (
     SECTION_LIMIT,
@@ -32,6 +33,7 @@ APPROVE, REJECT, EDIT, VIEW_ARGS, HISTORY, FORK = (
     "run.history",
     "run.fork",
 )
+GRANT_RUN, GRANT_DAY = "grant.run", "grant.day"
 HISTORY_FORKS = 20
 """The most recent model calls a history offers to fork from (Slack allows 50 blocks)."""
 ARGS_PREVIEW = 1500
@@ -201,6 +203,7 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
     ]
     if approval.kind == ApprovalKind.TOOL_CALL:
         buttons.append(_button("Edit", EDIT, approval.id))
+        buttons += _grant_buttons(approval)
     if too_long:
         buttons.append(_button("View full arguments", VIEW_ARGS, approval.id))
     blocks.append({"type": "actions", "block_id": f"approval:{approval.id}", "elements": buttons})
@@ -242,7 +245,7 @@ def _verdict(approval: Approval) -> str:
         cancelled = approval.status == ApprovalStatus.CANCELLED
         return "Closed: run cancelled" if cancelled else approval.status.value.capitalize()
     by = approval.decided_by.user_id
-    if by.startswith(RULE_ACTOR_PREFIX):
+    if by.startswith((RULE_ACTOR_PREFIX, GRANT_ACTOR_PREFIX)):
         return f"{approval.status.value.capitalize()}, decided by {escape(by)}"
     return f"{approval.status.value.capitalize()} by {user(by)}"
 
@@ -371,6 +374,18 @@ def _progress(approval: Approval) -> str:
         who = ", ".join(user(v["user_id"]) for v in approval.approvals)
         parts.append(f"Approved by {who} ({len(approval.approvals)} of {needed})")
     return " · ".join(parts)
+
+
+def _grant_buttons(approval: Approval) -> list[Block]:
+    """Approve and allow similar calls (for the run, or for 24 h): not where one approval
+    is not enough."""
+    if int(approval.policy.get("required", 1)) != 1:
+        return []
+    ref = approval_ref(approval)
+    return [
+        _button("Approve + allow similar in this run", GRANT_RUN, ref),
+        _button("Allow similar for 24 h…", GRANT_DAY, ref),
+    ]
 
 
 def _button(text: str, action_id: str, value: str, *, style: str | None = None) -> Block:

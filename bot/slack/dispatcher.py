@@ -48,11 +48,14 @@ from bot.slack.delivery_errors import (
     retry_after,
     slack_error,
 )
+from bot.slack.grant_blocks import grant_message
 from bot.slack.notifier import (
     CARD,
     CARD_UPDATE,
     DM,
     EPHEMERAL,
+    GRANT,
+    GRANT_UPDATE,
     REPLY,
     ROOT,
     ROOT_UPDATE,
@@ -329,6 +332,21 @@ class Dispatcher:
             return self._direct(item, data["user"], data["approval_id"])
         if notice.kind == CARD_UPDATE:
             self._update(item, data["target"], data["approval_id"])
+            return None
+        if notice.kind == GRANT:
+            root = self._depends_on(root_key(str(notice.run_id)))
+            text, body = grant_message(self._approvals.store.get_grant(data["grant_id"]))
+            return self._post(item, root.channel, text, body, thread_ts=root.ts)
+        if notice.kind == GRANT_UPDATE:
+            posted = self._depends_on(data["target"])
+            text, body = grant_message(self._approvals.store.get_grant(data["grant_id"]))
+            self._call(
+                item,
+                Lane.of("chat.update", posted.channel),
+                lambda: self._slack(item).chat_update(
+                    channel=posted.channel, ts=posted.ts, text=text, blocks=body
+                ),
+            )
             return None
         if notice.kind == EPHEMERAL:
             self._call(

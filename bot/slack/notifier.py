@@ -18,8 +18,10 @@ from agent_runtime import (
     Store,
 )
 from agent_runtime.approvals import local_people
+from agent_runtime.grants import GRANT_ACTOR_PREFIX, Grant
 from agent_runtime.notices import Notice
 from agent_runtime.records import StepKind
+from agent_runtime.rules import RULE_ACTOR_PREFIX
 from bot.slack.blocks import decision_line
 from bot.slack.text import message, shown, tool_name
 
@@ -32,6 +34,7 @@ ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE = (
     "ephemeral",
     "run.root.update",
 )
+GRANT, GRANT_UPDATE = "grant.message", "grant.update"
 REPLY_LIMIT = 600
 PLANS_SHOWN = 10
 """The planned tool calls a reply names before summing up the rest."""
@@ -131,11 +134,13 @@ class SlackNotifier:
             return ()
         status = _root_update(run.id, f"approval:{approval.id}:{action}:v{approval.version}")
         here = approval.requester
+        automatic = decided_automatically(approval)
         if action == "requested":
-            deciders = local_people(approval.eligible, here)
+            deciders = () if automatic else local_people(approval.eligible, here)
             cards = [_card(approval, None), *(_card(approval, u) for u in deciders)]
             return in_workspace(run, [*cards, status])
-        dms = list(local_people(approval.policy.get("approvers", []), here))
+        approvers = approval.policy.get("approvers", [])
+        dms = [] if automatic else list(local_people(approvers, here))
         escalated = local_people(approval.policy.get("escalate_to", []), here)
         if approval.escalated and action != "escalated":
             dms += escalated
@@ -159,6 +164,32 @@ class SlackNotifier:
                 )
             )
         return in_workspace(run, [*notices, status])
+
+    def grant_changed(self, grant: Grant, action: str) -> Sequence[Notice]:
+        """Post the grant's message in the thread it came from; update it once revoked."""
+        try:
+            run = self._runs.get_run(RunId(grant.run_id))
+        except RunNotFound:
+            return ()
+        if slack_context(run) is None:
+            return ()
+        data = {"grant_id": grant.id, "target": grant_key(grant.id)}
+        if action == "created":
+            return [Notice(key=grant_key(grant.id), run_id=run.id, kind=GRANT, data=data)]
+        key = f"{grant_key(grant.id)}:{action}"
+        return [Notice(key=key, run_id=run.id, kind=GRANT_UPDATE, data=data)]
+
+
+def grant_key(grant_id: str) -> str:
+    """The key of a grant's message in its run's thread."""
+    return f"grant:{grant_id}:message"
+
+
+def decided_automatically(approval: Approval) -> bool:
+    """Tell whether a rule or a grant decided the approval as it was asked (nobody is sent a
+    direct message about it)."""
+    by = approval.decided_by
+    return by is not None and by.user_id.startswith((RULE_ACTOR_PREFIX, GRANT_ACTOR_PREFIX))
 
 
 def describe_step(step: StepRecord) -> str | None:

@@ -14,14 +14,32 @@ from agent_runtime.exceptions import SignoffError
 from agent_runtime.ids import RunId
 from agent_runtime.records import RunStatus
 from store.archive.codecs import decode_row, encode_row
-from store.models import api_approvals, approvals, attempts, events, outbox, runs, steps
+from store.models import (
+    api_approvals,
+    approvals,
+    attempts,
+    events,
+    grants,
+    outbox,
+    runs,
+    steps,
+)
 
 FORMAT = "signoff-archive"
 VERSION = 1
 FINISHED = (RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value)
-RUN_TABLES: tuple[Table, ...] = (steps, attempts, events, approvals, outbox, api_approvals)
-"""The tables holding a run's rows, by their ``run_id`` column (the outbox has no foreign key)."""
-LATER_TABLES = frozenset({api_approvals.name})
+RUN_TABLES: tuple[Table, ...] = (
+    steps,
+    attempts,
+    events,
+    approvals,
+    outbox,
+    api_approvals,
+    grants,
+)
+"""The tables holding a run's rows, by their ``run_id`` column (the outbox and the grants given
+from the run's approvals have no foreign key)."""
+LATER_TABLES = frozenset({api_approvals.name, grants.name})
 """Tables added since version 1: an archive written before them has no key for them."""
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from bot.app.wiring import Services, build_services
 from bot.ops.http import serve_wsgi
 from store.api_store import SqlApiStore
 from tests.integration import signoff_env
+from tests.integration.webhook_receiver import LOOPBACK
 
 
 class Waiting(threading.Thread):
@@ -81,30 +83,37 @@ def _auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def _not_found(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+def not_found(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+    """Answer 404 to anything the approvals API does not answer."""
     start_response("404 Not Found", [("Content-Type", "text/plain")])
     return [b"not found\n"]
 
 
 @contextmanager
 def api_server(
-    database_url: str, *, waiters: int = WAITERS, policies: str = ""
+    database_url: str, *, waiters: int = WAITERS, policies: str = "", allowed: str = LOOPBACK
 ) -> Iterator[ApiServer]:
     """Serve the approvals API (under the policy file ``policies``, if named) on a free
-    loopback port until the block ends."""
-    settings = Settings(database_url=database_url, api_policies=policies, approvers=DEMO_APPROVERS)
+    loopback port until the block ends; webhooks may reach the ``allowed`` networks."""
+    networks = {"SIGNOFF_WEBHOOK_ALLOWED_NETWORKS": allowed}
+    settings = Settings(
+        database_url=database_url,
+        api_policies=policies,
+        approvers=DEMO_APPROVERS,
+        webhook_networks=tuple(ipaddress.ip_network(n) for n in allowed.split(",") if n),
+    )
     services = build_services(settings)
     keys = SqlApiStore(services.store.engine)
     client = create_key(keys, f"client-{uuid.uuid4().hex[:8]}", SystemClock().now())
     api = ApiApprovals(services, keys, waiters=waiters)
-    application = api_app(api, fallback=_not_found)
+    application = api_app(api, fallback=not_found)
     with serve_wsgi(application, 0, "127.0.0.1", name="api", flag="port") as serving:
         yield ApiServer(
             url=f"http://127.0.0.1:{serving.port}",
             services=services,
             keys=keys,
             client=client,
-            env=signoff_env(database_url),
+            env=signoff_env(database_url, extra=networks),
             api=api,
         )
     services.store.engine.dispose()

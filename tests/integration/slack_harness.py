@@ -614,7 +614,7 @@ def empty_postgres(url: str) -> None:
             conn.execute(
                 text(
                     "TRUNCATE runs, steps, attempts, events, approvals, audit_log, "
-                    "outbox, api_approvals, api_keys"
+                    "outbox, api_approvals, api_keys, grants"
                 )
             )
             conn.execute(

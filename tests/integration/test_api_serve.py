@@ -16,7 +16,7 @@ from tests.integration.api_server import Waiting
 from tests.integration.slack_harness import APPROVER
 from tests.integration.slack_readers import is_card_of
 from tests.integration.test_serve_instances import Cluster, cluster
-from tests.integration.webhook_receiver import Receiver
+from tests.integration.webhook_receiver import LOOPBACK, Receiver
 
 pytestmark = pytest.mark.postgres
 
@@ -27,6 +27,7 @@ def test_an_api_approval_goes_through_slack_and_back(cluster: Cluster) -> None:
     """Through ``signoff serve``: an API request naming a channel gets a card there; the
     CLI's approval reaches the waiting client with the approved arguments, and serve's
     webhook sender posts the decision once, signed with the client's webhook secret."""
+    cluster.env["SIGNOFF_WEBHOOK_ALLOWED_NETWORKS"] = LOOPBACK
     [front] = cluster.start("a")
     made = json.loads(cli_ok(cluster.env, "api-key", "create", "--name", "ci", "--json"))
     client = SignoffClient(f"http://127.0.0.1:{front.port}", made["key"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -15,9 +16,9 @@ from bot.api.webhook_sender import SenderOptions, WebhookSender
 from bot.api.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, verify
 from bot.app.serving import ServingThread
 from store.models import outbox
-from tests.integration import cli_ok, wait_until
+from tests.integration import WorkerProcess, cli_ok, wait_until
 from tests.integration.api_server import ApiServer, api_server
-from tests.integration.webhook_receiver import Receiver
+from tests.integration.webhook_receiver import LOOPBACK_ALLOWED, Receiver
 
 
 @pytest.fixture(params=["sqlite_url", "pg_url"])
@@ -43,6 +44,7 @@ def test_a_decision_is_posted_once_signed_after_a_failed_attempt(api: ApiServer)
             api.keys,
             SystemClock(),
             owner="sender",
+            destinations=LOOPBACK_ALLOWED,
             options=SenderOptions(backoff_cap=timedelta(milliseconds=100)),
         )
         wait_until(
@@ -71,3 +73,37 @@ def test_a_decision_is_posted_once_signed_after_a_failed_attempt(api: ApiServer)
     assert sent["id"] == created["id"]
     assert sent["status"] == "approved"
     assert sent["approved_arguments"] == {"n": 1}
+
+
+def test_a_worker_sends_the_webhook_of_a_decision(sqlite_url: str, tmp_path: Path) -> None:
+    """With no ``signoff serve`` running, a ``signoff worker`` sends the signed webhook of
+    a decision made with the command line."""
+    receiver = Receiver(failures=0)
+    with ServingThread(receiver, "receiver"), api_server(sqlite_url) as api:
+        url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
+        created = api.post({"tool": "refund", "arguments": {"n": 3}, "callback_url": url}).json()
+        with WorkerProcess(api.env, tmp_path / "worker.log") as worker:
+            cli_ok(api.env, "approve", created["id"], "--as", "U_APPROVER")
+            [(_, headers, body)] = wait_until(
+                lambda: receiver.answered(200), timeout=30, what="the webhook", alive=worker
+            )
+    assert verify(api.client.webhook_secret, headers[TIMESTAMP], body, headers[SIGNATURE])
+    assert json.loads(body)["status"] == "approved"
+
+
+def test_a_worker_expires_an_undecided_approval_and_sends_its_webhook(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """With only a ``signoff worker`` running and nobody asking, an approval left undecided
+    expires at its deadline (its run falls due then) and its webhook says so."""
+    receiver = Receiver(failures=0)
+    with ServingThread(receiver, "receiver"), api_server(sqlite_url) as api:
+        url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
+        policy = {"deadline_seconds": 1}
+        created = api.post({"tool": "refund", "policy": policy, "callback_url": url}).json()
+        with WorkerProcess(api.env, tmp_path / "worker.log") as worker:
+            [(_, _, body)] = wait_until(
+                lambda: receiver.answered(200), timeout=30, what="the webhook", alive=worker
+            )
+    sent = json.loads(body)
+    assert (sent["id"], sent["status"]) == (created["id"], "expired")

@@ -25,7 +25,6 @@ from agent_runtime import (
     AgentInput,
     ApprovalPolicy,
     ApprovalStatus,
-    Decision,
     RetryPolicy,
     RunContext,
     RunId,
@@ -37,6 +36,8 @@ from agent_runtime import (
     tool,
 )
 from agent_runtime.deployment import Deployment
+from agent_runtime.grant_service import Grants
+from agent_runtime.grants import GrantScope
 from agent_runtime.models import ScriptedModel, ToolCall, text_reply, tool_reply
 from agent_runtime.notices import Delivery, Notice
 from agent_runtime.testing import FrozenClock
@@ -52,6 +53,7 @@ from store.models import (
     audit_head,
     audit_log,
     events,
+    grants,
     outbox,
     runs,
     steps,
@@ -193,7 +195,12 @@ def build_scene(url: str) -> Scene:
     (approval,) = service.store.list_approvals(
         run_id=old["approved"], status=ApprovalStatus.PENDING
     )
-    assert service.decide(approval.id, APPROVER, Decision.APPROVE).accepted
+    grants = Grants(service, clock)
+    made = grants.approve_and_grant(
+        approval.id, APPROVER, GrantScope.RUN, seen_hash=approval.args_hash
+    )
+    assert made.decision.accepted
+    assert made.grant is not None
     work()
     _notify(SqlOutbox(store.engine), old["completed"], kept["unsent"])
     clock.advance(YOUNG - clock.now())
@@ -255,7 +262,7 @@ def _check_states(scene: Scene) -> None:
 def rows_of(engine: Engine, ids: list[RunId]) -> dict[str, list[dict[str, Any]]]:
     """Every row the runs ``ids`` own, in each table, in primary key order."""
     found = {"runs": _select(engine, runs, runs.c.id.in_(ids))}
-    for table in (steps, attempts, events, approvals, outbox, api_approvals):
+    for table in (steps, attempts, events, approvals, outbox, api_approvals, grants):
         found[table.name] = _select(engine, table, table.c.run_id.in_(ids))
     return found
 
@@ -271,6 +278,7 @@ def _forget(engine: Engine, ids: list[RunId]) -> None:
     with engine.begin() as conn:
         conn.execute(delete(outbox).where(outbox.c.run_id.in_(ids)))
         conn.execute(delete(api_approvals).where(api_approvals.c.run_id.in_(ids)))
+        conn.execute(delete(grants).where(grants.c.run_id.in_(ids)))
         conn.execute(delete(runs).where(runs.c.id.in_(ids)))
 
 
@@ -363,7 +371,16 @@ def test_prune_removes_old_finished_runs_and_keeps_the_rest(scene: Scene, cli: C
     assert min(result["rows"].values()) >= 1, "every kind of row was there to remove"
     assert rows_of(scene.engine, list(scene.old.values())) == {
         name: []
-        for name in ("runs", "steps", "attempts", "events", "approvals", "outbox", "api_approvals")
+        for name in (
+            "runs",
+            "steps",
+            "attempts",
+            "events",
+            "approvals",
+            "outbox",
+            "api_approvals",
+            "grants",
+        )
     }
     assert rows_of(scene.engine, list(scene.kept.values())) == kept_rows
     gone = scene.old["approved"]
@@ -480,7 +497,7 @@ def test_dry_run_lists_the_runs_and_changes_nothing(scene: Scene, cli: Cli, tmp_
     text = cli.ok("prune", "--older-than", older_than_cutoff(), "--dry-run")
     assert text.startswith(
         "would remove 5 runs (19 steps, 2 attempts, 2 events, 1 approval, "
-        "1 notice, 1 API request) last updated before 2000-01-02T"
+        "1 notice, 1 API request, 1 grant) last updated before 2000-01-02T"
     )
     assert {line.strip() for line in text.splitlines()[1:6]} == set(scene.old.values())
     assert f"  {scene.kept['unsent']}" in text.splitlines()

@@ -167,6 +167,9 @@ def test_eval_with_the_same_model_agrees_everywhere(recorded: Recorded) -> None:
     ]
     assert [c["decision"] for c in rejected["candidate"]["calls"]] == decisions
     assert report["summary"]["token_delta"] == 0
+    counts = report["summary"]["approvals"]
+    assert counts["rejected_in_recording"] == 1
+    assert counts["fields_from_signed"] == counts["recorded_fields_from_signed"] == 0
     assert not recorded.tripwire.exists()
 
 

@@ -171,9 +171,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     (tmp / "policy.yaml").write_text(POLICY)
     url = f"sqlite:///{tmp / 'signoff.db'}"
     services = build_services(Settings(database_url=url, approvers=(APPROVER,)))
-    yield World(
-        tmp=tmp, services=services, env=signoff_env(url, extra={"SIGNOFF_APPROVERS": APPROVER})
-    )
+    extra = {"SIGNOFF_APPROVERS": APPROVER, "SLACK_BOT_TOKEN": "xoxb-0", "NOTES_TOKEN": "tok-1"}
+    yield World(tmp=tmp, services=services, env=signoff_env(url, extra=extra))
     services.store.engine.dispose()
 
 
@@ -220,6 +219,16 @@ def test_read_only_tool_passes_through_without_approval(client: Client) -> None:
     run = SessionKey(gateway="notes", client=CLIENT, session="main").run_id
     names = [s.name for s in client.world.services.runtime.journal(run)]
     assert names[-3:] == ["mcp.call:read_note", "tool.started:read_note", "tool:read_note"]
+
+
+def test_the_upstream_inherits_the_environment_but_not_signoffs_settings(
+    client: Client,
+) -> None:
+    """The upstream command sees the gateway's environment (a token set for it there), but
+    none of Signoff's own settings or Slack credentials."""
+    assert text(client.call("read_note", "env:NOTES_TOKEN")).endswith("says tok-1")
+    for name in ("SIGNOFF_DATABASE_URL", "SLACK_BOT_TOKEN"):
+        assert text(client.call("read_note", f"env:{name}")).endswith("says (unset)")
 
 
 def test_destructive_call_runs_once_after_signoff_approve(client: Client) -> None:

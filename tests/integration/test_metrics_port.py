@@ -46,18 +46,21 @@ def test_worker_probes_and_metrics_then_sigterm_releases_its_step_for_another_wo
     sqlite_url: str,
 ) -> None:
     """The worker answers probes and metrics; SIGTERM mid-step exits 0 and the run resumes."""
-    env, port, effects = signoff_env(sqlite_url), free_port(), tmp_path / "slow.txt"
+    # steps long enough, and a lease long enough, that a loaded machine still sees one under way
+    env, port = signoff_env(sqlite_url, lease_ttl=5.0), free_port()
+    effects = tmp_path / "slow.txt"
     cli_ok(env, "db", "upgrade")
     with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port)) as worker:
-        assert answering(worker, port, "/healthz", 200)["checks"] == {"loop:worker": "ok"}
+        loops = {"loop:worker": "ok", "loop:webhooks": "ok"}
+        assert answering(worker, port, "/healthz", 200)["checks"] == loops
         ready = answering(worker, port, "/readyz", 200)["checks"]
-        assert ready == {"database": "ok", "migrations": "ok", "loop:worker": "ok"}
+        assert ready == {"database": "ok", "migrations": "ok", **loops}
         run_id = cli_ok(
             env,
             "start",
             "test.slow",
             "--input",
-            json.dumps({"n": 2, "delay_ms": 1500, "path": str(effects)}),
+            json.dumps({"n": 2, "delay_ms": 4000, "path": str(effects)}),
         ).strip()
         wait_until(
             lambda: lines(effects) == ["begin 1"],

@@ -172,3 +172,28 @@ def test_rules_test_since_leaves_older_approvals_out(
     everything = json.loads(cli_ok(env, "rules", "test", "--rules", str(rules_file), "--json"))
     assert (recent["approvals"], everything["approvals"]) == (8, 9)
     assert (recent["auto_approved"], everything["auto_approved"]) == (3, 4)
+
+
+def test_rules_suggest_prints_narrow_rules_with_their_replay(
+    sqlite_store: SqlStore, sqlite_url: str
+) -> None:
+    """Over the hand-built history, refunds of 9000-200000 (both approved, no rejection in
+    between) are suggested with two approvals required, with a replay overturning nothing;
+    with the default minimum of three nothing is suggested."""
+    _history(sqlite_store)
+    env = signoff_env(sqlite_url)
+    report = json.loads(cli_ok(env, "rules", "suggest", "--min-approvals", "2", "--json"))
+    (found,) = report["suggestions"]
+    assert found["covers"] == 2
+    assert found["rule"]["mode"] == "shadow"
+    assert found["rule"]["when"]["all"] == [
+        {"field": "args.amount_cents", "op": ">=", "value": 9000},
+        {"field": "args.amount_cents", "op": "<=", "value": 200000},
+    ]
+    replayed = found["replay"]
+    assert (replayed["approvals"], replayed["auto_approved"]) == (8, 2)
+    assert replayed["approved_but_rejected"] == []
+    assert "no narrow rule is supported" in cli_ok(env, "rules", "suggest")
+    text = cli_ok(env, "rules", "suggest", "--min-approvals", "2")
+    assert "none is enabled" in text
+    assert "would auto-approve, but a person rejected: 0" in text

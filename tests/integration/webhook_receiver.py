@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from bot.api.destinations import Destinations
+
+LOOPBACK = "127.0.0.0/8"
+"""Where the receiver listens: a network webhooks may reach only when allowed, as here."""
+LOOPBACK_ALLOWED = Destinations((ipaddress.ip_network(LOOPBACK),))
+"""Destinations that include the receiver's."""
 
 
 class Receiver(ThreadingHTTPServer):

@@ -153,3 +153,41 @@ def test_a_shadow_rule_records_what_it_would_do_and_changes_nothing() -> None:
         "team_id": "",
         "name": "rule:small-refunds",
     }
+
+
+def _channel_rules(op: str) -> Rules:
+    return Rules.parse(
+        [
+            {
+                "id": "support-channel",
+                "tool": "refund",
+                "action": "auto_approve",
+                "when": [{"field": "channel", "op": op, "value": ["C_SUPPORT"]}],
+            }
+        ]
+    )
+
+
+def _decided_by(rules: Rules, context: dict[str, Any]) -> str | None:
+    env = AgentEnvironment(AGENT, [_refund(10), text_reply("done")], rules=rules)
+    run_id = env.start("refund order 7", context=context)
+    env.run_until_waiting(run_id)
+    (approval,) = env.approval_store.list_approvals(run_id=run_id)
+    return None if approval.decided_by is None else approval.decided_by.user_id
+
+
+def test_a_rule_on_the_channel_decides_only_in_that_channel() -> None:
+    """``channel in [C_SUPPORT]`` approves a run started there (from Slack or by context),
+    not one started elsewhere or from no channel at all."""
+    rules = _channel_rules("in")
+    assert _decided_by(rules, {"slack": {"channel": "C_SUPPORT"}}) == "rule:support-channel"
+    assert _decided_by(rules, {"channel": "C_SUPPORT"}) == "rule:support-channel"
+    assert _decided_by(rules, {"slack": {"channel": "C_RANDOM"}}) is None
+    assert _decided_by(rules, {}) is None
+
+
+def test_a_channel_condition_is_false_when_the_run_has_no_channel() -> None:
+    """``channel not_in [C_SUPPORT]`` does not approve a run started from no channel."""
+    rules = _channel_rules("not_in")
+    assert _decided_by(rules, {"slack": {"channel": "C_RANDOM"}}) == "rule:support-channel"
+    assert _decided_by(rules, {}) is None

@@ -8,7 +8,7 @@ indexes (on PostgreSQL) on the approvers and escalation lists of approvals, writ
 through at once (``fastupdate = off``): a list of pending entries would be read in full by
 every search.
 
-Revision ID: 0011
+Revision ID: 0010
 Revises: 0009
 Create Date: 2026-12-01
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0011"
+revision = "0010"
 down_revision = "0009"
 branch_labels = None
 depends_on = None

@@ -1,7 +1,7 @@
 """Many Slack workspaces: their installations, OAuth states, and each notice's workspace.
 
-Revision ID: 0015
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-12-01
 """
 
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0015"
-down_revision = "0011"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

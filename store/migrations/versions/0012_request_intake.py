@@ -1,7 +1,7 @@
 """A handled Slack request may carry the work it was acknowledged for, until it is done.
 
-Revision ID: 0018
-Revises: 0009
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-12-01
 """
 
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0018"
-down_revision = "0015"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,122 @@
+"""The grant part of the ApprovalStore contract: in-memory, SQLite and PostgreSQL agree."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent_runtime import RunId, Store, new_run_id
+from agent_runtime.approvals import Actor
+from agent_runtime.audit import AuditDraft, verify
+from agent_runtime.exceptions import GrantNotFound
+from agent_runtime.grants import Grant, GrantScope, similar
+from agent_runtime.store import ApprovalStore, Granting
+from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
+from store import SqlStore
+from store.approval_store import SqlApprovalStore
+from tests.contract.test_approval_store_contract import _approval as approval_row
+from tests.contract.test_approval_store_contract import _approved as approved
+from tests.contract.test_approval_store_contract import _draft as approval_draft
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+DANA = Actor(user_id="U_DANA", team_id="T1", name="dana")
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def stores(request: pytest.FixtureRequest) -> tuple[Store, ApprovalStore]:
+    """A run store and the approval store beside it, for each implementation."""
+    if request.param == "memory":
+        runs = InMemoryStore()
+        return runs, InMemoryApprovalStore(runs)
+    sql: SqlStore = request.getfixturevalue(
+        "sqlite_store" if request.param == "sqlite" else "pg_store"
+    )
+    return sql, SqlApprovalStore(sql.engine)
+
+
+def _grant(run_id: RunId, n: int, tool: str = "issue_refund") -> Grant:
+    return Grant(
+        id=f"{n:016x}",
+        tool=tool,
+        scope=GrantScope.RUN,
+        run_id=run_id,
+        source_approval=f"{n:024x}",
+        when=similar({"amount_cents": 4999, "notify": True}),
+        granted_by=DANA,
+        granted_at=T0 + timedelta(minutes=n),
+        expires_at=T0 + timedelta(hours=24, minutes=n),
+    )
+
+
+def _draft(grant: Grant, action: str) -> AuditDraft:
+    return AuditDraft(
+        at=T0,
+        approval_id=grant.source_approval,
+        run_id=grant.run_id,
+        action=action,
+        actor=DANA.to_json(),
+        detail={"grant": grant.id},
+    )
+
+
+def test_grants_round_trip_list_and_revoke_once(stores: tuple[Store, ApprovalStore]) -> None:
+    """A grant reads back equal and is created once; lists filter by tool and by being in
+    force; a revocation is stored once; every change is a verified audit entry."""
+    runs, approvals = stores
+    run_id = runs.create_run(new_run_id(), "wf", None, T0).id
+    first, second = _grant(run_id, 1), _grant(run_id, 2, "send_email")
+    assert approvals.create_grant(first, _draft(first, "grant.created"), []) == first
+    again = dataclasses.replace(first, granted_by=Actor(user_id="U_EVE"))
+    assert approvals.create_grant(again, _draft(again, "grant.created"), []) == first
+    approvals.create_grant(second, _draft(second, "grant.created"), [])
+    assert approvals.get_grant(first.id) == first
+    with pytest.raises(GrantNotFound):
+        approvals.get_grant("0" * 16)
+    assert approvals.list_grants() == [second, first]
+    assert approvals.list_grants(tool="issue_refund") == [first]
+    assert approvals.list_grants(active_at=T0 + timedelta(hours=24, minutes=1, seconds=30)) == [
+        second
+    ]
+    revoked = dataclasses.replace(first, revoked_by=DANA, revoked_at=T0 + timedelta(hours=1))
+    assert approvals.revoke_grant(revoked, _draft(first, "grant.revoked"), []) == revoked
+    assert approvals.revoke_grant(revoked, _draft(first, "grant.revoked"), []) is None
+    assert approvals.get_grant(first.id) == revoked
+    assert approvals.list_grants(active_at=T0 + timedelta(hours=2)) == [second]
+    entries, head = approvals.audit_log()
+    assert [e.action for e in entries] == ["grant.created", "grant.created", "grant.revoked"]
+    assert verify(entries, head) == []
+
+
+def test_a_decision_stores_its_grant_in_the_same_transaction(
+    stores: tuple[Store, ApprovalStore],
+) -> None:
+    """With a grant, a winning decision stores it after its own audit entry; a losing one
+    (stale version) stores neither."""
+    runs, approvals = stores
+    run_id = runs.create_run(new_run_id(), "wf", None, T0).id
+    pending = approval_row(run_id)
+    approvals.create_approval(pending, approval_draft(pending, "requested"))
+    grant = dataclasses.replace(_grant(run_id, 1), source_approval=pending.id)
+    granting: Granting = (grant, _draft(grant, "grant.created"), [])
+    stale = dataclasses.replace(approved(pending), version=pending.version + 1)
+    assert not approvals.save_approval(
+        stale,
+        audit=approval_draft(pending, "approve"),
+        decided_before=T0,
+        wake=None,
+        grant=granting,
+    )
+    assert approvals.list_grants() == []
+    assert approvals.save_approval(
+        approved(pending),
+        audit=approval_draft(pending, "approve"),
+        decided_before=T0,
+        wake=None,
+        grant=granting,
+    )
+    assert approvals.get_grant(grant.id) == grant
+    entries, head = approvals.audit_log()
+    assert [e.action for e in entries] == ["requested", "approve", "grant.created"]
+    assert verify(entries, head) == []
