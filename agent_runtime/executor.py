@@ -19,7 +19,7 @@ from agent_runtime.exceptions import (
 )
 from agent_runtime.notices import Notifier, Silent
 from agent_runtime.observers import StepObserver, guard
-from agent_runtime.records import ErrorInfo, Lease, Run, RunStatus
+from agent_runtime.records import ErrorInfo, Lease, Run, RunStatus, StepRecord
 from agent_runtime.serialization import round_trip
 from agent_runtime.store import Store
 from agent_runtime.workflows import Workflows
@@ -69,7 +69,7 @@ class RunExecutor:
         context = RunContext(
             run=run,
             lease=lease,
-            journal=self._store.load_journal(run.id),
+            journal=self._journal(run, lease),
             store=self._store,
             clock=self._clock,
             stopping=self._stopping,
@@ -92,6 +92,13 @@ class RunExecutor:
         self._store.complete(lease, output, now, self._notifier.run_ended(ended))
         self._observe_end(ended)
         return RunStatus.COMPLETED
+
+    def _journal(self, run: Run, lease: Lease) -> list[StepRecord]:
+        """The run's journal; a run's first lease (fence 1) finds it empty, unless it is a
+        fork's (entries are only ever written under a lease, or inherited by a fork)."""
+        if lease.fence == 1 and run.forked_from is None:
+            return []
+        return self._store.load_journal(run.id)
 
     def _handle_error(self, context: RunContext, lease: Lease, exc: Exception) -> RunStatus:
         error = context.fatal or exc

@@ -121,7 +121,7 @@ class Worker:
         self._sweep()
         claimed = self._claim(self.options.concurrency - len(active))
         for run, lease in claimed:
-            future = pool.submit(self._execute, run, lease)
+            future = pool.submit(self._serve, run, lease)
             future.add_done_callback(self._freed)
             active.add(future)
         if until_idle and not active and not claimed and self._idle():
@@ -175,6 +175,18 @@ class Worker:
             if lease.taken_over:
                 self._took_over(lease.run_id)
         return claimed
+
+    def _serve(self, run: Run, lease: Lease) -> RunStatus | None:
+        """Execute ``run``, then claim and execute the next due run on this thread, and so on
+        until none is due or the worker stops: the threads claim in parallel, the claim loop
+        only fills threads that are free."""
+        status = self._execute(run, lease)
+        while not self._stopping.is_set():
+            claimed = self._claim(1)
+            if not claimed:
+                break
+            status = self._execute(*claimed[0])
+        return status
 
     def _took_over(self, run_id: RunId) -> None:
         logger.warning(

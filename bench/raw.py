@@ -27,7 +27,8 @@ import sqlite3
 import threading
 import time
 import uuid
-from typing import Literal
+from collections.abc import Iterator
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
@@ -167,12 +168,18 @@ def raw_pg_step_seconds(dsn: str, steps: int, key: KeyType = "uuid") -> float:
 
 
 def raw_pg_concurrent_steps_per_second(
-    dsn: str, connections: int = 8, steps_each: int = 50, key: KeyType = "uuid"
+    dsn: str,
+    connections: int = 8,
+    steps_each: int = 50,
+    key: KeyType = "uuid",
+    output: str = OUTPUT,
+    autocommit: bool = False,
 ) -> float:
     """Total steps per second when ``connections`` threads, each with its own
-    connection and its own run key, do ``steps_each`` INSERT + COMMIT each into the
-    same table at once.  Wall time runs from a common start barrier to the last
-    thread's last commit; connection set-up and warm-up are excluded.
+    connection and its own run key, do ``steps_each`` INSERT + COMMIT each (with
+    ``autocommit``: each INSERT alone, one round trip) of ``output`` into the same
+    table at once.  Wall time runs from a common start barrier to the last thread's
+    last commit; connection set-up and warm-up are excluded.
     """
     if connections < 1:
         raise ValueError("connections must be >= 1")
@@ -190,14 +197,14 @@ def raw_pg_concurrent_steps_per_second(
 
         def worker() -> None:
             try:
-                with psycopg.connect(dsn, autocommit=False) as wconn, wconn.cursor() as cur:
+                with psycopg.connect(dsn, autocommit=autocommit) as wconn, wconn.cursor() as cur:
                     for position in range(WARMUP_STEPS):
-                        cur.execute(insert, (_pg_key(key), position, OUTPUT))
+                        cur.execute(insert, (_pg_key(key), position, output))
                         wconn.commit()
                     run_id = _pg_key(key)
                     barrier.wait()
                     for position in range(steps_each):
-                        cur.execute(insert, (run_id, position, OUTPUT))
+                        cur.execute(insert, (run_id, position, output))
                         wconn.commit()
                     done = time.perf_counter()
                 with lock:
@@ -302,3 +309,90 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ------------------------------------------------------- whole runs, on open connections
+
+_RUN_TABLES = (
+    "CREATE TABLE IF NOT EXISTS raw_runs (id {key} PRIMARY KEY, status TEXT NOT NULL, output TEXT)",
+    "CREATE TABLE IF NOT EXISTS raw_run_steps (run_id {key} NOT NULL, position INTEGER NOT NULL,"
+    " output TEXT NOT NULL, PRIMARY KEY (run_id, position))",
+)
+
+
+class RawRuns:
+    """Whole runs written the least a durable engine could: one row for the run, one per
+    step (its JSON output), one update at the end, each committed before the next.
+
+    ``run_step_seconds(outputs, transactions=False)`` sends each statement on its own in
+    autocommit mode (one round trip, as the engine's single statements);
+    ``transactions=True`` wraps each in BEGIN/COMMIT (three round trips on PostgreSQL).
+    The connection stays open between runs, as the engine's do.
+    """
+
+    def __init__(self, execute: Any, begin: Any, commit: Any, key: Any) -> None:
+        self._execute, self._begin, self._commit, self._key = execute, begin, commit, key
+
+    def run_step_seconds(self, outputs: list[str], *, transactions: bool = False) -> float:
+        """Seconds per step of one run writing ``outputs``, from its row to its end."""
+        run_id = self._key()
+        start = time.perf_counter()
+        self._statement("INSERT INTO raw_runs VALUES (?, 'running', NULL)", (run_id,), transactions)
+        for position, output in enumerate(outputs):
+            self._statement(
+                "INSERT INTO raw_run_steps VALUES (?, ?, ?)",
+                (run_id, position, output),
+                transactions,
+            )
+        self._statement(
+            "UPDATE raw_runs SET status = 'completed', output = '{}' WHERE id = ?",
+            (run_id,),
+            transactions,
+        )
+        return (time.perf_counter() - start) / len(outputs)
+
+    def _statement(self, text: str, params: tuple[Any, ...], transactions: bool) -> None:
+        if transactions:
+            self._begin()
+        self._execute(text, params)
+        if transactions:
+            self._commit()
+
+
+@contextlib.contextmanager
+def raw_sqlite_runs(path: str) -> Iterator[RawRuns]:
+    """``RawRuns`` on the SQLite database at ``path`` (WAL, ``synchronous=FULL``), whose
+    tables are created if needed and left in place."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        for ddl in _RUN_TABLES:
+            conn.execute(ddl.format(key="TEXT"))
+        yield RawRuns(
+            conn.execute,
+            lambda: conn.execute("BEGIN IMMEDIATE"),
+            lambda: conn.execute("COMMIT"),
+            lambda: uuid.uuid4().hex,
+        )
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def raw_pg_runs(dsn: str) -> Iterator[RawRuns]:
+    """``RawRuns`` on PostgreSQL (native ``uuid`` keys), in a fresh schema dropped afterwards."""
+    schema = fresh_name("bench_raw")
+    create_schema(dsn, schema)
+    try:
+        with psycopg.connect(dsn, autocommit=True, options=f"-csearch_path={schema}") as conn:
+            for ddl in _RUN_TABLES:
+                conn.execute(ddl.format(key="UUID"))
+            yield RawRuns(
+                lambda text, params: conn.execute(text.replace("?", "%s"), params),
+                lambda: conn.execute("BEGIN"),
+                lambda: conn.execute("COMMIT"),
+                uuid.uuid4,
+            )
+    finally:
+        drop_schema(dsn, schema)

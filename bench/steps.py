@@ -1,4 +1,4 @@
-"""Signoff's own cost per journaled step, beside the physical limit and peer engines.
+"""Signoff's cost per journaled step, beside the same work done raw and peer engines.
 
 Run ``python -m bench.steps`` (``--quick`` for a short run, ``--no-peers`` to skip DBOS
 and LangGraph, ``--only SECTION`` for one table).  It measures, on SQLite (a temporary
@@ -6,33 +6,45 @@ file, WAL + ``synchronous=FULL`` as the engine's store sets it) and PostgreSQL
 (``SIGNOFF_BENCH_PG_URL``, default the local server; the engine's tables in a fresh
 schema, dropped afterwards):
 
-* sequential: µs per step of one ``demo.trivial`` run of 20 and of 200 steps, run by
-  ``Runtime.start`` + a ``Worker`` serving in the background (started once, as in
-  production, and woken for each run), timed from the start of its claim to the end of
-  its completion (process and worker start-up excluded), beside ``bench.raw``'s
-  INSERT + COMMIT per step on the same database (on SQLite, the very file the engine
-  uses), measured in the same process, interleaved repeat by repeat.  Medians of
-  several repeats, after an untimed warm-up.
-* concurrent (PostgreSQL): total steps/s of 8 runs x 50 steps on one worker of
-  concurrency 8, beside 8 raw connections committing 50 rows each.
+* sequential: µs per step of one ``bench.payload`` run of 20 and of 200 steps (each step
+  called with arguments, returning 226 bytes of JSON), timed from before
+  ``Runtime.start`` to the commit of the run's completion: run creation, the wake-up
+  and pick-up by a ``Worker`` serving in the background (started once, as in
+  production), the claim, every step and the completion.  Beside it, measured in the
+  same process on the same database (on SQLite, the very file), the same run written
+  raw (``bench.raw.RawRuns``): a run row, one row per step with the same JSON, the
+  final update, each committed before the next.  The primary ratio is against the
+  same round trips (each statement alone, autocommit: what the engine does); the
+  BEGIN/INSERT/COMMIT column (three round trips on PostgreSQL) is for reference.  The
+  contestants take turns repeat by repeat, in rotating order; the ratio is the median
+  of the per-repeat ratios, with its interquartile range.
+* journal (the statement the hot path uses): µs per append of the fenced
+  ``INSERT … SELECT`` on a driver connection (what ``SqlStore`` does) and through
+  SQLAlchemy Core (``Connection.execute`` of the same statement, built once, on an
+  autocommit connection), interleaved.
+* concurrent (PostgreSQL): total steps/s of 8 payload runs x 50 steps on one worker of
+  concurrency 8, beside 8 raw connections each writing 50 rows, autocommit.
 * journal bytes (PostgreSQL): ``pg_total_relation_size('steps') / rows`` (heap,
-  indexes, TOAST) after sequential trivial runs, beside the raw table (same ``uuid``
+  indexes, TOAST) after sequential ``bench.trivial`` runs, beside the raw table (same ``uuid``
   key type, same rows per run) measured the same way.
-* resume: a 200-step run stopped after 150 journaled steps and released; the time
-  another worker takes from the start of its claim to the write of step 151 (claim +
-  journal load + replay of 150 steps), and the replay alone.
-* peers (when the ``bench`` extra is installed): DBOS and LangGraph, ``bench.peers``.
+* crash-resume: a 200-step payload run whose worker process is SIGKILLed right after
+  its 150th entry commits; once its lease has expired, the time another worker takes
+  from the start of its claim to the write of entry 151 (claim + journal load + replay
+  of 150 steps), and the replay alone.
+* peers (when the ``bench`` extra is installed): DBOS and LangGraph (``bench.peers``,
+  steps without payload), each run taking turns with a Signoff run of the same length.
 
 Each table says which bar it checks.  The machine's noise moves single numbers by tens
-of per cent: read the medians, and rerun before drawing conclusions.
+of per cent: read the ratios and their spread, and rerun before drawing conclusions.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
+import multiprocessing
 import os
+import signal
 import statistics
 import tempfile
 import threading
@@ -52,26 +64,40 @@ from agent_runtime import (
     RunId,
     RunStatus,
     Runtime,
+    StepKind,
     StepRecord,
     WorkerOptions,
+    Workflows,
 )
 from agent_runtime.notices import Notice
 from bench import peers, raw
-from bench._common import create_schema, default_dsn, drop_schema, fresh_name, sqlalchemy_pg_url
-from devkit.demo.workflows import demo_workflows
+from bench._common import (
+    Paired,
+    create_schema,
+    default_dsn,
+    drop_schema,
+    fresh_name,
+    interleave,
+    sqlalchemy_pg_url,
+    table,
+    take_turns,
+)
+from bench.workloads import TRIVIAL, WORKFLOW, step_output_json, workloads
 from store import build_engine, upgrade
-from store.sql_store import SqlStore
+from store.sql_store import SqlStore, fenced_append_params, fenced_append_statement
 
 STEP_COUNTS = (20, 200)
 CONCURRENT_RUNS = 8
 CONCURRENT_STEPS = 50
 RESUME_STEPS = 200
 RESUME_AT = 150
-STEP_BAR = 1.5  # engine / raw, sequential 200 steps
+APPENDS = 200
+STEP_BAR = 1.2  # engine / same-round-trip raw, 200 payload steps
 CONCURRENT_BAR = 0.5  # engine / raw throughput
 BYTES_BAR = 1.5  # engine / raw bytes per step
 RESUME_BAR_MS = 50.0
 RUN_TIMEOUT_S = 120
+CRASH_LEASE = timedelta(milliseconds=600)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +106,17 @@ class Settings:
 
     repeats: int
     byte_rows: int
+    resume_repeats: int
     peer_repeats: int
 
 
-FULL = Settings(repeats=15, byte_rows=10_000, peer_repeats=3)
-QUICK = Settings(repeats=5, byte_rows=2_000, peer_repeats=1)
+FULL = Settings(repeats=25, byte_rows=10_000, resume_repeats=9, peer_repeats=5)
+QUICK = Settings(repeats=7, byte_rows=2_000, resume_repeats=3, peer_repeats=1)
+
+
+def bench_workflows() -> Workflows:
+    """``bench.payload``, and ``bench.trivial`` for the byte count."""
+    return workloads()
 
 
 # ------------------------------------------------------------------ instrumented store
@@ -99,16 +131,11 @@ class RunMarks:
     first_append: float | None = None
     completed: float | None = None
 
-    def elapsed(self) -> float:
-        """Seconds from the start of the claim to the end of the completion."""
-        assert self.completed is not None, "the run did not complete"
-        return self.completed - self.claim_started
-
 
 class TimedStore(SqlStore):
     """A SqlStore that notes when each run is claimed, loaded, first appended to and completed.
 
-    ``on_append`` is called after every committed journal entry (used to stop a worker
+    ``on_append`` is called after every committed journal entry (used to kill a worker
     part-way through a run).
     """
 
@@ -201,6 +228,25 @@ def pg_store(dsn: str) -> Iterator[TimedStore]:
         drop_schema(dsn, schema)
 
 
+@contextlib.contextmanager
+def raw_beside(store: TimedStore, dsn: str) -> Iterator[raw.RawRuns]:
+    """Raw runs on the store's database: on SQLite the very file, on PostgreSQL the server."""
+    if store.engine.dialect.name == "sqlite":
+        path = store.engine.url.database
+        assert path is not None
+        with raw.raw_sqlite_runs(path) as runs:
+            yield runs
+    else:
+        with raw.raw_pg_runs(dsn) as runs:
+            yield runs
+
+
+BACKENDS: dict[str, Callable[[str], contextlib.AbstractContextManager[TimedStore]]] = {
+    "sqlite": lambda dsn: sqlite_store(),
+    "postgres": pg_store,
+}
+
+
 # ------------------------------------------------------------------------ execution
 
 
@@ -210,7 +256,7 @@ class ServingWorker:
 
     def __init__(self, store: TimedStore, concurrency: int = 1) -> None:
         self._store = store
-        self.runtime = Runtime(store, demo_workflows())
+        self.runtime = Runtime(store, bench_workflows())
         options = WorkerOptions(concurrency=concurrency, poll_interval=timedelta(seconds=1))
         self._worker = self.runtime.worker(options)
         self._thread = threading.Thread(target=self._worker.run, name="bench-worker", daemon=True)
@@ -223,9 +269,11 @@ class ServingWorker:
         self._worker.stop()
         self._thread.join()
 
-    def run_trivial(self, steps: int, runs: int = 1) -> list[Run]:
-        """Start ``runs`` ``demo.trivial`` runs of ``steps`` steps and wait for their end."""
-        started = [self.runtime.start("demo.trivial", {"n": steps}) for _ in range(runs)]
+    def run(self, workflow: str, steps: int, runs: int = 1) -> tuple[float, list[Run]]:
+        """Start ``runs`` runs of ``steps`` steps and wait for their end; return the
+        ``perf_counter()`` before the first start, and the runs."""
+        begun = time.perf_counter()
+        started = [self.runtime.start(workflow, {"n": steps}) for _ in range(runs)]
         self._worker.wake()
         for run in started:
             if not self._store.ended(run.id).wait(RUN_TIMEOUT_S):
@@ -233,24 +281,74 @@ class ServingWorker:
             done = self.runtime.get(run.id)
             if done.status is not RunStatus.COMPLETED or done.output != {"steps": steps}:
                 raise RuntimeError(f"run {run.id} ended {done.status}: {done.output or done.error}")
-        return started
+        return begun, started
 
 
 def engine_step_seconds(worker: ServingWorker, store: TimedStore, steps: int) -> float:
-    """Seconds per step of one sequential run, from claim to completion."""
-    (run,) = worker.run_trivial(steps)
-    return store.marks[run.id].elapsed() / steps
+    """Seconds per step of one payload run, from before its start to its completion."""
+    begun, (run,) = worker.run(WORKFLOW, steps)
+    completed = store.marks[run.id].completed
+    assert completed is not None
+    return (completed - begun) / steps
 
 
 def engine_concurrent_steps_per_second(
     worker: ServingWorker, store: TimedStore, runs: int, steps: int
 ) -> float:
-    """Total steps/s of ``runs`` concurrent runs on one worker: first claim to last completion."""
-    started = worker.run_trivial(steps, runs=runs)
-    marks = [store.marks[run.id] for run in started]
-    begin = min(m.claim_started for m in marks)
-    end = max(m.completed for m in marks if m.completed is not None)
-    return runs * steps / (end - begin)
+    """Total steps/s of ``runs`` concurrent payload runs on one worker: first start to
+    last completion."""
+    begun, started = worker.run(WORKFLOW, steps, runs=runs)
+    end = max(store.marks[run.id].completed or 0.0 for run in started)
+    return runs * steps / (end - begun)
+
+
+def append_seconds(
+    append: Callable[[Lease, StepRecord], object],
+    lease: Lease,
+    first: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """Seconds per append of ``APPENDS`` payload entries from position ``first``, by
+    ``clock`` (``time.thread_time`` for the client's own CPU time)."""
+    records = [_entry(first + index) for index in range(APPENDS)]
+    start = clock()
+    for record in records:
+        append(lease, record)
+    return (clock() - start) / APPENDS
+
+
+def _entry(position: int) -> StepRecord:
+    now = datetime.now().astimezone()
+    output = {"index": position, "label": "bench", "text": "x" * 180}
+    return StepRecord(
+        position=position,
+        kind=StepKind.STEP,
+        name=f"step {position}",
+        input_hash="0123456789abcdef",
+        output=output,
+        started_at=now,
+        finished_at=now,
+    )
+
+
+def core_appender(store: TimedStore) -> Callable[[Lease, StepRecord], object]:
+    """The same fenced append through SQLAlchemy's ``Connection``: the statement built
+    once, on an autocommit connection (PostgreSQL) or an immediate transaction (SQLite)."""
+    statement = fenced_append_statement(store.engine.dialect.name == "postgresql")
+    if store.engine.dialect.name == "postgresql":
+        engine = store.engine.execution_options(isolation_level="AUTOCOMMIT")
+
+        def append(lease: Lease, step: StepRecord) -> object:
+            with engine.connect() as conn:
+                return conn.execute(statement, fenced_append_params(lease, step)).rowcount
+
+        return append
+
+    def append_in_transaction(lease: Lease, step: StepRecord) -> object:
+        with store.engine.begin() as conn:
+            return conn.execute(statement, fenced_append_params(lease, step)).rowcount
+
+    return append_in_transaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,27 +359,41 @@ class ResumeCost:
     replay: float
 
 
-def engine_resume_cost(store: TimedStore, steps: int, stop_after: int) -> ResumeCost:
-    """Journal ``stop_after`` steps of a ``steps``-step run, release it, and time the resume."""
-    runtime = Runtime(store, demo_workflows())
-    run = runtime.start("demo.trivial", {"n": steps})
-    options = WorkerOptions(concurrency=1, poll_interval=timedelta(milliseconds=20))
-    first = runtime.worker(options)
+def crashing_worker(url: str, stop_after: int) -> None:
+    """A worker process that SIGKILLs itself right after entry ``stop_after`` commits."""
+    store = TimedStore(build_engine(url))
 
-    def stop_at(step: StepRecord) -> None:
+    def kill(step: StepRecord) -> None:
         if step.position == stop_after - 1:
-            first.stop()
+            os.kill(os.getpid(), signal.SIGKILL)
 
-    store.on_append = stop_at
-    try:
-        first.run(until_idle=True)
-    finally:
-        store.on_append = None
-    if runtime.get(run.id).status is not RunStatus.PENDING:
-        raise RuntimeError("the interrupted run was not released")
-    if len(runtime.journal(run.id)) != stop_after:
-        raise RuntimeError(f"the interrupted run did not journal {stop_after} steps")
-    runtime.worker(options).run(until_idle=True)
+    store.on_append = kill
+    options = WorkerOptions(
+        concurrency=1, lease_ttl=CRASH_LEASE, poll_interval=timedelta(milliseconds=20)
+    )
+    Runtime(store, bench_workflows()).worker(options).run()
+
+
+def engine_crash_resume(store: TimedStore) -> ResumeCost:
+    """Run a payload run in a worker process killed after ``RESUME_AT`` entries; once its
+    lease has expired, time the resume in this process."""
+    runtime = Runtime(store, bench_workflows())
+    run = runtime.start(WORKFLOW, {"n": RESUME_STEPS})
+    url = store.engine.url.render_as_string(hide_password=False)
+    child = multiprocessing.get_context("spawn").Process(
+        target=crashing_worker, args=(url, RESUME_AT)
+    )
+    child.start()
+    child.join(RUN_TIMEOUT_S)
+    if child.exitcode != -signal.SIGKILL:
+        child.kill()
+        raise RuntimeError(f"the crashing worker ended with {child.exitcode}")
+    if len(runtime.journal(run.id)) != RESUME_AT:
+        raise RuntimeError(f"the killed worker did not journal {RESUME_AT} steps")
+    _wait_for_lease_expiry(runtime, run.id)
+    options = WorkerOptions(concurrency=1, lease_ttl=CRASH_LEASE)
+    if runtime.worker(options).run_once() != 1:
+        raise RuntimeError("the crashed run was not taken over")
     marks = store.marks[run.id]
     if runtime.get(run.id).status is not RunStatus.COMPLETED or marks.first_append is None:
         raise RuntimeError("the resumed run did not complete")
@@ -292,11 +404,21 @@ def engine_resume_cost(store: TimedStore, steps: int, stop_after: int) -> Resume
     )
 
 
+def _wait_for_lease_expiry(runtime: Runtime, run_id: RunId) -> None:
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        due = runtime.get(run_id).due_at
+        if due is not None and due <= runtime.clock.now():
+            return
+        time.sleep(0.02)
+    raise RuntimeError("the killed worker's lease never expired")
+
+
 def engine_bytes_per_step(store: TimedStore, rows: int, steps_per_run: int) -> float:
     """``pg_total_relation_size('steps') / rows`` after ``rows`` trivial steps, run by run."""
     with ServingWorker(store) as worker:
         for _ in range(rows // steps_per_run):
-            worker.run_trivial(steps_per_run)
+            worker.run(TRIVIAL, steps_per_run)
     with store.engine.connect() as conn:
         count = conn.execute(text("SELECT count(*) FROM steps")).scalar_one()
         size = conn.execute(text("SELECT pg_total_relation_size('steps'::regclass)")).scalar_one()
@@ -307,121 +429,145 @@ def engine_bytes_per_step(store: TimedStore, rows: int, steps_per_run: int) -> f
 
 
 @dataclass(frozen=True, slots=True)
-class Pair:
-    """An engine figure beside the raw one (medians of the repeats) and engine / raw.
+class Sequential:
+    """Engine beside the same-round-trip raw run (paired), and the BEGIN/COMMIT raw median."""
 
-    The ratio is the median of the ratios of the repeats, each taken from an engine
-    and a raw measurement made one right after the other: on a shared machine whose
-    load comes in bursts, the two halves of a pair see the same conditions.
-    """
-
-    engine: float
-    raw: float
-    ratio: float
+    pair: Paired
+    transactions: float
 
 
-def interleaved(engine: Callable[[], float], base: Callable[[], float], repeats: int) -> Pair:
-    """Measure ``engine`` then ``base``, ``repeats`` times, after one untimed call of each."""
-    engine()
-    base()
-    pairs = [(engine(), base()) for _ in range(repeats)]
-    return Pair(
-        engine=statistics.median(e for e, _ in pairs),
-        raw=statistics.median(b for _, b in pairs),
-        ratio=statistics.median(e / b for e, b in pairs),
-    )
-
-
-def sequential(settings: Settings, dsn: str) -> dict[tuple[str, int], Pair]:
+def sequential(settings: Settings, dsn: str) -> dict[tuple[str, int], Sequential]:
     """Seconds per step, engine and raw, for each backend and step count."""
-    results: dict[tuple[str, int], Pair] = {}
-    with sqlite_store() as store, ServingWorker(store) as worker:
-        raw_path = store.engine.url.database  # the same database file, WAL and disk
-        assert raw_path is not None
-        raw.create_raw_sqlite_table(raw_path)
-        for n in STEP_COUNTS:
-            results["sqlite", n] = interleaved(
-                functools.partial(engine_step_seconds, worker, store, n),
-                functools.partial(raw.raw_sqlite_step_seconds, raw_path, n),
-                settings.repeats,
-            )
-    with pg_store(dsn) as store, ServingWorker(store) as worker:
-        for n in STEP_COUNTS:
-            results["postgres", n] = interleaved(
-                functools.partial(engine_step_seconds, worker, store, n),
-                functools.partial(raw.raw_pg_step_seconds, dsn, n),
-                settings.repeats,
+    results: dict[tuple[str, int], Sequential] = {}
+    for backend, open_store in BACKENDS.items():
+        with (
+            open_store(dsn) as store,
+            ServingWorker(store) as worker,
+            raw_beside(store, dsn) as base,
+        ):
+            for n in STEP_COUNTS:
+                results[backend, n] = _sequential(settings, worker, store, base, n)
+    return results
+
+
+def _sequential(
+    settings: Settings, worker: ServingWorker, store: TimedStore, base: raw.RawRuns, n: int
+) -> Sequential:
+    outputs = [step_output_json(index) for index in range(n)]
+    samples = take_turns(
+        {
+            "engine": lambda: engine_step_seconds(worker, store, n),
+            "raw": lambda: base.run_step_seconds(outputs),
+            "transactions": lambda: base.run_step_seconds(outputs, transactions=True),
+        },
+        settings.repeats,
+    )
+    pairs = tuple(zip(samples["engine"], samples["raw"], strict=True))
+    return Sequential(Paired(pairs), statistics.median(samples["transactions"]))
+
+
+def journal(settings: Settings, dsn: str) -> dict[str, tuple[Paired, Paired]]:
+    """Per append, wall and client CPU: SQLAlchemy Core (the pairs' first) beside the
+    store's driver path, on each backend."""
+    results: dict[str, tuple[Paired, Paired]] = {}
+    for backend, open_store in BACKENDS.items():
+        with open_store(dsn) as store:
+            results[backend] = (
+                _journal(settings, store, time.perf_counter),
+                _journal(settings, store, time.thread_time),
             )
     return results
 
 
-def concurrent(settings: Settings, dsn: str) -> Pair:
-    """Total steps/s of 8 x 50 on PostgreSQL, engine and raw."""
+def _journal(settings: Settings, store: TimedStore, clock: Callable[[], float]) -> Paired:
+    runtime = Runtime(store, bench_workflows())
+    runtime.start(WORKFLOW, {"n": 1})
+    now = runtime.clock.now()
+    ((_, lease),) = store.claim_runs("bench", limit=1, now=now, expires_at=now + timedelta(hours=1))
+    positions = iter(range(0, 10**9, APPENDS))
+    core = core_appender(store)
+    return interleave(
+        lambda: append_seconds(core, lease, next(positions), clock),
+        lambda: append_seconds(store.append_step, lease, next(positions), clock),
+        settings.repeats,
+    )
+
+
+def concurrent(settings: Settings, dsn: str) -> Paired:
+    """Total steps/s of 8 x 50 payload steps on PostgreSQL, engine and raw."""
     with pg_store(dsn) as store, ServingWorker(store, CONCURRENT_RUNS) as worker:
-        return interleaved(
-            functools.partial(
-                engine_concurrent_steps_per_second, worker, store, CONCURRENT_RUNS, CONCURRENT_STEPS
+        return interleave(
+            lambda: engine_concurrent_steps_per_second(
+                worker, store, CONCURRENT_RUNS, CONCURRENT_STEPS
             ),
-            lambda: raw.raw_pg_concurrent_steps_per_second(dsn, CONCURRENT_RUNS, CONCURRENT_STEPS),
+            lambda: raw.raw_pg_concurrent_steps_per_second(
+                dsn, CONCURRENT_RUNS, CONCURRENT_STEPS, output=step_output_json(0), autocommit=True
+            ),
             settings.repeats,
         )
 
 
-def journal_bytes(settings: Settings, dsn: str) -> Pair:
+def journal_bytes(settings: Settings, dsn: str) -> Paired:
     """Bytes per trivial step on PostgreSQL, engine and raw (uuid key), 200 steps per run."""
     with pg_store(dsn) as store:
         engine = engine_bytes_per_step(store, settings.byte_rows, RESUME_STEPS)
     base = raw.raw_row_bytes_pg(dsn, settings.byte_rows, steps_per_run=RESUME_STEPS, key="uuid")
-    return Pair(engine, base, engine / base)
+    return Paired(((engine, base),))
 
 
-def resume(settings: Settings, dsn: str) -> dict[str, ResumeCost]:
-    """Median resume cost on each backend."""
-    results: dict[str, ResumeCost] = {}
-    stores: dict[str, Callable[[], contextlib.AbstractContextManager[TimedStore]]] = {
-        "sqlite": sqlite_store,
-        "postgres": lambda: pg_store(dsn),
-    }
-    for backend, open_store in stores.items():
-        with open_store() as store:
-            engine_resume_cost(store, RESUME_STEPS, RESUME_AT)  # warm-up
-            costs = [
-                engine_resume_cost(store, RESUME_STEPS, RESUME_AT) for _ in range(settings.repeats)
-            ]
-        results[backend] = ResumeCost(
-            total=statistics.median(c.total for c in costs),
-            replay=statistics.median(c.replay for c in costs),
-        )
+def resume(settings: Settings, dsn: str) -> dict[str, list[ResumeCost]]:
+    """Crash-resume costs on each backend."""
+    results: dict[str, list[ResumeCost]] = {}
+    for backend, open_store in BACKENDS.items():
+        with open_store(dsn) as store:
+            engine_crash_resume(store)  # warm-up
+            results[backend] = [engine_crash_resume(store) for _ in range(settings.resume_repeats)]
     return results
 
 
-def peer_numbers(settings: Settings, dsn: str) -> dict[tuple[str, int], float | None]:
-    """Seconds per step of every peer for every step count (None: not installed)."""
-    functions: dict[str, Callable[[int], float | None]] = {
-        "dbos/sqlite": lambda n: peers.dbos_sqlite_step_seconds(n, settings.peer_repeats),
-        "dbos/postgres": lambda n: peers.dbos_pg_step_seconds(dsn, n, settings.peer_repeats),
-        "langgraph/sqlite": lambda n: peers.langgraph_sqlite_step_seconds(n, settings.peer_repeats),
-        "langgraph/postgres": lambda n: peers.langgraph_pg_step_seconds(
-            dsn, n, settings.peer_repeats
-        ),
+PeerFn = Callable[[int], float | None]
+
+
+def peer_pairs(settings: Settings, dsn: str) -> dict[tuple[str, int], Paired | None]:
+    """Each peer beside Signoff on the same backend, run for run (None: not installed)."""
+    by_backend: dict[str, dict[str, PeerFn]] = {
+        "sqlite": {
+            "dbos": lambda n: peers.dbos_sqlite_step_seconds(n, 1),
+            "langgraph": lambda n: peers.langgraph_sqlite_step_seconds(n, 1),
+        },
+        "postgres": {
+            "dbos": lambda n: peers.dbos_pg_step_seconds(dsn, n, 1),
+            "langgraph": lambda n: peers.langgraph_pg_step_seconds(dsn, n, 1),
+        },
     }
-    return {(name, n): fn(n) for name, fn in functions.items() for n in STEP_COUNTS}
+    results: dict[tuple[str, int], Paired | None] = {}
+    for backend, open_store in BACKENDS.items():
+        with open_store(dsn) as store, ServingWorker(store) as worker:
+            for peer, measure in by_backend[backend].items():
+                for n in STEP_COUNTS:
+                    results[f"{peer}/{backend}", n] = _peer_pair(
+                        settings, worker, store, measure, n
+                    )
+    return results
+
+
+def _peer_pair(
+    settings: Settings, worker: ServingWorker, store: TimedStore, measure: PeerFn, n: int
+) -> Paired | None:
+    if measure(n) is None:
+        return None
+
+    def peer() -> float:
+        seconds = measure(n)
+        assert seconds is not None
+        return seconds
+
+    return interleave(
+        lambda: engine_step_seconds(worker, store, n), peer, settings.peer_repeats, warmup=False
+    )
 
 
 # ------------------------------------------------------------------------ reporting
-
-
-def table(title: str, headers: list[str], rows: list[list[str]]) -> str:
-    """Render an aligned text table: first column left, the others right."""
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-
-    def line(cells: list[str]) -> str:
-        padded = [c.rjust(w) for c, w in zip(cells, widths, strict=True)]
-        padded[0] = cells[0].ljust(widths[0])
-        return "  ".join(padded)
-
-    rule = "-" * len(line(headers))
-    return "\n".join([title, rule, line(headers), rule, *map(line, rows), ""])
 
 
 def verdict(ok: bool) -> str:
@@ -434,65 +580,103 @@ def us(seconds: float) -> str:
     return f"{seconds * 1e6:,.0f}"
 
 
-def per_second(seconds: float) -> str:
-    """Seconds per step as steps per second."""
-    return f"{1 / seconds:,.0f}"
+def spread(pair: Paired) -> str:
+    """The interquartile range of a pair's ratios."""
+    low, high = pair.quartiles
+    return f"{low:.2f}-{high:.2f}"
 
 
-def sequential_table(results: dict[tuple[str, int], Pair], repeats: int) -> str:
+def sequential_table(results: dict[tuple[str, int], Sequential], repeats: int) -> str:
     """The sequential per-step table."""
     rows = []
-    for (backend, n), pair in results.items():
+    for (backend, n), result in results.items():
+        pair = result.pair
         bar = verdict(pair.ratio <= STEP_BAR) if n == max(STEP_COUNTS) else ""
         rows.append(
             [
                 backend,
                 str(n),
                 us(pair.engine),
-                per_second(pair.engine),
-                us(pair.raw),
-                per_second(pair.raw),
+                us(pair.base),
                 f"{pair.ratio:.2f}x",
+                spread(pair),
+                us(result.transactions),
                 bar,
             ]
         )
     return table(
-        f"Sequential demo.trivial, claim to completion (medians of {repeats} back-to-back "
-        f"engine/raw pairs; engine/raw: median of the pairs' ratios); "
-        f"bar: <= {STEP_BAR}x raw at {max(STEP_COUNTS)} steps",
+        f"Sequential {WORKFLOW} (226-byte outputs), start to completion (medians of {repeats} "
+        f"rotating turns; engine/raw: median of the turns' ratios, IQR beside it); "
+        f"bar: <= {STEP_BAR}x the same-round-trip raw at {max(STEP_COUNTS)} steps",
         [
             "backend",
             "steps",
             "engine µs/step",
-            "steps/s",
             "raw µs/step",
-            "steps/s",
             "engine/raw",
+            "IQR",
+            "raw BEGIN/COMMIT µs/step",
             "bar",
         ],
         rows,
     )
 
 
-def concurrent_table(pair: Pair, repeats: int) -> str:
+def journal_table(results: dict[str, tuple[Paired, Paired]], repeats: int) -> str:
+    """The append path comparison: wall time, and the client's own CPU time."""
+    rows = [
+        [
+            backend,
+            us(wall.base),
+            us(wall.engine),
+            f"{wall.ratio:.2f}x",
+            spread(wall),
+            us(cpu.base),
+            us(cpu.engine),
+            f"{cpu.ratio:.2f}x",
+            spread(cpu),
+        ]
+        for backend, (wall, cpu) in results.items()
+    ]
+    return table(
+        f"One fenced journal append ({APPENDS} per turn, {repeats} interleaved pairs each for "
+        "wall and CPU time): the store's driver connection beside SQLAlchemy Core's "
+        "Connection.execute of the same statement",
+        [
+            "backend",
+            "driver µs",
+            "Core µs",
+            "Core/driver",
+            "IQR",
+            "driver CPU µs",
+            "Core CPU µs",
+            "Core/driver CPU",
+            "IQR",
+        ],
+        rows,
+    )
+
+
+def concurrent_table(pair: Paired, repeats: int) -> str:
     """The concurrent throughput table."""
     return table(
-        f"PostgreSQL, {CONCURRENT_RUNS} concurrent runs x {CONCURRENT_STEPS} steps, one worker "
-        f"(medians of {repeats} pairs, as above); bar: >= {CONCURRENT_BAR:.0%} of raw",
-        ["", "engine steps/s", f"raw {CONCURRENT_RUNS} conns steps/s", "engine/raw", "bar"],
+        f"PostgreSQL, {CONCURRENT_RUNS} concurrent payload runs x {CONCURRENT_STEPS} steps, one "
+        f"worker ({repeats} pairs, as above); bar: >= {CONCURRENT_BAR:.0%} of raw",
+        ["", "engine steps/s", f"raw {CONCURRENT_RUNS} conns steps/s", "engine/raw", "IQR", "bar"],
         [
             [
                 "postgres",
                 f"{pair.engine:,.0f}",
-                f"{pair.raw:,.0f}",
+                f"{pair.base:,.0f}",
                 f"{pair.ratio:.0%}",
+                spread(pair),
                 verdict(pair.ratio >= CONCURRENT_BAR),
             ]
         ],
     )
 
 
-def bytes_table(pair: Pair, rows: int) -> str:
+def bytes_table(pair: Paired, rows: int) -> str:
     """The journal size table."""
     return table(
         f"PostgreSQL journal bytes per trivial step, pg_total_relation_size / rows "
@@ -502,7 +686,7 @@ def bytes_table(pair: Pair, rows: int) -> str:
             [
                 "postgres",
                 f"{pair.engine:.1f}",
-                f"{pair.raw:.1f}",
+                f"{pair.base:.1f}",
                 f"{pair.ratio:.2f}x",
                 verdict(pair.ratio <= BYTES_BAR),
             ]
@@ -510,41 +694,47 @@ def bytes_table(pair: Pair, rows: int) -> str:
     )
 
 
-def resume_table(results: dict[str, ResumeCost], repeats: int) -> str:
-    """The resume cost table."""
-    rows = [
-        [
-            backend,
-            f"{cost.total * 1e3:.1f}",
-            f"{cost.replay * 1e3:.1f}",
-            verdict(cost.total * 1e3 < RESUME_BAR_MS),
-        ]
-        for backend, cost in results.items()
-    ]
+def resume_table(results: dict[str, list[ResumeCost]], repeats: int) -> str:
+    """The crash-resume cost table."""
+    rows = []
+    for backend, costs in results.items():
+        totals = sorted(c.total * 1e3 for c in costs)
+        rows.append(
+            [
+                backend,
+                f"{statistics.median(totals):.1f}",
+                f"{totals[0]:.1f}-{totals[-1]:.1f}",
+                f"{statistics.median(c.replay for c in costs) * 1e3:.1f}",
+                verdict(statistics.median(totals) < RESUME_BAR_MS),
+            ]
+        )
     return table(
-        f"Resume of a {RESUME_STEPS}-step run released after {RESUME_AT} steps "
-        f"(median of {repeats}); bar: < {RESUME_BAR_MS:.0f} ms",
-        ["backend", "claim to first live write ms", "replay alone ms", "bar"],
+        f"Crash-resume of a {RESUME_STEPS}-step payload run whose worker was SIGKILLed after "
+        f"{RESUME_AT} entries (median of {repeats}); bar: < {RESUME_BAR_MS:.0f} ms",
+        ["backend", "claim to first live write ms", "range", "replay alone ms", "bar"],
         rows,
     )
 
 
-def side_by_side_table(
-    ours: dict[tuple[str, int], Pair], others: dict[tuple[str, int], float | None]
-) -> str:
-    """Signoff, raw and peers, µs per step for each step count."""
-    lines: dict[str, dict[int, str]] = {}
-    for (backend, n), pair in ours.items():
-        lines.setdefault(f"signoff/{backend}", {})[n] = us(pair.engine)
-    for (backend, n), pair in ours.items():
-        lines.setdefault(f"raw/{backend}", {})[n] = us(pair.raw)
-    for (name, n), seconds in others.items():
-        lines.setdefault(name, {})[n] = "not installed" if seconds is None else us(seconds)
+def peers_table(results: dict[tuple[str, int], Paired | None], repeats: int) -> str:
+    """Each peer beside Signoff, run for run."""
+    rows = []
+    for (name, n), pair in results.items():
+        if pair is None:
+            rows.append([name, str(n), "", "not installed", "", ""])
+            continue
+        rows.append(
+            [name, str(n), us(pair.engine), us(pair.base), f"{1 / pair.ratio:.1f}x", spread(pair)]
+        )
     return table(
-        "µs per step, side by side (peers: workflow wall time / steps, bench.peers)",
-        ["engine", *(f"{n} steps" for n in STEP_COUNTS)],
-        [[name, *(by_n.get(n, "") for n in STEP_COUNTS)] for name, by_n in lines.items()],
+        f"Peers, µs per step, each run taking turns with a Signoff payload run ({repeats} "
+        "pairs; peers' steps carry no payload); peer/signoff: median of the pairs",
+        ["peer", "steps", "signoff µs", "peer µs", "peer/signoff", "signoff/peer IQR"],
+        rows,
     )
+
+
+SECTIONS = ["sequential", "journal", "concurrent", "bytes", "resume", "peers"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -554,11 +744,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--quick", action="store_true", help="fewer repeats and rows")
     parser.add_argument("--no-peers", action="store_true", help="skip DBOS and LangGraph")
-    parser.add_argument(
-        "--only",
-        choices=["sequential", "concurrent", "bytes", "resume", "peers"],
-        help="run one section only",
-    )
+    parser.add_argument("--only", choices=SECTIONS, help="run one section only")
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else FULL
     dsn = default_dsn()
@@ -566,18 +752,18 @@ def main(argv: list[str] | None = None) -> None:
     def wanted(section: str) -> bool:
         return args.only in (None, section)
 
-    ours: dict[tuple[str, int], Pair] = {}
-    if wanted("sequential") or wanted("peers"):
-        ours = sequential(settings, dsn)
-        print(sequential_table(ours, settings.repeats), flush=True)
+    if wanted("sequential"):
+        print(sequential_table(sequential(settings, dsn), settings.repeats), flush=True)
+    if wanted("journal"):
+        print(journal_table(journal(settings, dsn), settings.repeats), flush=True)
     if wanted("concurrent"):
         print(concurrent_table(concurrent(settings, dsn), settings.repeats), flush=True)
     if wanted("bytes"):
         print(bytes_table(journal_bytes(settings, dsn), settings.byte_rows), flush=True)
     if wanted("resume"):
-        print(resume_table(resume(settings, dsn), settings.repeats), flush=True)
+        print(resume_table(resume(settings, dsn), settings.resume_repeats), flush=True)
     if wanted("peers") and not args.no_peers:
-        print(side_by_side_table(ours, peer_numbers(settings, dsn)), flush=True)
+        print(peers_table(peer_pairs(settings, dsn), settings.peer_repeats), flush=True)
 
 
 if __name__ == "__main__":

@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import os
-import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    Column,
     Connection,
-    Dialect,
     Engine,
-    Row,
     and_,
     bindparam,
-    event,
+    column,
     exists,
     func,
     insert,
@@ -54,6 +46,7 @@ from agent_runtime.records import (
     Wait,
 )
 from store.connections import writing
+from store.driver import DriverConnections, Prepared
 from store.engine import reader
 from store.errors import is_unique_violation, translated
 from store.json_filters import text_is
@@ -66,9 +59,14 @@ from store.wake import deliver
 
 RUNNING = RunStatus.RUNNING.value
 UNFINISHED = (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.WAITING.value)
+ENTRY = tuple(column.name for column in steps.columns if column.name != "run_id")
+"""The columns of a journal entry that its step gives (the run's id comes from the run)."""
 JOURNAL_QUERY = (
-    select(steps).where(steps.c.run_id == bindparam("run_id")).order_by(steps.c.position)
+    select(*(steps.c[name] for name in ENTRY))
+    .where(steps.c.run_id == bindparam("run_id"))
+    .order_by(steps.c.position)
 )
+"""A run's journal: its entries' own columns (the run's id is known), in position order."""
 
 
 class SqlStore:
@@ -77,8 +75,14 @@ class SqlStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._postgres = engine.dialect.name == "postgresql"
-        self._journal = JournalWriter(engine)
-        self._claim = _claim_statement(self._postgres)
+        self._driver = DriverConnections(engine)
+        self._append = fenced_append_statement(self._postgres)
+        self._end = _end_statement()
+        self._claim_statement = _claim_statement(self._postgres)
+        self._claim = Prepared(self._claim_statement, engine.dialect, _claimed_columns())
+        self._fast_append = Prepared(self._append, engine.dialect)
+        self._fast_end = Prepared(self._end, engine.dialect)
+        self._journal = Prepared(JOURNAL_QUERY, engine.dialect, (steps.c[n] for n in ENTRY))
         self._autocommit = (
             engine.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else None
         )
@@ -174,11 +178,23 @@ class SqlStore:
     ) -> list[tuple[Run, Lease]]:
         """Lease up to ``limit`` due runs; SKIP LOCKED keeps concurrent claimers apart."""
         params = {"owner": owner, "now": now, "limit": limit, "expires_at": expires_at}
-        with self._one() as conn:
-            # SQLite's RETURNING sees only the new row: read the lapsed leases first, in the
-            # same (immediate, so single-writer) transaction
-            lapsed = None if self._postgres else _lapsed(conn, now)
-            rows = conn.execute(self._claim, params).all()
+        if not self._postgres:
+            return self._claim_on_sqlite(owner, params, now)
+        with translated():
+            rows = self._driver.execute(self._claim, params, fetch=True).rows
+        return [
+            (_run(row), Lease(RunId(row.id), owner, row.fence, taken_over=_took(row, None)))
+            for row in rows
+        ]
+
+    def _claim_on_sqlite(
+        self, owner: str, params: dict[str, Any], now: datetime
+    ) -> list[tuple[Run, Lease]]:
+        """SQLite's RETURNING sees only the new row: read the lapsed leases first, in the same
+        (immediate, so single-writer) transaction."""
+        with self._tx() as conn:
+            lapsed = _lapsed(conn, now)
+            rows = conn.execute(self._claim_statement, params).all()
         return [
             (_run(row), Lease(RunId(row.id), owner, row.fence, taken_over=_took(row, lapsed)))
             for row in rows
@@ -232,9 +248,10 @@ class SqlStore:
         return [lease for lease in leases if (lease.run_id, lease.fence) not in renewed]
 
     def load_journal(self, run_id: RunId) -> list[StepRecord]:
-        """Return the journal in position order."""
-        with self._read() as conn:
-            return [_step(row) for row in conn.execute(JOURNAL_QUERY, {"run_id": run_id})]
+        """Return the journal in position order (one statement: a consistent snapshot)."""
+        with translated():
+            rows = self._driver.execute(self._journal, {"run_id": run_id}, fetch=True).rows
+        return [_step(row) for row in rows]
 
     def append_step(self, lease: Lease, step: StepRecord, notices: Sequence[Notice] = ()) -> None:
         """Append one entry in a single statement that checks the fence.
@@ -242,12 +259,13 @@ class SqlStore:
         Without notices the statement is its own transaction (the fast path); with them,
         the notices are queued in the same transaction.
         """
+        params = fenced_append_params(lease, step)
         try:
             if notices:
-                written = self._append_with(lease, step, notices)
+                written = self._in_transaction(self._append, params, notices, step.finished_at)
             else:
                 with translated():
-                    written = self._journal.append(lease, step)
+                    written = self._driver.execute(self._fast_append, params).rowcount
         except sa_exc.IntegrityError as exc:
             if is_unique_violation(exc):
                 raise JournalConflict(lease.run_id, step.position) from exc
@@ -255,19 +273,19 @@ class SqlStore:
         if not written:
             raise LeaseLost(lease.run_id, lease.fence)
 
-    def _append_with(self, lease: Lease, step: StepRecord, notices: Sequence[Notice]) -> int:
-        statement = self._journal.statement
+    def _in_transaction(
+        self, statement: Any, params: dict[str, Any], notices: Sequence[Notice], now: datetime
+    ) -> int:
+        """Run a fenced statement and, if it changed a row, queue ``notices``, in one
+        transaction; return the rows changed."""
         with self._tx() as conn:
-            result = conn.execution_options(preserve_rowcount=True).exec_driver_sql(
-                statement.sql, statement.params(lease, step)
-            )
-            written = int(result.rowcount)
+            written = int(conn.execute(statement, params).rowcount)
             if written:
-                write_notices(conn, notices, step.finished_at)
+                write_notices(conn, notices, now)
         return written
 
     def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
-        """Record a failed attempt in one statement that checks the fence (see FencedAppend)."""
+        """Record a failed attempt in one statement that checks the fence (as an append does)."""
         try:
             with self._one() as conn:
                 statement = self._fenced_attempt(lease, attempt)
@@ -346,21 +364,37 @@ class SqlStore:
         self, lease: Lease, output: Any, now: datetime, notices: Sequence[Notice] = ()
     ) -> None:
         """End the run successfully (and queue its notices)."""
-        with self._tx() if notices else self._one() as conn:
-            self._update_held(
-                conn, lease, status=RunStatus.COMPLETED.value, output=output, **_ended(now)
-            )
-            write_notices(conn, notices, now)
+        self._finish(lease, RunStatus.COMPLETED, now, notices, output=output)
 
     def fail(
         self, lease: Lease, error: ErrorInfo, now: datetime, notices: Sequence[Notice] = ()
     ) -> None:
         """End the run as failed (and queue its notices)."""
-        with self._tx() if notices else self._one() as conn:
-            self._update_held(
-                conn, lease, status=RunStatus.FAILED.value, error=error.to_json(), **_ended(now)
-            )
-            write_notices(conn, notices, now)
+        self._finish(lease, RunStatus.FAILED, now, notices, error=error.to_json())
+
+    def _finish(
+        self,
+        lease: Lease,
+        status: RunStatus,
+        now: datetime,
+        notices: Sequence[Notice],
+        output: Any = None,
+        error: Any = None,
+    ) -> None:
+        params = {
+            **_held_params(lease),
+            "end_status": status.value,
+            "end_output": output,
+            "end_error": error,
+            "end_at": now,
+        }
+        if notices:
+            written = self._in_transaction(self._end, params, notices, now)
+        else:
+            with translated():
+                written = self._driver.execute(self._fast_end, params).rowcount
+        if not written:
+            raise LeaseLost(lease.run_id, lease.fence)
 
     def cancel(self, run_id: RunId, now: datetime, notices: Sequence[Notice] = ()) -> Run:
         """Cancel an unfinished run; bumping the fence locks its worker out."""
@@ -436,166 +470,58 @@ def _held(lease: Lease) -> Any:
     return and_(runs.c.id == lease.run_id, runs.c.fence == lease.fence, runs.c.status == RUNNING)
 
 
-class FencedAppend:
-    """The journal append as driver SQL, with its parameters encoded as SQLAlchemy would.
-
-    ``INSERT INTO steps SELECT <entry> FROM runs WHERE id = ? AND fence = ? AND status =
-    'running'``: the entry is written only if the lease is still held, checked in the
-    same statement. On PostgreSQL the run row is share-locked (``FOR SHARE``), so a
+def fenced_append_statement(postgres: bool) -> Any:
+    """``INSERT INTO steps SELECT <entry> FROM runs WHERE id = :run_id AND fence = :fence AND
+    status = 'running'``: the entry is written only if the lease is still held, checked in
+    the same statement. On PostgreSQL the run row is share-locked (``FOR SHARE``), so a
     concurrent claim or cancel (which bumps the fence) either waits for this insert or
-    makes it insert nothing. Built once per store: no per-step compilation.
-    """
+    makes it insert nothing."""
+    values = (bindparam(f"entry_{name}", type_=steps.c[name].type) for name in ENTRY)
+    source = select(runs.c.id, *values).where(_held_by_params())
+    if postgres:
+        source = source.with_for_update(read=True)
+    names = ["run_id", *ENTRY]
+    return insert(steps).from_select(names, source).execution_options(preserve_rowcount=True)
 
-    def __init__(self, dialect: Dialect) -> None:
-        postgres = dialect.name == "postgresql"
-        mark = "%s" if postgres else "?"
-        entry = [column for column in steps.columns if column.name != "run_id"]
-        # PostgreSQL needs the type of a parameter in a SELECT list (a NULL jsonb, say).
-        values = [f"CAST({mark} AS {c.type.compile(dialect)})" if postgres else mark for c in entry]
-        self.sql = (
-            f"INSERT INTO steps (run_id, {', '.join(c.name for c in entry)})"
-            f" SELECT id, {', '.join(values)} FROM runs"
-            f" WHERE id = {mark} AND fence = {mark} AND status = '{RUNNING}'"
-            + (" FOR SHARE" if postgres else "")
+
+def fenced_append_params(lease: Lease, step: StepRecord) -> dict[str, Any]:
+    """The parameters of ``fenced_append_statement`` that append ``step`` under ``lease``."""
+    row = _step_row(lease.run_id, step)
+    entry = {f"entry_{name}": row[name] for name in ENTRY}
+    return {**entry, **_held_params(lease)}
+
+
+def _end_statement() -> Any:
+    """End a run held under ``:held_run`` and ``:held_fence`` with ``:end_status``,
+    ``:end_output`` and ``:end_error``, at ``:end_at``.
+
+    No bind is named after a column: SQLAlchemy would take it for a value to SET."""
+    return (
+        update(runs)
+        .where(_held_by_params())
+        .values(
+            status=bindparam("end_status"),
+            output=bindparam("end_output", type_=runs.c.output.type),
+            error=bindparam("end_error", type_=runs.c.error.type),
+            lease_owner=None,
+            due_at=None,
+            wait_key=None,
+            updated_at=bindparam("end_at", type_=runs.c.updated_at.type),
         )
-        self._entry = [(c.name, _bind_encoder(c, dialect)) for c in entry]
-        # A run's id is encoded once per run, not once per step.
-        self._run_id = functools.lru_cache(maxsize=1024)(_bind_encoder(runs.c.id, dialect))
-
-    def params(self, lease: Lease, step: StepRecord) -> tuple[Any, ...]:
-        """Return the driver parameters that append ``step`` under ``lease``."""
-        row = {
-            "position": step.position,
-            "kind": step.kind.value,
-            "name": step.name,
-            "input_hash": step.input_hash,
-            "output": step.output,
-            "error": None if step.error is None else step.error.to_json(),
-            "attempts": step.attempts,
-            "started_at": step.started_at,
-            "finished_at": step.finished_at,
-        }
-        entry = [encode(row[name]) for name, encode in self._entry]
-        return (*entry, self._run_id(lease.run_id), lease.fence)
+    )
 
 
-def _bind_encoder(column: Column[Any], dialect: Dialect) -> Callable[[Any], Any]:
-    """Return what SQLAlchemy does to a value bound to ``column`` on ``dialect``."""
-    encode = column.type.dialect_impl(dialect).bind_processor(dialect)
-    return encode if encode is not None else _unchanged
+def _held_by_params() -> Any:
+    """The run held under the lease given as ``:held_run`` and ``:held_fence``."""
+    return and_(
+        runs.c.id == bindparam("held_run"),
+        runs.c.fence == bindparam("held_fence"),
+        runs.c.status == RUNNING,
+    )
 
 
-def _unchanged(value: Any) -> Any:
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class _Channel:
-    """A driver connection of the journal's own, with its one cursor."""
-
-    connection: Any
-    cursor: Any
-
-    def close(self) -> None:
-        """Close the connection; never raises (it may be broken already)."""
-        with contextlib.suppress(Exception):
-            self.connection.close()
-
-
-class JournalWriter:
-    """Appends journal entries on a few driver connections of its own, outside the pool.
-
-    The journal is the hot path: one short write per step. Each connection here is
-    opened through the engine's pool (so it gets the engine's settings, SQLite's pragmas
-    for one), detached from it, and put in driver autocommit mode: each append is then
-    a transaction of its own, with no BEGIN and COMMIT round trips, no pool checkout
-    and no statement compilation. An append borrows an idle connection, or opens one,
-    and gives it back afterwards: there are never more connections than appends that
-    ran at once. A connection that fails is closed, never reused; the idle ones are
-    closed when the engine is disposed or the writer is garbage-collected.
-    """
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._postgres = engine.dialect.name == "postgresql"
-        self.statement = FencedAppend(engine.dialect)
-        self._idle: list[_Channel] = []
-        self._pid = os.getpid()
-        event.listen(engine, "engine_disposed", _close_on_dispose(weakref.ref(self)))
-        weakref.finalize(self, _close_all, self._idle)
-
-    def append(self, lease: Lease, step: StepRecord) -> int:
-        """Append ``step`` if ``lease`` still holds; return the rows written (1, or 0 if not).
-
-        Driver errors come out wrapped as SQLAlchemy's (see ``store.errors.translated``).
-        """
-        params = self.statement.params(lease, step)
-        channel = self._borrow()
-        try:
-            channel.cursor.execute(self.statement.sql, params)
-            written = int(channel.cursor.rowcount)
-        except BaseException as exc:
-            error = self._wrapped(exc, channel, params)  # before closing: it asks the driver
-            channel.close()
-            if error is exc:
-                raise
-            raise error from exc
-        self._idle.append(channel)
-        return written
-
-    def close(self) -> None:
-        """Close the idle connections (appends in flight close theirs when they fail)."""
-        _close_all(self._idle)
-
-    def _borrow(self) -> _Channel:
-        if self._pid != os.getpid():  # a forked child: its parent's connections are not its own
-            self._idle.clear()  # dropped, not closed: the parent still uses them
-            self._pid = os.getpid()
-        try:
-            return self._idle.pop()  # atomic: no lock needed
-        except IndexError:
-            return self._open()
-
-    def _open(self) -> _Channel:
-        pooled = self._engine.raw_connection()
-        pooled.detach()
-        connection: Any = pooled.dbapi_connection
-        if self._postgres:  # SQLite connections always are (see store.engine)
-            connection.autocommit = True
-        return _Channel(connection, connection.cursor())
-
-    def _wrapped(
-        self, exc: BaseException, channel: _Channel, params: tuple[Any, ...]
-    ) -> BaseException:
-        """Wrap a driver error as SQLAlchemy does; any other exception is returned as is."""
-        dialect = self._engine.dialect
-        if not isinstance(exc, dialect.loaded_dbapi.Error):
-            return exc
-        broken = dialect.is_disconnect(exc, channel.connection, channel.cursor)
-        if broken:  # the server went away: the idle connections are no better
-            self.close()
-        return sa_exc.DBAPIError.instance(
-            self.statement.sql,
-            params,
-            exc,
-            dialect.loaded_dbapi.Error,
-            connection_invalidated=broken,
-            dialect=dialect,
-        )
-
-
-def _close_all(idle: list[_Channel]) -> None:
-    while idle:
-        idle.pop().close()
-
-
-def _close_on_dispose(writer: weakref.ref[JournalWriter]) -> Callable[[Engine], None]:
-    def closer(engine: Engine) -> None:
-        alive = writer()
-        if alive is not None:
-            alive.close()
-
-    return closer
+def _held_params(lease: Lease) -> dict[str, Any]:
+    return {"held_run": lease.run_id, "held_fence": lease.fence}
 
 
 def _lapsed(conn: Connection, now: datetime) -> set[str]:
@@ -607,6 +533,11 @@ def _lapsed(conn: Connection, now: datetime) -> set[str]:
 def _took(row: Any, lapsed: set[str] | None) -> bool:
     """Whether the claimed ``row`` was taken over from a lapsed lease."""
     return row.id in lapsed if lapsed is not None else bool(row.was == RUNNING)
+
+
+def _claimed_columns() -> list[Any]:
+    """The columns the PostgreSQL claim returns: the run's, and the status it had (``was``)."""
+    return [*runs.c, column("was", runs.c.status.type)]
 
 
 RUN_ORDER = (runs.c.created_at, runs.c.id)
@@ -671,7 +602,7 @@ def _ended(now: datetime) -> dict[str, Any]:
     return {"lease_owner": None, "due_at": None, "wait_key": None, "updated_at": now}
 
 
-def _run(row: Row[Any]) -> Run:
+def _run(row: Any) -> Run:
     return Run(
         id=RunId(row.id),
         workflow=row.workflow,
@@ -705,7 +636,7 @@ def _step_row(run_id: RunId, step: StepRecord) -> dict[str, Any]:
     }
 
 
-def _step(row: Row[Any]) -> StepRecord:
+def _step(row: Any) -> StepRecord:
     return StepRecord(
         position=row.position,
         kind=StepKind(row.kind),

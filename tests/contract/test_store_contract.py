@@ -27,6 +27,10 @@ from agent_runtime import (
     Wait,
     new_run_id,
 )
+from agent_runtime.notices import Notice
+from agent_runtime.testing import InMemoryStore
+from store import SqlStore
+from store.outbox import SqlOutbox
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TTL = timedelta(seconds=30)
@@ -391,3 +395,58 @@ def test_list_runs_filters_on_input_fields_and_pages(any_store: Store) -> None:
     assert any_store.list_runs(input_fields=both) == []
     assert any_store.list_runs(input_fields={"requester.user_id": "7"}) == []
     assert len(any_store.list_runs(input_fields={"context.slack.channel": "C1"})) == 4
+
+
+def _queued(store: Store) -> list[str]:
+    """The keys of the notices a store has queued, in any order."""
+    if isinstance(store, InMemoryStore):
+        outbox: Any = store.outbox
+    else:
+        assert isinstance(store, SqlStore)
+        outbox = SqlOutbox(store.engine)
+    due = outbox.claim_due("d", now=T0 + TTL, until=T0 + 2 * TTL, limit=100)
+    return sorted(queued.notice.key for queued in due)
+
+
+def _notice(key: str, run_id: RunId) -> Notice:
+    return Notice(key=key, run_id=run_id, kind="run.reply", data={"text": key})
+
+
+def test_an_entry_with_notices_is_written_with_them(any_store: Store) -> None:
+    """An append that carries notices writes the entry and queues its notices together."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store)
+    any_store.append_step(lease, _step(0, {"ok": 1}), [_notice("step-0", run_id)])
+    assert [s.output for s in any_store.load_journal(run_id)] == [{"ok": 1}]
+    assert _queued(any_store) == ["step-0"]
+
+
+def test_an_end_with_notices_is_written_with_them(any_store: Store) -> None:
+    """Completing and failing with notices end the run and queue the notices together."""
+    done, failed = _new(any_store), _new(any_store)
+    leases = {lease.run_id: lease for _, lease in _claim(any_store, 2)}
+    boom = ErrorInfo(type="Boom", message="no")
+    any_store.complete(leases[done], {"answer": 42}, T0, [_notice("done", done)])
+    any_store.fail(leases[failed], boom, T0, [_notice("failed", failed)])
+    assert any_store.get_run(done).output == {"answer": 42}
+    assert any_store.get_run(failed).error == boom
+    assert _queued(any_store) == ["done", "failed"]
+
+
+def test_a_lost_lease_ends_nothing_and_queues_nothing(any_store: Store) -> None:
+    """Completing under a stale fence raises LeaseLost, with or without notices."""
+    run_id = _new(any_store)
+    stale = _claim_one(any_store)
+    any_store.cancel(run_id, T0)
+    with pytest.raises(LeaseLost):
+        any_store.complete(stale, "late", T0, [_notice("late", run_id)])
+    with pytest.raises(LeaseLost):
+        any_store.complete(stale, "late", T0)
+    assert any_store.get_run(run_id).status is RunStatus.CANCELLED
+    assert _queued(any_store) == []
+
+
+def _claim(store: Store, limit: int) -> list[tuple[Any, Lease]]:
+    claimed = store.claim_runs("w1", limit=limit, now=T0, expires_at=T0 + TTL)
+    assert len(claimed) == limit
+    return claimed

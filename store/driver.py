@@ -1,0 +1,192 @@
+"""The hot path's statements on driver connections of their own.
+
+A run's claim, each journal entry and its completion are one short statement each, and
+each is a transaction of its own. Run through SQLAlchemy's ``Connection`` they cost more
+client time than the database takes to run them (a pool checkout, isolation-level
+switches, the execution context, the result wrapper: ``bench.steps`` measures it). Here a
+Core statement is compiled once (``Prepared``) and executed on a driver connection in
+autocommit mode (``DriverConnections``): one round trip, no BEGIN and COMMIT, no
+checkout, no per-call compilation. Parameters are encoded and result columns decoded
+by the statement's own SQLAlchemy types, so values read and write exactly as elsewhere.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Column, Dialect, Engine, event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.types import TypeEngine
+
+Encoder = Callable[[Any], Any]
+
+
+class Prepared:
+    """A Core statement compiled once for one dialect, with the encoders of its parameters
+    and (given the columns it returns) the decoders of its rows."""
+
+    def __init__(
+        self, statement: ClauseElement, dialect: Dialect, returns: Iterable[Column[Any]] = ()
+    ) -> None:
+        compiled = statement.compile(dialect=dialect)
+        self.sql = compiled.string
+        bind_names: Mapping[Any, str] = getattr(compiled, "bind_names", {})
+        self._fixed = {n: b.effective_value for b, n in bind_names.items() if not b.required}
+        encoders = {name: _encoder(bind.type, dialect) for bind, name in bind_names.items()}
+        order: Sequence[str] | None = getattr(compiled, "positiontup", None)
+        self._positional = order is not None
+        self._encoders = [(name, encoders[name]) for name in (order or encoders)]
+        columns = list(returns)
+        self._decoders = [_decoder(column.type, dialect) for column in columns]
+        self._row = collections.namedtuple("_row", [c.name for c in columns])  # type: ignore[misc]
+
+    def params(self, values: Mapping[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
+        """The driver parameters for ``values`` (by bind name), encoded as SQLAlchemy would.
+
+        ``KeyError`` if a bind has no value."""
+        every = {**self._fixed, **values}
+        if self._positional:
+            return tuple(encode(every[name]) for name, encode in self._encoders)
+        return {name: encode(every[name]) for name, encode in self._encoders}
+
+    def rows(self, fetched: Iterable[Sequence[Any]]) -> list[Any]:
+        """Decode driver rows into named tuples (attribute access, as SQLAlchemy rows)."""
+        decoders = self._decoders
+        return [self._row(*(d(v) for d, v in zip(decoders, row, strict=True))) for row in fetched]
+
+
+def _encoder(kind: TypeEngine[Any], dialect: Dialect) -> Encoder:
+    encode = kind.dialect_impl(dialect).bind_processor(dialect)
+    return encode if encode is not None else _unchanged
+
+
+def _decoder(kind: TypeEngine[Any], dialect: Dialect) -> Encoder:
+    decode = kind.dialect_impl(dialect).result_processor(dialect, None)
+    return decode if decode is not None else _unchanged
+
+
+def _unchanged(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a statement did: the rows it returned (if asked for) and how many it changed."""
+
+    rows: list[Any]
+    rowcount: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Channel:
+    """A driver connection of our own, with its one cursor."""
+
+    connection: Any
+    cursor: Any
+
+    def close(self) -> None:
+        """Close the connection; never raises (it may be broken already)."""
+        with contextlib.suppress(Exception):
+            self.connection.close()
+
+
+class DriverConnections:
+    """A few autocommit driver connections, outside the engine's pool, for ``Prepared``.
+
+    Each connection is opened through the engine's pool (so it gets the engine's
+    settings, SQLite's pragmas for one), detached from it, and put in autocommit mode. A
+    statement borrows an idle connection, or opens one, and gives it back afterwards:
+    there are never more connections than statements that ran at once. A connection
+    that fails is closed, never reused; the idle ones are closed when the engine is
+    disposed or this object is garbage-collected. A forked child opens its own.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._idle: list[_Channel] = []
+        self._pid = os.getpid()
+        event.listen(engine, "engine_disposed", _close_on_dispose(weakref.ref(self)))
+        weakref.finalize(self, _close_all, self._idle)
+
+    def execute(
+        self, statement: Prepared, values: Mapping[str, Any], *, fetch: bool = False
+    ) -> Outcome:
+        """Run ``statement`` with ``values`` as a transaction of its own.
+
+        Driver errors come out wrapped as SQLAlchemy's (see ``store.errors.translated``).
+        """
+        params = statement.params(values)
+        channel = self._borrow()
+        try:
+            channel.cursor.execute(statement.sql, params)
+            rows = statement.rows(channel.cursor.fetchall()) if fetch else []
+            outcome = Outcome(rows, int(channel.cursor.rowcount))
+        except BaseException as exc:
+            error = self._wrapped(exc, channel, statement.sql, params)  # asks the driver
+            channel.close()
+            if error is exc:
+                raise
+            raise error from exc
+        self._idle.append(channel)
+        return outcome
+
+    def close(self) -> None:
+        """Close the idle connections (statements in flight close theirs when they fail)."""
+        _close_all(self._idle)
+
+    def _borrow(self) -> _Channel:
+        if self._pid != os.getpid():  # a forked child: its parent's connections are not its own
+            self._idle.clear()  # dropped, not closed: the parent still uses them
+            self._pid = os.getpid()
+        try:
+            return self._idle.pop()  # atomic: no lock needed
+        except IndexError:
+            return self._open()
+
+    def _open(self) -> _Channel:
+        pooled = self._engine.raw_connection()
+        pooled.detach()
+        connection: Any = pooled.dbapi_connection
+        if self._engine.dialect.name == "postgresql":  # SQLite's always are (store.engine)
+            connection.autocommit = True
+        return _Channel(connection, connection.cursor())
+
+    def _wrapped(
+        self, exc: BaseException, channel: _Channel, sql: str, params: Any
+    ) -> BaseException:
+        """Wrap a driver error as SQLAlchemy does; any other exception is returned as is."""
+        dialect = self._engine.dialect
+        if not isinstance(exc, dialect.loaded_dbapi.Error):
+            return exc
+        broken = dialect.is_disconnect(exc, channel.connection, channel.cursor)
+        if broken:  # the server went away: the idle connections are no better
+            self.close()
+        return sa_exc.DBAPIError.instance(
+            sql,
+            params,
+            exc,
+            dialect.loaded_dbapi.Error,
+            connection_invalidated=broken,
+            dialect=dialect,
+        )
+
+
+def _close_all(idle: list[_Channel]) -> None:
+    while idle:
+        idle.pop().close()
+
+
+def _close_on_dispose(connections: weakref.ref[DriverConnections]) -> Callable[[Engine], None]:
+    def closer(engine: Engine) -> None:
+        alive = connections()
+        if alive is not None:
+            alive.close()
+
+    return closer
