@@ -14,6 +14,7 @@ from sqlalchemy import (
     Engine,
     Row,
     and_,
+    bindparam,
     insert,
     or_,
     select,
@@ -30,12 +31,30 @@ from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
 from agent_runtime.store import Closing, Ruling, ruled_since
 from store.connections import reading, writing
+from store.engine import reader
+from store.errors import translated
 from store.json_filters import array_has
 from store.models import approvals, audit_head, audit_log, runs
 from store.notify import notify_wake
 from store.outbox import write_notices
 from store.sql_store import cancel_in
 from store.wake import deliver
+
+APPROVAL_BY_ID = select(approvals).where(approvals.c.id == bindparam("approval_id"))
+SAVE_IF_VERSION = update(approvals).where(
+    approvals.c.id == bindparam("b_id"), approvals.c.version == bindparam("b_version")
+)
+DECIDE_IF_VERSION = SAVE_IF_VERSION.where(approvals.c.deadline > bindparam("b_before"))
+LOCK_HEAD = select(audit_head.c.seq, audit_head.c.hash).where(audit_head.c.id == 1)
+ENTRY_FIELDS = tuple(c.name for c in audit_log.c)
+ADD_ENTRY = insert(audit_log).values({name: bindparam(f"e_{name}") for name in ENTRY_FIELDS})
+MOVE_HEAD = (
+    update(audit_head)
+    .where(audit_head.c.id == 1)
+    .values(seq=bindparam("e_seq"), hash=bindparam("e_hash"))
+)
+APPEND = MOVE_HEAD.add_cte(ADD_ENTRY.cte("appended"))
+"""Every statement of a decision is built once, so each call only binds its values."""
 
 
 class SqlApprovalStore:
@@ -47,6 +66,10 @@ class SqlApprovalStore:
     def __init__(self, engine: Engine, audit_keys: AuditKeys | None = None) -> None:
         self.engine = engine
         self._keys = audit_keys
+        postgres = engine.dialect.name == "postgresql"
+        self._single = (
+            engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else reader(engine)
+        )
 
     def _tx(self) -> AbstractContextManager[Connection]:
         return writing(self.engine)
@@ -105,8 +128,8 @@ class SqlApprovalStore:
 
     def get_approval(self, approval_id: str) -> Approval:
         """Return the approval or raise ApprovalNotFound."""
-        with self._read() as conn:
-            row = conn.execute(select(approvals).where(approvals.c.id == approval_id)).first()
+        with translated(), self._single.connect() as conn:
+            row = conn.execute(APPROVAL_BY_ID, {"approval_id": approval_id}).first()
         if row is None:
             raise ApprovalNotFound(approval_id)
         return _approval(row)
@@ -148,12 +171,15 @@ class SqlApprovalStore:
         notices: Sequence[Notice] = (),
     ) -> bool:
         """Compare-and-set on the version (and on the deadline when deciding)."""
-        guard = and_(approvals.c.id == approval.id, approvals.c.version == approval.version)
-        if decided_before is not None:
-            guard = and_(guard, approvals.c.deadline > decided_before)
-        values = _row(approval) | {"version": approval.version + 1}
+        values = _row(approval) | {
+            "version": approval.version + 1,
+            "b_id": approval.id,
+            "b_version": approval.version,
+            "b_before": decided_before,
+        }
+        saved = SAVE_IF_VERSION if decided_before is None else DECIDE_IF_VERSION
         with self._tx() as conn:
-            if not conn.execute(update(approvals).where(guard).values(values)).rowcount:
+            if not conn.execute(saved, values).rowcount:
                 return False
             write_notices(conn, notices, audit.at)
             if wake is not None:
@@ -277,9 +303,7 @@ def _ruled(conn: Connection, new: Approval, since: datetime) -> list[Approval]:
 
 def _lock_head(conn: Connection) -> tuple[int, str]:
     """Lock the audit head row: appends are serialised, so the chain never forks."""
-    query = select(audit_head.c.seq, audit_head.c.hash).where(audit_head.c.id == 1)
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
+    query = LOCK_HEAD.with_for_update() if conn.dialect.name == "postgresql" else LOCK_HEAD
     row = conn.execute(query).one()
     return row.seq, row.hash
 
@@ -288,25 +312,12 @@ def _append(
     conn: Connection, head: tuple[int, str], audit: AuditDraft, keys: AuditKeys | None
 ) -> AuditEntry:
     entry = chain(audit, head[0] + 1, head[1], keys)
-    added = insert(audit_log).values(
-        seq=entry.seq,
-        at=entry.at,
-        approval_id=entry.approval_id,
-        run_id=entry.run_id,
-        action=entry.action,
-        actor=entry.actor,
-        detail=entry.detail,
-        prev_hash=entry.prev_hash,
-        hash=entry.hash,
-        kid=entry.kid,
-        mac=entry.mac,
-    )
-    moved = update(audit_head).where(audit_head.c.id == 1).values(seq=entry.seq, hash=entry.hash)
+    values = {f"e_{name}": getattr(entry, name) for name in ENTRY_FIELDS}
     if conn.dialect.name == "postgresql":
-        conn.execute(moved.add_cte(added.cte("appended")))  # one round trip under the lock
+        conn.execute(APPEND, values)  # one round trip under the lock
     else:
-        conn.execute(added)
-        conn.execute(moved)
+        conn.execute(ADD_ENTRY, values)
+        conn.execute(MOVE_HEAD, values)
     return entry
 
 
