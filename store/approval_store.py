@@ -46,6 +46,12 @@ SAVE_IF_VERSION = update(approvals).where(
 )
 DECIDE_IF_VERSION = SAVE_IF_VERSION.where(approvals.c.deadline > bindparam("b_before"))
 LOCK_HEAD = select(audit_head.c.seq, audit_head.c.hash).where(audit_head.c.id == 1)
+DUE = (
+    select(approvals)
+    .where(approvals.c.next_due_at <= bindparam("now", type_=approvals.c.next_due_at.type))
+    .order_by(approvals.c.next_due_at)
+    .limit(bindparam("limit"))
+)
 ENTRY_FIELDS = tuple(c.name for c in audit_log.c)
 ADD_ENTRY = insert(audit_log).values({name: bindparam(f"e_{name}") for name in ENTRY_FIELDS})
 MOVE_HEAD = (
@@ -267,14 +273,12 @@ class SqlApprovalStore:
             ),
         )
 
-    def due_approvals(self, now: datetime) -> list[Approval]:
-        """Return pending approvals past their deadline or reminder time."""
-        query = select(approvals).where(
-            approvals.c.status == ApprovalStatus.PENDING.value,
-            or_(approvals.c.deadline <= now, approvals.c.remind_at <= now),
-        )
-        with self._read() as conn:
-            return [_approval(row) for row in conn.execute(query)]
+    def due_approvals(self, now: datetime, limit: int = 100) -> list[Approval]:
+        """Return up to ``limit`` pending approvals past their deadline or reminder time,
+        from the partial index on their next due time (decided ones are not in it)."""
+        with translated(), self._single.connect() as conn:
+            rows = conn.execute(DUE, {"now": now, "limit": limit})
+            return [_approval(row) for row in rows]
 
 
 def _insert(conn: Connection, approval: Approval) -> Approval | None:
@@ -362,6 +366,7 @@ def _row(approval: Approval) -> dict[str, Any]:
         "diff": approval.diff,
         "escalated": approval.escalated,
         "remind_at": approval.remind_at,
+        "next_due_at": approval.next_due_at,
         "consumed_by": approval.consumed_by,
         "version": approval.version,
     }
