@@ -35,7 +35,6 @@ from store.engine import reader
 from store.errors import translated
 from store.json_filters import array_has
 from store.models import approvals, audit_head, audit_log, runs
-from store.notify import notify_wake
 from store.outbox import write_notices
 from store.sql_store import cancel_in
 from store.wake import deliver
@@ -129,7 +128,6 @@ class SqlApprovalStore:
             if ruling.wake is not None:
                 wake = ruling.wake
                 deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at, strict=False)
-                notify_wake(conn)
         return stored
 
     def get_approval(self, approval_id: str) -> Approval:
@@ -177,7 +175,7 @@ class SqlApprovalStore:
         notices: Sequence[Notice] = (),
     ) -> bool:
         """Compare-and-set on the version (and on the deadline when deciding)."""
-        values = _row(approval) | {
+        values = _changes(approval) | {
             "version": approval.version + 1,
             "b_id": approval.id,
             "b_version": approval.version,
@@ -190,7 +188,6 @@ class SqlApprovalStore:
             write_notices(conn, notices, audit.at)
             if wake is not None:
                 deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at, strict=False)
-                notify_wake(conn)
             # every decision locks the chain's head row: lock it last, so that it is held for
             # the append and the commit only
             _append(conn, _lock_head(conn), audit, self._keys)
@@ -339,6 +336,29 @@ def _entry(row: Row[Any]) -> AuditEntry:
         kid=row.kid,
         mac=row.mac,
     )
+
+
+CHANGING = (
+    "deadline",
+    "status",
+    "votes",
+    "decided_by",
+    "decided_at",
+    "decided_args",
+    "decided_args_hash",
+    "reason",
+    "diff",
+    "escalated",
+    "remind_at",
+    "next_due_at",
+)
+"""What deciding, expiring, escalating or reminding may change of an approval."""
+
+
+def _changes(approval: Approval) -> dict[str, Any]:
+    """The columns a decision writes: what was asked, and who consumed it, stay as stored."""
+    row = _row(approval)
+    return {name: row[name] for name in CHANGING}
 
 
 def _row(approval: Approval) -> dict[str, Any]:

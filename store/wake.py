@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.exceptions import EventAlreadyDelivered, InvalidRunState, RunNotFound
 from agent_runtime.records import RunStatus
 from store.models import events, runs
+from store.notify import CHANNEL, notify_wake
 
 LOCK_RUN = select(runs.c.status).where(runs.c.id == bindparam("run_id")).with_for_update()
 STORE_EVENT = {
@@ -25,7 +26,7 @@ STORE_EVENT = {
     .returning(events.c.run_id)
     for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
 }
-WAKE_RUN = (
+WAKE = (
     update(runs)
     .where(
         runs.c.id == bindparam("run_id"),
@@ -39,13 +40,17 @@ WAKE_RUN = (
         updated_at=bindparam("now", type_=runs.c.updated_at.type),
     )
 )
+WAKE_RUN = {
+    "postgresql": WAKE.returning(func.pg_notify(CHANNEL, "")),  # the wake-up in the same trip
+    "sqlite": WAKE,
+}
 """The statements of a delivery, built once."""
 
 
 def deliver(
     conn: Connection, run_id: str, key: str, data: Any, now: datetime, *, strict: bool = True
 ) -> None:
-    """Store the event and make the run pending if it waits for ``key``.
+    """Store the event and make the run pending (and wake the workers) if it waits for ``key``.
 
     Raises ``RunNotFound``, ``InvalidRunState`` for a finished run and
     ``EventAlreadyDelivered`` for a key already used — unless not ``strict``: then a
@@ -66,4 +71,5 @@ def deliver(
         if strict:
             raise EventAlreadyDelivered(run_id, key)
         return
-    conn.execute(WAKE_RUN, params)
+    if conn.execute(WAKE_RUN[conn.dialect.name], params).rowcount and conn.dialect.name == "sqlite":
+        notify_wake(conn)
