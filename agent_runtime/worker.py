@@ -25,6 +25,10 @@ from agent_runtime.workflows import Workflows
 
 logger = logging.getLogger(__name__)
 
+SWEEP_JOIN_S = 5.0
+"""How long a stopping worker waits for a sweep in progress; each change a sweep makes is a
+transaction of its own, so one cut short at exit leaves nothing half done."""
+
 
 def default_owner() -> str:
     """Return a worker name unique to this process: host, pid and a random suffix."""
@@ -113,7 +117,7 @@ class Worker:
         self._stopping.set()
         done.set()
         heartbeat.join()
-        sweeper.join()
+        sweeper.join(SWEEP_JOIN_S)
 
     def _round(
         self, pool: ThreadPoolExecutor, active: set[Future[RunStatus | None]], *, until_idle: bool

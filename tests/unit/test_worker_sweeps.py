@@ -42,3 +42,25 @@ def test_a_slow_sweep_does_not_hold_up_claims() -> None:
         release.set()
         worker.stop()
         loop.join()
+
+
+def test_a_stopping_worker_does_not_wait_out_a_long_sweep() -> None:
+    """``stop()`` ends ``run()`` within seconds even while a sweep is still going."""
+    sweeping, release = threading.Event(), threading.Event()
+
+    def stuck_sweep() -> None:
+        sweeping.set()
+        release.wait(STUCK_S)
+
+    runtime = Runtime(InMemoryStore(), Workflows(), sweeps=[stuck_sweep])
+    worker = runtime.worker(OPTIONS)
+    loop = threading.Thread(target=worker.run)
+    loop.start()
+    try:
+        assert sweeping.wait(WAIT_S)
+        worker.stop()
+        loop.join(WAIT_S)
+        assert not loop.is_alive(), "run() waited for the sweep"
+    finally:
+        release.set()
+        loop.join()
