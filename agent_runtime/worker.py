@@ -92,7 +92,12 @@ class Worker:
         self._wake.set()
 
     def run(self, *, until_idle: bool = False) -> None:
-        """Claim and execute runs until ``stop()`` or, with ``until_idle``, until idle."""
+        """Claim and execute runs until ``stop()`` or, with ``until_idle``, until idle.
+
+        Sweeps run in a thread of their own; with ``until_idle`` they run in the claim loop
+        instead, so that what a sweep makes due (an expired approval's run) is run before
+        the worker is idle.
+        """
         done = threading.Event()
         heartbeat = threading.Thread(
             target=self._heartbeat, args=(done,), name="signoff-heartbeat", daemon=True
@@ -101,7 +106,8 @@ class Worker:
         sweeper = threading.Thread(
             target=self._sweep_until, args=(done,), name="signoff-sweep", daemon=True
         )
-        sweeper.start()
+        if not until_idle:
+            sweeper.start()
         with ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="signoff-run") as pool:
             active: set[Future[RunStatus | None]] = set()
             while not self._stopping.is_set():
@@ -117,13 +123,16 @@ class Worker:
         self._stopping.set()
         done.set()
         heartbeat.join()
-        sweeper.join(SWEEP_JOIN_S)
+        if sweeper.is_alive():
+            sweeper.join(SWEEP_JOIN_S)
 
     def _round(
         self, pool: ThreadPoolExecutor, active: set[Future[RunStatus | None]], *, until_idle: bool
     ) -> bool:
         """Claim and start what is due, then pause; return True once idle is enough."""
         self._wake.clear()  # a wake-up from now on ends this round's pause
+        if until_idle:
+            self._sweep()
         claimed = self._claim(self.options.concurrency - len(active))
         for run, lease in claimed:
             future = pool.submit(self._execute, run, lease)
