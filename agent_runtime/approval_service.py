@@ -38,6 +38,8 @@ from agent_runtime.tools import Tool
 logger = logging.getLogger(__name__)
 
 CAS_ATTEMPTS = 8
+SWEEP_BATCH = 100
+"""How many due approvals the sweep reads at a time."""
 
 
 def wake_key(approval: str) -> str:
@@ -69,6 +71,11 @@ class SweepResult:
     expired: list[Approval]
     escalated: list[Approval]
     reminded: list[Approval]
+
+    @property
+    def count(self) -> int:
+        """How many approvals the sweep changed."""
+        return len(self.expired) + len(self.escalated) + len(self.reminded)
 
 
 class ToolLookup:
@@ -282,16 +289,27 @@ class Approvals:
         )
         return verdict.message if isinstance(verdict, Refusal) else None
 
-    def sweep(self, now: datetime | None = None) -> SweepResult:
-        """Expire (fail-closed) or escalate overdue approvals and move reminders along."""
+    def sweep(self, now: datetime | None = None, *, batch: int = SWEEP_BATCH) -> SweepResult:
+        """Expire (fail-closed) or escalate overdue approvals and move reminders along.
+
+        Reads ``batch`` due approvals at a time, until none is left or a batch changes
+        nothing (another process is sweeping the same ones).
+        """
         now = now or self._clock.now()
         result = SweepResult(expired=[], escalated=[], reminded=[])
-        for approval in self.store.due_approvals(now):
-            if approval.deadline <= now:
-                self._expire_or_escalate(approval, now, result)
-            elif approval.remind_at is not None and approval.remind_at <= now:
-                self._remind(approval, now, result)
-        return result
+        while True:
+            due = self.store.due_approvals(now, batch)
+            done = result.count
+            for approval in due:
+                self._sweep_one(approval, now, result)
+            if len(due) < batch or result.count == done:
+                return result
+
+    def _sweep_one(self, approval: Approval, now: datetime, result: SweepResult) -> None:
+        if approval.deadline <= now:
+            self._expire_or_escalate(approval, now, result)
+        elif approval.remind_at is not None and approval.remind_at <= now:
+            self._remind(approval, now, result)
 
     def _judge(
         self,

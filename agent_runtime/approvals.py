@@ -163,6 +163,16 @@ class Approval:
         return self.decided_args_hash or self.args_hash
 
     @property
+    def next_due_at(self) -> datetime | None:
+        """When the sweep must next look at this approval (deadline or reminder); None once
+        decided."""
+        if self.status != ApprovalStatus.PENDING:
+            return None
+        if self.remind_at is not None and self.remind_at < self.deadline:
+            return self.remind_at
+        return self.deadline
+
+    @property
     def eligible(self) -> tuple[str, ...]:
         """User ids allowed to decide now (the escalation list once escalated)."""
         key = "escalate_to" if self.escalated else "approvers"

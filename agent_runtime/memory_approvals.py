@@ -216,15 +216,11 @@ class InMemoryApprovalStore:
             self._runs.outbox.enqueue(notices, audit.at)
             return revoked
 
-    def due_approvals(self, now: datetime) -> list[Approval]:
-        """Return pending approvals past their deadline or reminder time."""
+    def due_approvals(self, now: datetime, limit: int = 100) -> list[Approval]:
+        """Return up to ``limit`` pending approvals past their deadline or reminder time."""
         with self._runs._lock:
-            return [
-                a
-                for a in self._approvals.values()
-                if a.status == ApprovalStatus.PENDING
-                and (a.deadline <= now or (a.remind_at is not None and a.remind_at <= now))
-            ]
+            due = [a for a in self._approvals.values() if _due(a, now)]
+        return sorted(due, key=lambda a: (_due(a, now), a.id))[:limit]
 
     def _wake(self, run_id: RunId, wake: Event) -> None:
         """Deliver ``wake`` unless the run finished or already has it."""
@@ -244,3 +240,9 @@ class InMemoryApprovalStore:
 def _order(approval: Approval) -> tuple[datetime, int, str]:
     """Where ``approval`` sorts in lists (they show the greatest first)."""
     return (approval.requested_at, approval.position, approval.id)
+
+
+def _due(approval: Approval, now: datetime) -> datetime | None:
+    """The approval's next due time if it is at or before ``now``."""
+    due = approval.next_due_at
+    return due if due is not None and due <= now else None

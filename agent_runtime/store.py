@@ -274,8 +274,9 @@ class ApprovalStore(Protocol):
         """Return the newest audit entry (what an anchor records), or None if there is none."""
         ...
 
-    def due_approvals(self, now: datetime) -> list[Approval]:
-        """Return pending approvals whose deadline or reminder time is at or before ``now``."""
+    def due_approvals(self, now: datetime, limit: int = 100) -> list[Approval]:
+        """Return up to ``limit`` pending approvals whose deadline or reminder time is at or
+        before ``now``, the longest overdue first."""
         ...
 
     def cancel_run(

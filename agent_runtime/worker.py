@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.exceptions import StoreUnavailable
@@ -24,6 +24,10 @@ from agent_runtime.store import Store
 from agent_runtime.workflows import Workflows
 
 logger = logging.getLogger(__name__)
+
+SWEEP_JOIN_S = 5.0
+"""How long a stopping worker waits for a sweep in progress; each change a sweep makes is a
+transaction of its own, so one cut short at exit leaves nothing half done."""
 
 
 def default_owner() -> str:
@@ -64,8 +68,9 @@ class Worker:
         notifier: Notifier | None = None,
         observer: StepObserver | None = None,
     ) -> None:
-        """``sweeps`` run once per poll interval (e.g. expiring overdue approvals);
-        ``observer`` hears of each entry committed and each run ended here."""
+        """``sweeps`` run once per poll interval (e.g. expiring overdue approvals), in a thread
+        of their own beside the claim loop; ``observer`` hears of each entry committed and
+        each run ended here."""
         self.options = options or WorkerOptions()
         self._sweeps = tuple(sweeps)
         self._store = store
@@ -76,7 +81,6 @@ class Worker:
             store, workflows, self._clock, self._stopping, notifier, observer
         )
         self._held: dict[RunId, Lease] = {}
-        self._last_sweep: datetime | None = None
         self._lock = threading.Lock()
         self.last_tick = time.monotonic()
         """``time.monotonic()`` when the claim loop last went round (a stuck loop stops it)."""
@@ -91,12 +95,22 @@ class Worker:
         self._wake.set()
 
     def run(self, *, until_idle: bool = False) -> None:
-        """Claim and execute runs until ``stop()`` or, with ``until_idle``, until idle."""
+        """Claim and execute runs until ``stop()`` or, with ``until_idle``, until idle.
+
+        Sweeps run in a thread of their own; with ``until_idle`` they run in the claim loop
+        instead, so that what a sweep makes due (an expired approval's run) is run before
+        the worker is idle.
+        """
         done = threading.Event()
         heartbeat = threading.Thread(
             target=self._heartbeat, args=(done,), name="signoff-heartbeat", daemon=True
         )
         heartbeat.start()
+        sweeper = threading.Thread(
+            target=self._sweep_until, args=(done,), name="signoff-sweep", daemon=True
+        )
+        if not until_idle:
+            sweeper.start()
         with ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="signoff-run") as pool:
             active: set[Future[RunStatus | None]] = set()
             while not self._stopping.is_set():
@@ -112,13 +126,16 @@ class Worker:
         self._stopping.set()
         done.set()
         heartbeat.join()
+        if sweeper.is_alive():
+            sweeper.join(SWEEP_JOIN_S)
 
     def _round(
         self, pool: ThreadPoolExecutor, active: set[Future[RunStatus | None]], *, until_idle: bool
     ) -> bool:
-        """Sweep, claim and start what is due, then pause; return True once idle is enough."""
+        """Claim and start what is due, then pause; return True once idle is enough."""
         self._wake.clear()  # a wake-up from now on ends this round's pause
-        self._sweep()
+        if until_idle:
+            self._sweep()
         claimed = self._claim(self.options.concurrency - len(active))
         for run, lease in claimed:
             future = pool.submit(self._serve, run, lease)
@@ -132,21 +149,22 @@ class Worker:
 
     def run_once(self) -> int:
         """Sweep, claim what is runnable now and execute it in this thread; return how many ran."""
-        self._sweep(force=True)
+        self._sweep()
         claimed = self._claim(self.options.concurrency)
         for run, lease in claimed:
             self._execute(run, lease)
         return len(claimed)
 
-    def _sweep(self, *, force: bool = False) -> None:
-        now = self._clock.now()
-        if (
-            not force
-            and self._last_sweep is not None
-            and (now - self._last_sweep < self.options.poll_interval)
-        ):
-            return
-        self._last_sweep = now
+    def _sweep_until(self, done: threading.Event) -> None:
+        """Sweep once per poll interval until ``done``: a long sweep never delays a claim."""
+        while not done.is_set():
+            try:
+                self._sweep()
+            except Exception:  # a bug or a surprise must not end the sweeps silently
+                logger.exception("sweep failed", extra={"action": "sweep"})
+            done.wait(self.options.poll_interval.total_seconds())
+
+    def _sweep(self) -> None:
         for sweep in self._sweeps:
             try:
                 sweep()

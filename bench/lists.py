@@ -37,6 +37,7 @@ from agent_runtime import ApprovalStatus, RunId, RunStatus, SystemClock
 from bench._common import default_dsn
 from bench.decisions import Bench, open_bench
 from store import SqlStore
+from store.sql_store import _claim_statement
 
 SEED_RUNS = """
 INSERT INTO runs (id, workflow, status, input, created_at, updated_at, due_at, wait_key, fence)
@@ -113,10 +114,18 @@ def lists(bench: Bench, finished: int) -> dict[str, Callable[[], Any]]:
             status=ApprovalStatus.PENDING, decidable_by="U_NOBODY", limit=15
         ),
         "signoff show (a run's approvals)": lambda: approvals.list_approvals(run_id=one),
-        "claim (nothing due)": lambda: store.claim_runs(
-            "bench", limit=8, now=now, expires_at=now + timedelta(seconds=30)
-        ),
+        "claim (nothing due)": lambda: _claim_through_sqlalchemy(store, now),
     }
+
+
+def _claim_through_sqlalchemy(store: SqlStore, now: Any) -> None:
+    """Run the store's claim statement (which the store sends on its own driver connections,
+    out of sight of SQLAlchemy's events) through the engine, and roll it back."""
+    statement = _claim_statement(postgres=True)
+    params = {"owner": "bench", "limit": 8, "now": now, "expires_at": now + timedelta(seconds=30)}
+    with store.engine.connect() as conn:
+        conn.execute(statement, params).all()
+        conn.rollback()
 
 
 def last_statement(engine: Engine, call: Callable[[], Any]) -> tuple[str, Any]:

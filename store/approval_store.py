@@ -14,6 +14,7 @@ from sqlalchemy import (
     Engine,
     Row,
     and_,
+    bindparam,
     insert,
     or_,
     select,
@@ -31,10 +32,11 @@ from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
 from agent_runtime.store import Closing, Granting, Ruling, ruled_since
 from store.connections import reading, writing
+from store.engine import reader
+from store.errors import translated
 from store.grant_rows import insert_grant, locked_grant, mark_revoked, read_grant, select_grants
 from store.json_filters import array_has
 from store.models import approvals, audit_head, audit_log, runs
-from store.notify import notify_wake
 from store.outbox import write_notices
 from store.pages import after as page_after
 from store.pages import newest_first
@@ -43,6 +45,27 @@ from store.wake import deliver
 
 APPROVAL_ORDER = (approvals.c.requested_at, approvals.c.position, approvals.c.id)
 """The order of lists of approvals (newest first), which their indexes hold."""
+APPROVAL_BY_ID = select(approvals).where(approvals.c.id == bindparam("approval_id"))
+SAVE_IF_VERSION = update(approvals).where(
+    approvals.c.id == bindparam("b_id"), approvals.c.version == bindparam("b_version")
+)
+DECIDE_IF_VERSION = SAVE_IF_VERSION.where(approvals.c.deadline > bindparam("b_before"))
+LOCK_HEAD = select(audit_head.c.seq, audit_head.c.hash).where(audit_head.c.id == 1)
+DUE = (
+    select(approvals)
+    .where(approvals.c.next_due_at <= bindparam("now", type_=approvals.c.next_due_at.type))
+    .order_by(approvals.c.next_due_at)
+    .limit(bindparam("limit"))
+)
+ENTRY_FIELDS = tuple(c.name for c in audit_log.c)
+ADD_ENTRY = insert(audit_log).values({name: bindparam(f"e_{name}") for name in ENTRY_FIELDS})
+MOVE_HEAD = (
+    update(audit_head)
+    .where(audit_head.c.id == 1)
+    .values(seq=bindparam("e_seq"), hash=bindparam("e_hash"))
+)
+APPEND = MOVE_HEAD.add_cte(ADD_ENTRY.cte("appended"))
+"""Every statement of a decision is built once, so each call only binds its values."""
 
 
 class SqlApprovalStore:
@@ -54,6 +77,10 @@ class SqlApprovalStore:
     def __init__(self, engine: Engine, audit_keys: AuditKeys | None = None) -> None:
         self.engine = engine
         self._keys = audit_keys
+        postgres = engine.dialect.name == "postgresql"
+        self._single = (
+            engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else reader(engine)
+        )
 
     def _tx(self) -> AbstractContextManager[Connection]:
         return writing(self.engine)
@@ -109,13 +136,12 @@ class SqlApprovalStore:
             if ruling.wake is not None:
                 wake = ruling.wake
                 deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at, strict=False)
-                notify_wake(conn)
         return stored
 
     def get_approval(self, approval_id: str) -> Approval:
         """Return the approval or raise ApprovalNotFound."""
-        with self._read() as conn:
-            row = conn.execute(select(approvals).where(approvals.c.id == approval_id)).first()
+        with translated(), self._single.connect() as conn:
+            row = conn.execute(APPROVAL_BY_ID, {"approval_id": approval_id}).first()
         if row is None:
             raise ApprovalNotFound(approval_id)
         return _approval(row)
@@ -156,17 +182,19 @@ class SqlApprovalStore:
         grant: Granting | None = None,
     ) -> bool:
         """Compare-and-set on the version (and on the deadline when deciding)."""
-        guard = and_(approvals.c.id == approval.id, approvals.c.version == approval.version)
-        if decided_before is not None:
-            guard = and_(guard, approvals.c.deadline > decided_before)
-        values = _row(approval) | {"version": approval.version + 1}
+        values = _changes(approval) | {
+            "version": approval.version + 1,
+            "b_id": approval.id,
+            "b_version": approval.version,
+            "b_before": decided_before,
+        }
+        saved = SAVE_IF_VERSION if decided_before is None else DECIDE_IF_VERSION
         with self._tx() as conn:
-            if not conn.execute(update(approvals).where(guard).values(values)).rowcount:
+            if not conn.execute(saved, values).rowcount:
                 return False
             write_notices(conn, notices, audit.at)
             if wake is not None:
                 deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at, strict=False)
-                notify_wake(conn)
             # every decision locks the chain's head row: lock it last, so that it is held for
             # the append and the commit only
             entry = _append(conn, _lock_head(conn), audit, self._keys)
@@ -294,14 +322,12 @@ class SqlApprovalStore:
             ),
         )
 
-    def due_approvals(self, now: datetime) -> list[Approval]:
-        """Return pending approvals past their deadline or reminder time."""
-        query = select(approvals).where(
-            approvals.c.status == ApprovalStatus.PENDING.value,
-            or_(approvals.c.deadline <= now, approvals.c.remind_at <= now),
-        )
-        with self._read() as conn:
-            return [_approval(row) for row in conn.execute(query)]
+    def due_approvals(self, now: datetime, limit: int = 100) -> list[Approval]:
+        """Return up to ``limit`` pending approvals past their deadline or reminder time,
+        from the partial index on their next due time (decided ones are not in it)."""
+        with translated(), self._single.connect() as conn:
+            rows = conn.execute(DUE, {"now": now, "limit": limit})
+            return [_approval(row) for row in rows]
 
 
 def _insert(conn: Connection, approval: Approval) -> Approval | None:
@@ -330,9 +356,7 @@ def _ruled(conn: Connection, new: Approval, since: datetime) -> list[Approval]:
 
 def _lock_head(conn: Connection) -> tuple[int, str]:
     """Lock the audit head row: appends are serialised, so the chain never forks."""
-    query = select(audit_head.c.seq, audit_head.c.hash).where(audit_head.c.id == 1)
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
+    query = LOCK_HEAD.with_for_update() if conn.dialect.name == "postgresql" else LOCK_HEAD
     row = conn.execute(query).one()
     return row.seq, row.hash
 
@@ -341,25 +365,12 @@ def _append(
     conn: Connection, head: tuple[int, str], audit: AuditDraft, keys: AuditKeys | None
 ) -> AuditEntry:
     entry = chain(audit, head[0] + 1, head[1], keys)
-    added = insert(audit_log).values(
-        seq=entry.seq,
-        at=entry.at,
-        approval_id=entry.approval_id,
-        run_id=entry.run_id,
-        action=entry.action,
-        actor=entry.actor,
-        detail=entry.detail,
-        prev_hash=entry.prev_hash,
-        hash=entry.hash,
-        kid=entry.kid,
-        mac=entry.mac,
-    )
-    moved = update(audit_head).where(audit_head.c.id == 1).values(seq=entry.seq, hash=entry.hash)
+    values = {f"e_{name}": getattr(entry, name) for name in ENTRY_FIELDS}
     if conn.dialect.name == "postgresql":
-        conn.execute(moved.add_cte(added.cte("appended")))  # one round trip under the lock
+        conn.execute(APPEND, values)  # one round trip under the lock
     else:
-        conn.execute(added)
-        conn.execute(moved)
+        conn.execute(ADD_ENTRY, values)
+        conn.execute(MOVE_HEAD, values)
     return entry
 
 
@@ -377,6 +388,29 @@ def _entry(row: Row[Any]) -> AuditEntry:
         kid=row.kid,
         mac=row.mac,
     )
+
+
+CHANGING = (
+    "deadline",
+    "status",
+    "votes",
+    "decided_by",
+    "decided_at",
+    "decided_args",
+    "decided_args_hash",
+    "reason",
+    "diff",
+    "escalated",
+    "remind_at",
+    "next_due_at",
+)
+"""What deciding, expiring, escalating or reminding may change of an approval."""
+
+
+def _changes(approval: Approval) -> dict[str, Any]:
+    """The columns a decision writes: what was asked, and who consumed it, stay as stored."""
+    row = _row(approval)
+    return {name: row[name] for name in CHANGING}
 
 
 def _row(approval: Approval) -> dict[str, Any]:
@@ -404,6 +438,7 @@ def _row(approval: Approval) -> dict[str, Any]:
         "diff": approval.diff,
         "escalated": approval.escalated,
         "remind_at": approval.remind_at,
+        "next_due_at": approval.next_due_at,
         "consumed_by": approval.consumed_by,
         "version": approval.version,
     }

@@ -23,6 +23,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from store.json_filters import ValueAt, item_at
 from store.types import HexUuid, JSONValue, UTCDateTime
 
+DUE_SET = text("next_due_at IS NOT NULL")
+"""The rows of the approvals' due-time index: the pending ones."""
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -141,6 +144,9 @@ class ApprovalRow(Base):
     diff: Mapped[Any] = mapped_column(JSONValue, nullable=True)
     escalated: Mapped[bool] = mapped_column(Boolean)
     remind_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    next_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    """The earlier of deadline and reminder while pending, NULL once decided (the sweep's
+    partial index)."""
     consumed_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
     version: Mapped[int] = mapped_column(Integer)
 
@@ -149,6 +155,7 @@ class ApprovalRow(Base):
         Index(None, "status", "deadline"),
         Index(None, "status", "requested_at", "position", "id"),
         Index(None, "requested_at", "position", "id"),
+        Index(None, "next_due_at", postgresql_where=DUE_SET, sqlite_where=DUE_SET),
     )
 
 

@@ -19,6 +19,13 @@ WEBHOOK = "webhook"
 """The kind of notice the webhook sender delivers; every other kind goes to Slack."""
 
 
+QUEUE = {
+    name: dialect.insert(outbox).on_conflict_do_nothing(index_elements=["key"])
+    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
+}
+"""The notice INSERT of each dialect, built once; each call sends its rows in one batch."""
+
+
 def write_notices(conn: Connection, notices: Sequence[Notice], now: datetime) -> None:
     """Queue ``notices`` inside the caller's transaction; keys already queued are skipped."""
     if not notices:
@@ -39,8 +46,7 @@ def write_notices(conn: Connection, notices: Sequence[Notice], now: datetime) ->
         }
         for n in notices
     ]
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(outbox).values(rows).on_conflict_do_nothing(index_elements=["key"]))
+    conn.execute(QUEUE[conn.dialect.name], rows)
 
 
 class SqlOutbox:

@@ -5,18 +5,52 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.exceptions import EventAlreadyDelivered, InvalidRunState, RunNotFound
 from agent_runtime.records import RunStatus
 from store.models import events, runs
+from store.notify import CHANNEL, notify_wake
+
+LOCK_RUN = select(runs.c.status).where(runs.c.id == bindparam("run_id")).with_for_update()
+STORE_EVENT = {
+    name: dialect.insert(events)
+    .values(
+        run_id=bindparam("run_id"),
+        key=bindparam("key"),
+        data=bindparam("data", type_=events.c.data.type),
+        delivered_at=bindparam("now", type_=events.c.delivered_at.type),
+    )
+    .on_conflict_do_nothing()
+    .returning(events.c.run_id)
+    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
+}
+WAKE = (
+    update(runs)
+    .where(
+        runs.c.id == bindparam("run_id"),
+        runs.c.status == RunStatus.WAITING.value,
+        runs.c.wait_key == bindparam("key"),
+    )
+    .values(
+        status=RunStatus.PENDING.value,
+        due_at=bindparam("now", type_=runs.c.due_at.type),
+        wait_key=None,
+        updated_at=bindparam("now", type_=runs.c.updated_at.type),
+    )
+)
+WAKE_RUN = {
+    "postgresql": WAKE.returning(func.pg_notify(CHANNEL, "")),  # the wake-up in the same trip
+    "sqlite": WAKE,
+}
+"""The statements of a delivery, built once."""
 
 
 def deliver(
     conn: Connection, run_id: str, key: str, data: Any, now: datetime, *, strict: bool = True
 ) -> None:
-    """Store the event and make the run pending if it waits for ``key``.
+    """Store the event and make the run pending (and wake the workers) if it waits for ``key``.
 
     Raises ``RunNotFound``, ``InvalidRunState`` for a finished run and
     ``EventAlreadyDelivered`` for a key already used — unless not ``strict``: then a
@@ -24,30 +58,18 @@ def deliver(
     """
     # Lock the run first: a run suspending on ``key`` at this moment then either commits
     # before us (and we wake it) or sees our event when it checks (and stays pending).
-    status = conn.execute(
-        select(runs.c.status).where(runs.c.id == run_id).with_for_update()
-    ).scalar()
+    params = {"run_id": run_id, "key": key, "data": data, "now": now}
+    status = conn.execute(LOCK_RUN, params).scalar()
     if status is None:
         raise RunNotFound(run_id)
     if RunStatus(status).finished:
         if not strict:
             return
         raise InvalidRunState(run_id, status, "signal")
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stored = conn.execute(
-        dialect.insert(events)
-        .values(run_id=run_id, key=key, data=data, delivered_at=now)
-        .on_conflict_do_nothing()
-        .returning(events.c.run_id)
-    ).first()
+    stored = conn.execute(STORE_EVENT[conn.dialect.name], params).first()
     if stored is None:  # the key was delivered before
         if strict:
             raise EventAlreadyDelivered(run_id, key)
         return
-    conn.execute(
-        update(runs)
-        .where(
-            runs.c.id == run_id, runs.c.status == RunStatus.WAITING.value, runs.c.wait_key == key
-        )
-        .values(status=RunStatus.PENDING.value, due_at=now, wait_key=None, updated_at=now)
-    )
+    if conn.execute(WAKE_RUN[conn.dialect.name], params).rowcount and conn.dialect.name == "sqlite":
+        notify_wake(conn)

@@ -61,7 +61,9 @@ from bot.slack.views import history_message, list_text, pending_text, status_tex
 
 logger = logging.getLogger(__name__)
 
-AFTER_ACK_THREADS = 4
+AFTER_ACK_THREADS = 16
+"""Acknowledged requests carried out at once (decisions, modals, runs to create): each
+mostly waits on the database or Slack, so more than the cores."""
 
 
 class ReplayGuard(IntakeRecords, Protocol):

@@ -49,7 +49,12 @@ def slack_context(run: Run) -> dict[str, Any] | None:
 
 def in_workspace(run: Run, notices: Sequence[Notice]) -> list[Notice]:
     """The notices addressed to the Slack workspace (and Grid organization) the run is from."""
-    where = slack_context(run) or {}
+    return in_place(slack_context(run), notices)
+
+
+def in_place(where: dict[str, Any] | None, notices: Sequence[Notice]) -> list[Notice]:
+    """The notices addressed to the workspace of a run's Slack context ``where``."""
+    where = where or {}
     team, enterprise = str(where.get("team") or ""), str(where.get("enterprise") or "")
     return [replace(n, team_id=team, enterprise_id=enterprise) for n in notices]
 
@@ -75,15 +80,32 @@ def card_key(approval_id: str, user: str | None = None) -> str:
     return f"approval:{approval_id}:card" + (f":dm:{user}" if user else "")
 
 
+PLACES_KEPT = 10_000
+"""How many runs' Slack places a notifier remembers (a run's input never changes)."""
+
+
 class SlackNotifier:
     """Implements ``agent_runtime.notices.Notifier`` for runs started from Slack."""
 
     def __init__(self, runs: Store) -> None:
         self._runs = runs
+        self._places: dict[str, dict[str, Any] | None] = {}
+
+    def _place(self, run_id: str) -> dict[str, Any] | None:
+        """The Slack channel a run was started from, read once per run (raises RunNotFound)."""
+        if run_id in self._places:
+            return self._places[run_id]
+        return self._remember(run_id, slack_context(self._runs.get_run(RunId(run_id))))
+
+    def _remember(self, run_id: str, where: dict[str, Any] | None) -> dict[str, Any] | None:
+        if len(self._places) >= PLACES_KEPT:
+            self._places.clear()
+        self._places[run_id] = where
+        return where
 
     def run_started(self, run: Run) -> Sequence[Notice]:
         """Post the run's root message."""
-        where = slack_context(run)
+        where = self._remember(run.id, slack_context(run))
         if where is None:
             return ()
         root = Notice(
@@ -127,18 +149,19 @@ class SlackNotifier:
     def approval_changed(self, approval: Approval, action: str) -> Sequence[Notice]:
         """Post the card (and DMs) when asked; update them and tell the thread after."""
         try:
-            run = self._runs.get_run(RunId(approval.run_id))
+            where = self._place(approval.run_id)
         except RunNotFound:
             return ()
-        if slack_context(run) is None:
+        if where is None:
             return ()
-        status = _root_update(run.id, f"approval:{approval.id}:{action}:v{approval.version}")
+        run_id = approval.run_id
+        status = _root_update(run_id, f"approval:{approval.id}:{action}:v{approval.version}")
         here = approval.requester
         automatic = decided_automatically(approval)
         if action == "requested":
             deciders = () if automatic else local_people(approval.eligible, here)
             cards = [_card(approval, None), *(_card(approval, u) for u in deciders)]
-            return in_workspace(run, [*cards, status])
+            return in_place(where, [*cards, status])
         approvers = approval.policy.get("approvers", [])
         dms = [] if automatic else list(local_people(approvers, here))
         escalated = local_people(approval.policy.get("escalate_to", []), here)
@@ -150,7 +173,7 @@ class SlackNotifier:
         if action == "reminded":
             notices.append(
                 _reply(
-                    run.id,
+                    run_id,
                     f"remind:{approval.id}:{approval.version}",
                     (f"⏰ Still waiting for a decision on *{tool_name(approval.tool)}*."),
                 )
@@ -158,12 +181,12 @@ class SlackNotifier:
         if approval.status != ApprovalStatus.PENDING:
             notices.append(
                 _reply(
-                    run.id,
+                    run_id,
                     f"decided:{approval.id}",
                     f"*{tool_name(approval.tool)}*: {decision_line(approval)}",
                 )
             )
-        return in_workspace(run, [*notices, status])
+        return in_place(where, [*notices, status])
 
     def grant_changed(self, grant: Grant, action: str) -> Sequence[Notice]:
         """Post the grant's message in the thread it came from; update it once revoked."""

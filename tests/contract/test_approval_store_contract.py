@@ -185,6 +185,24 @@ def test_due_approvals_by_deadline_or_reminder(stores: tuple[Store, ApprovalStor
     ]
 
 
+def test_due_approvals_come_longest_overdue_first_a_batch_at_a_time(
+    stores: tuple[Store, ApprovalStore],
+) -> None:
+    """The sweep reads at most ``limit`` due approvals, ordered by their next due time."""
+    runs, approvals = stores
+    run_id = _waiting_run(runs)
+    asked = [
+        dataclasses.replace(_approval(run_id, position), remind_at=T0 + timedelta(minutes=minute))
+        for position, minute in ((3, 30), (5, 10), (7, 20))
+    ]
+    for approval in asked:
+        approvals.create_approval(approval, _draft(approval, "requested"))
+    due = approvals.due_approvals(T0 + timedelta(minutes=25), 1)
+    assert [a.id for a in due] == [asked[1].id]
+    due = approvals.due_approvals(T0 + timedelta(minutes=25), 10)
+    assert [a.id for a in due] == [asked[1].id, asked[2].id]
+
+
 def test_audit_chain_verifies(stores: tuple[Store, ApprovalStore]) -> None:
     """Entries from concurrent appends form one unbroken chain that matches its head."""
     runs, approvals = stores

@@ -257,6 +257,9 @@ def test_a_forged_event_does_not_block_the_real_decision(parked: Setup) -> None:
     assert "Refund: not executed: the approval is pending" in _answer(parked)
 
 
+LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
+
+
 def test_a_forged_event_does_not_stop_the_workers_at_the_deadline(parked: Setup) -> None:
     """After a forged event, the approval's deadline passing expires it; workers keep working."""
     forge(parked, parked.run_id, parked.refund, forged_decision(parked.refund, OTHER_ARGS))
@@ -265,7 +268,7 @@ def test_a_forged_event_does_not_stop_the_workers_at_the_deadline(parked: Setup)
         conn.execute(
             update(approvals)
             .where(approvals.c.id == parked.refund)
-            .values(deadline=datetime(2020, 1, 1, tzinfo=UTC))
+            .values(deadline=LONG_AGO, next_due_at=LONG_AGO)
         )
 
     worker = run_cli(parked.env, "worker", "--until-idle")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,13 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from psycopg import sql
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, insert, inspect, select
 from sqlalchemy.engine import make_url
 
+from agent_runtime import new_run_id
 from store import build_engine
 from store.migrate import alembic_config, downgrade, upgrade
-from store.models import Base
+from store.models import Base, approvals, runs
 
 MODEL_TABLES = set(Base.metadata.tables)
 
@@ -133,3 +135,59 @@ def test_latest_revision_is_alembics_head() -> None:
     from store.migrate import MIGRATIONS, latest_revision
 
     assert ScriptDirectory(str(MIGRATIONS)).get_current_head() == latest_revision()
+
+
+def test_upgrade_gives_pending_approvals_their_next_due_time(empty_engine: Engine) -> None:
+    """Approvals pending before 0010 are due at their reminder or deadline; decided ones never."""
+    upgrade(empty_engine, "0009")
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    run_id = new_run_id()
+    asked = {
+        "reminded": (t0 + timedelta(minutes=10), "pending"),
+        "unreminded": (None, "pending"),
+        "decided": (t0 + timedelta(minutes=10), "approved"),
+    }
+    with empty_engine.begin() as conn:
+        conn.execute(
+            insert(runs).values(
+                id=run_id, workflow="wf", status="waiting", created_at=t0, updated_at=t0, fence=0
+            )
+        )
+        for position, (name, (remind_at, status)) in enumerate(asked.items()):
+            conn.execute(
+                insert(approvals).values(
+                    _old_approval(name, run_id, position, t0)
+                    | {"remind_at": remind_at, "status": status}
+                )
+            )
+    upgrade(empty_engine)
+    with empty_engine.connect() as conn:
+        rows = conn.execute(select(approvals.c.id, approvals.c.next_due_at))
+        due = {row.id: row.next_due_at for row in rows}
+    assert due == {
+        "reminded": t0 + timedelta(minutes=10),
+        "unreminded": t0 + timedelta(hours=1),
+        "decided": None,
+    }
+
+
+def _old_approval(name: str, run_id: str, position: int, t0: datetime) -> dict[str, Any]:
+    """An approval row as revision 0009 stores it."""
+    return {
+        "id": name,
+        "run_id": run_id,
+        "position": position,
+        "kind": "tool_call",
+        "tool": "refund",
+        "args": {},
+        "args_hash": "0" * 64,
+        "fingerprint": "0" * 64,
+        "policy": {},
+        "requester": {"user_id": "U_REQ"},
+        "requested_at": t0,
+        "deadline": t0 + timedelta(hours=1),
+        "reason_asked": "",
+        "votes": [],
+        "escalated": False,
+        "version": 0,
+    }
