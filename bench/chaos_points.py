@@ -59,15 +59,6 @@ CATALOG: dict[str, tuple[str, ...]] = {
 }
 """Every point aimed at, by fault class (all are reached by a demo run with its two clicks)."""
 
-WEIGHTS = {
-    STORE_CALL: 3,
-    JOURNAL_COMMIT: 2,
-    TOOL: 2,
-    DELIVERY: 2,
-    DECISION_COMMIT: 1,
-    OTHER_COMMIT: 1,
-}
-
 
 @dataclass(frozen=True)
 class Aim:
@@ -78,10 +69,10 @@ class Aim:
     hit: int
 
 
-def pick(rng: random.Random) -> Aim:
-    """Choose a fault class by weight, then a point of it and the arrival it fires at."""
-    classes = list(WEIGHTS)
-    fault_class = rng.choices(classes, weights=[WEIGHTS[c] for c in classes])[0]
+def pick(rng: random.Random, turn: int) -> Aim:
+    """The ``turn``-th aim: the kill classes in turn, a random point of the class and the
+    arrival it fires at."""
+    fault_class = KILL_CLASSES[turn % len(KILL_CLASSES)]
     point = rng.choice(CATALOG[fault_class])
     hit = 1 if fault_class == DECISION_COMMIT else rng.randint(1, 3)
     return Aim(point, fault_class, hit)
