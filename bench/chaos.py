@@ -67,6 +67,8 @@ TICK_S = 0.02
 RECLICK_S = 3.0
 """A card still pending this long after its click is clicked again."""
 RUN_TIMEOUT_S = 240.0
+START_GRACE_S = 2.0
+"""A process that exits this soon after the database's restart started while it was down."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,7 @@ class Report:
     tally: Tally
     kills: int
     unplanned: int
+    refused_to_start: int
     recoveries: dict[str, list[float]]
     seconds: float
 
@@ -150,6 +153,9 @@ class Chaos:
         self._clicked: dict[str, float] = {}
         self._run_kills = 0
         self.unplanned = 0
+        self.refused_to_start = 0
+        self._database_down: tuple[float, float] | None = None
+        """When the database was last stopped, and started again."""
         self._aims = 0
 
     # -- the session -----------------------------------------------------------------------
@@ -178,6 +184,7 @@ class Chaos:
             counted,
             self.kills,
             self.unplanned,
+            self.refused_to_start,
             dict(self.recoveries),
             time.monotonic() - began,
         )
@@ -232,6 +239,9 @@ class Chaos:
     def _died(self, death: Death) -> None:
         self.fleet.disarm()
         self._armed = None
+        if death.point is None and self._database_was_down(death):
+            self.refused_to_start += 1
+            return
         if death.point is None:
             self.unplanned += 1
             print(f"chaos: {death.name} died unplanned:\n{death.log}", file=sys.stderr)
@@ -247,10 +257,21 @@ class Chaos:
         self._fault(TERMINATE, time.monotonic())
 
     def _restart_database(self) -> None:
+        stopped = time.monotonic()
+        self._database_down = (stopped, stopped + 3600.0)
         self.pg.stop()
         self._pause(self.options.pg_down_s)
         self.pg.start()
+        self._database_down = (stopped, time.monotonic())
         self._fault(PG_RESTART, time.monotonic())
+
+    def _database_was_down(self, death: Death) -> bool:
+        """A process that exited with an error (no signal) while the database was down, or
+        just after (a process restarted then exits at once: it cannot connect)."""
+        if self._database_down is None or death.code is None or death.code <= 0:
+            return False
+        stopped, started = self._database_down
+        return stopped <= death.seen_at <= started + START_GRACE_S
 
     def _slack_outage(self) -> None:
         """Slack unreachable, then back but answering 429 for a while: its recovery runs
@@ -371,6 +392,8 @@ def table(report: Report) -> str:
         f"| runs completed | {t.completed} / {t.started} |",
         f"| random SIGKILLs | {report.kills} |",
         f"| processes that died otherwise | {report.unplanned} |",
+        f"| processes that exited at start, database down (restarted) | "
+        f"{report.refused_to_start} |",
         f"| duplicate charges | {t.duplicate_charges} |",
         f"| duplicate emails | {t.duplicate_emails} |",
         f"| decisions taken twice | {t.decided_twice} |",

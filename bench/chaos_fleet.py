@@ -33,6 +33,8 @@ class Death:
     seen_at: float
     point: str | None
     log: str
+    code: int | None
+    """The exit status (negative: the signal that ended it)."""
 
 
 class WorkerProcess:
@@ -89,10 +91,10 @@ class Member:
             return None
         fired = Path(f"{self.kill_file}.fired")
         point = fired.read_text(encoding="utf-8") if fired.exists() else None
-        seen = time.monotonic()
+        seen, code = time.monotonic(), self.process.process.returncode
         self.process.close()
         log = self.process.log.read_text(encoding="utf-8", errors="replace")[-4000:]
-        death = Death(f"{self.name}{self.generation}", seen, point, log)
+        death = Death(f"{self.name}{self.generation}", seen, point, log, code)
         self.start()
         return death
 
