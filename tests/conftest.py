@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, settings
 from psycopg import sql
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -96,3 +97,17 @@ def any_store(request: pytest.FixtureRequest) -> Store:
 def _libpq(url: str) -> str:
     parsed = make_url(url)
     return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+# Property tests: few examples, the same ones on every run (derandomized, no example
+# database), no per-example deadline (the machine may be loaded).
+settings.register_profile(
+    "signoff",
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("signoff")
