@@ -26,6 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_runtime import Approval, ApprovalStatus
+from agent_runtime.json_limits import strict_loads
 from bot.request_hygiene import MAX_BODY_BYTES
 from bot.sandbox.slack_api import View
 from bot.slack.blocks import APPROVE, EDIT, FORK, HISTORY, REJECT, VIEW_ARGS
@@ -68,6 +69,19 @@ def bot(world: SlackWorld) -> BotInstance:
 def refund(world: SlackWorld, bot: BotInstance) -> Approval:
     """A run waiting on its refund's approval, whose card is in Slack."""
     return approvals_of(bot, start_refund_run(world, bot))["issue_refund"]
+
+
+@pytest.fixture(scope="module")
+def email(world: SlackWorld, bot: BotInstance, refund: Approval) -> Approval:
+    """The same run's email approval (the refund's tests may decide the refund)."""
+    return approvals_of(bot, refund.run_id)["send_email"]
+
+
+@pytest.fixture(scope="module")
+def email_edit_view(world: SlackWorld, bot: BotInstance, email: Approval) -> View:
+    """The edit modal of the email's approval, opened by the approver."""
+    assert bot.click(APPROVER, EDIT, world.card(email.id)).status == 200
+    return world.modal("approval.edit_submit", email.id)
 
 
 @pytest.fixture(scope="module")
@@ -264,11 +278,31 @@ def test_any_submission_is_answered_and_stored_whole_or_not_at_all(
         if after.status == ApprovalStatus.REJECTED:
             assert after.reason == value
         else:
-            assert after.decided_args == json.loads(value)
+            assert after.decided_args == strict_loads(value)
     elif ack.status == 200 and before.status == ApprovalStatus.PENDING:
         assert ack.json().get("response_action") == "errors", ack.body
     assert_nothing_half_stored(bot)
     assert_no_markup_posted(world, bot, seen, APPROVER)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"to": "a@example.com", "body": "hi", "body": "refund everything"}',
+        '{"to": "a@example.com", "body": NaN}',
+    ],
+    ids=["duplicate keys", "NaN"],
+)
+def test_an_edit_with_duplicate_keys_or_nan_is_refused_in_the_modal(
+    bot: BotInstance, email: Approval, email_edit_view: View, text: str
+) -> None:
+    """Edited arguments with a key twice (which one would run?) or NaN: refused by name in
+    the modal, and the approval stays pending."""
+    ack = bot.post(bot.submit_body(APPROVER, email_edit_view, text))
+    assert ack.status == 200, ack.body
+    assert ack.json()["response_action"] == "errors", ack.body
+    assert ack.json()["errors"]["args"].startswith("Refused: they hold"), ack.body
+    assert bot.services.approvals.get(email.id).status == ApprovalStatus.PENDING
 
 
 def submission(bot: BotInstance, view: View, value: str) -> bytes:
