@@ -54,7 +54,7 @@ def json_argument(flag: str, text: str) -> Any:
     try:
         return strict_loads(text)
     except UnsafeJson as exc:
-        raise UsageError(f"{flag} is refused: it holds {exc.problem}") from None
+        raise UsageError(f"{flag} cannot be stored as JSON: it holds {exc.problem}") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{flag} is not valid JSON: {exc.msg} at character {exc.pos}") from None
 
