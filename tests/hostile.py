@@ -57,6 +57,7 @@ DUPLICATE_KEYS = '{"order_id": "1042", "order_id": "9999"}'
 NAN_TEXT = '{"amount_cents": NaN}'
 SURROGATE_TEXT = '{"order_id": "\\ud800"}'
 HOSTILE_TEXTS = (DUPLICATE_KEYS, NAN_TEXT, SURROGATE_TEXT, deep_text(), '{"a": Infinity}')
+HOSTILE_IDS = ("duplicate keys", "NaN", "a lone surrogate", "10,000 levels deep", "Infinity")
 
 
 def _dumped(value: Any) -> str:

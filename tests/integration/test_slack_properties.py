@@ -33,7 +33,7 @@ from bot.slack.blocks import APPROVE, EDIT, FORK, HISTORY, REJECT, VIEW_ARGS
 from bot.slack.commands import parse
 from bot.slack.text import user as mention
 from store import models
-from tests.hostile import HOSTILE_TEXTS, any_char, json_texts, json_values, texts
+from tests.hostile import HOSTILE_IDS, HOSTILE_TEXTS, any_char, json_texts, json_values, texts
 from tests.integration.slack_harness import (
     APPROVER,
     OUTSIDER,
@@ -44,7 +44,6 @@ from tests.integration.slack_harness import (
 )
 from tests.integration.slack_readers import approvals_of, run_id_of, unescaped_markup
 
-HOSTILE_IDS = ["duplicate keys", "NaN", "a lone surrogate", "10,000 levels deep", "Infinity"]
 MARKUP = ["<!channel>", "<!here>", "<@U_EVE>", "<#C123>", "<https://evil.example|click>"]
 ACTION_IDS = [APPROVE, REJECT, EDIT, VIEW_ARGS, HISTORY, FORK, "nonsense"]
 CALLBACKS = ["approval.edit_submit", "approval.reject_submit", "nonsense"]
