@@ -100,6 +100,7 @@ FULL = Options(
     slack_429_s=10.0,
     retry_after_s=2,
     pg_down_s=5.0,
+    outbox_claim_s=10.0,
 )
 SHORT = Options(
     runs=3,
@@ -448,6 +449,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, help="at least this many runs")
     parser.add_argument("--kills", type=int, help="at least this many random SIGKILLs")
     parser.add_argument("--seed", type=int, help="the random seed")
+    parser.add_argument(
+        "--outbox-claim",
+        type=float,
+        help="SIGNOFF_OUTBOX_CLAIM_SECONDS of the processes (a delivery cut short by a kill "
+        "is retried once its claim expires)",
+    )
     args = parser.parse_args(argv)
     options = SHORT if args.short else FULL
     options = replace(
@@ -455,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         runs=args.runs or options.runs,
         kills=args.kills if args.kills is not None else options.kills,
         seed=args.seed if args.seed is not None else options.seed,
+        outbox_claim_s=args.outbox_claim or options.outbox_claim_s,
     )
     print(table(chaos(options)))
     return 0
