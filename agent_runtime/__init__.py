@@ -24,6 +24,7 @@ from agent_runtime.exceptions import (
     StepFailed,
     StepTimeout,
     StoreUnavailable,
+    UserError,
     WaitTimedOut,
     WorkflowNotFound,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "ToolLookup",
     "Tools",
     "UnknownOutcome",
+    "UserError",
     "Wait",
     "WaitTimedOut",
     "Worker",

@@ -9,19 +9,24 @@ from typing import Any
 
 from agent_runtime.approvals import Actor
 from agent_runtime.budget import DEFAULT_PRICES, Budget, PriceTable
-from agent_runtime.exceptions import SignoffError
+from agent_runtime.exceptions import UserError
 from agent_runtime.models.base import Model
+from agent_runtime.models.spec import ModelSpec
 from agent_runtime.retry import RetryPolicy
 from agent_runtime.tools import Tools
 
 MAX_TASK_CHARS = 20_000
 
 
-class AgentNotFound(SignoffError):
+class AgentNotFound(UserError):
     """No agent is registered under the given name."""
 
     def __init__(self, name: str, known: list[str]) -> None:
-        super().__init__(f"unknown agent {name!r} (registered: {', '.join(known) or 'none'})")
+        if known:
+            message = f"unknown agent {name!r} (registered: {', '.join(known)})"
+        else:
+            message = "no agent is configured (name one with SIGNOFF_AGENT=module:attribute)"
+        super().__init__(message)
         self.name = name
 
 
@@ -30,7 +35,9 @@ class Agent:
     """An agent definition. Its runs are the workflow ``agent:<name>``."""
 
     name: str
-    model: Model
+    model: Model | str
+    """The model, or a spec naming one (``openai:gpt-4o-mini``, ``anthropic:…``,
+    ``module:attribute``) that the deployment resolves with its keys and URLs."""
     system_prompt: str
     tools: Tools
     budget: Budget = field(default_factory=Budget)
@@ -44,11 +51,19 @@ class Agent:
     )
 
     def __post_init__(self) -> None:
-        if self.budget.cost_usd is not None and self.model.name not in self.prices:
+        if isinstance(self.model, str):
+            object.__setattr__(self, "model", ModelSpec(self.model))
+        if self.budget.cost_usd is not None and self.llm.name not in self.prices:
             raise ValueError(
                 f"agent {self.name}: a cost budget needs a price for model "
-                f"{self.model.name!r} (add it to the agent's price table)"
+                f"{self.llm.name!r} (add it to the agent's price table)"
             )
+
+    @property
+    def llm(self) -> Model:
+        """The model the agent calls (a spec given as a string is a ``ModelSpec`` here)."""
+        assert not isinstance(self.model, str)
+        return self.model
 
     @property
     def workflow(self) -> str:
@@ -131,6 +146,11 @@ class Agents:
             return self._by_name[key]
         except KeyError:
             raise AgentNotFound(key, sorted(self._by_name)) from None
+
+    @property
+    def default_name(self) -> str | None:
+        """The name of the agent ``get()`` returns when none is named, if one was chosen."""
+        return self._default
 
     def for_workflow(self, workflow: str) -> Agent | None:
         """Return the agent whose runs are ``workflow``, if any."""

@@ -150,14 +150,14 @@ class AgentLoop:
         )
         response = ModelResponse.from_json(output)
         self.used.add_model_call(
-            response.usage, self.agent.prices.get(response.model or self.agent.model.name)
+            response.usage, self.agent.prices.get(response.model or self.agent.llm.name)
         )
         return response
 
     def _call_model(self, payload: dict[str, Any]) -> dict[str, Any]:
         # the request itself is journaled only as a hash: keep which model was asked
-        response = screened(self.agent.model.complete(request_from_json(payload)))
-        return response.to_json() | {"requested_model": self.agent.model.name}
+        response = screened(self.agent.llm.complete(request_from_json(payload)))
+        return response.to_json() | {"requested_model": self.agent.llm.name}
 
     def _budget_gate(self, started: datetime, input_tokens: int) -> int | None:
         """Return the output-token cap for the next call, waiting for a person if exhausted."""
@@ -168,7 +168,7 @@ class AgentLoop:
                 elapsed=elapsed,
                 input_tokens=input_tokens,
                 max_output=self.agent.max_output_tokens,
-                price=self.agent.prices.get(self.agent.model.name),
+                price=self.agent.prices.get(self.agent.llm.name),
             )
             if isinstance(plan, int):
                 return plan

@@ -7,14 +7,14 @@ from typing import Any
 from agent_runtime.agent import Agent
 from agent_runtime.approvals import Actor
 from agent_runtime.budget import Budget, Consumption
-from agent_runtime.exceptions import InvalidRunState, SignoffError
+from agent_runtime.exceptions import InvalidRunState, UserError
 from agent_runtime.ids import RunId
 from agent_runtime.models.base import Usage
 from agent_runtime.records import Run, StepKind, StepRecord
 from agent_runtime.runtime import Runtime
 
 
-class NotAllowed(SignoffError):
+class NotAllowed(UserError):
     """The person may not do this."""
 
 
@@ -61,7 +61,7 @@ def usage_of(journal: list[StepRecord], agent: Agent) -> Consumption:
             continue
         if step.name == "model":
             usage, model = model_call_of(step)
-            used.add_model_call(usage, agent.prices.get(model or agent.model.name))
+            used.add_model_call(usage, agent.prices.get(model or agent.llm.name))
         elif step.name.startswith("tool:"):
             used.tool_calls += 1
     return used

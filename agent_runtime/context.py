@@ -252,7 +252,7 @@ class RunContext:
                 self._write(self._store.record_attempt, failed)
                 if not retry.should_retry(attempt, exc):
                     return self._append(live.record(failed.at, attempt, error=failed.error))
-                self._pause_until(retry.retry_at(failed))
+                self._pause_until(retry.retry_at(failed, exc))
                 attempt += 1
                 continue
             return self._append(live.record(self._clock.now(), attempt, output=output))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from agent_runtime.agent import Agent, AgentInput, Agents
 from agent_runtime.agent_loop import ModelResolver, agent_workflow
 from agent_runtime.approval_service import Approvals, ToolLookup
 from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.exceptions import InvalidConfiguration
+from agent_runtime.models.spec import ModelSpec
 from agent_runtime.notices import Notifier
 from agent_runtime.observers import StepObserver
 from agent_runtime.rules import Rules
@@ -40,7 +42,8 @@ class Deployment:
         rules: Rules | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
-        self.agents = agents if isinstance(agents, Agents) else Agents(*agents)
+        listed = agents if isinstance(agents, Agents) else Agents(*agents)
+        self.agents = resolved(listed, models)
         self.tools = tool_lookup(self.agents, tools)
         self.approvals = Approvals(approval_store, self.clock, self.tools, notifier, rules)
         self.workflows = workflows or Workflows()
@@ -59,6 +62,24 @@ class Deployment:
             observer=observer,
             approvals=self.approvals,
         )
+
+
+def resolved(agents: Agents, models: ModelResolver | None) -> Agents:
+    """Return ``agents`` with each model given as a spec string built by ``models``; a spec
+    that cannot be built is an ``InvalidConfiguration`` now, before any run starts."""
+    if models is None:
+        return agents
+    built = [_with_built_model(agent, models) for agent in agents]
+    return Agents(*built, default=agents.default_name)
+
+
+def _with_built_model(agent: Agent, models: ModelResolver) -> Agent:
+    if not isinstance(agent.model, ModelSpec):
+        return agent
+    try:
+        return replace(agent, model=models(agent.model.spec))
+    except ValueError as exc:
+        raise InvalidConfiguration(f"agent {agent.name!r}: {exc}") from None
 
 
 def tool_lookup(agents: Agents, lookup: ToolLookup | None = None) -> ToolLookup:

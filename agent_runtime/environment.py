@@ -70,7 +70,7 @@ class AgentEnvironment:
         """With ``script`` the agent's model is replaced by a ``ScriptedModel`` of it; with
         ``rules`` its approvals are first put to those approval rules."""
         self.clock = clock or FrozenClock()
-        self.model = None if script is None else ScriptedModel(script, name=agent.model.name)
+        self.model = None if script is None else ScriptedModel(script, name=agent.llm.name)
         self.tool_calls: list[ToolCallRecord] = []
         """Every tool execution, in order (a journaled result replayed is not one)."""
         self.agent = dataclasses.replace(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 
@@ -11,17 +12,22 @@ class SignoffError(Exception):
     retryable: bool = False
 
 
+class UserError(SignoffError):
+    """What was asked cannot be done as given, and the person who asked can fix it (the
+    command line exits 2 for these, 1 for every other error)."""
+
+
 class StoreUnavailable(SignoffError):
     """The database could not be reached or answered with a transient failure."""
 
     retryable = True
 
 
-class InvalidConfiguration(SignoffError):
+class InvalidConfiguration(UserError):
     """A setting (a database URL, say) cannot be used as given."""
 
 
-class RunNotFound(SignoffError):
+class RunNotFound(UserError):
     """No run has the given id."""
 
     def __init__(self, run_id: str) -> None:
@@ -29,7 +35,7 @@ class RunNotFound(SignoffError):
         self.run_id = run_id
 
 
-class WorkflowNotFound(SignoffError):
+class WorkflowNotFound(UserError):
     """No workflow is registered under the given name."""
 
     def __init__(self, name: str, known: list[str]) -> None:
@@ -39,7 +45,7 @@ class WorkflowNotFound(SignoffError):
         self.known = known
 
 
-class InvalidInput(SignoffError):
+class InvalidInput(UserError):
     """A run's input was rejected by its workflow before the run was created."""
 
     def __init__(self, workflow: str, detail: str) -> None:
@@ -48,7 +54,7 @@ class InvalidInput(SignoffError):
         self.detail = detail
 
 
-class InvalidRunState(SignoffError):
+class InvalidRunState(UserError):
     """The run is not in a state that allows the requested operation."""
 
     def __init__(self, run_id: str, status: str, operation: str) -> None:
@@ -58,7 +64,7 @@ class InvalidRunState(SignoffError):
         self.operation = operation
 
 
-class NotSerializable(SignoffError):
+class NotSerializable(UserError):
     """A step input or output cannot be stored as JSON."""
 
     def __init__(self, what: str, detail: str) -> None:
@@ -107,7 +113,7 @@ class AttemptConflict(SignoffError):
         self.attempt = attempt
 
 
-class EventAlreadyDelivered(SignoffError):
+class EventAlreadyDelivered(UserError):
     """An event with this key was already delivered to the run."""
 
     def __init__(self, run_id: str, key: str) -> None:
@@ -161,7 +167,7 @@ class WaitTimedOut(SignoffError):
         self.key = key
 
 
-class ApprovalNotFound(SignoffError):
+class ApprovalNotFound(UserError):
     """No approval has the given id."""
 
     def __init__(self, approval_id: str) -> None:
@@ -170,12 +176,21 @@ class ApprovalNotFound(SignoffError):
 
 
 class ModelError(SignoffError):
-    """A model provider refused or failed a request."""
+    """A model provider refused or failed a request; ``retry_after`` is the pause it asked
+    for before the next try, if it named one."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: timedelta | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        self.retry_after = retry_after
 
 
 def _describe(step: dict[str, Any]) -> str:

@@ -97,7 +97,7 @@ def _model_detail(
     step: StepRecord, used: Consumption, budget: Budget | None, agent: Agent | None
 ) -> dict[str, Any]:
     usage, model = model_call_of(step)
-    price = None if agent is None else agent.prices.get(model or agent.model.name)
+    price = None if agent is None else agent.prices.get(model or agent.llm.name)
     before = used.cost_usd
     used.add_model_call(usage, price)
     detail: dict[str, Any] = {

@@ -109,8 +109,8 @@ def model_input(
         used=loop.used.to_json(),
         budget_left=budget_left(loop.budget, loop.used),
         tool_results=tool_results(request["messages"]),
-        wire=agent.model.wire_body(request_from_json(request))
-        if isinstance(agent.model, WireModel)
+        wire=agent.llm.wire_body(request_from_json(request))
+        if isinstance(agent.llm, WireModel)
         else None,
     )
 

@@ -35,9 +35,15 @@ class RetryPolicy:
             return False
         return getattr(error, "retryable", True) is not False
 
-    def retry_at(self, failed: AttemptRecord) -> datetime:
-        """Return the earliest time for the attempt that follows the recorded ``failed`` one."""
-        return failed.at + self.delay_after(failed.attempt)
+    def retry_at(self, failed: AttemptRecord, error: BaseException | None = None) -> datetime:
+        """Return the earliest time for the attempt that follows the recorded ``failed`` one:
+        the policy's delay, or the longer pause the ``error`` asked for (its ``retry_after``,
+        a provider's ``Retry-After``, say), at most ``max_interval``."""
+        delay = self.delay_after(failed.attempt)
+        asked = getattr(error, "retry_after", None)
+        if isinstance(asked, timedelta) and asked > delay:
+            delay = min(asked, self.max_interval)
+        return failed.at + delay
 
     def gave_up_after(self, failed: AttemptRecord) -> bool:
         """Tell whether a recorded failure, read back by another worker, was the step's last.

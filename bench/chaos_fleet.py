@@ -16,8 +16,8 @@ from pathlib import Path
 import requests
 
 from bench.kill_points import ARMED_FLAG, KILL_FILE_ENV, write_plan
-from bot.processes import stop_process
-from bot.wiring import Services
+from bot.app.processes import stop_process
+from bot.app.wiring import Services
 from tests.integration.slack_harness import SlackWorld
 from tests.integration.test_serve_instances import ServeProcess
 

@@ -206,7 +206,7 @@ def main(argv: Sequence[str]) -> int:
         install(plan)
     if argv and argv[0] == ARMED_FLAG:
         argv = argv[1:]
-    from bot.cli import main as signoff
+    from bot.cli.main import main as signoff
 
     return signoff(list(argv))
 

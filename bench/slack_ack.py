@@ -4,7 +4,7 @@ Run ``python -m bench.slack_ack`` (``--quick`` for 10 requests per burst instead
 
 Set-up, all torn down at the end: a fresh PostgreSQL database on ``SIGNOFF_BENCH_PG_URL``
 (default: the local server, as ``bench.steps``), created, migrated and dropped; one sandbox
-Slack Web API (``bot.sandbox``) and one demo payment provider served by this process; two
+Slack Web API (``devkit.sandbox``) and one demo payment provider served by this process; two
 ``signoff serve`` subprocesses on free ports, both on that database and that Slack: A with a
 worker (``--concurrency``, default 4) and B as a front end (``--no-worker``; pass ``--b-worker``
 to give B a worker too), each with its scheduler (outbox dispatch, approvals sweep, wake) and
@@ -68,9 +68,9 @@ from psycopg import sql
 from sqlalchemy import Engine, select
 
 from bench._common import default_dsn, fresh_name, sqlalchemy_pg_url
-from bot.demo.provider_server import RunningProvider, start_in_thread
-from bot.processes import stop_process
-from bot.sandbox.slack_api import (
+from bot.app.processes import stop_process
+from devkit.demo.provider_server import RunningProvider, start_in_thread
+from devkit.sandbox.slack_api import (
     DEFAULT_TOKEN,
     Message,
     RunningSlackApi,
@@ -105,7 +105,7 @@ def free_port() -> int:
 def signoff_command() -> list[str]:
     """The ``signoff`` script next to this Python, or the module."""
     script = Path(sys.executable).with_name("signoff")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "bot.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "bot.cli.main"]
 
 
 class Serve:

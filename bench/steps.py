@@ -55,10 +55,10 @@ from agent_runtime import (
     StepRecord,
     WorkerOptions,
 )
-from agent_runtime.demo import demo_workflows
 from agent_runtime.notices import Notice
 from bench import peers, raw
 from bench._common import create_schema, default_dsn, drop_schema, fresh_name, sqlalchemy_pg_url
+from devkit.demo.workflows import demo_workflows
 from store import build_engine, upgrade
 from store.sql_store import SqlStore
 

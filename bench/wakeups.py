@@ -44,9 +44,9 @@ from pathlib import Path
 import psycopg
 
 from agent_runtime import RunId, Runtime, WorkerOptions
-from agent_runtime.demo import demo_workflows
 from bench._common import default_dsn
 from bench.steps import pg_store, sqlite_store
+from devkit.demo.workflows import demo_workflows
 from store.notify import WakeListener
 from store.sql_store import SqlStore
 

@@ -4,7 +4,6 @@ from datetime import timedelta
 from typing import Any
 
 from agent_runtime import Agent, ApprovalPolicy, Budget, RetryPolicy, Tools, UnknownOutcome, tool
-from agent_runtime.models import HttpOptions, OpenAIChatModel
 
 ORDERS = {"1042": {"id": "1042", "status": "delivered", "amount_cents": 4999}}
 """Stands in for the shop's order database."""
@@ -47,10 +46,7 @@ def issue_refund(order_id: str, amount_cents: int, idempotency_key: str) -> dict
 
 support = Agent(
     name="support",
-    model=OpenAIChatModel(
-        model="gpt-4o-mini",
-        options=HttpOptions(base_url="https://api.openai.com/v1", api_key="sk-your-key"),
-    ),
+    model="openai:gpt-4o-mini",  # the key comes from OPENAI_API_KEY where it is deployed
     system_prompt="You are a careful support agent.",
     tools=Tools(lookup_order, issue_refund),
     budget=Budget(cost_usd=0.50, tokens=200_000, model_calls=30),

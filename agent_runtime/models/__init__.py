@@ -22,6 +22,7 @@ from agent_runtime.models.scripted import (
     text_reply,
     tool_reply,
 )
+from agent_runtime.models.spec import ModelSpec
 
 if TYPE_CHECKING:
     from agent_runtime.models.anthropic import (
@@ -67,6 +68,7 @@ __all__ = [
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "ModelSpec",
     "OpenAIChatModel",
     "Responder",
     "Role",

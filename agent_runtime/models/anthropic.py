@@ -7,7 +7,6 @@ API expects user and assistant turns to alternate.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,7 +14,7 @@ import requests
 
 from agent_runtime.exceptions import ModelError
 from agent_runtime.models.base import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from agent_runtime.models.http import HttpOptions, Sleep, post_json
+from agent_runtime.models.http import HttpOptions, post_json
 from agent_runtime.models.openai_chat import parse_arguments
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -34,13 +33,11 @@ class AnthropicModel:
         model: str,
         options: HttpOptions,
         session: requests.Session | None = None,
-        sleep: Sleep = time.sleep,
         version: str = ANTHROPIC_VERSION,
     ) -> None:
         self._model = model
         self._options = options
         self._session = session or requests.Session()
-        self._sleep = sleep
         self._version = version
 
     @property
@@ -58,7 +55,6 @@ class AnthropicModel:
             headers=headers,
             options=self._options,
             provider="anthropic",
-            sleep=self._sleep,
         )
         return parse_response(data, default_model=self._model)
 

@@ -1,15 +1,15 @@
-"""HTTP plumbing shared by the provider models: one JSON POST with bounded retries.
+"""HTTP plumbing shared by the provider models: one JSON POST, one attempt.
 
-Retried: connection failures, timeouts, HTTP 408, 409, 429 and 5xx (Anthropic's 529 included).
-Not retried: any other 4xx. A ``Retry-After`` header given in seconds replaces the computed
-backoff, capped at ``max_backoff``. Every failure becomes a one-line ``ModelError`` that
-never contains the API key.
+Retrying is the model step's ``RetryPolicy``'s business (``Agent.model_retry``), so one
+model step sends at most that many requests. A failure is a one-line ``ModelError`` that
+never contains the API key, marked retryable for connection failures, timeouts, HTTP 408,
+409, 429 and 5xx (Anthropic's 529 included), and carrying the pause a ``Retry-After``
+header (in seconds) asks for, which the step's policy honours.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -17,9 +17,6 @@ from typing import Any
 import requests
 
 from agent_runtime.exceptions import ModelError
-
-Sleep = Callable[[float], None]
-"""Pauses the calling thread for the given seconds; ``time.sleep`` or ``Clock.sleep``."""
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """4xx statuses worth retrying; every 5xx is retried too."""
@@ -29,34 +26,21 @@ _MAX_DETAIL = 500
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HttpOptions:
-    """Where a provider lives, how to authenticate, and how hard to try."""
+    """Where a provider lives, how to authenticate, and how long to wait for an answer."""
 
     base_url: str
     api_key: str = field(default="", repr=False)
     timeout: timedelta = timedelta(seconds=120)
-    max_attempts: int = 3
-    initial_backoff: timedelta = timedelta(seconds=1)
-    max_backoff: timedelta = timedelta(seconds=30)
 
     def __post_init__(self) -> None:
         if not self.base_url:
             raise ValueError("base_url must not be empty")
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
         if self.timeout <= timedelta(0):
             raise ValueError("timeout must be positive")
-        if self.initial_backoff < timedelta(0) or self.max_backoff < timedelta(0):
-            raise ValueError("backoff durations must not be negative")
 
     def url(self, path: str) -> str:
         """Join ``path`` to the base URL with exactly one slash."""
         return f"{self.base_url.rstrip('/')}/{path.lstrip('/')}"
-
-    def backoff(self, attempt: int, retry_after: timedelta | None = None) -> timedelta:
-        """Return the pause after failed attempt number ``attempt`` (counting from 1)."""
-        if retry_after is not None:
-            return min(retry_after, self.max_backoff)
-        return min(self.initial_backoff * 2.0 ** (attempt - 1), self.max_backoff)
 
 
 def post_json(
@@ -67,29 +51,12 @@ def post_json(
     headers: Mapping[str, str],
     options: HttpOptions,
     provider: str,
-    sleep: Sleep = time.sleep,
 ) -> dict[str, Any]:
-    """POST ``body`` as JSON and return the JSON object answered, retrying transient failures."""
-    attempt = 0
-    while True:
-        attempt += 1
-        outcome, retry_after = _attempt(session, url, body, headers, options, provider)
-        if not isinstance(outcome, ModelError):
-            return outcome
-        if not outcome.retryable or attempt >= options.max_attempts:
-            raise _final(outcome, attempt)
-        sleep(options.backoff(attempt, retry_after).total_seconds())
-
-
-def _final(error: ModelError, attempts: int) -> ModelError:
-    """Say how many attempts a retryable failure took before it was given up."""
-    if not error.retryable or attempts == 1:
-        return error
-    final = ModelError(
-        f"{error} (gave up after {attempts} attempts)", status=error.status, retryable=True
-    )
-    final.__cause__ = error.__cause__
-    return final
+    """POST ``body`` as JSON once and return the JSON object answered, or raise ModelError."""
+    outcome = _attempt(session, url, body, headers, options, provider)
+    if isinstance(outcome, ModelError):
+        raise outcome
+    return outcome
 
 
 def _attempt(
@@ -99,8 +66,8 @@ def _attempt(
     headers: Mapping[str, str],
     options: HttpOptions,
     provider: str,
-) -> tuple[dict[str, Any] | ModelError, timedelta | None]:
-    """Make one request; return the JSON answer, or the error and any Retry-After pause."""
+) -> dict[str, Any] | ModelError:
+    """Make one request; return the JSON answer or the error."""
     try:
         response = session.post(
             url, json=dict(body), headers=dict(headers), timeout=options.timeout.total_seconds()
@@ -113,15 +80,18 @@ def _attempt(
         detail = _clean(f"{type(exc).__name__}: {exc}", options.api_key)
         error = ModelError(f"{provider}: request failed: {detail}", retryable=transient)
         error.__cause__ = exc
-        return error, None
+        return error
     if not 200 <= response.status_code < 300:
         status = response.status_code
         retryable = status in RETRYABLE_STATUSES or status >= 500
         detail = _clean(_error_detail(response), options.api_key)
         return ModelError(
-            f"{provider}: HTTP {status}: {detail}", status=status, retryable=retryable
-        ), _retry_after(response)
-    return _json_object(response, provider, options.api_key), None
+            f"{provider}: HTTP {status}: {detail}",
+            status=status,
+            retryable=retryable,
+            retry_after=_retry_after(response) if retryable else None,
+        )
+    return _json_object(response, provider, options.api_key)
 
 
 def _json_object(

@@ -8,7 +8,6 @@ instead of the whole model step failing.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
@@ -17,7 +16,7 @@ import requests
 from agent_runtime.exceptions import ModelError, UnsafeJson
 from agent_runtime.json_limits import refused_arguments, strict_loads
 from agent_runtime.models.base import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from agent_runtime.models.http import HttpOptions, Sleep, post_json
+from agent_runtime.models.http import HttpOptions, post_json
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 """OpenAI's own endpoint; servers such as vLLM or Ollama serve the same API at ``.../v1``."""
@@ -38,13 +37,11 @@ class OpenAIChatModel:
         model: str,
         options: HttpOptions,
         session: requests.Session | None = None,
-        sleep: Sleep = time.sleep,
         max_tokens_field: str = "max_tokens",
     ) -> None:
         self._model = model
         self._options = options
         self._session = session or requests.Session()
-        self._sleep = sleep
         self._max_tokens_field = max_tokens_field
 
     @property
@@ -63,7 +60,6 @@ class OpenAIChatModel:
             headers=headers,
             options=self._options,
             provider="openai",
-            sleep=self._sleep,
         )
         return parse_response(data, default_model=self._model)
 

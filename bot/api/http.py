@@ -18,7 +18,7 @@ from bot.api.asks import read_ask
 from bot.api.exceptions import ApiError, BadRequest, NotFound
 from bot.api.service import ApiApprovals
 from bot.api.views import view
-from bot.request_hygiene import MAX_BODY_BYTES, WSGIApp
+from bot.app.request_hygiene import MAX_BODY_BYTES, WSGIApp
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from bot.api.asks import Ask
 from bot.api.exceptions import Conflict, NotFound, Unauthorized
 from bot.api.keys import hash_key
 from bot.api.tools import WORKFLOW, api_tool, qualified_name
+from bot.app.wiring import Services
 from bot.mcp.policy import load_policy
-from bot.wiring import Services
 from store.api_store import ApiKey, RunDraft, SqlApiStore
 
 WAIT_CAP = timedelta(seconds=60)

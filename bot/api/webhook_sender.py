@@ -17,8 +17,8 @@ import requests
 
 from agent_runtime import Clock
 from agent_runtime.notices import QueuedNotice
+from bot.api.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, sign
 from bot.slack.delivery_errors import backoff
-from bot.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, sign
 from store.api_store import SqlApiStore
 from store.outbox import SqlOutbox
 

@@ -26,11 +26,11 @@ from mcp.server.lowlevel import Server
 from agent_runtime import LeaseLost
 from agent_runtime.approvals import args_hash
 from agent_runtime.side_effects import ToolResult
+from bot.app.wiring import Services
 from bot.mcp.calls import Call
 from bot.mcp.options import GatewayOptions, Upstream
 from bot.mcp.session_run import GatewayRun, attach
 from bot.mcp.signoffs import CallRequest, Go, SignOffs
-from bot.wiring import Services
 
 logger = logging.getLogger(__name__)
 

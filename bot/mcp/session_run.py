@@ -30,9 +30,9 @@ from agent_runtime import (
 )
 from agent_runtime.serialization import input_hash, round_trip
 from agent_runtime.worker import default_owner
+from bot.app.wiring import Services
 from bot.mcp.exceptions import RunUnavailable
 from bot.mcp.parking import DETACHED, WORKFLOW
-from bot.wiring import Services
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent_runtime import RunId, parse_run_id
+from agent_runtime import RunId, UserError, parse_run_id
 
 HELP = """*Signoff* runs an agent on your task; anything irreversible waits for an approver.
 • `/agent <task>` or `/agent run <task>` — start a run (its history goes in a thread)
@@ -29,7 +29,7 @@ class Command:
     run_id: RunId | None = None
 
 
-class BadCommand(ValueError):
+class BadCommand(UserError):
     """The command text cannot be understood; the message says how to fix it."""
 
 

@@ -58,7 +58,7 @@ def guard_errors(
 ) -> BoltResponse | None:
     """Bolt's error handler: log, and answer (or tell the person) instead of failing.
 
-    Malformed requests never get here: ``bot.request_hygiene`` refuses them before Bolt.
+    Malformed requests never get here: ``bot.app.request_hygiene`` refuses them before Bolt.
     """
     return _handle(error, body, response)
 

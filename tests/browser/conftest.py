@@ -16,7 +16,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-from bot.dev import DevOptions, DevStack, start_dev
+from devkit.dev import DevOptions, DevStack, start_dev
 from tests.browser.page import SandboxPage
 
 CHROMIUM = "/usr/bin/chromium"

@@ -7,8 +7,8 @@ from typing import Any
 
 from selenium.webdriver.common.by import By
 
-from bot.dev import DevStack
-from bot.server import web_client
+from bot.app.server import web_client
+from devkit.dev import DevStack
 from tests.browser.page import SandboxPage
 
 BLOCKS: list[dict[str, Any]] = [

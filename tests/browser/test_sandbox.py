@@ -8,7 +8,7 @@ from pathlib import Path
 from selenium.webdriver.common.by import By
 
 from agent_runtime import ApprovalStatus
-from bot.dev import DevStack
+from devkit.dev import DevStack
 from tests.browser.page import APPROVE, SandboxPage
 
 TASK = "/agent refund order 1042 and email the customer"

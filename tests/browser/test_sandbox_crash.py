@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.dev import DevStack
+from devkit.dev import DevStack
 from tests.browser.page import APPROVE, SandboxPage
 
 

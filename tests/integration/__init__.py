@@ -31,7 +31,7 @@ def signoff_command() -> list[str]:
     script = Path(sys.executable).with_name("signoff")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "bot.cli"]
+    return [sys.executable, "-m", "bot.cli.main"]
 
 
 def signoff_env(
@@ -41,13 +41,15 @@ def signoff_env(
     poll_interval: float = 0.1,
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Return the environment of a ``signoff`` process on ``database_url`` with the test flows."""
+    """Return the environment of a ``signoff`` process on ``database_url`` with the test flows
+    and the demo (its agent, workflows and approver)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
     python_path = [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
     env.update(
         PYTHONPATH=os.pathsep.join(python_path),
         SIGNOFF_DATABASE_URL=database_url,
         SIGNOFF_WORKFLOWS=TEST_WORKFLOWS,
+        SIGNOFF_DEMO="1",
         SIGNOFF_LEASE_TTL_SECONDS=str(lease_ttl),
         SIGNOFF_POLL_INTERVAL_SECONDS=str(poll_interval),
         PYTHONUNBUFFERED="1",

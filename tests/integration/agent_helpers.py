@@ -12,7 +12,7 @@ really ran across processes, crashes included.
 
 ``python -m tests.integration.agent_helpers BARRIER ARGS...`` imports the command line,
 creates ``BARRIER.ready.<pid>``, waits until ``BARRIER`` exists and then runs
-``signoff ARGS...`` in this process (the very ``bot.cli:main`` the ``signoff`` script runs):
+``signoff ARGS...`` in this process (the very ``bot.cli.main:main`` the ``signoff`` script runs):
 the way to make several ``signoff`` processes act at the same moment.
 """
 
@@ -53,10 +53,10 @@ from agent_runtime import (
 )
 from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, ToolCall
 from agent_runtime.models.scripted import text_reply, tool_reply
-from bot.demo.ledger_cli import fetch_ledger
-from bot.processes import stop_process
-from bot.settings import Settings
-from bot.wiring import Services, build_services
+from bot.app.processes import stop_process
+from bot.app.settings import Settings
+from bot.app.wiring import Services, build_services
+from devkit.demo.ledger_cli import fetch_ledger
 from tests.integration import REPO_ROOT, WorkerProcess, signoff_command, signoff_env, wait_until
 
 TASK = "refund order 1042 and email the customer"
@@ -395,7 +395,7 @@ class ScriptWorker:
 class Launcher:
     """A process that has imported the command line once and forks ``signoff`` commands.
 
-    Each command runs in a forked child, a process of its own: ``bot.cli.main(args)`` —
+    Each command runs in a forked child, a process of its own: ``bot.cli.main.main(args)`` —
     the function the ``signoff`` script calls — with the environment given, its output in
     a log file and its exit status in ``<log>.exit``. Forking skips only the interpreter
     start and the imports (about 0.6 s of CPU a worker), which lets the crash tests kill
@@ -519,7 +519,7 @@ class ForkedWorker:
 def launcher_main() -> int:
     """Import everything a command needs, then fork one child per request on stdin."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
-    from bot import cli
+    from bot.cli import main as cli
 
     print("ready", flush=True)
     for line in sys.stdin:
@@ -568,7 +568,8 @@ def barrier_main(argv: list[str]) -> int:
     itself, and racing processes reach the database at the same moment.
     """
     barrier, args = Path(argv[0]), argv[1:]
-    from bot import cli, cli_agents
+    from bot.cli import agents as cli_agents
+    from bot.cli import main as cli
 
     services = build_services(Settings.from_env())
     vars(cli_agents)["build_services"] = lambda settings, **_: services

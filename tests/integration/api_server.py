@@ -15,9 +15,9 @@ from agent_runtime import SystemClock
 from bot.api.http import api_app
 from bot.api.keys import NewKey, create_key
 from bot.api.service import WAITERS, ApiApprovals
-from bot.ops_http import serve_wsgi
-from bot.settings import Settings
-from bot.wiring import Services, build_services
+from bot.app.settings import DEMO_APPROVERS, Settings
+from bot.app.wiring import Services, build_services
+from bot.ops.http import serve_wsgi
 from store.api_store import SqlApiStore
 from tests.integration import signoff_env
 
@@ -92,7 +92,8 @@ def api_server(
 ) -> Iterator[ApiServer]:
     """Serve the approvals API (under the policy file ``policies``, if named) on a free
     loopback port until the block ends."""
-    services = build_services(Settings(database_url=database_url, api_policies=policies))
+    settings = Settings(database_url=database_url, api_policies=policies, approvers=DEMO_APPROVERS)
+    services = build_services(settings)
     keys = SqlApiStore(services.store.engine)
     client = create_key(keys, f"client-{uuid.uuid4().hex[:8]}", SystemClock().now())
     api = ApiApprovals(services, keys, waiters=waiters)

@@ -15,9 +15,9 @@ from typing import Any
 
 from agent_runtime import Agent, Tool, Tools
 from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, ToolCall
-from bot.demo.agent import demo_agent
-from bot.demo.model import demo_model, respond
-from bot.settings import Settings
+from bot.app.settings import Settings
+from devkit.demo.agent import demo_agent
+from devkit.demo.model import demo_model, respond
 
 TRIPWIRE_ENV = "SIGNOFF_TEST_TRIPWIRE"
 CHANGED_ORDER = "1045"

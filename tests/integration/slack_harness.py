@@ -3,7 +3,7 @@
 ``SlackWorld`` owns everything one scenario needs and stops it all on exit:
 
 - the demo payment provider on loopback (its ledger is where refunds really land),
-- the sandbox Slack Web API on loopback (``bot.sandbox``), with the people of the scenarios,
+- the sandbox Slack Web API on loopback (``devkit.sandbox``), with the people of the scenarios,
 - one or more ``BotInstance``\\ s: ``build_services(settings)``, ``web_client(settings)`` pointed
   at the fake, the real Bolt app from ``slack_app`` served by ``wsgi`` under
   ``wsgiref.simple_server`` in a thread on ``127.0.0.1:0``.
@@ -39,8 +39,14 @@ from sqlalchemy import text
 from agent_runtime import Approval, ApprovalStatus, RunId, RunStatus, WorkerOptions
 from agent_runtime.audit import GENESIS
 from agent_runtime.clock import SystemClock
-from bot.demo.provider_server import RunningProvider, start_in_thread
-from bot.sandbox.slack_api import (
+from bot.app.server import dispatcher, slack_app, web_client, wsgi
+from bot.app.settings import Settings
+from bot.app.wiring import Services, build_services
+from bot.slack.blocks import parse_approval_ref
+from bot.slack.dispatcher import Dispatcher
+from bot.slack.pacing import Pace
+from devkit.demo.provider_server import RunningProvider, start_in_thread
+from devkit.sandbox.slack_api import (
     DEFAULT_TOKEN,
     ApiCall,
     EphemeralMessage,
@@ -50,12 +56,6 @@ from bot.sandbox.slack_api import (
     Workspace,
     start_slack_api,
 )
-from bot.server import dispatcher, slack_app, web_client, wsgi
-from bot.settings import Settings
-from bot.slack.blocks import parse_approval_ref
-from bot.slack.dispatcher import Dispatcher
-from bot.slack.pacing import Pace
-from bot.wiring import Services, build_services
 from store import build_engine
 from tests.integration.slack_readers import find_button, is_card_of, run_id_of
 

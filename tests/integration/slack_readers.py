@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from agent_runtime import Approval, RunId
-from bot.sandbox.slack_api import EphemeralMessage, Message
 from bot.slack import blocks
+from devkit.sandbox.slack_api import EphemeralMessage, Message
 from store.models import outbox
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy import update
 
 from agent_runtime import Actor, Decision, RunId, RunStatus, StepRecord
-from bot.wiring import Services
+from bot.app.wiring import Services
 from store.models import runs
 from tests.integration import WorkerProcess, cli_ok, run_cli, wait_until
 from tests.integration.agent_helpers import (

@@ -22,7 +22,7 @@ kills in all); one scenario runs on PostgreSQL (10 more).
 
 Workers are ``signoff worker`` processes: started from the ``signoff`` script in one
 SQLite scenario, and in the others forked by a ``Launcher`` that has
-imported the command line once (``bot.cli.main(["worker", ...])`` in a process of its
+imported the command line once (``bot.cli.main.main(["worker", ...])`` in a process of its
 own, with its own database connections) — which saves the 0.6 s of CPU an interpreter
 start costs, and keeps 60 kills within the time budget on a two-core machine.
 
@@ -50,7 +50,7 @@ from typing import Any
 import pytest
 
 from agent_runtime import Actor, ApprovalStatus, Decision, RunId, RunStatus
-from bot.wiring import Services
+from bot.app.wiring import Services
 from store import SqlStore
 from tests.integration import cli_ok, wait_until
 from tests.integration.agent_helpers import (

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from agent_runtime import ApprovalStatus
+from bot.api.webhook_signature import SIGNATURE, TIMESTAMP, verify
+from bot.app.serving import ServingThread
 from bot.client import Approved, SignoffClient
-from bot.serving import ServingThread
-from bot.webhook_signature import SIGNATURE, TIMESTAMP, verify
 from tests.integration import cli_ok
 from tests.integration.api_server import Waiting
 from tests.integration.slack_harness import APPROVER

@@ -12,8 +12,8 @@ from sqlalchemy import select
 
 from agent_runtime import SystemClock
 from bot.api.webhook_sender import SenderOptions, WebhookSender
-from bot.serving import ServingThread
-from bot.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, verify
+from bot.api.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, verify
+from bot.app.serving import ServingThread
 from store.models import outbox
 from tests.integration import cli_ok, wait_until
 from tests.integration.api_server import ApiServer, api_server

@@ -29,7 +29,7 @@ from sqlalchemy import Connection, delete, insert, select, text, update
 from agent_runtime import Actor, ApprovalStatus, Decision, RunId, RunStatus
 from agent_runtime.approvals import args_hash
 from agent_runtime.audit import verify
-from bot.wiring import Services
+from bot.app.wiring import Services
 from store import SqlStore
 from store.models import approvals, audit_log, events
 from tests.integration import cli_ok, run_cli, wait_until
@@ -350,7 +350,7 @@ def race(env: dict[str, str], approval: str, directory: Path) -> list[tuple[str,
 
     Each process imports the CLI and builds its services, says it is ready, waits for the
     barrier file and then runs ``signoff approve``/``reject`` (even/odd racers) through
-    ``bot.cli.main`` with those services, so all their decisions hit the database together.
+    ``bot.cli.main.main`` with those services, so all their decisions hit the database together.
     """
     barrier = directory / f"go-{approval}"
     racers = []

@@ -3,7 +3,7 @@
 Runs are made in this process on the database under test, with a clock frozen in the year
 2000, so that they are old: only runs this module makes are ever that old, which keeps
 the shared PostgreSQL database's other runs out of every prune here. The command line is
-``bot.cli.main``, the function the ``signoff`` script calls.
+``bot.cli.main.main``, the function the ``signoff`` script calls.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from agent_runtime.deployment import Deployment
 from agent_runtime.models import ScriptedModel, ToolCall, text_reply, tool_reply
 from agent_runtime.notices import Delivery, Notice
 from agent_runtime.testing import FrozenClock
-from bot.cli import main
+from bot.cli.main import main
 from store import SqlStore, open_store
 from store import archive as archive_module
 from store.api_store import RunDraft, SqlApiStore

@@ -21,8 +21,8 @@ from sqlalchemy import Engine, delete, insert, select, update
 
 from agent_runtime.audit import GENESIS, AuditDraft, chain
 from agent_runtime.audit_report import REWRITTEN
-from bot.settings import Settings
-from bot.wiring import Services, build_services
+from bot.app.settings import Settings
+from bot.app.wiring import Services, build_services
 from store import SqlStore
 from store.models import audit_head, audit_log
 from tests.integration import cli_ok, lines, run_cli, signoff_command, signoff_env, wait_until

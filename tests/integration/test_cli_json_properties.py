@@ -21,7 +21,7 @@ from unittest import mock
 import pytest
 from hypothesis import given
 
-from bot.cli import main
+from bot.cli.main import main
 from store import open_store
 from tests.hostile import HOSTILE_TEXTS, huge_text, json_texts
 from tests.integration import signoff_env

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from agent_runtime import Run, RunId, RunStatus, Runtime, StepKind
-from bot.wiring import load_workflows
+from bot.app.settings import Settings
+from bot.app.wiring import load_workflows
 from store import SqlStore
 from tests.flows import HANG_AT_ENV, HANG_MARKER_ENV
 from tests.integration import (
@@ -63,7 +64,9 @@ def database(request: pytest.FixtureRequest) -> Database:
     else:
         url = request.getfixturevalue("pg_url")
         store = request.getfixturevalue("pg_store")
-    return Database(url, store, Runtime(store, load_workflows((TEST_WORKFLOWS,))))
+    return Database(
+        url, store, Runtime(store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,))))
+    )
 
 
 def _resume_with_new_worker(database: Database, run_id: RunId, tmp_path: Path) -> Run:

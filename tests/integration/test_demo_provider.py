@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 import requests
 
-from bot.demo import ledger_cli
-from bot.demo.errors import PortInUse
-from bot.demo.ledger import Ledger
-from bot.demo.provider import REPLAYED_HEADER
-from bot.demo.provider_server import RunningProvider, serve, start_in_thread
+from devkit.demo import ledger_cli
+from devkit.demo.errors import PortInUse
+from devkit.demo.ledger import Ledger
+from devkit.demo.provider import REPLAYED_HEADER
+from devkit.demo.provider_server import RunningProvider, serve, start_in_thread
 from tests.integration import wait_until
 
 TIMEOUT_S = 10.0
@@ -417,7 +417,7 @@ def test_provider_process_exits_0_on_sigterm(ledger_path: Path) -> None:
     command = [
         sys.executable,
         "-m",
-        "bot.demo.ledger_cli",
+        "devkit.demo.ledger_cli",
         "demo",
         "provider",
         "--port",

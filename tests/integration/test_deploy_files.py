@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.cli import build_parser
-from bot.sandbox.slack_api import DEFAULT_TOKEN, Workspace, start_slack_api
+from bot.cli.main import build_parser
+from devkit.sandbox.slack_api import DEFAULT_TOKEN, Workspace, start_slack_api
 from tests.integration import REPO_ROOT, cli_ok, signoff_command, signoff_env
 from tests.integration.test_serve_instances import free_port
 

@@ -18,11 +18,11 @@ from urllib.parse import parse_qs, urlencode
 import pytest
 
 from agent_runtime import RunId
-from bot.dev import DevOptions, DevStack, start_dev
-from bot.sandbox.app_link import AppLink
-from bot.sandbox.records import EphemeralMessage, Message
-from bot.sandbox.signing import signed_headers, verify
-from bot.sandbox.workspace import Workspace
+from devkit.dev import DevOptions, DevStack, start_dev
+from devkit.sandbox.app_link import AppLink
+from devkit.sandbox.records import EphemeralMessage, Message
+from devkit.sandbox.signing import signed_headers, verify
+from devkit.sandbox.workspace import Workspace
 
 SECRET = "test-signing-secret"
 TASK = "/agent refund order 1042 and email the customer"

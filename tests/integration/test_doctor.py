@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox.slack_api import DEFAULT_TOKEN, RunningSlackApi, Workspace, start_slack_api
 from bot.slack.scopes import BOT_SCOPES
+from devkit.sandbox.slack_api import DEFAULT_TOKEN, RunningSlackApi, Workspace, start_slack_api
 from tests.integration import cli_ok, run_cli, signoff_env
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from agent_runtime import Actor, AgentInput, ApprovalStatus, Decision, RunId, RunStatus
 from agent_runtime.model_input import model_positions
-from bot.wiring import Services
+from bot.app.wiring import Services
 from tests.integration import cli_ok, run_cli
 from tests.integration.agent_helpers import (
     APPROVER,

@@ -24,9 +24,9 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, ty
 from mcp.shared.dispatcher import ProgressFnT
 
 from agent_runtime import Actor, Approval, ApprovalStatus, Decision, RunStatus
+from bot.app.settings import Settings
+from bot.app.wiring import Services, build_services
 from bot.mcp.session_run import SessionKey
-from bot.settings import Settings
-from bot.wiring import Services, build_services
 from tests.integration import (
     REPO_ROOT,
     cli_ok,

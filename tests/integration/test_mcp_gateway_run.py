@@ -18,12 +18,12 @@ from agent_runtime import (
     StepRecord,
     SystemClock,
 )
+from bot.app.settings import Settings
+from bot.app.wiring import build_services
 from bot.mcp.parking import DETACHED, WORKFLOW
 from bot.mcp.session_run import SessionKey, attach
 from bot.mcp.signoffs import CallRequest, SignOffs
-from bot.settings import Settings
 from bot.slack.notifier import ROOT_UPDATE, card_key, root_key
-from bot.wiring import build_services
 from store import SqlStore
 from store.models import outbox
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from bot.processes import stop_process
+from bot.app.processes import stop_process
 from store import build_engine
 from tests.integration import (
     WorkerProcess,

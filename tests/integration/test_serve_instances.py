@@ -31,9 +31,9 @@ from sqlalchemy import select
 
 from agent_runtime import Approval, ApprovalStatus, RunId, RunStatus, SystemClock
 from agent_runtime.records import Wait
-from bot.sandbox.slack_api import DEFAULT_TOKEN, Message
+from bot.app.wiring import Services, build_services
 from bot.slack.blocks import APPROVE, REJECT
-from bot.wiring import Services, build_services
+from devkit.sandbox.slack_api import DEFAULT_TOKEN, Message
 from store import models, open_store
 from store.wake import deliver
 from tests.integration import signoff_command, signoff_env

@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import select
 
 from agent_runtime import RunId, RunStatus
-from bot.sandbox.slack_api import DEFAULT_TOKEN
 from bot.slack.notifier import root_key
+from devkit.sandbox.slack_api import DEFAULT_TOKEN
 from store import models
 from tests.flows import CLAIM_FAULT_ENV, CLAIM_FAULT_FILE_ENV
 from tests.integration import cli_ok, expected_steps, lines

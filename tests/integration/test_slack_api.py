@@ -21,7 +21,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
-from bot.sandbox.slack_api import (
+from devkit.sandbox.slack_api import (
     RunningSlackApi,
     User,
     Workspace,

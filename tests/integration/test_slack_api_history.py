@@ -11,7 +11,7 @@ import pytest
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.sandbox.slack_api import RunningSlackApi, Workspace, start_slack_api
+from devkit.sandbox.slack_api import RunningSlackApi, Workspace, start_slack_api
 
 META = {"event_type": "signoff_notice", "event_payload": {"notice": "run:1:root"}}
 

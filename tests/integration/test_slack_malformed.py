@@ -13,7 +13,7 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from bot.request_hygiene import MAX_BODY_BYTES
+from bot.app.request_hygiene import MAX_BODY_BYTES
 from tests.integration.slack_harness import (
     FORM,
     HTTP_TIMEOUT_S,

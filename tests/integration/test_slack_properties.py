@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from agent_runtime import Approval, ApprovalStatus
 from agent_runtime.json_limits import strict_loads
-from bot.request_hygiene import MAX_BODY_BYTES
-from bot.sandbox.slack_api import View
+from bot.app.request_hygiene import MAX_BODY_BYTES
+from devkit.sandbox.slack_api import View
 from bot.slack.blocks import APPROVE, EDIT, FORK, HISTORY, REJECT, VIEW_ARGS
 from bot.slack.commands import parse
 from bot.slack.text import user as mention

@@ -14,8 +14,8 @@ import pytest
 
 from agent_runtime import ApprovalStatus
 from agent_runtime.approvals import args_hash
-from bot.sandbox.slack_api import View
 from bot.slack.blocks import APPROVE, EDIT
+from devkit.sandbox.slack_api import View
 from tests.integration.slack_harness import (
     APPROVER,
     SECOND_APPROVER,

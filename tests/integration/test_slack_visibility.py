@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlencode
 import pytest
 
 from agent_runtime import ApprovalStatus
-from bot.sandbox.slack_api import Message, View
 from bot.slack.blocks import APPROVE, EDIT, REJECT, VIEW_ARGS
+from devkit.sandbox.slack_api import Message, View
 from tests.integration.slack_harness import (
     APPROVER,
     OUTSIDER,

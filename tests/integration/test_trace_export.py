@@ -43,10 +43,10 @@ from agent_runtime import (
 )
 from agent_runtime.models import ScriptedModel, ToolCall, Usage
 from agent_runtime.models.scripted import text_reply, tool_reply
-from bot.cli import main
-from bot.settings import Settings
+from bot.app.settings import Settings
+from bot.app.wiring import Services, build_services
+from bot.cli.main import main
 from bot.tracing import RunJournal, run_spans, span_id_for, trace_id_for
-from bot.wiring import Services, build_services
 from tests.integration import run_cli, signoff_env
 from tests.integration.otlp_collector import OtlpCollector
 

@@ -22,11 +22,11 @@ import pytest
 from agent_runtime import Actor, Agent, AgentInput, Decision, RunId, RunStatus, StepRecord
 from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, ToolCall
 from agent_runtime.models.scripted import text_reply, tool_reply
-from bot.cli import main
-from bot.settings import Settings
+from bot.app.settings import Settings
+from bot.app.wiring import Services, build_services
+from bot.cli.main import main
 from bot.tracing import span_id_for
 from bot.tracing.stream import EXPORT_TIMEOUT, FLUSH_GRACE
-from bot.wiring import Services, build_services
 from tests.integration import (
     TEST_WORKFLOWS,
     WorkerProcess,
@@ -188,7 +188,7 @@ def test_spans_leave_while_the_worker_runs(tmp_path: Path) -> None:
 def test_a_collector_that_is_down_changes_nothing_for_the_run(tmp_path: Path) -> None:
     """A dead collector never slows or fails a run, and is logged once without secrets."""
     url = f"sqlite:///{tmp_path / 'signoff.db'}"
-    services = build_services(Settings(database_url=url))
+    services = build_services(Settings(database_url=url, demo=True))
     endpoint = f"http://trace:s3cret@127.0.0.1:{_closed_port()}/v1/traces?token=t0ken"
     try:
         run_id = services.runtime.start("demo.trivial", {"n": 20}).id

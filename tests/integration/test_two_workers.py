@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from agent_runtime import Run, RunId, RunStatus, Runtime
-from bot.wiring import load_workflows
+from bot.app.settings import Settings
+from bot.app.wiring import load_workflows
 from store import SqlStore
 from tests.integration import (
     TEST_WORKFLOWS,
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.postgres
 
 
 def _runtime(store: SqlStore) -> Runtime:
-    return Runtime(store, load_workflows((TEST_WORKFLOWS,)))
+    return Runtime(store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,))))
 
 
 def _all_finished(store: SqlStore, run_ids: list[RunId]) -> list[Run] | None:

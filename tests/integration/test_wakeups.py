@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import text
 
 from agent_runtime import RunId, RunStatus, Runtime, WorkerOptions
-from bot.wiring import load_workflows
+from bot.app.settings import Settings
+from bot.app.wiring import load_workflows
 from store import SqlStore
 from store.notify import WakeListener
 from tests.integration import (
@@ -55,7 +56,7 @@ def test_worker_alone_is_woken_by_a_started_and_a_resumed_run(
     pg_url: str, pg_store: SqlStore, tmp_path: Path
 ) -> None:
     """With a 30 s poll, ``signoff worker`` still runs a new and a resumed run within seconds."""
-    runtime = Runtime(pg_store, load_workflows((TEST_WORKFLOWS,)))
+    runtime = Runtime(pg_store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,))))
     env = signoff_env(pg_url, poll_interval=SLOW_POLL_S)
     since = datetime.now(UTC)
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
@@ -87,7 +88,7 @@ def test_worker_alone_is_woken_by_a_started_and_a_resumed_run(
 def test_sqlite_worker_is_woken_by_its_own_process(sqlite_store: SqlStore, tmp_path: Path) -> None:
     """On SQLite, a run started and resumed in the worker's process runs at once, not at the
     next (30 s) poll."""
-    runtime = Runtime(sqlite_store, load_workflows((TEST_WORKFLOWS,)))
+    runtime = Runtime(sqlite_store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,))))
     worker = runtime.worker(WorkerOptions(poll_interval=timedelta(seconds=SLOW_POLL_S)))
     thread = threading.Thread(target=worker.run, daemon=True)
     with WakeListener(sqlite_store.engine, worker.wake):
@@ -123,7 +124,7 @@ def test_a_killed_workers_run_is_taken_over_within_seconds(
     """With default settings, a run held by a SIGKILLed worker moves to a live worker well
     within the old 30 s lease, and each of its steps still runs once."""
     url, store = database
-    runtime = Runtime(store, load_workflows((TEST_WORKFLOWS,)))
+    runtime = Runtime(store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,))))
     out, gate, env = tmp_path / "out.txt", tmp_path / "gate", _default_env(url)
     run_id: RunId = runtime.start("test.held", {"path": str(out), "n": 3, "gate": str(gate)}).id
 

@@ -21,8 +21,8 @@ from agent_runtime import (
 )
 from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, ToolCall
 from agent_runtime.models.scripted import text_reply, tool_reply
-from bot.settings import Settings, SettingsError
-from bot.wiring import Services, build_services
+from bot.app.settings import Settings, SettingsError
+from bot.app.wiring import Services, build_services
 from tests.integration import run_cli, signoff_env
 
 DANA = Actor(user_id="U_DANA")

@@ -11,7 +11,7 @@ from agent_runtime.audit import GENESIS, AuditDraft, AuditEntry, chain
 from agent_runtime.audit_anchors import anchor_of
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.audit_report import examine
-from bot.settings import Settings, SettingsError
+from bot.app.settings import Settings, SettingsError
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SECRET = "a-secret-of-thirty-two-characters"

@@ -40,22 +40,9 @@ def mock() -> Iterator[responses.RequestsMock]:
 
 
 @pytest.fixture
-def sleeps() -> list[float]:
-    """Pauses the model asked for, recorded instead of slept."""
-    return []
-
-
-@pytest.fixture
-def model(sleeps: list[float]) -> AnthropicModel:
-    """A model with three attempts and a 1s..4s backoff that never really sleeps."""
-    options = HttpOptions(
-        base_url=BASE,
-        api_key=KEY,
-        max_attempts=3,
-        initial_backoff=timedelta(seconds=1),
-        max_backoff=timedelta(seconds=4),
-    )
-    return AnthropicModel(model="claude-test", options=options, sleep=sleeps.append)
+def model() -> AnthropicModel:
+    """A model on the mocked provider."""
+    return AnthropicModel(model="claude-test", options=HttpOptions(base_url=BASE, api_key=KEY))
 
 
 def _request() -> ModelRequest:
@@ -248,51 +235,36 @@ def test_tool_calls_without_text_send_no_empty_text_block(
     }
 
 
-def test_429_with_retry_after_is_retried(
-    mock: responses.RequestsMock, model: AnthropicModel, sleeps: list[float]
+def test_429_is_one_retryable_attempt_carrying_its_retry_after(
+    mock: responses.RequestsMock, model: AnthropicModel
 ) -> None:
-    """A rate limit waits the Retry-After seconds, then the retry succeeds."""
+    """A rate limit is one request, a retryable error asking for the retry-after pause."""
     mock.post(
         URL,
         status=429,
         headers={"retry-after": "2"},
         json=_error("rate_limit_error", "Number of request tokens has exceeded your rate"),
     )
-    mock.post(URL, json=_message([{"type": "text", "text": "ok"}]))
-    assert model.complete(_request()).message.content == "ok"
-    assert len(mock.calls) == 2
-    assert sleeps == [2.0]
+    with pytest.raises(ModelError) as info:
+        model.complete(_request())
+    assert len(mock.calls) == 1
+    assert info.value.retry_after == timedelta(seconds=2)
 
 
-def test_529_overloaded_is_retried_then_gives_up(
-    mock: responses.RequestsMock, model: AnthropicModel, sleeps: list[float]
+def test_529_overloaded_is_one_retryable_attempt(
+    mock: responses.RequestsMock, model: AnthropicModel
 ) -> None:
-    """Overload is transient: retried with backoff, finally a retryable error."""
+    """Overload is transient: one request, a retryable error for the step's policy."""
     mock.post(URL, status=529, json=_error("overloaded_error", "Overloaded"))
     with pytest.raises(ModelError) as info:
         model.complete(_request())
-    assert len(mock.calls) == 3
-    assert sleeps == [1.0, 2.0]
+    assert len(mock.calls) == 1
     assert info.value.status == 529
     assert info.value.retryable is True
     assert "overloaded_error: Overloaded" in str(info.value)
 
 
-def test_500_is_retried_then_gives_up_retryable(
-    mock: responses.RequestsMock, model: AnthropicModel
-) -> None:
-    """An internal error is retried and ends as a retryable ModelError."""
-    mock.post(URL, status=500, json=_error("api_error", "Internal server error"))
-    with pytest.raises(ModelError, match="gave up after 3 attempts") as info:
-        model.complete(_request())
-    assert len(mock.calls) == 3
-    assert info.value.status == 500
-    assert info.value.retryable is True
-
-
-def test_400_is_not_retried(
-    mock: responses.RequestsMock, model: AnthropicModel, sleeps: list[float]
-) -> None:
+def test_400_is_not_retried(mock: responses.RequestsMock, model: AnthropicModel) -> None:
     """A bad request fails at once with the provider's message and without the key."""
     mock.post(
         URL,
@@ -303,7 +275,6 @@ def test_400_is_not_retried(
         model.complete(_request())
     message = str(info.value)
     assert len(mock.calls) == 1
-    assert sleeps == []
     assert info.value.status == 400
     assert info.value.retryable is False
     assert message == (

@@ -41,22 +41,9 @@ def mock() -> Iterator[responses.RequestsMock]:
 
 
 @pytest.fixture
-def sleeps() -> list[float]:
-    """Pauses the model asked for, recorded instead of slept."""
-    return []
-
-
-@pytest.fixture
-def model(sleeps: list[float]) -> OpenAIChatModel:
-    """A model with three attempts and a 1s..4s backoff that never really sleeps."""
-    options = HttpOptions(
-        base_url=BASE,
-        api_key=KEY,
-        max_attempts=3,
-        initial_backoff=timedelta(seconds=1),
-        max_backoff=timedelta(seconds=4),
-    )
-    return OpenAIChatModel(model="gpt-test", options=options, sleep=sleeps.append)
+def model() -> OpenAIChatModel:
+    """A model on the mocked provider."""
+    return OpenAIChatModel(model="gpt-test", options=HttpOptions(base_url=BASE, api_key=KEY))
 
 
 def _request() -> ModelRequest:
@@ -220,54 +207,39 @@ def test_no_tools_and_no_key(mock: responses.RequestsMock) -> None:
     assert "Authorization" not in mock.calls[0].request.headers
 
 
-def test_429_with_retry_after_is_retried(
-    mock: responses.RequestsMock, model: OpenAIChatModel, sleeps: list[float]
+def test_429_is_one_retryable_attempt_carrying_its_retry_after(
+    mock: responses.RequestsMock, model: OpenAIChatModel
 ) -> None:
-    """A rate limit waits the Retry-After seconds, then the retry succeeds."""
+    """A rate limit is one request, a retryable error asking for the Retry-After pause."""
     mock.post(
         URL, status=429, headers={"Retry-After": "3"}, json=_error("Rate limit reached", "requests")
     )
-    mock.post(URL, json=_completion({"content": "ok"}))
-    assert model.complete(_request()).message.content == "ok"
-    assert len(mock.calls) == 2
-    assert sleeps == [3.0]
+    with pytest.raises(ModelError) as info:
+        model.complete(_request())
+    assert len(mock.calls) == 1
+    assert info.value.retryable is True
+    assert info.value.retry_after == timedelta(seconds=3)
 
 
-def test_retry_after_is_capped(
-    mock: responses.RequestsMock, model: OpenAIChatModel, sleeps: list[float]
-) -> None:
-    """A Retry-After beyond max_backoff waits max_backoff."""
-    mock.post(URL, status=503, headers={"Retry-After": "600"}, json=_error("busy", "server"))
-    mock.post(URL, json=_completion({"content": "ok"}))
-    model.complete(_request())
-    assert sleeps == [4.0]
-
-
-def test_500_is_retried_then_gives_up_retryable(
-    mock: responses.RequestsMock, model: OpenAIChatModel, sleeps: list[float]
-) -> None:
-    """Server errors are retried with exponential backoff, then fail as retryable."""
+def test_500_is_one_retryable_attempt(mock: responses.RequestsMock, model: OpenAIChatModel) -> None:
+    """A server error is one request and a retryable error; the step's policy retries."""
     mock.post(URL, status=500, json=_error("The server had an error", "server_error"))
     with pytest.raises(ModelError) as info:
         model.complete(_request())
-    assert len(mock.calls) == 3
-    assert sleeps == [1.0, 2.0]
+    assert len(mock.calls) == 1
     assert info.value.status == 500
     assert info.value.retryable is True
+    assert info.value.retry_after is None
     assert "The server had an error" in str(info.value)
-    assert "gave up after 3 attempts" in str(info.value)
 
 
-def test_400_is_not_retried(
-    mock: responses.RequestsMock, model: OpenAIChatModel, sleeps: list[float]
-) -> None:
+def test_400_is_not_retried(mock: responses.RequestsMock, model: OpenAIChatModel) -> None:
     """A bad request fails at once, naming the provider's message but never the key."""
     mock.post(URL, status=400, json=_error(f"Invalid 'messages[1].content': bad value (key {KEY})"))
     with pytest.raises(ModelError) as info:
         model.complete(_request())
     message = str(info.value)
     assert len(mock.calls) == 1
-    assert sleeps == []
     assert info.value.status == 400
     assert info.value.retryable is False
     assert "invalid_request_error: Invalid 'messages[1].content': bad value" in message
@@ -287,26 +259,16 @@ def test_401_message_never_contains_the_key(
     assert info.value.retryable is False
 
 
-def test_connection_error_is_retried(
-    mock: responses.RequestsMock, model: OpenAIChatModel, sleeps: list[float]
-) -> None:
-    """A refused connection is retried like a server error."""
-    mock.post(URL, body=requests.ConnectionError("connection refused"))
-    mock.post(URL, json=_completion({"content": "ok"}))
-    assert model.complete(_request()).message.content == "ok"
-    assert sleeps == [1.0]
-
-
 def test_connection_errors_give_up_retryable(
     mock: responses.RequestsMock, model: OpenAIChatModel
 ) -> None:
-    """Connection failures on every attempt end as a retryable error without a status."""
+    """A refused connection is one retryable error without a status."""
     mock.post(URL, body=requests.ConnectionError("connection refused"))
     with pytest.raises(ModelError, match="ConnectionError") as info:
         model.complete(_request())
     assert info.value.status is None
     assert info.value.retryable is True
-    assert len(mock.calls) == 3
+    assert len(mock.calls) == 1
 
 
 def test_malformed_tool_arguments_are_kept_raw(

@@ -13,10 +13,10 @@ from agent_runtime import RunId, RunStatus, StepKind
 from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.observers import combined
 from agent_runtime.records import Run, StepRecord
-from bot.health import Health
-from bot.logs import MASK, formatter
-from bot.loops import Loops
-from bot.settings import Settings, SettingsError
+from bot.app.settings import Settings, SettingsError
+from bot.ops.health import Health
+from bot.ops.logs import MASK, formatter
+from bot.ops.loops import Loops
 
 SECRET = 'xoxb-se"cret\\value'
 

@@ -19,7 +19,7 @@ from agent_runtime.approvals import (
 )
 from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.rules import RuleAction, RuleContext, Rules
-from bot.settings import Settings, SettingsError
+from bot.app.settings import Settings, SettingsError
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SUPPORT = RuleContext(requester="U_SAM", groups={"support": ("U_SAM",)})

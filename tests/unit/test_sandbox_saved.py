@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.sandbox.saved import keep_saved, load_workspace
+from devkit.sandbox.saved import keep_saved, load_workspace
 
 
 def test_a_loaded_workspace_has_the_saved_messages_edits_ephemerals_and_dms(

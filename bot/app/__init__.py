@@ -1,0 +1,1 @@
+"""The running product: settings, the composition root, the servers of ``signoff serve``."""

@@ -1,0 +1,266 @@
+"""``signoff serve``: the Slack app over HTTP (or Socket Mode), workers, scheduler, dispatcher."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from slack_bolt import App
+from slack_sdk import WebClient
+
+from agent_runtime import SystemClock, Worker
+from agent_runtime.worker import default_owner
+from bot.api.http import api_app
+from bot.api.service import ApiApprovals
+from bot.api.webhook_sender import SenderOptions, WebhookSender
+from bot.app.anchor_file import anchor_if_changed
+from bot.app.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
+from bot.app.scheduler import Job, build_scheduler
+from bot.app.settings import Settings, SettingsError
+from bot.app.wiring import Services, worker_options
+from bot.ops.http import Ops, ops_app, ops_port
+from bot.ops.metrics import Metrics
+from bot.ops.supervision import Supervision, drain_deadline, supervised_services
+from bot.slack.app import SlackDeps, build_app
+from bot.slack.channel_refusals import ChannelRefusals
+from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
+from bot.slack.form_request import SlackWsgiHandler
+from store.api_store import SqlApiStore
+from store.notify import WakeListener
+from store.replay_guard import SqlReplayGuard
+
+logger = logging.getLogger(__name__)
+
+DISPATCH_EVERY = timedelta(milliseconds=300)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parts:
+    """Which parts ``serve`` runs in this process."""
+
+    http: bool = True
+    worker: bool = True
+    scheduler: bool = True
+    socket_mode: bool = False
+    concurrency: int = 4
+    metrics_port: int | None = None
+    """Where to answer ``/healthz``, ``/readyz`` and ``/metrics`` without the HTTP front."""
+
+
+def web_client(settings: Settings) -> WebClient:
+    """The Slack Web API client, pointed at ``SIGNOFF_SLACK_API_URL``."""
+    return WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
+
+
+def slack_app(services: Services, client: WebClient) -> App:
+    """The Bolt app over the services."""
+    if not services.settings.slack_signing_secret:
+        raise SettingsError("SLACK_SIGNING_SECRET is not set: Slack requests cannot be verified")
+    deps = SlackDeps(
+        runtime=services.runtime,
+        approvals=services.approvals,
+        agents=services.agents,
+        outbox=services.outbox,
+        clock=SystemClock(),
+        replays=SqlReplayGuard(services.store.engine),
+    )
+    return build_app(deps, client, services.settings.slack_signing_secret)
+
+
+def wsgi(app: App, ops: Ops | None = None, api: ApiApprovals | None = None) -> WSGIApp:
+    """A WSGI application: Slack at ``/slack/events``; with ``ops``, also ``/healthz``,
+    ``/readyz`` and ``/metrics``; with ``api``, the approvals API at ``/v1/``."""
+    handler = guarded(SlackWsgiHandler(app))
+
+    def slack_only(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("PATH_INFO", "") == "/slack/events":
+            return handler(environ, start_response)
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found\n"]
+
+    front = slack_only if api is None else api_app(api, fallback=slack_only)
+    return front if ops is None else ops_app(ops, fallback=front)
+
+
+def api_approvals(services: Services) -> ApiApprovals:
+    """The approvals API's service over the process's services."""
+    return ApiApprovals(services, SqlApiStore(services.store.engine))
+
+
+def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = None) -> Dispatcher:
+    """The outbox dispatcher of this process (counting Slack's refusals in ``metrics``)."""
+    settings = services.settings
+    options = DispatchOptions(
+        claim_for=settings.outbox_claim,
+        backoff_cap=settings.outbox_backoff_cap,
+        pace=Pace(every=settings.slack_post_interval, burst=settings.slack_post_burst),
+        on_refused=None if metrics is None else metrics.slack_refused,
+    )
+    refusals = ChannelRefusals(services.runtime, services.approvals)
+    return Dispatcher(
+        services.outbox,
+        client,
+        services.approvals,
+        SystemClock(),
+        owner=default_owner(),
+        options=options,
+        channel_refused=refusals.refused,
+        runs=services.store,
+    )
+
+
+def webhook_sender(services: Services) -> WebhookSender:
+    """The webhook sender of this process."""
+    settings = services.settings
+    return WebhookSender(
+        services.outbox,
+        SqlApiStore(services.store.engine),
+        SystemClock(),
+        owner=default_owner(),
+        options=SenderOptions(
+            claim_for=settings.outbox_claim, backoff_cap=settings.outbox_backoff_cap
+        ),
+    )
+
+
+def serve(settings: Settings, parts: Parts) -> int:
+    """Run the chosen parts until SIGTERM or Ctrl-C, then drain: stop taking Slack requests
+    and claiming runs, let each step in flight finish and its run be released, let the
+    outbox round in flight finish; all within ``SIGNOFF_DRAIN_SECONDS``."""
+    services, supervision = supervised_services(settings)
+    client = web_client(settings)
+    worker = services.runtime.worker(worker_options(settings, concurrency=parts.concurrency))
+    threads = (
+        [threading.Thread(target=worker.run, name="signoff-worker", daemon=True)]
+        if parts.worker
+        else []
+    )
+    if parts.worker:
+        supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
+    scheduler = (
+        build_scheduler(_jobs(services, client, worker, supervision.metrics), supervision.loops)
+        if parts.scheduler
+        else None
+    )
+    listener = WakeListener(services.store.engine, worker.wake) if parts.worker else None
+    for thread in threads:
+        thread.start()
+    if scheduler is not None:
+        scheduler.start()
+    if listener is not None:
+        listener.start()
+    supervision.watchdog.start()
+    try:
+        _front(services, client, settings, parts, supervision.ops)
+    finally:
+        _drain(services, supervision, worker, threads, scheduler, listener)
+    return 0
+
+
+def _drain(
+    services: Services,
+    supervision: Supervision,
+    worker: Worker,
+    threads: list[threading.Thread],
+    scheduler: BackgroundScheduler | None,
+    listener: WakeListener | None,
+) -> None:
+    deadline = drain_deadline(services.settings.drain_timeout)
+    logger.info("draining", extra={"action": "drain"})
+    supervision.watchdog.stop()
+    worker.stop()
+    if scheduler is not None:
+        scheduler.shutdown(wait=True)  # the outbox round in flight finishes
+    if listener is not None:
+        listener.stop()
+    for thread in threads:
+        thread.join()
+    services.shutdown()
+    deadline.cancel()
+    logger.info("drained", extra={"action": "drain"})
+
+
+def _jobs(services: Services, client: WebClient, worker: Worker, metrics: Metrics) -> list[Job]:
+    poll = services.settings.poll_interval
+    return [
+        # one batch a round, so that a long backlog still shows the loop going round
+        Job("dispatch", dispatcher(services, client, metrics).dispatch_once, DISPATCH_EVERY),
+        Job("webhooks", webhook_sender(services).send_once, DISPATCH_EVERY),
+        Job("approvals", services.approvals.sweep, poll),
+        Job("wake", worker.wake, poll),
+        *_anchor_job(services),
+    ]
+
+
+def _anchor_job(services: Services) -> list[Job]:
+    """Anchor the audit log's head in ``SIGNOFF_AUDIT_ANCHOR_FILE``, if set, when it changed."""
+    path, store, clock = (
+        services.settings.audit_anchor_file,
+        services.approvals.store,
+        SystemClock(),
+    )
+    if not path:
+        return []
+    return [
+        Job(
+            "audit-anchor",
+            lambda: anchor_if_changed(store, path, clock.now()),
+            services.settings.audit_anchor_interval,
+        )
+    ]
+
+
+def _front(
+    services: Services, client: WebClient, settings: Settings, parts: Parts, ops: Ops
+) -> None:
+    if parts.socket_mode:
+        with ops_port(ops, parts.metrics_port):
+            _socket_mode(slack_app(services, client), settings)
+    elif parts.http:
+        _http(wsgi(slack_app(services, client), ops, api_approvals(services)), settings.port)
+    else:
+        with ops_port(ops, parts.metrics_port):
+            _wait_forever()
+
+
+def _http(application: WSGIApp, port: int) -> None:
+    from waitress.server import create_server
+
+    try:
+        server = create_server(
+            application,
+            host="0.0.0.0",  # noqa: S104
+            port=port,
+            threads=8,
+            max_request_body_size=MAX_BODY_BYTES,
+        )
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise SettingsError(f"port {port} is already in use (set SIGNOFF_PORT)") from None
+        raise
+    logger.info("listening", extra={"action": f"http://0.0.0.0:{port}/slack/events"})
+    try:
+        server.run()
+    finally:
+        server.close()
+
+
+def _socket_mode(app: App, settings: Settings) -> None:
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    if not settings.slack_app_token:
+        raise SettingsError("Socket Mode needs SLACK_APP_TOKEN (an xapp- token)")
+    SocketModeHandler(app, settings.slack_app_token).start()  # type: ignore[no-untyped-call]
+
+
+def _wait_forever() -> None:
+    """Keep the main thread (the one SIGTERM interrupts) until the process is stopped."""
+    while True:
+        time.sleep(3600)

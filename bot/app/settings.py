@@ -1,0 +1,392 @@
+"""Settings from the environment. The only module that reads ``os.environ``.
+
+Each ``Settings`` field comes from one variable (``database_url`` from
+``SIGNOFF_DATABASE_URL``, ``port`` from ``SIGNOFF_PORT``, …); fields whose meaning is not
+plain from the name say so where they are declared.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from agent_runtime.audit_keys import AuditKey, AuditKeys
+from agent_runtime.exceptions import InvalidConfiguration
+from agent_runtime.rules import Rules
+from store.engine import DEFAULT_URL
+
+DEMO_APPROVERS = ("U_APPROVER",)
+"""Who approves when ``SIGNOFF_DEMO=1`` and ``SIGNOFF_APPROVERS`` is not set: the sandbox's
+approver. Outside the demo there is no default approver."""
+DEMO_AGENT = "devkit.demo.agent:agent_from_settings"
+DEMO_WORKFLOWS = "devkit.demo.workflows:demo_workflows"
+"""What ``SIGNOFF_DEMO=1`` loads beside the operator's own agent and workflows: the demo
+agent and the ``demo.*`` workflows, from the dev tools (the product never imports them
+otherwise)."""
+
+TRACES_PATH = "/v1/traces"
+"""Where an OTLP/HTTP collector takes traces."""
+
+
+class SettingsError(InvalidConfiguration, ValueError):
+    """An environment variable holds a value Signoff cannot use."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Everything configurable from the environment."""
+
+    database_url: str = DEFAULT_URL
+    workflow_modules: tuple[str, ...] = ()
+    lease_ttl: timedelta = timedelta(seconds=3)
+    poll_interval: timedelta = timedelta(seconds=1)
+    agent: str | None = None
+    demo: bool = False
+    """``SIGNOFF_DEMO=1``: also load the demo agent and the ``demo.*`` workflows, and let
+    ``U_APPROVER`` approve unless ``SIGNOFF_APPROVERS`` names approvers (``signoff dev`` sets
+    it; production leaves it unset)."""
+    approvers: tuple[str, ...] = ()
+    approver_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    approvals_required: int = 1
+    """``SIGNOFF_APPROVALS_REQUIRED``: how many of the approvers must sign each of the demo
+    agent's actions off (a quorum; one rejection rejects)."""
+    demo_provider_url: str = "http://127.0.0.1:8765"
+    demo_provider_port: int = 8765
+    demo_ledger_path: str = "signoff-demo-ledger.db"
+    model_provider: str = "scripted"
+    model_name: str = ""
+    model_base_url: str = ""
+    model_api_key: str = field(default="", repr=False)
+    provider_keys: dict[str, str] = field(default_factory=dict, repr=False)
+    """``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY``, by provider: the keys of models named by
+    a spec (``openai:gpt-4o-mini``) in an agent, a fork or an eval."""
+    slack_bot_token: str = field(default="", repr=False)
+    slack_signing_secret: str = field(default="", repr=False)
+    slack_app_token: str = field(default="", repr=False)
+    slack_api_url: str = "https://slack.com/api/"
+    port: int = 8080
+    outbox_claim: timedelta = timedelta(seconds=60)
+    """``SIGNOFF_OUTBOX_CLAIM_SECONDS``: how long a dispatcher holds a notice it is sending;
+    Slack calls time out at a quarter of it, so no other dispatcher can take a notice whose
+    call is still in flight."""
+    outbox_backoff_cap: timedelta = timedelta(minutes=5)
+    """``SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS``: the longest wait between two attempts to
+    deliver a notice while Slack fails (429s wait for their ``Retry-After`` instead)."""
+    slack_post_interval: timedelta = timedelta(seconds=1)
+    """``SIGNOFF_SLACK_POST_INTERVAL_SECONDS``: each process posts to one channel at most once
+    per this interval on average (Slack's limit is about one a second per channel)."""
+    slack_post_burst: int = 3
+    """``SIGNOFF_SLACK_POST_BURST``: how many posts to one channel may go at once before the
+    interval applies."""
+    otlp_endpoint: str = field(default="", repr=False)
+    """``SIGNOFF_OTLP_ENDPOINT``: an OTLP/HTTP traces URL such as
+    ``http://127.0.0.1:4318/v1/traces`` (a URL without a path gets ``/v1/traces``). When set,
+    every process that executes runs (``signoff worker``, ``signoff serve``, the worker of
+    ``signoff dev``) sends each journal entry as a span once it is committed, and the run's
+    span once the run ends (as do ``signoff cancel`` and the Slack app for a run no worker
+    holds): the spans ``signoff trace`` gives for the run. Sending happens in the background
+    and never holds up or fails a run; spans the endpoint does not take are logged once per
+    outage and dropped. Empty (the default): nothing is sent."""
+    audit_keys: AuditKeys | None = field(default=None, repr=False)
+    """``SIGNOFF_AUDIT_KEYS`` (``kid:secret`` pairs separated by commas or spaces) or
+    ``SIGNOFF_AUDIT_KEYS_FILE`` (a file with one pair a line, ``#`` comments; a mounted
+    secret, say): the first key signs every new audit entry, every key listed verifies.
+    Secrets are at least 16 bytes; key ids 1-32 of ``A-Za-z0-9_.-``. Unset: entries are
+    only hash-chained, which someone with write access to the database can recompute."""
+    api_policies: str = ""
+    """``SIGNOFF_API_POLICIES``: a policy file (the MCP gateway's format) whose default
+    rule applies to every approvals API request and whose ``tools`` are the named policies
+    a request may ask for by name. Empty: the default policy only."""
+    audit_anchor_file: str = ""
+    """``SIGNOFF_AUDIT_ANCHOR_FILE``: ``signoff serve`` appends the audit log's head to this
+    append-only file (one JSON line) whenever it changed, every
+    ``SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS`` (default 60). Empty: no anchoring."""
+    audit_anchor_interval: timedelta = timedelta(seconds=60)
+    log_format: str = "text"
+    """``SIGNOFF_LOG_FORMAT``: ``text`` (one readable line per record) or ``json`` (one JSON
+    object per line: timestamp, level, logger, message and the record's structured fields).
+    Either way the tokens, the signing secret, the API key and the audit keys are masked."""
+    loop_stall: timedelta = timedelta(seconds=60)
+    """``SIGNOFF_LOOP_STALL_SECONDS``: a background loop (worker, dispatcher, scheduler job)
+    silent for its interval plus this long makes ``/readyz`` answer 503."""
+    loop_exit: timedelta = timedelta(seconds=180)
+    """``SIGNOFF_LOOP_EXIT_SECONDS``: a loop silent for its interval plus this long ends the
+    process with exit status 3, for its orchestrator to restart it (at least the stall)."""
+    drain_timeout: timedelta = timedelta(seconds=25)
+    """``SIGNOFF_DRAIN_SECONDS``: after SIGTERM, how long ``signoff serve`` and ``signoff
+    worker`` wait for the steps and the outbox batch in flight before exiting anyway (keep it
+    under the orchestrator's grace period, 30 s by default on Kubernetes)."""
+    rules: Rules = field(default_factory=Rules)
+    """``SIGNOFF_RULES_FILE``: a YAML or JSON file of approval rules (``rules:`` a list of
+    ``{id, tool, action, mode, reason, when, limits}``; see ``agent_runtime.rules``) that
+    approve or deny some calls without a person, or only record what they would do
+    (``mode: shadow``). Unset: every approval waits for people."""
+
+    def secrets(self) -> tuple[str, ...]:
+        """Return every secret value set (never to be logged)."""
+        keys = self.audit_keys.keys if self.audit_keys is not None else ()
+        found = (
+            self.slack_bot_token,
+            self.slack_signing_secret,
+            self.slack_app_token,
+            self.model_api_key,
+            *self.provider_keys.values(),
+            urlsplit(self.database_url).password or "",
+            *(key.secret.decode(errors="replace") for key in keys),
+        )
+        return tuple(secret for secret in found if secret)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read ``SIGNOFF_*`` variables (from ``os.environ`` unless given)."""
+        env = os.environ if environ is None else environ
+        demo = _flag(env, "SIGNOFF_DEMO")
+        approvers = _split(env.get("SIGNOFF_APPROVERS", "")) or (DEMO_APPROVERS if demo else ())
+        return cls(
+            database_url=env.get("SIGNOFF_DATABASE_URL") or DEFAULT_URL,
+            workflow_modules=_split(env.get("SIGNOFF_WORKFLOWS", "")),
+            lease_ttl=_seconds(env, "SIGNOFF_LEASE_TTL_SECONDS", 3.0),
+            poll_interval=_seconds(env, "SIGNOFF_POLL_INTERVAL_SECONDS", 1.0),
+            agent=env.get("SIGNOFF_AGENT") or None,
+            demo=demo,
+            approvers=approvers,
+            approver_groups=_groups(env.get("SIGNOFF_APPROVER_GROUPS", "")),
+            approvals_required=_quorum(env, approvers),
+            demo_provider_url=env.get("SIGNOFF_DEMO_PROVIDER_URL") or "http://127.0.0.1:8765",
+            demo_provider_port=_port(env, "SIGNOFF_DEMO_PROVIDER_PORT", 8765),
+            demo_ledger_path=env.get("SIGNOFF_DEMO_LEDGER_PATH") or "signoff-demo-ledger.db",
+            otlp_endpoint=_traces_endpoint(env, "SIGNOFF_OTLP_ENDPOINT"),
+            audit_keys=_audit_keys(env),
+            audit_anchor_file=env.get("SIGNOFF_AUDIT_ANCHOR_FILE", ""),
+            api_policies=env.get("SIGNOFF_API_POLICIES", ""),
+            audit_anchor_interval=_seconds(env, "SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS", 60.0),
+            outbox_claim=_seconds(env, "SIGNOFF_OUTBOX_CLAIM_SECONDS", 60.0),
+            outbox_backoff_cap=_seconds(env, "SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS", 300.0),
+            slack_post_interval=_seconds(env, "SIGNOFF_SLACK_POST_INTERVAL_SECONDS", 1.0),
+            slack_post_burst=_count(env, "SIGNOFF_SLACK_POST_BURST", 3),
+            log_format=_log_format(env),
+            rules=_rules(env),
+            **_supervision(env),
+            **_model(env),
+            **_slack(env),
+        )
+
+
+def read_rules_file(path: str, name: str = "SIGNOFF_RULES_FILE") -> Rules:
+    """Read approval rules from a YAML or JSON file, raising SettingsError naming the fault."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            data = yaml.safe_load(file)  # JSON is YAML too
+    except OSError as exc:
+        raise SettingsError(f"{name}: cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"{name}: {path} is not valid YAML or JSON: {exc}") from None
+    try:
+        return Rules.parse(data, f"{name} {path}")
+    except InvalidConfiguration as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def _rules(env: Mapping[str, str]) -> Rules:
+    path = env.get("SIGNOFF_RULES_FILE", "").strip()
+    return read_rules_file(path) if path else Rules()
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "0").strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off", ""):
+        return False
+    raise SettingsError(f"{name} must be 1 or 0 (true or false), not {raw!r}")
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _groups(value: str) -> dict[str, tuple[str, ...]]:
+    """Parse ``finance:U1,U2;legal:U3`` into group members."""
+    groups: dict[str, tuple[str, ...]] = {}
+    for part in value.split(";"):
+        if not part.strip():
+            continue
+        name, sep, members = part.partition(":")
+        if not sep or not name.strip():
+            raise SettingsError(
+                f"SIGNOFF_APPROVER_GROUPS: expected 'group:U1,U2;other:U3', not {part!r}"
+            )
+        groups[name.strip()] = _split(members)
+    return groups
+
+
+def _audit_keys(env: Mapping[str, str]) -> AuditKeys | None:
+    """Read the audit keys; no error message ever holds a secret."""
+    text, path = env.get("SIGNOFF_AUDIT_KEYS", ""), env.get("SIGNOFF_AUDIT_KEYS_FILE", "")
+    if text.strip() and path:
+        raise SettingsError("set SIGNOFF_AUDIT_KEYS or SIGNOFF_AUDIT_KEYS_FILE, not both")
+    if path:
+        return parse_audit_keys(
+            _read_secret_file("SIGNOFF_AUDIT_KEYS_FILE", path), "SIGNOFF_AUDIT_KEYS_FILE"
+        )
+    return parse_audit_keys(text, "SIGNOFF_AUDIT_KEYS") if text.strip() else None
+
+
+def parse_audit_keys(text: str, source: str) -> AuditKeys:
+    """Parse ``kid:secret`` pairs (separated by commas, spaces or lines; ``#`` comments)."""
+    pairs = re.split(r"[\s,]+", re.sub(r"(?m)(^|\s)#.*$", " ", text).strip())
+    keys = []
+    for number, pair in enumerate(filter(None, pairs), start=1):
+        kid, sep, secret = pair.partition(":")
+        if not sep or not secret:
+            raise SettingsError(f"{source}: key {number} is not of the form kid:secret")
+        try:
+            keys.append(AuditKey(kid, secret.encode()))
+        except InvalidConfiguration as exc:
+            raise SettingsError(f"{source}: {exc}") from None
+    if not keys:
+        raise SettingsError(f"{source}: no kid:secret pair")
+    try:
+        return AuditKeys(tuple(keys))
+    except InvalidConfiguration as exc:
+        raise SettingsError(f"{source}: {exc}") from None
+
+
+def _read_secret_file(name: str, path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise SettingsError(f"{name}: cannot read {path}: {reason}") from None
+
+
+def _model(env: Mapping[str, str]) -> dict[str, Any]:
+    provider = (env.get("SIGNOFF_MODEL_PROVIDER") or "scripted").lower()
+    if provider not in ("scripted", "openai", "anthropic"):
+        raise SettingsError("SIGNOFF_MODEL_PROVIDER must be scripted, openai or anthropic")
+    fallback_key = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider, "")
+    return {
+        "model_provider": provider,
+        "model_name": env.get("SIGNOFF_MODEL", ""),
+        "model_base_url": env.get("SIGNOFF_MODEL_BASE_URL", ""),
+        "model_api_key": env.get("SIGNOFF_MODEL_API_KEY") or env.get(fallback_key, ""),
+        "provider_keys": {
+            name: key
+            for name, key in (
+                ("openai", env.get("OPENAI_API_KEY", "")),
+                ("anthropic", env.get("ANTHROPIC_API_KEY", "")),
+            )
+            if key
+        },
+    }
+
+
+def _slack(env: Mapping[str, str]) -> dict[str, Any]:
+    if env.get("SLACK_CLIENT_ID") and env.get("SLACK_CLIENT_SECRET"):
+        raise SettingsError(
+            "SLACK_CLIENT_ID and SLACK_CLIENT_SECRET are set: Bolt would silently switch to "
+            "multi-workspace OAuth mode. Signoff runs in one workspace; unset them."
+        )
+    api_url = env.get("SIGNOFF_SLACK_API_URL") or "https://slack.com/api/"
+    return {
+        "slack_bot_token": env.get("SLACK_BOT_TOKEN", ""),
+        "slack_signing_secret": env.get("SLACK_SIGNING_SECRET", ""),
+        "slack_app_token": env.get("SLACK_APP_TOKEN", ""),
+        "slack_api_url": api_url if api_url.endswith("/") else api_url + "/",
+        "port": _port(env, "SIGNOFF_PORT", 8080),
+    }
+
+
+def traces_url(text: str) -> str:
+    """Return an OTLP/HTTP traces URL: http(s) with a host; no path gets ``/v1/traces``.
+
+    Raises ``SettingsError`` for anything else.
+    """
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(
+            f"expected an http(s) URL such as http://127.0.0.1:4318{TRACES_PATH}, not {text!r}"
+        )
+    if parts.path in ("", "/"):
+        return parts._replace(path=TRACES_PATH).geturl()
+    return text
+
+
+def _traces_endpoint(env: Mapping[str, str], name: str) -> str:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return ""
+    try:
+        return traces_url(raw)
+    except SettingsError:
+        raise SettingsError(
+            f"{name} must be an OTLP/HTTP traces URL such as http://127.0.0.1:4318{TRACES_PATH}"
+        ) from None
+
+
+def _log_format(env: Mapping[str, str]) -> str:
+    value = (env.get("SIGNOFF_LOG_FORMAT") or "text").lower()
+    if value not in ("text", "json"):
+        raise SettingsError(f"SIGNOFF_LOG_FORMAT must be text or json, not {value!r}")
+    return value
+
+
+def _supervision(env: Mapping[str, str]) -> dict[str, Any]:
+    stall = _seconds(env, "SIGNOFF_LOOP_STALL_SECONDS", 60.0)
+    exit_after = _seconds(env, "SIGNOFF_LOOP_EXIT_SECONDS", max(180.0, stall.total_seconds()))
+    if exit_after < stall:
+        raise SettingsError("SIGNOFF_LOOP_EXIT_SECONDS must be at least SIGNOFF_LOOP_STALL_SECONDS")
+    return {
+        "loop_stall": stall,
+        "loop_exit": exit_after,
+        "drain_timeout": _seconds(env, "SIGNOFF_DRAIN_SECONDS", 25.0),
+    }
+
+
+def _quorum(env: Mapping[str, str], approvers: tuple[str, ...]) -> int:
+    raw = env.get("SIGNOFF_APPROVALS_REQUIRED") or "1"
+    if not raw.isdigit() or not 1 <= int(raw) <= max(len(approvers), 1):
+        raise SettingsError(
+            "SIGNOFF_APPROVALS_REQUIRED must be a whole number from 1 to the "
+            f"number of SIGNOFF_APPROVERS ({len(approvers)}), not {raw!r}"
+        )
+    return int(raw)
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise SettingsError(f"{name} must be a TCP port number, not {raw!r}")
+    return int(raw)
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise SettingsError(f"{name} must be a whole number of at least 1, not {raw!r}")
+    return int(raw)
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:
+    raw = env.get(name)
+    if not raw:
+        return timedelta(seconds=default)
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if seconds <= 0:
+        raise SettingsError(f"{name} must be positive, not {raw!r}")
+    return timedelta(seconds=seconds)

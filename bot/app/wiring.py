@@ -1,0 +1,206 @@
+"""The composition root: builds the store, the agents, the approvals service and the runtime."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from dataclasses import dataclass
+
+from agent_runtime import (
+    Agent,
+    Agents,
+    Approvals,
+    Runtime,
+    SystemClock,
+    WorkerOptions,
+    Workflows,
+)
+from agent_runtime.agent_loop import ModelResolver
+from agent_runtime.deployment import Deployment
+from agent_runtime.models import Model
+from agent_runtime.observers import StepObserver, combined
+from bot.api.tools import WORKFLOW as API_WORKFLOW
+from bot.api.tools import ApiTools
+from bot.api.webhook_notices import WebhookNotifier
+from bot.app.models import model_from_spec
+from bot.app.settings import DEMO_AGENT, DEMO_WORKFLOWS, Settings, SettingsError
+from bot.mcp import parking
+from bot.slack.notifier import SlackNotifier
+from bot.tracing.stream import SpanStreamer
+from store import SqlStore, open_store
+from store.api_store import SqlApiStore
+from store.approval_store import SqlApprovalStore
+from store.outbox import SqlOutbox
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Everything a command or a server needs, built once per process."""
+
+    settings: Settings
+    store: SqlStore
+    runtime: Runtime
+    approvals: Approvals
+    agents: Agents
+    outbox: SqlOutbox
+    models: ModelResolver
+    trace_stream: SpanStreamer | None = None
+
+    def shutdown(self) -> None:
+        """Stop the trace stream, if there is one, once it has sent what it holds."""
+        if self.trace_stream is not None:
+            self.trace_stream.close()
+
+
+def build_services(
+    settings: Settings,
+    *,
+    migrate: bool = True,
+    stream_traces: bool = False,
+    observer: StepObserver | None = None,
+) -> Services:
+    """Open the configured database and wire the runtime, the agents and the approvals.
+
+    With ``stream_traces`` (for processes that execute or cancel runs) and
+    ``SIGNOFF_OTLP_ENDPOINT`` set, what the runtime commits is streamed as spans; call
+    ``Services.shutdown()`` before the process exits. ``observer`` (metrics, say) also
+    hears of each entry committed and each run ended.
+    """
+    store = open_store(settings.database_url, migrate=migrate)
+    agents = load_agents(settings)
+    notifier = WebhookNotifier(SlackNotifier(store), SqlApiStore(store.engine))
+    approval_store = SqlApprovalStore(store.engine, settings.audit_keys)
+
+    def models(spec: str) -> Model:
+        return model_from_spec(spec, settings)
+
+    stream = (
+        SpanStreamer.to_endpoint(settings.otlp_endpoint, store, approval_store)
+        if stream_traces and settings.otlp_endpoint
+        else None
+    )
+    deployment = Deployment(
+        store,
+        approval_store,
+        agents,
+        clock=SystemClock(),
+        workflows=load_workflows(settings),
+        models=models,
+        notifier=notifier,
+        observer=combined(stream, observer),
+        tools=ApiTools(),
+        rules=settings.rules,
+    )
+    return Services(
+        settings=settings,
+        store=store,
+        runtime=deployment.runtime,
+        approvals=deployment.approvals,
+        agents=deployment.agents,
+        outbox=SqlOutbox(store.engine),
+        models=models,
+        trace_stream=stream,
+    )
+
+
+def load_agents(settings: Settings) -> Agents:
+    """Return the agent ``SIGNOFF_AGENT`` names (the default), plus the demo agent with
+    ``SIGNOFF_DEMO=1``; raise SettingsError for an agent whose gated tools nobody may approve.
+    """
+    chosen = [_agent(settings.agent)] if settings.agent is not None else []
+    if settings.demo:
+        demo = _call(DEMO_AGENT, settings)
+        assert isinstance(demo, Agent)
+        if all(agent.name != demo.name for agent in chosen):
+            chosen.append(demo)
+    for agent in chosen:
+        _require_approvers(agent)
+    return Agents(*chosen)
+
+
+def load_workflows(settings: Settings) -> Workflows:
+    """Return the built-in workflows, the demo ones with ``SIGNOFF_DEMO=1``, and each
+    ``module:attribute`` registry ``SIGNOFF_WORKFLOWS`` names."""
+    registry = Workflows()
+    parking.register(registry)
+    registry.add(API_WORKFLOW, parking.park)
+    if settings.demo:
+        demo = _call(DEMO_WORKFLOWS)
+        assert isinstance(demo, Workflows)
+        registry.include(demo)
+    for spec in settings.workflow_modules:
+        found = _import("SIGNOFF_WORKFLOWS", spec, (Workflows,))
+        assert isinstance(found, Workflows)
+        registry.include(found)
+    return registry
+
+
+def _agent(spec: str) -> Agent:
+    found = _import("SIGNOFF_AGENT", spec, (Agent,))
+    assert isinstance(found, Agent)
+    return found
+
+
+def _require_approvers(agent: Agent) -> None:
+    """Refuse an agent with a gated tool that fewer people may approve than it requires."""
+    gaps = []
+    for tool in agent.tools:
+        if tool.approval is None:
+            continue
+        found = tool.approval.snapshot(agent.approver_groups)["approvers"]
+        if len(found) < tool.approval.required:
+            gaps.append(f"{tool.name} needs {tool.approval.required}, has {len(found)}")
+    if gaps:
+        raise SettingsError(
+            f"agent {agent.name!r} has too few approvers ({'; '.join(gaps)}): name them in "
+            "the tools' approval policies, or set SIGNOFF_APPROVERS / SIGNOFF_APPROVER_GROUPS"
+        )
+
+
+def _call(spec: str, *args: object) -> object:
+    """Return what calling the function ``module:attribute`` names gives."""
+    module_name, _, attribute = spec.partition(":")
+    factory = getattr(importlib.import_module(module_name), attribute)
+    return factory(*args)
+
+
+def worker_options(settings: Settings, *, concurrency: int) -> WorkerOptions:
+    """Return worker options from the settings."""
+    return WorkerOptions(
+        concurrency=concurrency, lease_ttl=settings.lease_ttl, poll_interval=settings.poll_interval
+    )
+
+
+def _import_from_here() -> None:
+    """Let ``module:attribute`` names a user gives resolve from the current directory, as
+    ``python -m`` and other servers' app loaders do."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+
+
+def _import(variable: str, spec: str, kinds: tuple[type, ...]) -> object:
+    module_name, _, attribute = spec.partition(":")
+    names = " or ".join(k.__name__ for k in kinds)
+    if not module_name or not attribute:
+        raise SettingsError(
+            f"{variable}: {spec!r} must be module:attribute, the attribute "
+            f"naming a {names} (as in 'mypkg.agents:support')"
+        )
+    _import_from_here()
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SettingsError(
+            f"{variable}: cannot import {module_name!r} (from the current "
+            f"directory, PYTHONPATH or the installed packages): {exc}"
+        ) from exc
+    found = getattr(module, attribute, None)
+    if found is None:
+        raise SettingsError(f"{variable}: module {module_name!r} has no attribute {attribute!r}")
+    if callable(found) and not isinstance(found, kinds):
+        found = found()
+    if not isinstance(found, kinds):
+        raise SettingsError(f"{variable}: {spec!r} must name a {names} (module:attribute)")
+    return found

@@ -1,0 +1,1 @@
+"""The ``signoff`` command line: one module per group of commands, ``main`` the entry point."""

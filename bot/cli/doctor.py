@@ -1,0 +1,161 @@
+"""``signoff doctor``: the configuration checks a person would otherwise learn from failures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from agent_runtime import SignoffError
+from bot.app.server import web_client
+from bot.app.settings import Settings, SettingsError
+from bot.app.wiring import load_agents
+from bot.cli.common import json_flag
+from bot.slack.scopes import BOT_SCOPES
+from store import build_engine
+from store.errors import translated
+from store.migrate import current_revision, latest_revision
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check's outcome: what was checked, whether it passed, and what was found."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def add_commands(commands: Any) -> None:
+    """Register ``doctor``."""
+    doctor = commands.add_parser(
+        "doctor",
+        help="check the configuration: Slack token and "
+        "scopes, signing secret, database, approvers, channel",
+    )
+    doctor.add_argument(
+        "--channel", metavar="ID", help="also check that the bot is a member of this channel"
+    )
+    json_flag(doctor).set_defaults(handler=cmd_doctor)
+
+
+def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    """Run every check, print one line each; exit 1 if any failed."""
+    checks = list(run_checks(settings, args.channel))
+    if args.json:
+        print(
+            json.dumps(
+                [{"check": c.name, "ok": c.ok, "detail": c.detail} for c in checks], sort_keys=True
+            )
+        )
+    else:
+        for check in checks:
+            print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def run_checks(settings: Settings, channel: str | None) -> Iterator[Check]:
+    """Yield each check in turn (the Slack ones only when a token is set)."""
+    yield _signing_secret(settings)
+    yield _database(settings)
+    yield _approvers(settings)
+    if not settings.slack_bot_token:
+        yield Check("slack token", False, "SLACK_BOT_TOKEN is not set")
+        return
+    client = web_client(settings)
+    token = _slack(lambda: client.auth_test())
+    if isinstance(token, Check):
+        yield Check("slack token", False, token.detail)
+        return
+    yield Check(
+        "slack token", True, f"valid for team {token.get('team')} as bot @{token.get('user')}"
+    )
+    yield _scopes(token.headers)
+    if channel:
+        yield _membership(client, channel)
+
+
+def _signing_secret(settings: Settings) -> Check:
+    if settings.slack_signing_secret:
+        return Check("signing secret", True, "set")
+    return Check(
+        "signing secret",
+        False,
+        "SLACK_SIGNING_SECRET is not set: Slack's requests cannot be verified",
+    )
+
+
+def _database(settings: Settings) -> Check:
+    engine = build_engine(settings.database_url)
+    try:
+        with translated():
+            current = current_revision(engine)
+    except SignoffError as exc:
+        return Check("database", False, f"unreachable: {exc}")
+    finally:
+        engine.dispose()
+    latest = latest_revision()
+    if current != latest:
+        return Check(
+            "database",
+            False,
+            f"schema at {current or 'nothing'}, code needs {latest}: run `signoff db upgrade`",
+        )
+    return Check("database", True, f"reachable, schema at {latest}")
+
+
+def _approvers(settings: Settings) -> Check:
+    try:
+        agents = list(load_agents(settings))
+    except SettingsError as exc:
+        return Check("approvers", False, str(exc))
+    if not agents:
+        return Check("approvers", True, "no agent is configured (SIGNOFF_AGENT)")
+    return Check("approvers", True, "every gated tool can be approved")
+
+
+def _scopes(headers: Any) -> Check:
+    granted_text = next(
+        (v for k, v in dict(headers or {}).items() if k.lower() == "x-oauth-scopes"), ""
+    )
+    granted = {s.strip() for s in str(granted_text).split(",") if s.strip()}
+    missing = [scope for scope in BOT_SCOPES if scope not in granted]
+    if missing:
+        return Check(
+            "scopes",
+            False,
+            f"missing {', '.join(missing)}: add them to the app (manifest.yml) and reinstall it",
+        )
+    return Check("scopes", True, "the token has every scope manifest.yml asks for")
+
+
+def _membership(client: WebClient, channel: str) -> Check:
+    info = _slack(lambda: client.conversations_info(channel=channel))
+    if isinstance(info, Check):
+        return Check("channel", False, f"{channel}: {info.detail}")
+    found = info.get("channel") or {}
+    if not found.get("is_member"):
+        return Check(
+            "channel",
+            False,
+            f"the bot is not in #{found.get('name', channel)}: type /invite @Signoff there",
+        )
+    return Check("channel", True, f"the bot is in #{found.get('name', channel)}")
+
+
+def _slack(call: Callable[[], Any]) -> Any:
+    """Return the call's response, or a failed Check saying why Slack refused or failed."""
+    try:
+        return call()
+    except SlackApiError as exc:
+        return Check("slack", False, f"Slack answered {exc.response.get('error')}")
+    except OSError as exc:
+        return Check("slack", False, f"Slack is unreachable ({exc})")
+
+
+__all__ = ["Check", "add_commands", "run_checks"]

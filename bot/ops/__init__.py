@@ -1,0 +1,1 @@
+"""What operators watch: health, readiness, metrics, logs, and the supervised loops."""

@@ -1,0 +1,76 @@
+"""Liveness and readiness of a process, for ``/healthz`` and ``/readyz``.
+
+Alive: the process answers and none of its loops has been silent long enough for the
+watchdog to end it. Ready: besides, the database answers, its schema is at the newest
+migration this code knows (or a newer one), and every loop went round within its
+interval plus the stall allowance.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from agent_runtime.exceptions import StoreUnavailable
+from bot.ops.loops import Loops
+
+OK = "ok"
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The result of each check by name: ``ok``, or what is wrong."""
+
+    checks: dict[str, str]
+
+    @property
+    def ok(self) -> bool:
+        """Tell whether every check passed."""
+        return all(result == OK for result in self.checks.values())
+
+    def body(self) -> bytes:
+        """Return the JSON body: the status, the checks, and the names of the failing ones."""
+        failing = sorted(name for name, result in self.checks.items() if result != OK)
+        return (
+            json.dumps(
+                {"status": OK if self.ok else "fail", "failing": failing, "checks": self.checks}
+            ).encode()
+            + b"\n"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """Checks the loops of this process and, for readiness, its database."""
+
+    loops: Loops
+    schema_current: Callable[[], bool]
+    stall_after: timedelta
+    exit_after: timedelta
+
+    def liveness(self) -> Report:
+        """Alive unless a loop is about to be ended by the watchdog."""
+        return Report(self._loop_checks(self.exit_after))
+
+    def readiness(self) -> Report:
+        """Ready when the database is reachable and current and every loop ticks."""
+        return Report({**self._database(), **self._loop_checks(self.stall_after)})
+
+    def _database(self) -> dict[str, str]:
+        try:
+            current = self.schema_current()
+        except StoreUnavailable as exc:
+            return {"database": f"unreachable: {exc}", "migrations": "unknown"}
+        return {
+            "database": OK,
+            "migrations": OK if current else "behind the code (run signoff db upgrade)",
+        }
+
+    def _loop_checks(self, grace: timedelta) -> dict[str, str]:
+        stalled = self.loops.stalled(grace)
+        return {
+            f"loop:{name}": (f"silent for {stalled[name]:.1f}s" if name in stalled else OK)
+            for name in self.loops.last_ticks()
+        }

@@ -1,0 +1,64 @@
+"""What keeps a long-running process (``signoff serve``, ``signoff worker``) honest: its
+loops watched, its metrics, its health endpoints, its watchdog and its drain deadline."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from agent_runtime import SystemClock
+from bot.app.settings import Settings
+from bot.app.wiring import Services, build_services
+from bot.ops.health import Health
+from bot.ops.http import Ops
+from bot.ops.loops import Loops
+from bot.ops.metrics import Metrics, MetricsObserver
+from bot.ops.watchdog import Watchdog
+from store.migrate import is_current
+from store.stats import read_stats
+
+logger = logging.getLogger(__name__)
+
+EXIT_DRAIN_TIMEOUT = 4
+"""The exit status of a process that did not finish draining within ``SIGNOFF_DRAIN_SECONDS``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Supervision:
+    """The loops, metrics and endpoints of one process, and the watchdog over its loops."""
+
+    loops: Loops
+    metrics: Metrics
+    ops: Ops
+    watchdog: Watchdog
+
+
+def supervised_services(settings: Settings) -> tuple[Services, Supervision]:
+    """Build the services of a long-running process with its metrics and health wired in."""
+    metrics = Metrics()
+    services = build_services(settings, stream_traces=True, observer=MetricsObserver(metrics))
+    engine, clock, loops = services.store.engine, SystemClock(), Loops()
+    metrics.watch(lambda: read_stats(engine, clock.now()), loops, clock)
+    health = Health(loops, lambda: is_current(engine), settings.loop_stall, settings.loop_exit)
+    return services, Supervision(
+        loops, metrics, Ops(health, metrics), Watchdog(loops, settings.loop_exit)
+    )
+
+
+def drain_deadline(timeout: timedelta, exit: Callable[[int], object] = os._exit) -> threading.Timer:
+    """Start a timer that ends the process if draining is not over within ``timeout``."""
+
+    def expire() -> None:
+        logger.error("draining took too long; exiting", extra={"action": "drain"})
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        exit(EXIT_DRAIN_TIMEOUT)
+
+    timer = threading.Timer(timeout.total_seconds(), expire)
+    timer.daemon = True
+    timer.start()
+    return timer

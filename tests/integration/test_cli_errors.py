@@ -1,0 +1,76 @@
+"""One error root: every user error exits 2 with one `signoff: error:` line on stderr."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_runtime import SignoffError, UserError
+from bot.cli.main import main
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the command line at a fresh SQLite file."""
+    monkeypatch.setenv("SIGNOFF_DATABASE_URL", f"sqlite:///{tmp_path / 'signoff.db'}")
+
+
+@pytest.mark.usefixtures("database")
+def test_a_rejection_without_a_reason_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """`reject --reason ""` exits 2 with the reason on stderr, nothing on stdout."""
+    code, out, err = _run(["reject", "a1", "--as", "U_DANA", "--reason", " "], capsys)
+    assert (code, out) == (2, "")
+    assert err == "signoff: error: --reason must say why (the agent is told it)\n"
+
+
+@pytest.mark.usefixtures("database")
+def test_an_unknown_run_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """A run id nobody knows exits 2 with one error line."""
+    code, out, err = _run(["show", "0" * 32], capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith("signoff: error: no run with id")
+    assert err.count("\n") == 1
+
+
+def test_a_bad_setting_is_a_user_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A setting Signoff cannot use exits 2, naming the variable."""
+    monkeypatch.setenv("SIGNOFF_DEMO", "maybe")
+    code, _, err = _run(["runs"], capsys)
+    assert code == 2
+    assert err == "signoff: error: SIGNOFF_DEMO must be 1 or 0 (true or false), not 'maybe'\n"
+
+
+def test_every_user_error_of_the_product_descends_from_one_root() -> None:
+    """The errors people can fix share UserError, itself under SignoffError."""
+    from agent_runtime import (
+        AgentNotFound,
+        ApprovalNotFound,
+        EventAlreadyDelivered,
+        InvalidConfiguration,
+        InvalidInput,
+        InvalidRunState,
+        NotSerializable,
+        RunNotFound,
+        WorkflowNotFound,
+    )
+    from agent_runtime.budget_control import NotAllowed
+    from bot.app.settings import SettingsError
+    from bot.cli.common import UsageError
+    from bot.slack.commands import BadCommand
+
+    found = (
+        AgentNotFound, ApprovalNotFound, EventAlreadyDelivered, InvalidConfiguration,
+        InvalidInput, InvalidRunState, NotSerializable, RunNotFound, WorkflowNotFound,
+        NotAllowed, SettingsError, UsageError, BadCommand,
+    )  # fmt: skip
+    assert all(issubclass(kind, UserError) for kind in found)
+    assert issubclass(UserError, SignoffError)
