@@ -28,10 +28,10 @@ from hypothesis import strategies as st
 from agent_runtime import Approval, ApprovalStatus
 from agent_runtime.json_limits import strict_loads
 from bot.app.request_hygiene import MAX_BODY_BYTES
-from devkit.sandbox.slack_api import View
 from bot.slack.blocks import APPROVE, EDIT, FORK, HISTORY, REJECT, VIEW_ARGS
 from bot.slack.commands import parse
 from bot.slack.text import user as mention
+from devkit.sandbox.slack_api import View
 from store import models
 from tests.hostile import HOSTILE_IDS, HOSTILE_TEXTS, any_char, json_texts, json_values, texts
 from tests.integration.slack_harness import (
