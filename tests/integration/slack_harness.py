@@ -437,6 +437,7 @@ class SlackWorld:
         return Settings.from_env(
             {
                 "SIGNOFF_DATABASE_URL": self.database_url,
+                "SIGNOFF_DEMO": "1",
                 "SIGNOFF_APPROVERS": ",".join(self.approvers),
                 "SIGNOFF_APPROVALS_REQUIRED": str(self.required),
                 "SIGNOFF_DEMO_PROVIDER_URL": self.provider.url,
