@@ -67,6 +67,8 @@ TICK_S = 0.02
 RECLICK_S = 3.0
 """A card still pending this long after its click is clicked again."""
 RUN_TIMEOUT_S = 240.0
+REFUSED_CONNECTION = "error: connection failed"
+"""What ``signoff`` says when it exits because it cannot reach the database."""
 START_GRACE_S = 2.0
 """A process that exits this soon after the database's restart started while it was down."""
 
@@ -267,10 +269,13 @@ class Chaos:
         self._fault(PG_RESTART, time.monotonic())
 
     def _database_was_down(self, death: Death) -> bool:
-        """A process that exited with an error (no signal) while the database was down, or
-        just after (a process restarted then exits at once: it cannot connect)."""
+        """A process that exited with an error (no signal) because the database was down:
+        it said it could not connect, or exited while the database was down or just after
+        (a process restarted then cannot connect)."""
         if self._database_down is None or death.code is None or death.code <= 0:
             return False
+        if REFUSED_CONNECTION in death.log:
+            return True
         stopped, started = self._database_down
         return stopped <= death.seen_at <= started + START_GRACE_S
 
