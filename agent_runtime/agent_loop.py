@@ -17,6 +17,7 @@ from agent_runtime.approval_service import Approvals, wake_key
 from agent_runtime.budget import Budget, Consumption
 from agent_runtime.context import RunContext
 from agent_runtime.exceptions import InvalidConfiguration, SignoffError, StepFailed
+from agent_runtime.json_limits import json_problem, refusal_of, refused_arguments
 from agent_runtime.models.base import (
     Message,
     Model,
@@ -160,7 +161,7 @@ class AgentLoop:
 
     def _call_model(self, request: ModelRequest) -> dict[str, Any]:
         # the request itself is journaled only as a hash: keep which model was asked
-        response = self.agent.llm.complete(request)
+        response = screened(self.agent.llm.complete(request))
         return response.to_json() | {"requested_model": self.agent.llm.name}
 
     def _budget_gate(self, started: datetime, input_tokens: int) -> int | None:
@@ -229,6 +230,9 @@ class AgentLoop:
             return ToolPlan(
                 call, None, ToolResult.error(f"unknown tool {call.name!r}; use: {known}")
             )
+        refused = refusal_of(call.arguments)
+        if refused is not None:
+            return ToolPlan(call, tool, ToolResult.error(f"invalid arguments: {refused}"))
         errors = tool.validation_errors(call.arguments)
         if errors:
             return ToolPlan(call, tool, ToolResult.error("invalid arguments: " + "; ".join(errors)))
@@ -279,6 +283,20 @@ class ToolPlan:
         self.tool = tool
         self.result = result
         self.approval_id = approval_id
+
+
+def screened(response: ModelResponse) -> ModelResponse:
+    """The response with every tool call's unusable arguments (``json_problem``) replaced by
+    their refusal, before it is journaled: the model is told, the run goes on."""
+    calls = response.message.tool_calls
+    problems = [json_problem(call.arguments) for call in calls]
+    if not any(problems):
+        return response
+    checked = tuple(
+        call if problem is None else replace(call, arguments=refused_arguments(problem))
+        for call, problem in zip(calls, problems, strict=True)
+    )
+    return replace(response, message=replace(response.message, tool_calls=checked))
 
 
 def _record(data: dict[str, Any]) -> dict[str, Any]:

@@ -73,6 +73,14 @@ class NotSerializable(UserError):
         self.detail = detail
 
 
+class UnsafeJson(SignoffError):
+    """JSON from outside that could not be stored or shown as it is (see ``json_limits``)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"the JSON holds {problem}")
+        self.problem = problem
+
+
 class LeaseLost(SignoffError):
     """This worker no longer holds the run's lease, so it may not write to the run."""
 

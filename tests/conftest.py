@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, settings
 from psycopg import sql
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -17,8 +18,11 @@ from agent_runtime import Store
 from agent_runtime.audit import GENESIS
 from agent_runtime.testing import InMemoryStore
 from store import SqlStore, build_engine, open_store
+from store.models import Base
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+EVERY_TABLE = tuple(t.name for t in Base.metadata.sorted_tables if t.name != "audit_head")
+"""Every table a test may fill (the audit head is reset instead)."""
 
 
 @pytest.fixture(autouse=True)
@@ -63,7 +67,7 @@ def pg_store(pg_url: str) -> Iterator[SqlStore]:
     """A PostgreSQL store emptied before the test."""
     store = open_store(pg_url, migrate=False)
     with store.engine.begin() as conn:
-        conn.execute(text("TRUNCATE runs, steps, attempts, events, approvals, audit_log, grants"))
+        conn.execute(text(f"TRUNCATE {', '.join(EVERY_TABLE)}"))
         conn.execute(text("UPDATE audit_head SET seq = 0, hash = :genesis"), {"genesis": GENESIS})
     yield store
     store.engine.dispose()
@@ -96,3 +100,17 @@ def any_store(request: pytest.FixtureRequest) -> Store:
 def _libpq(url: str) -> str:
     parsed = make_url(url)
     return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+# Property tests: few examples, the same ones on every run (derandomized, no example
+# database), no per-example deadline (the machine may be loaded).
+settings.register_profile(
+    "signoff",
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("signoff")

@@ -13,7 +13,8 @@ from typing import Any
 
 import requests
 
-from agent_runtime.exceptions import ModelError
+from agent_runtime.exceptions import ModelError, UnsafeJson
+from agent_runtime.json_limits import refused_arguments, strict_loads
 from agent_runtime.models.base import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from agent_runtime.models.http import HttpOptions, post_json
 
@@ -165,7 +166,9 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
         return {}
     text = raw if isinstance(raw, str) else json.dumps(raw)
     try:
-        value = json.loads(text)
+        value = strict_loads(text)
+    except UnsafeJson as exc:
+        return refused_arguments(exc.problem)
     except ValueError:
         return {RAW_ARGUMENTS_KEY: text}
     return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs
 
-from agent_runtime.exceptions import StoreUnavailable
+from agent_runtime.exceptions import StoreUnavailable, UnsafeJson
+from agent_runtime.json_limits import strict_loads
 from bot.api.asks import read_ask
 from bot.api.exceptions import ApiError, BadRequest, NotFound
 from bot.api.service import ApiApprovals
@@ -82,7 +83,9 @@ def _body(environ: dict[str, Any]) -> Any:
         raise BadRequest(f"the body is over {MAX_BODY_BYTES} bytes")
     raw = environ["wsgi.input"].read(length) if length > 0 else b""
     try:
-        return json.loads(raw)
+        return strict_loads(raw.decode("utf-8"), max_chars=MAX_BODY_BYTES)
+    except UnsafeJson as exc:
+        raise BadRequest(f"the body holds {exc.problem}") from None
     except ValueError:
         raise BadRequest("the body is not JSON") from None
 

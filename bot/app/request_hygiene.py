@@ -5,6 +5,9 @@ signature with ``int()`` of the timestamp header; either raises on input no Slac
 has, and the caller would get a 500. This guard answers such requests with the 4xx they
 deserve: 401 for missing or unusable signature headers (like any bad signature), 400 for
 a body that does not parse, 413 for one too large, 415 for a content type Slack never sends.
+JSON (a body, or a form's ``payload``) must also be within ``agent_runtime.json_limits``: no
+NaN, duplicate key, lone surrogate or nesting deeper than 64 levels, which Slack never sends
+and which would otherwise fail deep inside a listener (10,000 levels were a 500).
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl
+
+from agent_runtime.exceptions import UnsafeJson
+from agent_runtime.json_limits import strict_loads
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +125,9 @@ def _check_form(text: str) -> None:
 
 def _object(text: str, what: str) -> None:
     try:
-        value = json.loads(text)
+        value = strict_loads(text, max_chars=MAX_BODY_BYTES)
+    except UnsafeJson as exc:
+        raise _Refused(400, f"{what} is refused: it holds {exc.problem}") from None
     except ValueError:
         raise _Refused(400, f"{what} is not JSON") from None
     if not isinstance(value, dict):

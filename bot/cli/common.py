@@ -8,6 +8,8 @@ import json
 from typing import Any, NoReturn
 
 from agent_runtime import Actor, RunId, UserError, parse_run_id
+from agent_runtime.exceptions import UnsafeJson
+from agent_runtime.json_limits import strict_loads
 
 
 class UsageError(UserError):
@@ -70,9 +72,11 @@ def cli_user() -> Actor:
 
 
 def json_argument(flag: str, text: str) -> Any:
-    """Parse a JSON argument or raise UsageError naming the flag."""
+    """Parse a JSON argument (within ``json_limits``) or raise UsageError naming the flag."""
     try:
-        return json.loads(text)
+        return strict_loads(text)
+    except UnsafeJson as exc:
+        raise UsageError(f"{flag} cannot be stored as JSON: it holds {exc.problem}") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{flag} is not valid JSON: {exc.msg} at character {exc.pos}") from None
 

@@ -38,9 +38,10 @@ from agent_runtime import (
 )
 from agent_runtime.approvals import listed
 from agent_runtime.budget_control import NotAllowed
-from agent_runtime.exceptions import ApprovalNotFound
+from agent_runtime.exceptions import ApprovalNotFound, UnsafeJson
 from agent_runtime.forking import fork_run
 from agent_runtime.grant_service import Grants
+from agent_runtime.json_limits import strict_loads
 from agent_runtime.notices import Notice, Outbox
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
@@ -478,7 +479,10 @@ class Listeners:
             )
             return
         try:
-            edited = json.loads(text)
+            edited = strict_loads(text, max_depth=MAX_ARGS_DEPTH)
+        except UnsafeJson as exc:
+            ack(response_action="errors", errors={"args": f"Refused: they hold {exc.problem}."})
+            return
         except json.JSONDecodeError as exc:
             ack(response_action="errors", errors={"args": f"Not valid JSON: {exc.msg}"})
             return

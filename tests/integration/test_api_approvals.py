@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import requests
 
+from tests.hostile import HOSTILE_IDS, HOSTILE_TEXTS
 from tests.integration import cli_ok, wait_until
 from tests.integration.api_server import ApiServer, api_server
 
@@ -204,3 +205,20 @@ def test_an_idempotency_key_reused_for_another_call_is_refused(api: ApiServer) -
         api.services.approvals.get(first["id"])
     ]
     assert api.get(first["id"]).json()["arguments"] == ARGS
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_TEXTS, ids=HOSTILE_IDS)
+def test_a_hostile_body_is_a_400_that_stores_nothing(sqlite_url: str, hostile: str) -> None:
+    """A body nesting 10,000 levels (a 500 before), or with NaN, Infinity, duplicate keys or
+    a lone surrogate, is refused with a 400 that says why, and creates no approval."""
+    with api_server(sqlite_url) as api:
+        body = '{"tool": "refund", "arguments": {"account": ' + hostile + "}}"
+        answer = requests.post(
+            f"{api.url}/v1/approvals",
+            data=body.encode(),
+            headers={"Authorization": f"Bearer {api.client.key}"},
+            timeout=30,
+        )
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"].startswith("the body holds"), answer.text
+        assert api.services.approvals.store.list_approvals() == []

@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -84,7 +84,13 @@ class ServeProcess(BotInstance):
     """
 
     def __init__(
-        self, world: SlackWorld, name: str, services: Services, env: dict[str, str], *args: str
+        self,
+        world: SlackWorld,
+        name: str,
+        services: Services,
+        env: dict[str, str],
+        *args: str,
+        command: Sequence[str] | None = None,
     ) -> None:
         self.world = world
         self.name = name
@@ -98,7 +104,7 @@ class ServeProcess(BotInstance):
         self.log = world.tmp_path / f"serve-{name}.log"
         self._log = self.log.open("w", encoding="utf-8")
         self.process = subprocess.Popen(
-            [*signoff_command(), "serve", *args],
+            [*(command or signoff_command()), "serve", *args],
             env={**env, "SIGNOFF_PORT": str(self.port)},
             cwd=world.tmp_path,
             stdout=self._log,
