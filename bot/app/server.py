@@ -70,6 +70,7 @@ def slack_app(services: Services, client: WebClient) -> App:
         outbox=services.outbox,
         clock=SystemClock(),
         replays=SqlReplayGuard(services.store.engine),
+        models=services.models,
     )
     return build_app(deps, client, services.settings.slack_signing_secret)
 

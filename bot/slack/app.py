@@ -36,10 +36,12 @@ from agent_runtime import (
     StoreUnavailable,
     parse_run_id,
 )
+from agent_runtime.agent_loop import ModelResolver, with_model
 from agent_runtime.budget_control import NotAllowed
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.forking import fork_run
 from agent_runtime.notices import Notice, Outbox
+from agent_runtime.proposal import Proposal, proposal
 from bot.slack import blocks
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
@@ -48,6 +50,7 @@ from bot.slack.reconnect import AFTER_ACK, BEFORE_ACK
 from bot.slack.respond import respond
 from bot.slack.text import escape
 from bot.slack.views import history_message, list_text, pending_text, status_text
+from bot.slack.why import why_modal
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +75,8 @@ class SlackDeps:
     outbox: Outbox
     clock: Clock
     replays: ReplayGuard
+    models: ModelResolver | None = None
+    """Resolves the model a run names, to rebuild what that model saw ("Why?")."""
 
 
 def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
@@ -92,6 +97,7 @@ def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
     app.action(blocks.REJECT)(listeners.open_reject)
     app.action(blocks.EDIT)(listeners.open_edit)
     app.action(blocks.VIEW_ARGS)(listeners.view_args)
+    app.action(blocks.WHY)(listeners.why)
     app.action(blocks.HISTORY)(listeners.history)
     app.action(blocks.FORK)(listeners.fork)
     app.view("approval.reject_submit")(listeners.submit_reject)
@@ -289,6 +295,34 @@ class Listeners:
         approval = self._visible_approval(body, blocks.parse_approval_ref(value)[0], actor)
         if approval is not None:
             self._open(body, actor, client, blocks.args_modal(approval))
+
+    def why(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        """Show the model step that proposed a card's call (to whoever may see the card)."""
+        ack()
+        value, actor = _click(body)
+        approval = self._visible_approval(body, blocks.parse_approval_ref(value)[0], actor)
+        if approval is None:
+            return
+        try:
+            reasons = self._proposal(approval)
+        except SignoffError as exc:
+            self._tell(body, actor, f"Sorry: {escape(str(exc))}")
+            return
+        self._open(body, actor, client, why_modal(approval, reasons))
+
+    def _proposal(self, approval: Approval) -> Proposal:
+        run = self.deps.runtime.get(parse_run_id(approval.run_id))
+        agent = self.deps.agents.for_workflow(run.workflow)
+        if agent is None:
+            raise InvalidInput("why", f"run {run.id} is not an agent run")
+        spec = run.input.get("model") if isinstance(run.input, dict) else None
+        return proposal(
+            with_model(agent, spec, self.deps.models),
+            self.deps.approvals,
+            run,
+            self.deps.runtime.journal(run.id),
+            approval.position,
+        )
 
     def history(self, ack: Ack, body: dict[str, Any]) -> None:
         """Post the run's compact timeline to the clicker."""

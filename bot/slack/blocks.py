@@ -24,11 +24,12 @@ from bot.slack.text import (
 
 Block = dict[str, Any]
 
-APPROVE, REJECT, EDIT, VIEW_ARGS, HISTORY, FORK = (
+APPROVE, REJECT, EDIT, VIEW_ARGS, WHY, HISTORY, FORK = (
     "approval.approve",
     "approval.reject",
     "approval.edit",
     "approval.view_args",
+    "approval.why",
     "run.history",
     "run.fork",
 )
@@ -203,6 +204,7 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
         buttons.append(_button("Edit", EDIT, approval.id))
     if too_long:
         buttons.append(_button("View full arguments", VIEW_ARGS, approval.id))
+    buttons.append(_button("Why?", WHY, approval.id))
     blocks.append({"type": "actions", "block_id": f"approval:{approval.id}", "elements": buttons})
     asker = user(approval.requester.user_id)
     return message(f"Approval needed: {tool_name(approval.tool)} (requested by {asker})"), blocks

@@ -13,7 +13,7 @@ import re
 import uuid
 
 from agent_runtime import ApprovalStatus, RunStatus
-from bot.slack.blocks import APPROVE, EDIT, FORK, HISTORY, REJECT
+from bot.slack.blocks import APPROVE, EDIT, FORK, HISTORY, REJECT, WHY
 from bot.slack.commands import HELP
 from tests.integration.slack_harness import (
     APPROVER,
@@ -78,7 +78,12 @@ def test_slash_command_starts_a_run_and_posts_the_thread_cards_and_dms(
         assert header["text"]["text"] == f"Approval needed: {tool}"
         assert preformatted_text(card) == canonical_args(approval.args)
         shown = f"{approval.id}:{approval.args_hash}"
-        assert buttons(card) == [(APPROVE, shown), (REJECT, approval.id), (EDIT, approval.id)]
+        assert buttons(card) == [
+            (APPROVE, shown),
+            (REJECT, approval.id),
+            (EDIT, approval.id),
+            (WHY, approval.id),
+        ]
         assert f"<@{APPROVER}>" in block_texts(card)
         [dm] = [m for m in dms if buttons(m) and buttons(m)[0][1] == shown]
         assert dm.blocks == card.blocks

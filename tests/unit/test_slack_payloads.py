@@ -21,6 +21,7 @@ from slack_sdk.models.views import View
 from agent_runtime import ApprovalStatus, RunId, RunStatus
 from agent_runtime.approvals import ApprovalKind
 from agent_runtime.models import ToolCall, text_reply, tool_reply
+from agent_runtime.proposal import Proposal, proposal
 from agent_runtime.records import ErrorInfo, StepKind, StepRecord
 from agent_runtime.testing import InMemoryStore
 from bot.slack import blocks
@@ -28,6 +29,7 @@ from bot.slack.notifier import REPLY, SlackNotifier, describe_step
 from bot.slack.run_status import status_line
 from bot.slack.text import TEXT_LIMIT, escape
 from bot.slack.views import history_message
+from bot.slack.why import why_modal
 from tests.unit.agent_harness import AgentHarness
 from tests.unit.slack_fixtures import (
     HIDDEN,
@@ -179,6 +181,58 @@ def modals() -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"edit {state}, {label}", blocks.edit_modal(shown)
             yield f"args {state}, {label}", blocks.args_modal(shown)
     yield "reject", blocks.reject_modal(approval().id)
+    for label, tool in NAMES.items():
+        for state, reasons in hostile_proposals(tool):
+            yield f"why {state}, {label}", why_modal(approval(tool, HOSTILE), reasons)
+    yield "why of a run", hostile_run_why()
+
+
+def hostile_proposals(tool: str) -> Iterator[tuple[str, Proposal]]:
+    """Proposals whose task, reasoning, calls and tool results are hostile and huge."""
+    results = [
+        {"tool": tool, "arguments": HOSTILE, "result": TASK, "is_error": i % 2 == 0}
+        for i in range(60)
+    ]
+    full = Proposal(
+        run_id="r1",
+        position=4,
+        reasoning="<!here> " + SPOOF * 2000 + HIDDEN,
+        calls=[{"name": tool, "arguments": HOSTILE}] * 60,
+        task=TASK,
+        tool_results=results,
+        rebuilt=True,
+    )
+    yield "full", full
+    yield "silent", replace(full, reasoning="", calls=[], tool_results=[], task="")
+    yield "not rebuilt", replace(full, tool_results=[], rebuilt=False)
+
+
+def hostile_run_why() -> dict[str, Any]:
+    """The Why? of a card in a run whose task and tool results are hostile."""
+    harness = AgentHarness(
+        [
+            tool_reply(ToolCall(id="c1", name="lookup_order", arguments={"order_id": SPOOF})),
+            tool_reply(
+                ToolCall(
+                    id="c2", name="issue_refund", arguments={"order_id": "1", "amount_cents": 1}
+                ),
+                text="<!channel> " + HIDDEN + SPOOF * 2000,
+            ),
+        ]
+    )
+    run_id = harness.start("<!here> " + SPOOF * 300 + HIDDEN)
+    harness.work()
+    [asked] = harness.env.pending(run_id)
+    reasons = proposal(
+        harness.agent,
+        harness.approvals,
+        harness.run(run_id),
+        harness.runtime.journal(run_id),
+        asked.position,
+    )
+    assert reasons.rebuilt
+    assert reasons.tool_results
+    return why_modal(asked, reasons)
 
 
 MESSAGES = list(messages())
