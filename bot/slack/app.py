@@ -43,6 +43,20 @@ from agent_runtime.forking import fork_run
 from agent_runtime.notices import Notice, Outbox
 from agent_runtime.proposal import Proposal, proposal
 from bot.slack import blocks
+from bot.slack.batch_blocks import (
+    APPROVE_ALL,
+    REJECT_ALL,
+    REJECT_ALL_SUBMIT,
+    parse_batch,
+    reject_all_modal,
+)
+from bot.slack.batch_decisions import (
+    BatchOutcome,
+    approve_batch,
+    refusals,
+    reject_batch,
+    waiting,
+)
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
 from bot.slack.notifier import EPHEMERAL, slack_context
@@ -98,10 +112,13 @@ def build_app(deps: SlackDeps, client: WebClient, signing_secret: str) -> App:
     app.action(blocks.EDIT)(listeners.open_edit)
     app.action(blocks.VIEW_ARGS)(listeners.view_args)
     app.action(blocks.WHY)(listeners.why)
+    app.action(APPROVE_ALL)(listeners.approve_all)
+    app.action(REJECT_ALL)(listeners.open_reject_all)
     app.action(blocks.HISTORY)(listeners.history)
     app.action(blocks.FORK)(listeners.fork)
     app.view("approval.reject_submit")(listeners.submit_reject)
     app.view("approval.edit_submit")(listeners.submit_edit)
+    app.view(REJECT_ALL_SUBMIT)(listeners.submit_reject_all)
     return app
 
 
@@ -258,6 +275,65 @@ class Listeners:
             self._tell(body, actor, f"Not recorded: {result.message}.\n{text}", card)
             return
         self._tell(body, actor, result.message)
+
+    def approve_all(self, ack: Ack, body: dict[str, Any]) -> None:
+        """Approve all: each call of the batch approved for the arguments its card showed."""
+        ack()
+        self._decisions.submit(self._after_ack, body, self._approve_all, "approve_all")
+
+    def _approve_all(self, body: dict[str, Any]) -> None:
+        value, actor = _click(body)
+        refs = dict(blocks.parse_approval_ref(ref) for ref in parse_batch(value))
+        batch = self._visible_batch(body, list(refs), actor)
+        if batch is not None:
+            outcome = approve_batch(self.deps.approvals, [(a, refs[a.id]) for a in batch], actor)
+            self._tell(body, actor, outcome.summary())
+
+    def open_reject_all(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        """Reject all: ask for one reason in a modal, if the clicker may decide every call."""
+        ack()
+        value, actor = _click(body)
+        batch = self._visible_batch(body, parse_batch(value), actor)
+        if batch is None:
+            return
+        refused = refusals(self.deps.approvals, batch, actor)
+        if refused:
+            self._tell(body, actor, BatchOutcome(refused=refused).summary())
+            return
+        self._open(body, actor, client, reject_all_modal([a.id for a in waiting(batch)]))
+
+    def submit_reject_all(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """The reject-all modal's submit: one reason, each call rejected on its own."""
+        reason = _value(view, "reason")
+        if not reason.strip():
+            ack(response_action="errors", errors={"reason": "Give the agent a reason."})
+            return
+        ids = [i for i in parse_batch(str(view.get("private_metadata"))) if is_approval_id(i)]
+        actor = _actor(body["user"])
+        outcome = BEFORE_ACK.call(
+            lambda: reject_batch(
+                self.deps.approvals, [self.deps.approvals.get(i) for i in ids], actor, reason
+            )
+        )
+        if outcome.decided or not outcome.refused:
+            ack()
+        else:
+            ack(response_action="errors", errors={"reason": outcome.summary()[:300]})
+
+    def _visible_batch(
+        self, body: dict[str, Any], approval_ids: list[str], actor: Actor
+    ) -> list[Approval] | None:
+        """Return a batch's approvals (of one run) if ``actor`` may see them; else tell them."""
+        batch = []
+        for approval_id in approval_ids:
+            approval = self._visible_approval(body, approval_id, actor)
+            if approval is None:
+                return None
+            batch.append(approval)
+        if len({a.run_id for a in batch}) != 1:
+            self._tell(body, actor, "Sorry: there is no such batch of approvals.")
+            return None
+        return batch
 
     def _visible_approval(
         self, body: dict[str, Any], approval_id: str, actor: Actor
