@@ -355,7 +355,10 @@ class Dispatcher:
     def _batch(self, item: QueuedNotice, run_id: str, before: int) -> Delivery | None:
         """Post "Approve all" under a turn's cards, if two or more of them still wait."""
         root = self._depends_on(root_key(run_id))
-        batch = pending_batch(self._approvals.store, run_id, before)
+        if self._runs is None:
+            return None
+        journal = self._runs.load_journal(RunId(run_id))
+        batch = pending_batch(self._approvals.store, run_id, journal, before)
         if len(batch) < 2:
             return None
         text, body = batch_card(before, batch)

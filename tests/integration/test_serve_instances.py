@@ -52,6 +52,7 @@ from tests.integration.slack_harness import (
 )
 from tests.integration.slack_readers import (
     buttons,
+    is_card_of,
     posts_per_message,
     run_id_of,
 )
@@ -319,12 +320,35 @@ def acked(ack: Ack) -> Ack:
     return ack
 
 
-def approve_in_turn(front: ServeProcess, cluster: Cluster, run_id: RunId) -> None:
-    """Click Approve through ``front`` on the refund's card, then on the email's once asked."""
-    for asked in (TOOLS[:1], TOOLS):
-        approval = cluster.waiting_with_cards(run_id, asked)[asked[-1]]
-        acked(front.click(APPROVER, APPROVE, front.world.card(approval.id)))
+def approve_in_turn(
+    front: ServeProcess, cluster: Cluster, run_id: RunId, tools: tuple[str, ...] = TOOLS
+) -> None:
+    """Click Approve through ``front`` on the card of each of ``tools`` in turn, as soon as
+    it is posted: the refund's, then the email's (asked once the refund is done)."""
+    for tool in tools:
+        approval, card = cluster.wait(
+            lambda t=tool: posted_card(cluster, run_id, t),  # type: ignore[misc]
+            what=f"the {tool} card of run {run_id}",
+        )
+        acked(front.click(APPROVER, APPROVE, card))
         assert front.decision(approval.id).status == ApprovalStatus.APPROVED
+
+
+def posted_card(cluster: Cluster, run_id: RunId, tool: str) -> tuple[Approval, Message] | None:
+    """Return the run's approval of ``tool`` and its card in the thread, once both exist."""
+    approval = approvals_of_reader(cluster, run_id).get(tool)
+    cards = (
+        []
+        if approval is None
+        else [m for m in thread_messages(cluster.world, run_id) if is_card_of(m, approval.id)]
+    )
+    return (approval, cards[0]) if approval is not None and cards else None
+
+
+def thread_messages(world: SlackWorld, run_id: RunId) -> list[Message]:
+    """The run's thread so far (none before its root is posted)."""
+    roots = [m for m in world.roots() if f"run:{run_id}" in str(m.blocks)]
+    return world.workspace.messages(world.channel, thread_ts=roots[0].ts) if roots else []
 
 
 def cards_of(world: SlackWorld, approval_id: str) -> list[Message]:
@@ -366,11 +390,10 @@ def late_line(verb: str, approval: Approval) -> str:
     )
 
 
+UNTIL_WAITING = ["plan:lookup", "result:lookup_order", "plan:refund", "card:issue_refund"]
+"""A demo run's thread up to its refund's approval card."""
 COMPLETED_STORY = [
-    "plan:lookup",
-    "result:lookup_order",
-    "plan:refund",
-    "card:issue_refund",
+    *UNTIL_WAITING,
     "decided:issue_refund",
     "result:issue_refund",
     "plan:email",

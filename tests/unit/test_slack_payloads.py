@@ -19,12 +19,14 @@ from slack_sdk.models.blocks import Block as SdkBlock
 from slack_sdk.models.views import View
 
 from agent_runtime import ApprovalStatus, RunId, RunStatus
-from agent_runtime.approvals import ApprovalKind
+from agent_runtime.approvals import Approval, ApprovalId, ApprovalKind
+from agent_runtime.batches import BATCH_LIMIT
 from agent_runtime.models import ToolCall, text_reply, tool_reply
 from agent_runtime.proposal import Proposal, proposal
 from agent_runtime.records import ErrorInfo, StepKind, StepRecord
 from agent_runtime.testing import InMemoryStore
 from bot.slack import blocks
+from bot.slack.batch_blocks import batch_card, reject_all_modal
 from bot.slack.notifier import REPLY, SlackNotifier, describe_step
 from bot.slack.run_status import status_line
 from bot.slack.text import TEXT_LIMIT, escape
@@ -155,9 +157,23 @@ def messages() -> Iterator[tuple[str, str, list[blocks.Block] | None]]:
             blocks.history_blocks("r1", "*History* " + escape(HIDDEN), lines),
         )
     yield ("history of a run", *hostile_run_history())
+    for label, tool in NAMES.items():
+        yield (f"batch, {label}", *batch_card(7, hostile_batch(tool)))
     yield ("root", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME, fork={"from": "r0", "at": 3}))
     for i, status in enumerate(root_statuses()):
         yield (f"root status {i}", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME, status=status))
+
+
+def hostile_batch(tool: str) -> list[Approval]:
+    """The largest batch, of hostile calls with many approvers each."""
+    approvers = [f"U_{chr(65 + i % 26)}" for i in range(40)]
+    return [
+        replace(
+            approval(tool, HOSTILE, id=ApprovalId(f"{i:024x}")),
+            policy={"approvers": approvers, "required": 1},
+        )
+        for i in range(BATCH_LIMIT)
+    ]
 
 
 def root_statuses() -> Iterator[str]:
@@ -181,6 +197,7 @@ def modals() -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"edit {state}, {label}", blocks.edit_modal(shown)
             yield f"args {state}, {label}", blocks.args_modal(shown)
     yield "reject", blocks.reject_modal(approval().id)
+    yield "reject all", reject_all_modal([a.id for a in hostile_batch("x")])
     for label, tool in NAMES.items():
         for state, reasons in hostile_proposals(tool):
             yield f"why {state}, {label}", why_modal(approval(tool, HOSTILE), reasons)
