@@ -76,6 +76,7 @@ def slack_app(services: Services, client: WebClient) -> App:
         outbox=services.outbox,
         clock=SystemClock(),
         replays=SqlReplayGuard(services.store.engine),
+        models=services.models,
     )
     return build_app(
         deps,

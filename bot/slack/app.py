@@ -36,6 +36,7 @@ from agent_runtime import (
     StoreUnavailable,
     parse_run_id,
 )
+from agent_runtime.agent_loop import ModelResolver, with_model
 from agent_runtime.approvals import listed
 from agent_runtime.budget_control import NotAllowed
 from agent_runtime.exceptions import ApprovalNotFound, UnsafeJson
@@ -43,7 +44,22 @@ from agent_runtime.forking import fork_run
 from agent_runtime.grant_service import Grants
 from agent_runtime.json_limits import strict_loads
 from agent_runtime.notices import Notice, Outbox
+from agent_runtime.proposal import Proposal, proposal
 from bot.slack import blocks
+from bot.slack.batch_blocks import (
+    APPROVE_ALL,
+    REJECT_ALL,
+    REJECT_ALL_SUBMIT,
+    parse_batch,
+    reject_all_modal,
+)
+from bot.slack.batch_decisions import (
+    BatchOutcome,
+    approve_batch,
+    refusals,
+    reject_batch,
+    waiting,
+)
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.grant_blocks import DAY_SUBMIT, GRANT_REVOKE
 from bot.slack.grant_listeners import GrantListeners
@@ -59,6 +75,7 @@ from bot.slack.respond import respond
 from bot.slack.text import escape
 from bot.slack.uninstalls import Uninstalls
 from bot.slack.views import history_message, list_text, pending_text, status_text
+from bot.slack.why import why_modal
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +103,8 @@ class SlackDeps:
     outbox: Outbox
     clock: Clock
     replays: ReplayGuard
+    models: ModelResolver | None = None
+    """Resolves the model a run names, to rebuild what that model saw ("Why?")."""
 
 
 def build_app(
@@ -126,6 +145,9 @@ def build_app(
     app.action(blocks.REJECT)(listeners.open_reject)
     app.action(blocks.EDIT)(listeners.open_edit)
     app.action(blocks.VIEW_ARGS)(listeners.view_args)
+    app.action(blocks.WHY)(listeners.why)
+    app.action(APPROVE_ALL)(listeners.approve_all)
+    app.action(REJECT_ALL)(listeners.open_reject_all)
     app.action(blocks.HISTORY)(listeners.history)
     app.action(blocks.FORK)(listeners.fork)
     app.view("approval.reject_submit")(listeners.submit_reject)
@@ -137,6 +159,7 @@ def build_app(
     app.action(blocks.GRANT_DAY)(grants.open_day)
     app.action(GRANT_REVOKE)(grants.revoke)
     app.view(DAY_SUBMIT)(grants.submit_day)
+    app.view(REJECT_ALL_SUBMIT)(listeners.submit_reject_all)
     return app
 
 
@@ -375,6 +398,65 @@ class Listeners:
             return
         self._tell(body, actor, result.message)
 
+    def approve_all(self, ack: Ack, body: dict[str, Any]) -> None:
+        """Approve all: each call of the batch approved for the arguments its card showed."""
+        ack()
+        self.later(body, self._approve_all, "approve_all")
+
+    def _approve_all(self, body: dict[str, Any]) -> None:
+        value, actor = _click(body)
+        refs = dict(blocks.parse_approval_ref(ref) for ref in parse_batch(value))
+        batch = self._visible_batch(body, list(refs), actor)
+        if batch is not None:
+            outcome = approve_batch(self.deps.approvals, [(a, refs[a.id]) for a in batch], actor)
+            self._tell(body, actor, outcome.summary())
+
+    def open_reject_all(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        """Reject all: ask for one reason in a modal, if the clicker may decide every call."""
+        ack()
+        value, actor = _click(body)
+        batch = self._visible_batch(body, parse_batch(value), actor)
+        if batch is None:
+            return
+        refused = refusals(self.deps.approvals, batch, actor)
+        if refused:
+            self._tell(body, actor, BatchOutcome(refused=refused).summary())
+            return
+        self._open(body, actor, client, reject_all_modal([a.id for a in waiting(batch)]))
+
+    def submit_reject_all(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """The reject-all modal's submit: one reason, each call rejected on its own."""
+        reason = _value(view, "reason")
+        if not reason.strip():
+            ack(response_action="errors", errors={"reason": "Give the agent a reason."})
+            return
+        ids = [i for i in parse_batch(str(view.get("private_metadata"))) if is_approval_id(i)]
+        actor = _actor(body)
+        outcome = BEFORE_ACK.call(
+            lambda: reject_batch(
+                self.deps.approvals, [self.deps.approvals.get(i) for i in ids], actor, reason
+            )
+        )
+        if outcome.decided or not outcome.refused:
+            ack()
+        else:
+            ack(response_action="errors", errors={"reason": outcome.summary()[:300]})
+
+    def _visible_batch(
+        self, body: dict[str, Any], approval_ids: list[str], actor: Actor
+    ) -> list[Approval] | None:
+        """Return a batch's approvals (of one run) if ``actor`` may see them; else tell them."""
+        batch = []
+        for approval_id in approval_ids:
+            approval = self._visible_approval(body, approval_id, actor)
+            if approval is None:
+                return None
+            batch.append(approval)
+        if len({a.run_id for a in batch}) != 1:
+            self._tell(body, actor, "Sorry: there is no such batch of approvals.")
+            return None
+        return batch
+
     def _visible_approval(
         self, body: dict[str, Any], approval_id: str, actor: Actor
     ) -> Approval | None:
@@ -422,6 +504,34 @@ class Listeners:
         approval = self._visible_approval(body, blocks.parse_approval_ref(value)[0], actor)
         if approval is not None:
             self._open(body, actor, client, blocks.args_modal(approval))
+
+    def why(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        """Show the model step that proposed a card's call (to whoever may see the card)."""
+        ack()
+        value, actor = _click(body)
+        approval = self._visible_approval(body, blocks.parse_approval_ref(value)[0], actor)
+        if approval is None:
+            return
+        try:
+            reasons = self._proposal(approval)
+        except SignoffError as exc:
+            self._tell(body, actor, f"Sorry: {escape(str(exc))}")
+            return
+        self._open(body, actor, client, why_modal(approval, reasons))
+
+    def _proposal(self, approval: Approval) -> Proposal:
+        run = self.deps.runtime.get(parse_run_id(approval.run_id))
+        agent = self.deps.agents.for_workflow(run.workflow)
+        if agent is None:
+            raise InvalidInput("why", f"run {run.id} is not an agent run")
+        spec = run.input.get("model") if isinstance(run.input, dict) else None
+        return proposal(
+            with_model(agent, spec, self.deps.models),
+            self.deps.approvals,
+            run,
+            self.deps.runtime.journal(run.id),
+            approval.position,
+        )
 
     def history(self, ack: Ack, body: dict[str, Any]) -> None:
         """Post the run's compact timeline to the clicker."""

@@ -25,11 +25,12 @@ from bot.slack.text import (
 
 Block = dict[str, Any]
 
-APPROVE, REJECT, EDIT, VIEW_ARGS, HISTORY, FORK = (
+APPROVE, REJECT, EDIT, VIEW_ARGS, WHY, HISTORY, FORK = (
     "approval.approve",
     "approval.reject",
     "approval.edit",
     "approval.view_args",
+    "approval.why",
     "run.history",
     "run.fork",
 )
@@ -118,7 +119,7 @@ def run_root(
         {
             "type": "actions",
             "block_id": f"run:{run_id}",
-            "elements": [_button("History", HISTORY, run_id)],
+            "elements": [button("History", HISTORY, run_id)],
         },
     ]
     return message(text), blocks
@@ -140,7 +141,7 @@ def history_blocks(run_id: str, header: str, lines: list[tuple[str, int | None]]
             section(text)
             | {
                 "block_id": f"fork:{position}",
-                "accessory": _button("Fork from here", FORK, f"{run_id}:{position}"),
+                "accessory": button("Fork from here", FORK, f"{run_id}:{position}"),
             }
         )
     if plain_lines:
@@ -188,13 +189,13 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
     if _hides(approval, approval.proposed_args):
         blocks.insert(1, context(HIDDEN_NOTE))
     buttons = [
-        _button(
+        button(
             "Approve" if approval.kind == ApprovalKind.TOOL_CALL else "Yes, it did",
             APPROVE,
             approval_ref(approval),
             style="primary",
         ),
-        _button(
+        button(
             "Reject" if approval.kind == ApprovalKind.TOOL_CALL else "No, run it",
             REJECT,
             approval.id,
@@ -202,10 +203,11 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
         ),
     ]
     if approval.kind == ApprovalKind.TOOL_CALL:
-        buttons.append(_button("Edit", EDIT, approval.id))
+        buttons.append(button("Edit", EDIT, approval.id))
         buttons += _grant_buttons(approval)
     if too_long:
-        buttons.append(_button("View full arguments", VIEW_ARGS, approval.id))
+        buttons.append(button("View full arguments", VIEW_ARGS, approval.id))
+    buttons.append(button("Why?", WHY, approval.id))
     blocks.append({"type": "actions", "block_id": f"approval:{approval.id}", "elements": buttons})
     asker = user(approval.requester.user_id)
     return message(f"Approval needed: {tool_name(approval.tool)} (requested by {asker})"), blocks
@@ -383,18 +385,19 @@ def _grant_buttons(approval: Approval) -> list[Block]:
         return []
     ref = approval_ref(approval)
     return [
-        _button("Approve + allow similar in this run", GRANT_RUN, ref),
-        _button("Allow similar for 24 h…", GRANT_DAY, ref),
+        button("Approve + allow similar in this run", GRANT_RUN, ref),
+        button("Allow similar for 24 h…", GRANT_DAY, ref),
     ]
 
 
-def _button(text: str, action_id: str, value: str, *, style: str | None = None) -> Block:
-    button: Block = {
+def button(text: str, action_id: str, value: str, *, style: str | None = None) -> Block:
+    """A button whose click carries ``value``."""
+    element: Block = {
         "type": "button",
         "text": plain(text, 75),
         "action_id": action_id,
         "value": value,
     }
     if style:
-        button["style"] = style
-    return button
+        element["style"] = style
+    return element

@@ -33,9 +33,11 @@ from agent_runtime import (
     RunNotFound,
     Store,
 )
+from agent_runtime.batches import pending_batch
 from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.notices import Delivery, Notice, Outbox, QueuedNotice
 from bot.slack import blocks
+from bot.slack.batch_blocks import batch_card
 from bot.slack.delivery_errors import (
     TRANSPORT_ERRORS,
     backoff,
@@ -50,6 +52,7 @@ from bot.slack.delivery_errors import (
 )
 from bot.slack.grant_blocks import grant_message
 from bot.slack.notifier import (
+    BATCH,
     CARD,
     CARD_UPDATE,
     DM,
@@ -328,6 +331,8 @@ class Dispatcher:
             root = self._depends_on(root_key(str(notice.run_id)))
             text, body = blocks.approval_card(self._approvals.get(data["approval_id"]))
             return self._post(item, root.channel, text, body, thread_ts=root.ts)
+        if notice.kind == BATCH:
+            return self._batch(item, str(notice.run_id), int(data["before"]))
         if notice.kind == DM:
             return self._direct(item, data["user"], data["approval_id"])
         if notice.kind == CARD_UPDATE:
@@ -370,6 +375,18 @@ class Dispatcher:
         if self._outbox.is_dead(key):
             raise Undeliverable(f"depends on {key}, which could not be delivered")
         raise NotReady()
+
+    def _batch(self, item: QueuedNotice, run_id: str, before: int) -> Delivery | None:
+        """Post "Approve all" under a turn's cards, if two or more of them still wait."""
+        root = self._depends_on(root_key(run_id))
+        if self._runs is None:
+            return None
+        journal = self._runs.load_journal(RunId(run_id))
+        batch = pending_batch(self._approvals.store, run_id, journal, before)
+        if len(batch) < 2:
+            return None
+        text, body = batch_card(before, batch)
+        return self._post(item, root.channel, text, body, thread_ts=root.ts)
 
     def _direct(self, item: QueuedNotice, user: str, approval_id: str) -> Delivery:
         person = (item.notice.enterprise_id, item.notice.team_id, user)

@@ -10,6 +10,7 @@ from agent_runtime.grants import Grant, GrantScope, describe
 from bot.slack.blocks import (
     PLAIN_TEXT_INPUT_LIMIT,
     Block,
+    button,
     context,
     plain,
     section,
@@ -76,15 +77,7 @@ def grant_message(grant: Grant) -> tuple[str, list[Block]]:
             {
                 "type": "actions",
                 "block_id": f"grant:{grant.id}",
-                "elements": [_button("Revoke", GRANT_REVOKE, grant.id, style="danger")],
+                "elements": [button("Revoke", GRANT_REVOKE, grant.id, style="danger")],
             }
         )
     return message(line), blocks
-
-
-def _button(text: str, action_id: str, value: str, *, style: str | None = None) -> Block:
-    button: Block = {"type": "button", "text": plain(text, 75), "action_id": action_id}
-    button["value"] = value
-    if style:
-        button["style"] = style
-    return button

@@ -17,6 +17,7 @@ from agent_runtime import (
     StepRecord,
     Store,
 )
+from agent_runtime.agent_loop import AS_DECIDED
 from agent_runtime.approvals import local_people
 from agent_runtime.grants import GRANT_ACTOR_PREFIX, Grant
 from agent_runtime.notices import Notice
@@ -25,7 +26,7 @@ from agent_runtime.rules import RULE_ACTOR_PREFIX
 from bot.slack.blocks import decision_line
 from bot.slack.text import message, shown, tool_name
 
-ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE = (
+ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE, BATCH = (
     "run.root",
     "run.reply",
     "approval.card",
@@ -33,6 +34,7 @@ ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE = (
     "approval.update",
     "ephemeral",
     "run.root.update",
+    "approval.batch",
 )
 GRANT, GRANT_UPDATE = "grant.message", "grant.update"
 REPLY_LIMIT = 600
@@ -120,6 +122,8 @@ class SlackNotifier:
         """A concise thread reply for the steps a person cares about."""
         if slack_context(run) is None or step.kind != StepKind.STEP:
             return ()
+        if step.name == AS_DECIDED:
+            return in_workspace(run, [_batch(run.id, step.position)])
         text = describe_step(step)
         if text is None:
             return ()
@@ -255,6 +259,13 @@ def _reply(run_id: str, suffix: str, text: str) -> Notice:
 def _waits(step: StepRecord) -> bool:
     """Whether the step puts the run in a wait its root message should show."""
     return step.name == "budget.exhausted"
+
+
+def _batch(run_id: str, before: int) -> Notice:
+    """Gather the turn's approvals (those just before step ``before``) if two or more wait."""
+    return Notice(
+        key=f"run:{run_id}:batch:{before}", run_id=run_id, kind=BATCH, data={"before": before}
+    )
 
 
 def _root_update(run_id: str, suffix: str) -> Notice:

@@ -112,6 +112,12 @@ def approvals_of(bot: BotInstance, run_id: str) -> dict[str, Approval]:
     return {a.tool: a for a in found}
 
 
+def asked_in_order(bot: BotInstance, run_id: str) -> list[Approval]:
+    """Return the run's approvals in the order they were asked."""
+    found = bot.services.approvals.store.list_approvals(run_id=run_id)
+    return sorted(found, key=lambda a: a.position)
+
+
 def outbox_rows(bot: BotInstance) -> list[dict[str, Any]]:
     """Return the outbox, oldest first."""
     with bot.services.store.engine.connect() as conn:

@@ -32,6 +32,7 @@ from sqlalchemy import select
 from agent_runtime import Approval, ApprovalStatus, RunId, RunStatus, SystemClock
 from agent_runtime.records import Wait
 from bot.app.wiring import Services, build_services
+from bot.slack.batch_blocks import APPROVE_ALL
 from bot.slack.blocks import APPROVE, REJECT
 from devkit.sandbox.slack_api import DEFAULT_TOKEN, Message
 from store import models, open_store
@@ -378,19 +379,20 @@ UNTIL_WAITING = [
     "plan:refund+email",
     "card:issue_refund",
     "card:send_email",
+    "batch",
 ]
-"""A demo run's thread up to its two approval cards."""
+"""A demo run's thread up to its two approval cards, gathered under Approve all."""
 
 
 def assert_completed_story(shape: list[str]) -> None:
     """The thread of a demo run approved refund first: the refund runs as soon as it is
     approved, so its result may come before or after the email's decision."""
-    assert shape[:6] == [*UNTIL_WAITING, "decided:issue_refund"], shape
-    assert shape[6:8] in (
+    assert shape[:7] == [*UNTIL_WAITING, "decided:issue_refund"], shape
+    assert shape[7:9] in (
         ["decided:send_email", "result:issue_refund"],
         ["result:issue_refund", "decided:send_email"],
     ), shape
-    assert shape[8:] == ["result:send_email", "done"], shape
+    assert shape[9:] == ["result:send_email", "done"], shape
 
 
 def thread_shape(world: SlackWorld, run_id: str) -> list[str]:
@@ -408,6 +410,8 @@ def thread_shape(world: SlackWorld, run_id: str) -> list[str]:
             shapes.append("decided:" + text.split("*")[1])
         elif text == f"✅ *Done:* {ANSWER}":
             shapes.append("done")
+        elif APPROVE_ALL in dict(buttons(reply)):
+            shapes.append("batch")
         elif (
             any(b.get("block_id", "").startswith("approval:") for b in reply.blocks or [])
             or reply.edits

@@ -13,7 +13,7 @@ import re
 import uuid
 
 from agent_runtime import ApprovalStatus, RunStatus
-from bot.slack.blocks import APPROVE, EDIT, FORK, GRANT_DAY, GRANT_RUN, HISTORY, REJECT
+from bot.slack.blocks import APPROVE, EDIT, FORK, GRANT_DAY, GRANT_RUN, HISTORY, REJECT, WHY
 from bot.slack.commands import HELP
 from tests.integration.slack_harness import (
     APPROVER,
@@ -84,6 +84,7 @@ def test_slash_command_starts_a_run_and_posts_the_thread_cards_and_dms(
             (EDIT, approval.id),
             (GRANT_RUN, shown),
             (GRANT_DAY, shown),
+            (WHY, approval.id),
         ]
         assert f"<@{APPROVER}>" in block_texts(card)
         [dm] = [m for m in dms if buttons(m) and buttons(m)[0][1] == shown]

@@ -35,7 +35,7 @@ from tests.integration.slack_readers import (
 
 CLAIM_FOR = DispatchOptions().claim_for
 
-POSTED_KINDS = ("run.root", "run.reply", "approval.card", "approval.dm")
+POSTED_KINDS = ("run.root", "run.reply", "approval.card", "approval.dm", "approval.batch")
 """The notices that become new messages (the others update cards or are ephemeral)."""
 
 
@@ -48,6 +48,7 @@ def dispatcher_at(bot: BotInstance, clock: ShiftedClock, owner: str) -> Dispatch
         clock,
         owner,
         DispatchOptions(pace=UNPACED_PACE),
+        runs=bot.services.store,
     )
 
 
@@ -110,7 +111,7 @@ def test_a_rate_limited_post_waits_for_retry_after_and_is_posted_once(
     clock.offset = timedelta(seconds=31)
     dispatcher.drain()
     assert world.root_of(run_id).ts == outbox_rows(bot)[0]["ts"]
-    assert len(world.replies(run_id)) == 5, "plans, lookup, plans, two cards"
+    assert len(world.replies(run_id)) == 6, "plans, lookup, plans, two cards, Approve all"
     assert_each_notice_posted_once(world, bot)
     assert [c.status for c in world.workspace.calls("chat.postMessage")].count(429) == 1
     dispatcher.drain()
@@ -143,7 +144,7 @@ def test_notices_committed_before_a_crash_are_posted_by_the_next_process(
 
     clock.offset = CLAIM_FOR + timedelta(seconds=1)
     late.drain()
-    assert len(world.replies(first)) == 5
+    assert len(world.replies(first)) == 6
     assert_each_notice_posted_once(world, restarted)
     world.instance(migrate=False).drain()
     assert_each_notice_posted_once(world, restarted)
@@ -188,6 +189,7 @@ def test_concurrent_dispatchers_post_each_notice_once(
             assert [r.split(" (")[0] for r in replies[3:]] == [
                 "Approval needed: issue_refund",
                 "Approval needed: send_email",
+                "2 calls from one model turn wait for sign-off",
             ]
 
 
@@ -219,5 +221,5 @@ def test_a_passing_auth_error_is_retried_and_the_thread_still_appears(
     assert world.roots() == []
     clock.offset = timedelta(minutes=1)
     dispatcher.drain()
-    assert len(world.replies(run_id)) == 5, "plans, lookup, plans, two cards"
+    assert len(world.replies(run_id)) == 6, "plans, lookup, plans, two cards, Approve all"
     assert_each_notice_posted_once(world, bot)

@@ -19,15 +19,19 @@ from slack_sdk.models.blocks import Block as SdkBlock
 from slack_sdk.models.views import View
 
 from agent_runtime import ApprovalStatus, RunId, RunStatus
-from agent_runtime.approvals import ApprovalKind
+from agent_runtime.approvals import Approval, ApprovalId, ApprovalKind
+from agent_runtime.batches import BATCH_LIMIT
 from agent_runtime.models import ToolCall, text_reply, tool_reply
+from agent_runtime.proposal import Proposal, proposal
 from agent_runtime.records import ErrorInfo, StepKind, StepRecord
 from agent_runtime.testing import InMemoryStore
 from bot.slack import blocks
+from bot.slack.batch_blocks import batch_card, reject_all_modal
 from bot.slack.notifier import REPLY, SlackNotifier, describe_step
 from bot.slack.run_status import status_line
 from bot.slack.text import TEXT_LIMIT, escape
 from bot.slack.views import history_message
+from bot.slack.why import why_modal
 from tests.unit.agent_harness import AgentHarness
 from tests.unit.slack_fixtures import (
     HIDDEN,
@@ -153,9 +157,23 @@ def messages() -> Iterator[tuple[str, str, list[blocks.Block] | None]]:
             blocks.history_blocks("r1", "*History* " + escape(HIDDEN), lines),
         )
     yield ("history of a run", *hostile_run_history())
+    for label, tool in NAMES.items():
+        yield (f"batch, {label}", *batch_card(7, hostile_batch(tool)))
     yield ("root", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME, fork={"from": "r0", "at": 3}))
     for i, status in enumerate(root_statuses()):
         yield (f"root status {i}", *blocks.run_root("r1", TASK, "U_ALEX", LONG_NAME, status=status))
+
+
+def hostile_batch(tool: str) -> list[Approval]:
+    """The largest batch, of hostile calls with many approvers each."""
+    approvers = [f"U_{chr(65 + i % 26)}" for i in range(40)]
+    return [
+        replace(
+            approval(tool, HOSTILE, id=ApprovalId(f"{i:024x}")),
+            policy={"approvers": approvers, "required": 1},
+        )
+        for i in range(BATCH_LIMIT)
+    ]
 
 
 def root_statuses() -> Iterator[str]:
@@ -179,6 +197,59 @@ def modals() -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"edit {state}, {label}", blocks.edit_modal(shown)
             yield f"args {state}, {label}", blocks.args_modal(shown)
     yield "reject", blocks.reject_modal(approval().id)
+    yield "reject all", reject_all_modal([a.id for a in hostile_batch("x")])
+    for label, tool in NAMES.items():
+        for state, reasons in hostile_proposals(tool):
+            yield f"why {state}, {label}", why_modal(approval(tool, HOSTILE), reasons)
+    yield "why of a run", hostile_run_why()
+
+
+def hostile_proposals(tool: str) -> Iterator[tuple[str, Proposal]]:
+    """Proposals whose task, reasoning, calls and tool results are hostile and huge."""
+    results = [
+        {"tool": tool, "arguments": HOSTILE, "result": TASK, "is_error": i % 2 == 0}
+        for i in range(60)
+    ]
+    full = Proposal(
+        run_id="r1",
+        position=4,
+        reasoning="<!here> " + SPOOF * 2000 + HIDDEN,
+        calls=[{"name": tool, "arguments": HOSTILE}] * 60,
+        task=TASK,
+        tool_results=results,
+        rebuilt=True,
+    )
+    yield "full", full
+    yield "silent", replace(full, reasoning="", calls=[], tool_results=[], task="")
+    yield "not rebuilt", replace(full, tool_results=[], rebuilt=False)
+
+
+def hostile_run_why() -> dict[str, Any]:
+    """The Why? of a card in a run whose task and tool results are hostile."""
+    harness = AgentHarness(
+        [
+            tool_reply(ToolCall(id="c1", name="lookup_order", arguments={"order_id": SPOOF})),
+            tool_reply(
+                ToolCall(
+                    id="c2", name="issue_refund", arguments={"order_id": "1", "amount_cents": 1}
+                ),
+                text="<!channel> " + HIDDEN + SPOOF * 2000,
+            ),
+        ]
+    )
+    run_id = harness.start("<!here> " + SPOOF * 300 + HIDDEN)
+    harness.work()
+    [asked] = harness.env.pending(run_id)
+    reasons = proposal(
+        harness.agent,
+        harness.approvals,
+        harness.run(run_id),
+        harness.runtime.journal(run_id),
+        asked.position,
+    )
+    assert reasons.rebuilt
+    assert reasons.tool_results
+    return why_modal(asked, reasons)
 
 
 MESSAGES = list(messages())
