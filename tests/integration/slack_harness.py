@@ -43,6 +43,7 @@ from agent_runtime import (
     RunId,
     RunNotFound,
     RunStatus,
+    StoreUnavailable,
     WorkerOptions,
 )
 from agent_runtime.audit import GENESIS
@@ -244,7 +245,7 @@ class BotInstance:
         def exists() -> bool:
             try:
                 self.services.runtime.get(run_id)
-            except RunNotFound:
+            except (RunNotFound, StoreUnavailable):  # not yet, or this probe's connection cut
                 return False
             return True
 

@@ -157,6 +157,7 @@ def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
             "loop:approvals",
             "loop:wake",
             "loop:webhooks",
+            "loop:intake",
         }
         assert sample(metrics(port), "signoff_database_up") == 1
         process.send_signal(signal.SIGTERM)
