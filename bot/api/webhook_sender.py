@@ -25,8 +25,7 @@ from bot.api.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, sign
 from bot.app.scheduler import Job
 from bot.app.wiring import Services
 from bot.slack.delivery_errors import backoff
-from store.api_store import SqlApiStore
-from store.outbox import SqlOutbox
+from store import SqlApiStore, SqlOutbox
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +138,7 @@ def webhook_job(services: Services) -> Job:
     settings = services.settings
     sender = WebhookSender(
         services.outbox,
-        SqlApiStore(services.store.engine),
+        services.stores.api,
         SystemClock(),
         owner=default_owner(),
         destinations=Destinations(settings.webhook_networks),

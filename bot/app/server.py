@@ -35,9 +35,7 @@ from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
 from bot.slack.form_request import SlackWsgiHandler
 from bot.slack.intake import IntakeSweep
 from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
-from store.api_store import SqlApiStore
-from store.notify import WakeListener
-from store.replay_guard import SqlReplayGuard
+from store import WakeListener
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +73,7 @@ def slack_app(services: Services, client: WebClient) -> App:
         agents=services.agents,
         outbox=services.outbox,
         clock=SystemClock(),
-        replays=SqlReplayGuard(services.store.engine),
+        replays=services.stores.replays,
         models=services.models,
     )
     return build_app(
@@ -109,7 +107,7 @@ def wsgi(app: App, ops: Ops | None = None, api: ApiApprovals | None = None) -> W
 
 def api_approvals(services: Services) -> ApiApprovals:
     """The approvals API's service over the process's services."""
-    return ApiApprovals(services, SqlApiStore(services.store.engine))
+    return ApiApprovals(services, services.stores.api)
 
 
 def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = None) -> Dispatcher:
@@ -162,7 +160,7 @@ def serve(settings: Settings, parts: Parts) -> int:
         if parts.scheduler
         else None
     )
-    listener = WakeListener(services.store.engine, worker.wake) if parts.worker else None
+    listener = services.stores.wake_listener(worker.wake) if parts.worker else None
     for thread in threads:
         thread.start()
     if scheduler is not None:
@@ -215,7 +213,7 @@ def _jobs(services: Services, client: WebClient, worker: Worker, metrics: Metric
 
 def intake_sweep(services: Services) -> IntakeSweep:
     """Start acknowledged runs whose listener died; forget signatures past replay."""
-    return IntakeSweep(services.runtime, SqlReplayGuard(services.store.engine), SystemClock())
+    return IntakeSweep(services.runtime, services.stores.replays, SystemClock())
 
 
 def _anchor_job(services: Services) -> list[Job]:

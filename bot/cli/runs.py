@@ -37,8 +37,6 @@ from bot.cli.render import (
     step_json,
 )
 from bot.ops import logs
-from store import upgrade
-from store.notify import WakeListener
 
 
 def add_commands(commands: Any) -> None:
@@ -142,7 +140,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     scheduler.start()
     with ops_port(supervision.ops, args.metrics_port):
         try:
-            with WakeListener(services.store.engine, worker.wake):
+            with services.stores.wake_listener(worker.wake):
                 worker.run(until_idle=args.until_idle)
         finally:
             scheduler.shutdown(wait=True)
@@ -218,7 +216,7 @@ def cmd_signal(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
     """Apply migrations."""
-    upgrade(build_services(settings, migrate=False).store.engine)
+    build_services(settings, migrate=False).stores.upgrade()
     print("database is up to date")
     return 0
 

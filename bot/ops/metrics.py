@@ -21,7 +21,7 @@ from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.records import Run, StepRecord
 from bot.ops.loops import Loops
 from bot.slack.delivery_errors import is_rate_limited, slack_error
-from store.stats import Stats
+from store import Stats
 
 logger = logging.getLogger(__name__)
 
