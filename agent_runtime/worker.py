@@ -46,6 +46,8 @@ class WorkerOptions:
     on_takeover: Callable[[RunId], object] | None = None
     """Told of each run this worker takes over from one whose lease lapsed (metrics count
     them)."""
+    on_claim: Callable[[float], object] | None = None
+    """Told how long each claim took, in seconds, whether or not it found a run."""
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -180,6 +182,7 @@ class Worker:
         if free <= 0:
             return []
         now = self._clock.now()
+        started = time.monotonic()
         try:
             claimed = self._store.claim_runs(
                 self.options.owner, limit=free, now=now, expires_at=now + self.options.lease_ttl
@@ -187,6 +190,8 @@ class Worker:
         except StoreUnavailable:
             logger.warning("claim failed", extra={"action": "claim"})
             return []
+        if self.options.on_claim is not None:
+            self.options.on_claim(time.monotonic() - started)
         with self._lock:
             self._held.update({lease.run_id: lease for _, lease in claimed})
         for _, lease in claimed:

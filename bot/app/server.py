@@ -145,7 +145,10 @@ def serve(settings: Settings, parts: Parts) -> int:
     services, supervision = supervised_services(settings)
     client = web_client(settings)
     options = worker_options(
-        settings, concurrency=parts.concurrency, on_takeover=supervision.metrics.took_over
+        settings,
+        concurrency=parts.concurrency,
+        on_takeover=supervision.metrics.took_over,
+        on_claim=supervision.metrics.claimed,
     )
     worker = services.runtime.worker(options)
     threads = (

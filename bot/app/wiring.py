@@ -182,14 +182,20 @@ def _call(spec: str, *args: object) -> object:
 
 
 def worker_options(
-    settings: Settings, *, concurrency: int, on_takeover: Callable[[RunId], object] | None = None
+    settings: Settings,
+    *,
+    concurrency: int,
+    on_takeover: Callable[[RunId], object] | None = None,
+    on_claim: Callable[[float], object] | None = None,
 ) -> WorkerOptions:
-    """Return worker options from the settings (``on_takeover`` counts runs taken over)."""
+    """Return worker options from the settings (``on_takeover`` counts runs taken over,
+    ``on_claim`` times claims)."""
     return WorkerOptions(
         concurrency=concurrency,
         lease_ttl=settings.lease_ttl,
         poll_interval=settings.poll_interval,
         on_takeover=on_takeover,
+        on_claim=on_claim,
     )
 
 

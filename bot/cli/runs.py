@@ -121,7 +121,10 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     logs.configure(log_format=settings.log_format, secrets=settings.secrets())
     services, supervision = supervised_services(settings)
     options = worker_options(
-        settings, concurrency=args.concurrency, on_takeover=supervision.metrics.took_over
+        settings,
+        concurrency=args.concurrency,
+        on_takeover=supervision.metrics.took_over,
+        on_claim=supervision.metrics.claimed,
     )
     worker = services.runtime.worker(options)
     supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
