@@ -108,12 +108,8 @@ def _order_summary(order: dict[str, Any], results: dict[Any, Any], *, emails: bo
         if (name, order["id"]) in results:
             outcome = results[(name, order["id"])]
             lines.append(f"{label}: {'done' if _done(outcome) else outcome}")
-    refund = results.get((REFUND, order["id"]))
-    if (
-        (REFUND, order["id"]) in results
-        and not _done(refund)
-        and (EMAIL, order["id"]) not in results
-    ):
+    refund_failed = (REFUND, order["id"]) in results and not _done(results[(REFUND, order["id"])])
+    if emails and refund_failed and (EMAIL, order["id"]) not in results:
         lines.append("Email: not sent, as no refund was made")
     return f"Order {order['id']}: " + "; ".join(lines)
 

@@ -119,3 +119,10 @@ def test_an_email_without_a_refund_claims_none() -> None:
     assert names(turns) == [["lookup_order"], ["send_email"]]
     assert "refund" not in json.dumps(turns[1][0].arguments).lower()
     assert answer == "Order 1042: Email: done"
+
+
+def test_a_rejected_refund_that_no_email_was_asked_for_mentions_no_email() -> None:
+    """A refund-only task whose refund is rejected answers about the refund alone."""
+    turns, answer = converse("please refund order #1042", refusing({"1042"}, as_error=True))
+    assert names(turns) == [["lookup_order"], ["issue_refund"]]
+    assert answer == "Order 1042: Refund: not executed: rejected by dana: over the limit"
