@@ -16,15 +16,20 @@ SCREENSHOT = os.environ.get("SANDBOX_SCREENSHOT", "")  # e.g. docs/sandbox.png
 
 
 def _run_and_approve_both(page: SandboxPage) -> str:
-    """As Rita start the demo run; as Dana approve both cards; return the thread's text."""
+    """As Rita start the demo run; as Dana approve the refund's card, then the email's (asked
+    once the refund is done); return the thread's text."""
     page.send(TASK)
     page.wait_for_text("messages", "Started run")
     assert "Only visible to you" in page.text_of("messages")
     page.open_thread()
     page.act_as("U_DANA")
-    refund, email = page.approval_cards(2)
+    (refund,) = page.approval_cards(1)
+    assert "send_email" not in page.text_of("thread"), "no email before the refund is done"
     page.click_in_thread(APPROVE, refund)
     page.wait_for_text("thread", "issue_refund · ✅ Approved by @Dana")
+    page.wait_for_text("thread", "🔧 issue_refund → ")
+    (email,) = page.approval_cards(1)
+    assert email != refund
     if SCREENSHOT:
         Path(SCREENSHOT).parent.mkdir(parents=True, exist_ok=True)
         page.driver.save_screenshot(SCREENSHOT)
@@ -36,7 +41,7 @@ def _run_and_approve_both(page: SandboxPage) -> str:
 def test_requester_starts_a_run_and_an_approver_signs_both_cards_off(
     page: SandboxPage, dev_stack: DevStack
 ) -> None:
-    """Rita's run waits for two cards; Dana approves both; the thread ends with the answer."""
+    """Rita's run asks for the refund, then the email; Dana approves both; the answer ends it."""
     thread = _run_and_approve_both(page)
     assert "issue_refund · ✅ Approved by @Dana" in thread
     assert not page.driver.find_elements(By.CSS_SELECTOR, f'#thread [data-action-id="{APPROVE}"]')
@@ -52,7 +57,7 @@ def test_an_outsiders_click_is_refused_on_the_page(page: SandboxPage, dev_stack:
     page.send(TASK)
     page.open_thread()
     page.act_as("U_EVE")
-    refund, _ = page.approval_cards(2)
+    (refund,) = page.approval_cards(1)
     page.click_in_thread(APPROVE, refund)
     thread = page.wait_for_text("thread", "you are not allowed to decide this approval")
     assert "Only visible to you" in thread
@@ -64,7 +69,7 @@ def test_an_outsiders_click_is_refused_on_the_page(page: SandboxPage, dev_stack:
     assert "not allowed" not in page.text_of("thread")
     approvals = dev_stack.services.approvals.store.list_approvals()
     assert {a.status for a in approvals} == {ApprovalStatus.PENDING}
-    assert len(page.approval_cards(2)) == 2
+    assert page.approval_cards(1) == [refund]
 
 
 def test_untrusted_text_is_shown_as_text_never_as_markup(page: SandboxPage) -> None:
@@ -76,11 +81,12 @@ def test_untrusted_text_is_shown_as_text_never_as_markup(page: SandboxPage) -> N
 
 
 def test_the_reject_modal_shows_the_apps_validation_errors(page: SandboxPage) -> None:
-    """Reject opens a modal; an empty reason comes back as response_action errors in the modal."""
+    """Reject opens a modal; an empty reason comes back as response_action errors in the modal;
+    the rejected refund is never followed by an email claiming it."""
     page.send(TASK)
     page.open_thread()
     page.act_as("U_OMAR")
-    refund, _ = page.approval_cards(2)
+    (refund,) = page.approval_cards(1)
     page.click_in_thread("approval.reject", refund)
     page.wait(lambda: page.driver.find_element(By.ID, "modal-submit"))
     page.click("modal-submit")
@@ -90,6 +96,8 @@ def test_the_reject_modal_shows_the_apps_validation_errors(page: SandboxPage) ->
     thread = page.wait_for_text("thread", "issue_refund · ❌ Rejected by @Omar")
     assert "“Not this one.”" in thread
     assert not page.driver.find_elements(By.ID, "modal-submit")
+    thread = page.wait_for_text("thread", "Email: not sent, as no refund was made")
+    assert "send_email" not in thread
 
 
 def test_fork_from_here_on_the_ephemeral_history_forks_the_run(
@@ -98,7 +106,7 @@ def test_fork_from_here_on_the_ephemeral_history_forks_the_run(
     """Rita clicks History, then "Fork from here" on the ephemeral history: the run is forked."""
     page.send(TASK)
     page.open_thread()
-    page.approval_cards(2)  # the model has been called: there is a step to fork from
+    page.approval_cards(1)  # the model has been called: there is a step to fork from
     page.click_last('#messages [data-action-id="run.history"]')
     page.click_last('#messages .ephemeral [data-action-id="run.fork"]')
     told = page.wait_for_text("messages", "Forked run")

@@ -72,6 +72,8 @@ T = TypeVar("T")
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TASK = "refund order 1042 and email the customer"
+BATCH_TASK = "refund orders 1042 and 1043"
+"""A task whose one model turn proposes two refunds (two approvals asked together)."""
 APPROVER, SECOND_APPROVER, REQUESTER, OUTSIDER = "U_DANA", "U_ERIN", "U_REQ", "U_EVE"
 PEOPLE = {APPROVER: "dana", SECOND_APPROVER: "erin", REQUESTER: "req", OUTSIDER: "eve"}
 """Slack user ids and user names of the people in every scenario."""
@@ -635,9 +637,9 @@ def acked(ack: Ack) -> Ack:
     return ack
 
 
-def start_refund_run(world: SlackWorld, bot: BotInstance) -> RunId:
+def start_refund_run(world: SlackWorld, bot: BotInstance, task: str = TASK) -> RunId:
     """Type the refund task, run the worker to the approvals and deliver the notices."""
-    run_id = run_id_of(acked(bot.command(TASK)))
+    run_id = run_id_of(acked(bot.command(task)))
     bot.work()
     bot.drain()
     assert bot.services.runtime.get(run_id).status == RunStatus.WAITING

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from agent_runtime import Approval, RunId
+from agent_runtime import Approval, ApprovalStatus, RunId
 from bot.slack import blocks
 from devkit.sandbox.slack_api import EphemeralMessage, Message
 from store.models import outbox
@@ -106,9 +106,11 @@ def unescaped_markup(texts: Iterable[str], allowed: Iterable[str] | None = None)
     ]
 
 
-def approvals_of(bot: BotInstance, run_id: str) -> dict[str, Approval]:
-    """Return the run's approvals by tool name."""
-    found = bot.services.approvals.store.list_approvals(run_id=run_id)
+def approvals_of(
+    bot: BotInstance, run_id: str, status: ApprovalStatus | None = None
+) -> dict[str, Approval]:
+    """Return the run's approvals (with ``status``, if given) by tool name."""
+    found = bot.services.approvals.store.list_approvals(run_id=run_id, status=status)
     return {a.tool: a for a in found}
 
 

@@ -83,9 +83,9 @@ LIVE_WORKERS = 2
 LEASE_TTL_S = 0.8
 """Short, so that a standby takes a killed worker's run over soon; long enough that a
 worker on a loaded machine does not lose its lease while it waits for the provider."""
-LAST_ENTRY = 17
-"""The demo run's last journal position (it has 18 entries)."""
-BEFORE_THE_REFUND = 10
+LAST_ENTRY = 19
+"""The demo run's last journal position (it has 20 entries)."""
+BEFORE_THE_REFUND = 8
 """The journal length at which the demo run waits for the refund's approval, the last stop
 before the refund: a run kept for the kill between charge and commit is killed before it."""
 SCENARIO_TIMEOUT_S = 150.0
@@ -323,7 +323,7 @@ class CrashDriver:
         return state if state.status in (RunStatus.WAITING, RunStatus.COMPLETED) else None
 
     def _refund_is_next(self) -> bool:
-        """The refund is approved and has not run: it runs next (the email may still wait)."""
+        """The refund is approved and has not run: it runs next (the email is asked after)."""
         found = self.services.approvals.store.list_approvals(run_id=self.run_id)
         return any(
             a.tool == "issue_refund"
@@ -369,7 +369,13 @@ def check_run(services: Services, ledger: list[dict[str, Any]], run_id: RunId, w
     assert "Refund: done" in answer, (answer, where)
     assert "Email: done" in answer, (answer, where)
     journal = services.store.load_journal(run_id)
-    assert len(model_steps(journal)) == 3 == run.output["usage"]["model_calls"], where
+    assert len(model_steps(journal)) == 4 == run.output["usage"]["model_calls"], where
+    asked = [s.name for s in journal if s.name.startswith("approval.request:")]
+    refund_at = named(journal, "tool:issue_refund")[0].position
+    assert asked == ["approval.request:issue_refund", "approval.request:send_email"], where
+    assert named(journal, "approval.request:send_email")[0].position > refund_at, (
+        f"the email is asked only once the refund is done ({where})"
+    )
 
     (started,) = named(journal, "tool.started:issue_refund")
     key = started.output["key"]
@@ -488,11 +494,14 @@ def test_demo_run_on_postgres_resumes_after_its_approvals(
         with services_for(env) as services:
             run_id = start_demo_run(services)
             cli_ok(env, "worker", "--until-idle")
-            for approval in services.approvals.store.list_approvals(run_id=run_id):
-                assert services.approvals.decide(
-                    approval.id, Actor(user_id=APPROVER), Decision.APPROVE
-                ).accepted
-            cli_ok(env, "worker", "--until-idle")
+            while pending := services.approvals.store.list_approvals(
+                run_id=run_id, status=ApprovalStatus.PENDING
+            ):  # the refund's, then the email's
+                for approval in pending:
+                    assert services.approvals.decide(
+                        approval.id, Actor(user_id=APPROVER), Decision.APPROVE
+                    ).accepted
+                cli_ok(env, "worker", "--until-idle")
             run = services.runtime.get(run_id)
             assert run.status == RunStatus.COMPLETED, run.error
             check_run(services, provider.ledger(), run_id, f"run {run_id}")

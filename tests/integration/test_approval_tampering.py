@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, delete, insert, select, text, update
 
-from agent_runtime import Actor, ApprovalStatus, Decision, RunId, RunStatus
+from agent_runtime import Actor, Approval, ApprovalStatus, Decision, RunId, RunStatus
 from agent_runtime.approvals import args_hash
 from agent_runtime.audit import verify
 from bot.app.wiring import Services
@@ -61,14 +61,14 @@ def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoProvider]
 
 @dataclass
 class Setup:
-    """A demo run parked on its two approvals, and how to reach it."""
+    """A demo run parked on its refund's approval (its email is asked once the refund is
+    done), and how to reach it."""
 
     env: dict[str, str]
     services: Services
     provider: DemoProvider
     run_id: RunId
     refund: str
-    email: str
 
     def conn(self) -> Any:
         """A transaction on the run's database, for raw SQL."""
@@ -83,6 +83,15 @@ class Setup:
         result = self.services.approvals.decide(approval, Actor(user_id=APPROVER), Decision.APPROVE)
         assert result.accepted, result.message
 
+    def email(self) -> str:
+        """The email's approval, asked once the refund is done."""
+        run = self.services.runtime.get(self.run_id)
+        assert (run.status, run.wait_key) == (
+            RunStatus.WAITING,
+            _key(self.run_id, self.services, "send_email"),
+        )
+        return _approval(self.run_id, self.services, "send_email")
+
     def charges(self) -> list[dict[str, Any]]:
         """The charges the provider created for this run."""
         return [
@@ -92,7 +101,7 @@ class Setup:
 
 @pytest.fixture
 def parked(sqlite_url: str, provider: DemoProvider) -> Iterator[Setup]:
-    """A demo run on SQLite, waiting for the approvals of its refund and its email.
+    """A demo run on SQLite, waiting for the approval of its refund.
 
     The requester is on the approvers' list too: the policy still keeps them from
     approving their own request.
@@ -103,23 +112,21 @@ def parked(sqlite_url: str, provider: DemoProvider) -> Iterator[Setup]:
 
 
 def park(env: dict[str, str], services: Services, provider: DemoProvider) -> Setup:
-    """Start a demo run and work it until it waits for its approvals."""
+    """Start a demo run and work it until it waits for its refund's approval."""
     run_id = start_demo_run(services)
     cli_ok(env, "worker", "--until-idle")
     run = services.runtime.get(run_id)
     assert (run.status, run.wait_key) == (RunStatus.WAITING, _key(run_id, services, "issue_refund"))
-    return Setup(
-        env,
-        services,
-        provider,
-        run_id,
-        _approval(run_id, services, "issue_refund"),
-        _approval(run_id, services, "send_email"),
-    )
+    assert _approvals(run_id, services, "send_email") == [], "no email before the refund"
+    return Setup(env, services, provider, run_id, _approval(run_id, services, "issue_refund"))
+
+
+def _approvals(run_id: RunId, services: Services, tool: str) -> list[Approval]:
+    return [a for a in services.approvals.store.list_approvals(run_id=run_id) if a.tool == tool]
 
 
 def _approval(run_id: RunId, services: Services, tool: str) -> str:
-    (found,) = [a for a in services.approvals.store.list_approvals(run_id=run_id) if a.tool == tool]
+    (found,) = _approvals(run_id, services, tool)
     assert found.args == (APPROVED_ARGS if tool == "issue_refund" else found.args)
     return found.id
 
@@ -158,9 +165,9 @@ def forge(setup: Setup, run_id: RunId, approval: str, decision: dict[str, Any]) 
 
 @pytest.mark.parametrize("where", ["approval row", "wake event"])
 def test_decided_args_tampered_in_the_database_never_run(parked: Setup, where: str) -> None:
-    """Approved for A, then the decided args (or the wake event) set to B in SQL: nothing runs."""
+    """Approved for A, then the decided args (or the wake event) set to B in SQL: nothing runs,
+    and no email claims the refund."""
     cli_ok(parked.env, "approve", parked.refund, "--as", APPROVER)
-    parked.approve(parked.email)
     with parked.conn() as conn:
         if where == "approval row":
             changed = conn.execute(
@@ -185,18 +192,20 @@ def test_decided_args_tampered_in_the_database_never_run(parked: Setup, where: s
     assert refund_requests(parked.provider.ledger(), parked.run_id) == []
     answer = _answer(parked)
     assert "Refund: not executed: the arguments differ from the approved ones" in answer
-    assert "Email: done" in answer
+    assert "Email: not sent, as no refund was made" in answer
+    assert _approvals(parked.run_id, parked.services, "send_email") == []
 
 
 def test_decided_args_edited_without_their_hash_run_the_approved_args(parked: Setup) -> None:
     """Only the stored decided args edited to B: the tool runs with A, the approved ones."""
     cli_ok(parked.env, "approve", parked.refund, "--as", APPROVER)
-    parked.approve(parked.email)
     with parked.conn() as conn:
         conn.execute(
             update(approvals).where(approvals.c.id == parked.refund).values(decided_args=OTHER_ARGS)
         )
 
+    parked.work()
+    parked.approve(parked.email())
     parked.work()
 
     (charge,) = parked.charges()
@@ -227,10 +236,6 @@ def test_forged_approval_event_does_not_run_the_tool(parked: Setup, args: dict[s
     """A forged "approved" event in the database, for B or even for A: refused, no charge."""
     forge(parked, parked.run_id, parked.refund, forged_decision(parked.refund, args))
     parked.work()
-    run = parked.services.runtime.get(parked.run_id)
-    assert (run.status, run.wait_key) == (RunStatus.WAITING, f"approval:{parked.email}")
-    parked.approve(parked.email)
-    parked.work()
 
     journal = parked.services.store.load_journal(parked.run_id)
     (started,) = named(journal, "tool.started:issue_refund")
@@ -238,21 +243,20 @@ def test_forged_approval_event_does_not_run_the_tool(parked: Setup, args: dict[s
     assert not named(journal, "tool:issue_refund")
     assert refund_requests(parked.provider.ledger(), parked.run_id) == []
     assert "Refund: not executed: the approval is pending" in _answer(parked)
+    assert _approvals(parked.run_id, parked.services, "send_email") == [], "no email asked"
     assert parked.services.approvals.get(parked.refund).status == ApprovalStatus.PENDING
 
 
 def test_a_forged_event_does_not_block_the_real_decision(parked: Setup) -> None:
     """After a forged event (the run has moved on), the approver's real decision still counts."""
     forge(parked, parked.run_id, parked.refund, forged_decision(parked.refund, OTHER_ARGS))
-    parked.work()  # the run moves on (refund refused) and waits for the email's approval
+    parked.work()  # the run moves on (refund refused) and ends without asking for the email
 
     decided = run_cli(parked.env, "reject", parked.refund, "--as", APPROVER, "--reason", "forged")
 
     assert decided.returncode == 0, decided.stderr
     assert decided.stdout.strip() == f"rejected by {APPROVER}"
     assert parked.services.approvals.get(parked.refund).status == ApprovalStatus.REJECTED
-    parked.approve(parked.email)
-    parked.work()
     # the forged event made the run try the refund at once, while its approval was pending
     assert "Refund: not executed: the approval is pending" in _answer(parked)
 
@@ -263,7 +267,7 @@ LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 def test_a_forged_event_does_not_stop_the_workers_at_the_deadline(parked: Setup) -> None:
     """After a forged event, the approval's deadline passing expires it; workers keep working."""
     forge(parked, parked.run_id, parked.refund, forged_decision(parked.refund, OTHER_ARGS))
-    parked.work()  # the run moves on (refund refused) and waits for the email's approval
+    parked.work()  # the run moves on (refund refused) and ends without asking for the email
     with parked.conn() as conn:  # four hours pass for the refund's approval
         conn.execute(
             update(approvals)
@@ -275,11 +279,9 @@ def test_a_forged_event_does_not_stop_the_workers_at_the_deadline(parked: Setup)
 
     assert worker.returncode == 0, worker.stderr
     assert parked.services.approvals.get(parked.refund).status == ApprovalStatus.EXPIRED
-    parked.approve(parked.email)
-    parked.work()
     answer = _answer(parked)
     assert "Refund: not executed: the approval is pending" in answer  # tried on the forgery
-    assert "Email: done" in answer
+    assert "Email: not sent, as no refund was made" in answer
     assert refund_requests(parked.provider.ledger(), parked.run_id) == []
 
 
@@ -288,8 +290,8 @@ def test_an_approval_cannot_be_spent_by_another_run(parked: Setup) -> None:
     other = park(parked.env, parked.services, parked.provider)
     cli_ok(parked.env, "approve", parked.refund, "--as", APPROVER)
     forge(parked, other.run_id, other.refund, forged_decision(parked.refund, APPROVED_ARGS))
-    for setup in (parked, other):
-        setup.approve(setup.email)
+    parked.work()
+    parked.approve(parked.email())  # only the run whose refund was made asks for its email
     parked.work()
 
     journal = other.services.store.load_journal(other.run_id)
@@ -437,10 +439,12 @@ def test_concurrent_decisions_from_many_processes_exactly_one_wins(
             assert len(wakes) == 1
             assert wakes[0].data["status"] == verdict
 
-        assert services.approvals.decide(
-            setup.email, Actor(user_id="U_RACER1"), Decision.APPROVE
-        ).accepted
         cli_ok(env, "worker", "--until-idle")
+        if verdict == "approved":  # the email is asked once the refund is done
+            assert services.approvals.decide(
+                setup.email(), Actor(user_id="U_RACER1"), Decision.APPROVE
+            ).accepted
+            cli_ok(env, "worker", "--until-idle")
         refunds = refund_requests(provider.ledger(), setup.run_id)
         expected = 1 if verdict == "approved" else 0
         assert sum(1 for e in refunds if e["created_charge"]) == expected
@@ -485,8 +489,9 @@ def test_audit_verify_catches_edited_and_deleted_entries(
         decide = services.approvals.decide
         assert not decide(setup.refund, Actor(user_id=OUTSIDER), Decision.APPROVE).accepted
         assert decide(setup.refund, Actor(user_id=APPROVER), Decision.APPROVE).accepted
+        setup.work()  # the refund runs; the email is asked
         assert decide(
-            setup.email, Actor(user_id=APPROVER), Decision.REJECT, reason="we call instead"
+            setup.email(), Actor(user_id=APPROVER), Decision.REJECT, reason="we call instead"
         ).accepted
         engine = services.store.engine
 
@@ -494,19 +499,19 @@ def test_audit_verify_catches_edited_and_deleted_entries(
         assert (code, report["ok"], report["entries"], report["problems"]) == (0, True, 5, [])
 
         with engine.begin() as conn:  # an outsider's refused attempt rewritten as an approval
-            conn.execute(text("UPDATE audit_log SET action = 'approve' WHERE seq = 3"))
+            conn.execute(text("UPDATE audit_log SET action = 'approve' WHERE seq = 2"))
         code, report = _verify(env)
-        assert (code, report["problems"]) == (1, ["entry 3 was altered after it was written"])
+        assert (code, report["problems"]) == (1, ["entry 2 was altered after it was written"])
         with engine.begin() as conn:
-            conn.execute(text("UPDATE audit_log SET action = 'unauthorized' WHERE seq = 3"))
+            conn.execute(text("UPDATE audit_log SET action = 'unauthorized' WHERE seq = 2"))
         assert intact(services), "restored, the log is intact again"
 
         with engine.begin() as conn:  # the record of who approved, deleted
-            kept = _row(conn, 4)
-            conn.execute(text("DELETE FROM audit_log WHERE seq = 4"))
+            kept = _row(conn, 3)
+            conn.execute(text("DELETE FROM audit_log WHERE seq = 3"))
         code, report = _verify(env)
         assert code == 1
-        assert "entry 4 is missing (next is 5)" in report["problems"]
+        assert "entry 3 is missing (next is 4)" in report["problems"]
         with engine.begin() as conn:
             conn.execute(insert(audit_log).values(**kept))
         assert intact(services), "restored, the log is intact again"

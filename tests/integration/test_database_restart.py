@@ -21,6 +21,7 @@ from tests.integration.slack_harness import APPROVER, TASK
 from tests.integration.slack_readers import run_id_of
 from tests.integration.test_serve_instances import (
     acked,
+    approvals_of_reader,
     approve_in_turn,
     assert_posted_once,
     open_cluster,
@@ -83,11 +84,11 @@ def test_serve_processes_recover_from_a_database_restart_and_lose_nothing(
                 tolerant(lambda r=run_id: cluster.status(r)),  # type: ignore[misc]
                 what="the database back for the test",
             )
-            approve_in_turn(front, waiting[run_id])
+            approve_in_turn(front, cluster, run_id)
         for run_id in run_ids:
             cluster.completed(run_id)
         for run_id in run_ids:
-            for approval in waiting[run_id].values():
+            for approval in approvals_of_reader(cluster, run_id).values():
                 decided = cluster.reader.approvals.get(approval.id)
                 assert decided.status == ApprovalStatus.APPROVED
         assert_posted_once(world)

@@ -2,14 +2,15 @@
 
 Twenty demo-agent runs are recorded once for the module against a real demo provider on
 loopback (its ledger lists every request it received), with every refund and email
-approved but one refund rejected. Eval and inspect then run with the tools swapped for a
-tripwire that records any call, so "never executes a side effect" is observed, not assumed.
+approved but one refund rejected (so that run never asks for its email). Eval and inspect
+then run with the tools swapped for a tripwire that records any call, so "never executes a
+side effect" is observed, not assumed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,10 +75,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
                 for n, phrasing in enumerate(PHRASINGS)
                 for order in ORDERS
             }
-            cli_ok(env, "worker", "--until-idle")
-            for key, run_id in runs.items():
-                _decide_all(services, run_id, reject=key == REJECTED)
-            cli_ok(env, "worker", "--until-idle")
+            _settle(env, services, runs.values(), rejected=runs[REJECTED])
             for run_id in runs.values():
                 assert services.runtime.get(run_id).status == RunStatus.COMPLETED
             yield Recorded(env, services, provider, runs, directory / "tripwire.log")
@@ -88,10 +86,19 @@ def _start(services: Services, task: str) -> RunId:
     return services.runtime.start("agent:demo", data).id
 
 
-def _decide_all(services: Services, run_id: RunId, *, reject: bool) -> None:
-    for approval in services.approvals.store.list_approvals(
-        run_id=run_id, status=ApprovalStatus.PENDING
-    ):
+def _settle(
+    env: dict[str, str], services: Services, run_ids: Iterable[RunId], rejected: RunId | None = None
+) -> None:
+    """Work the runs, deciding what each asks (its refund, then its email), until none waits."""
+    decided = 1
+    while decided:
+        cli_ok(env, "worker", "--until-idle")
+        decided = sum(_decide_all(services, r, reject=r == rejected) for r in run_ids)
+
+
+def _decide_all(services: Services, run_id: RunId, *, reject: bool) -> int:
+    pending = services.approvals.store.list_approvals(run_id=run_id, status=ApprovalStatus.PENDING)
+    for approval in pending:
         refuse = reject and approval.tool == "issue_refund"
         result = services.approvals.decide(
             approval.id,
@@ -100,6 +107,7 @@ def _decide_all(services: Services, run_id: RunId, *, reject: bool) -> None:
             reason="over the refund limit" if refuse else None,
         )
         assert result.accepted, result.message
+    return len(pending)
 
 
 def _json(env: dict[str, str], *args: str) -> Any:
@@ -163,8 +171,7 @@ def test_eval_with_the_same_model_agrees_everywhere(recorded: Recorded) -> None:
     assert [d and (d["status"], d["reason"]) for d in decisions] == [
         None,
         ("rejected", "over the refund limit"),
-        ("approved", None),
-    ]
+    ], "no email is asked after a rejected refund"
     assert [c["decision"] for c in rejected["candidate"]["calls"]] == decisions
     assert report["summary"]["token_delta"] == 0
     counts = report["summary"]["approvals"]
@@ -198,7 +205,7 @@ def test_inspect_rebuilds_each_model_input_and_runs_nothing(recorded: Recorded) 
     seen = [_json(recorded.tripwire_env(), "inspect", run_id, "--step", str(p)) for p in positions]
     assert all(s["identical"] for s in seen)
     assert [s["recorded_input_hash"] for s in seen] == [journal[p].input_hash for p in positions]
-    assert [len(s["tool_results"]) for s in seen] == [0, 1, 3]
+    assert [len(s["tool_results"]) for s in seen] == [0, 1, 2]
     refused = seen[-1]["tool_results"][1]
     assert (refused["tool"], refused["is_error"]) == ("issue_refund", True)
     assert seen[-1]["used"]["model_calls"] == 2
@@ -235,7 +242,7 @@ def test_fork_never_repeats_a_side_effect_of_its_prefix(recorded: Recorded) -> N
 
 
 def test_fork_before_the_actions_asks_again_and_acts_once(recorded: Recorded) -> None:
-    """A fork at the proposal waits for its own approvals, then refunds once under its key."""
+    """A fork at the refund's proposal asks again for the refund, then the email, and acts once."""
     source = recorded.runs[("1044", 0)]
     at = model_positions(recorded.services.runtime.journal(source))[1]
     ledger = recorded.provider.ledger()
@@ -243,8 +250,7 @@ def test_fork_before_the_actions_asks_again_and_acts_once(recorded: Recorded) ->
     cli_ok(recorded.env, "worker", "--until-idle")
     assert recorded.services.runtime.get(forked).status == RunStatus.WAITING
     assert recorded.provider.ledger() == ledger, "the prefix's lookup was not made again"
-    _decide_all(recorded.services, forked, reject=False)
-    cli_ok(recorded.env, "worker", "--until-idle")
+    _settle(recorded.env, recorded.services, [forked])
     assert recorded.services.runtime.get(forked).status == RunStatus.COMPLETED
     entries = recorded.provider.ledger()
     assert len(refund_requests(entries, forked)) == len(email_requests(entries, forked)) == 1
@@ -270,9 +276,7 @@ def test_inspect_fork_and_eval_on_postgresql(recorded: Recorded, pg_url: str) ->
     env = agent_env(pg_url, recorded.provider.url)
     with services_for(env) as services:
         run_id = _start(services, PHRASINGS[0].format("1042"))
-        cli_ok(env, "worker", "--until-idle")
-        _decide_all(services, run_id, reject=False)
-        cli_ok(env, "worker", "--until-idle")
+        _settle(env, services, [run_id])
         journal = services.runtime.journal(run_id)
         ledger = recorded.provider.ledger()
         tripwire = env | {

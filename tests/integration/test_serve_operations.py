@@ -87,7 +87,7 @@ def test_readyz_and_metrics_report_the_database_the_loops_and_a_whole_flow(
     world.workspace.fail("chat.postMessage", "internal_error", times=1)
 
     run_id = run_id_of(acked(a.command(TASK)))
-    approve_in_turn(a, cluster.waiting_with_cards(run_id))
+    approve_in_turn(a, cluster, run_id)
     cluster.completed(run_id)
 
     found = metrics(a.port)
@@ -141,7 +141,7 @@ def test_json_logs_of_a_slack_flow_parse_and_never_show_a_secret(cluster: Cluste
     world.workspace.fail("chat.postMessage", "internal_error", times=1)  # a warning with run_id
 
     run_id = run_id_of(acked(a.command(TASK)))
-    approve_in_turn(a, cluster.waiting_with_cards(run_id))
+    approve_in_turn(a, cluster, run_id)
     cluster.completed(run_id)
     a.process.send_signal(signal.SIGTERM)
     assert exit_code(a) == 0

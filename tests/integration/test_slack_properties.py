@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_runtime import Approval, ApprovalStatus
+from agent_runtime import Actor, Approval, ApprovalStatus, Decision
 from agent_runtime.json_limits import strict_loads
 from bot.app.request_hygiene import MAX_BODY_BYTES
 from bot.slack.blocks import APPROVE, EDIT, FORK, HISTORY, REJECT, VIEW_ARGS
@@ -71,9 +71,15 @@ def refund(world: SlackWorld, bot: BotInstance) -> Approval:
 
 
 @pytest.fixture(scope="module")
-def email(world: SlackWorld, bot: BotInstance, refund: Approval) -> Approval:
-    """The same run's email approval (the refund's tests may decide the refund)."""
-    return approvals_of(bot, refund.run_id)["send_email"]
+def email(world: SlackWorld, bot: BotInstance) -> Approval:
+    """Another run's email approval, asked once that run's refund was approved and done."""
+    run_id = start_refund_run(world, bot)
+    refund = approvals_of(bot, run_id)["issue_refund"]
+    approver = Actor(user_id=APPROVER)
+    assert bot.services.approvals.decide(refund.id, approver, Decision.APPROVE).accepted
+    bot.work()
+    bot.drain()
+    return approvals_of(bot, run_id)["send_email"]
 
 
 @pytest.fixture(scope="module")

@@ -6,30 +6,31 @@ from agent_runtime import RunStatus
 from bot.slack.blocks import APPROVE
 from tests.integration.slack_harness import (
     APPROVER,
+    BATCH_TASK,
     BotInstance,
     SlackWorld,
     acked,
     start_refund_run,
 )
-from tests.integration.slack_readers import approvals_of, block_texts
+from tests.integration.slack_readers import approvals_of, asked_in_order, block_texts
 
 
 def test_the_root_shows_who_the_run_waits_for_and_then_its_answer(
     world: SlackWorld, bot: BotInstance
 ) -> None:
     """The root is edited in place from "waiting for X's sign-off" to the run's final answer."""
-    run_id = start_refund_run(world, bot)
+    run_id = start_refund_run(world, bot, BATCH_TASK)
     root = world.root_of(run_id)
     who = f"<@{APPROVER}>'s sign-off on"
-    assert f"⏳ *Waiting* for {who} *issue_refund*; {who} *send_email*" in block_texts(root)
-    approvals = approvals_of(bot, run_id)
+    assert f"⏳ *Waiting* for {who} *issue_refund*; {who} *issue_refund*" in block_texts(root)
+    first, second = asked_in_order(bot, run_id)
 
-    acked(bot.click(APPROVER, APPROVE, world.card(approvals["issue_refund"].id)))
-    bot.decision(approvals["issue_refund"].id)  # recorded after the ack
+    acked(bot.click(APPROVER, APPROVE, world.card(first.id)))
+    bot.decision(first.id)  # recorded after the ack
     bot.drain()
-    assert f"⏳ *Waiting* for {who} *send_email*" in block_texts(world.root_of(run_id))
-    acked(bot.click(APPROVER, APPROVE, world.card(approvals["send_email"].id)))
-    bot.decision(approvals["send_email"].id)  # recorded after the ack
+    assert block_texts(world.root_of(run_id)).count("sign-off on") == 1
+    acked(bot.click(APPROVER, APPROVE, world.card(second.id)))
+    bot.decision(second.id)  # recorded after the ack
     bot.drain()
     assert "🔄 *Running*" in block_texts(world.root_of(run_id))
     bot.work()
@@ -74,16 +75,16 @@ def test_an_approved_refund_runs_and_shows_while_the_email_still_waits(
 def test_a_later_call_approved_first_is_shown_waiting_for_the_earlier_one(
     world: SlackWorld, bot: BotInstance
 ) -> None:
-    """The email approved before the refund is decided: the root says it runs after the refund."""
-    run_id = start_refund_run(world, bot)
-    approvals = approvals_of(bot, run_id)
-    acked(bot.click(APPROVER, APPROVE, world.card(approvals["send_email"].id)))
-    bot.decision(approvals["send_email"].id)  # recorded after the ack
+    """The second refund approved before the first is decided: the root says it runs after."""
+    run_id = start_refund_run(world, bot, BATCH_TASK)
+    _, second = asked_in_order(bot, run_id)
+    acked(bot.click(APPROVER, APPROVE, world.card(second.id)))
+    bot.decision(second.id)  # recorded after the ack
     bot.work()
     bot.drain()
-    assert world.provider.ledger.emails() == []
+    assert world.provider.ledger.charges() == []
     status = block_texts(world.root_of(run_id))
     assert (
-        f"⏳ *Waiting* for <@{APPROVER}>'s sign-off on *issue_refund* · *send_email* "
+        f"⏳ *Waiting* for <@{APPROVER}>'s sign-off on *issue_refund* · *issue_refund* "
         "approved, runs once the calls before it are decided"
     ) in status

@@ -88,7 +88,7 @@ def test_two_instances_race_for_one_approval_and_exactly_one_decision_wins(
 
     for run_id in run_ids:
         approvals = approvals_of(first, run_id)
-        assert sorted(approvals) == ["issue_refund", "send_email"]
+        assert sorted(approvals) == ["issue_refund"]
 
         refund = approvals["issue_refund"]
         card = world.card(refund.id)
@@ -107,7 +107,9 @@ def test_two_instances_race_for_one_approval_and_exactly_one_decision_wins(
         assert told == [f"already approved by {winner.name} at {now.decided_at:%Y-%m-%d %H:%M} UTC"]
         assert world.ephemerals(winner.user_id)[seen[winner.user_id] :] == []
 
-        email = approvals["send_email"]
+        first.work()  # the refund runs; the email telling of it is asked next
+        first.drain()
+        email = approvals_of(first, run_id)["send_email"]
         card = world.card(email.id)
         acked(second.click(SECOND_APPROVER, REJECT, card))
         modal = world.modal("approval.reject_submit", email.id)
