@@ -14,6 +14,12 @@ from bot.slack.workspaces import InstalledWorkspaces, OneWorkspace, WorkspaceCli
 from store.slack_installations import SqlInstallations
 
 
+def web_client(settings: Settings) -> WebClient:
+    """The Slack Web API client, pointed at ``SIGNOFF_SLACK_API_URL`` (with the bot token in
+    single-workspace mode; OAuth mode finds each workspace's token when it calls)."""
+    return WebClient(token=settings.slack_bot_token or None, base_url=settings.slack_api_url)
+
+
 def is_oauth(settings: Settings) -> bool:
     """Whether the app is installed in many workspaces through OAuth."""
     return settings.slack_mode == "oauth"

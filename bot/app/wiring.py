@@ -179,12 +179,14 @@ def _call(spec: str, *args: object) -> object:
 def worker_options(
     settings: Settings, *, concurrency: int, on_takeover: Callable[[RunId], object] | None = None
 ) -> WorkerOptions:
-    """Return worker options from the settings (``on_takeover`` counts runs taken over)."""
+    """Return worker options from the settings (``on_takeover`` counts runs taken over);
+    the sweeps are the scheduler's jobs (``bot.app.jobs``), not a thread of the worker."""
     return WorkerOptions(
         concurrency=concurrency,
         lease_ttl=settings.lease_ttl,
         poll_interval=settings.poll_interval,
         on_takeover=on_takeover,
+        sweep_thread=False,
     )
 
 

@@ -155,7 +155,6 @@ def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
             "loop:worker",
             "loop:dispatch",
             "loop:approvals",
-            "loop:wake",
             "loop:webhooks",
             "loop:intake",
         }
