@@ -1,4 +1,4 @@
-"""The worker's sweeps run beside its claim loop or in its process's scheduler; in it only until idle."""
+"""A worker sweeps beside its claim loop or leaves that to its scheduler; in it only until idle."""
 
 from __future__ import annotations
 
