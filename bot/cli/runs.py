@@ -49,7 +49,8 @@ def add_commands(commands: Any) -> None:
     json_flag(start).set_defaults(handler=cmd_start)
 
     worker = commands.add_parser(
-        "worker", help="execute runs and send the approvals API's webhooks until stopped"
+        "worker",
+        help="execute runs, sweep approvals and send the approvals API's webhooks until stopped",
     )
     worker.add_argument("--concurrency", type=positive_int, default=4)
     worker.add_argument(
@@ -245,7 +246,9 @@ def add_serve_command(commands: Any) -> None:
         help="with --no-http or --socket-mode: answer /healthz, /readyz and /metrics on this port",
     )
     serve.add_argument(
-        "--no-scheduler", action="store_true", help="no scheduler (sweeps, outbox dispatch) here"
+        "--no-scheduler",
+        action="store_true",
+        help="no periodic jobs (approvals sweep, outbox dispatch, webhooks) here",
     )
     serve.set_defaults(handler=cmd_serve)
 
