@@ -49,6 +49,8 @@ class WorkerOptions:
     sweep_thread: bool = True
     """Sweep once per poll interval in a thread beside the claim loop; False where the
     process schedules the sweeps itself (with ``until_idle`` the claim loop sweeps anyway)."""
+    on_claim: Callable[[float], object] | None = None
+    """Told how long each claim took, in seconds, whether or not it found a run."""
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -183,6 +185,7 @@ class Worker:
         if free <= 0:
             return []
         now = self._clock.now()
+        started = time.monotonic()
         try:
             claimed = self._store.claim_runs(
                 self.options.owner, limit=free, now=now, expires_at=now + self.options.lease_ttl
@@ -190,6 +193,8 @@ class Worker:
         except StoreUnavailable:
             logger.warning("claim failed", extra={"action": "claim"})
             return []
+        if self.options.on_claim is not None:
+            self.options.on_claim(time.monotonic() - started)
         with self._lock:
             self._held.update({lease.run_id: lease for _, lease in claimed})
         for _, lease in claimed:

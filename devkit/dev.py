@@ -183,7 +183,7 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
         )
         settings = Settings.from_env(env)
         services = build_services(settings, stream_traces=True)
-        cleanup.callback(services.store.engine.dispose)
+        cleanup.callback(services.stores.close)
         cleanup.callback(services.shutdown)
         workspace = load_workspace(options.slack_file)
         cleanup.callback(keep_saved(workspace, options.slack_file))

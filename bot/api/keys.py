@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.api.exceptions import KeyNameTaken
-from store.api_store import SqlApiStore
+from store import SqlApiStore
 
 KEY_PREFIX = "sk_signoff_"
 SECRET_PREFIX = "whsec_"  # noqa: S105 (a prefix, not a secret)

@@ -23,7 +23,7 @@ from bot.api.keys import hash_key
 from bot.api.tools import WORKFLOW, api_tool, qualified_name
 from bot.app.wiring import Services
 from bot.mcp.policy import load_policy
-from store.api_store import ApiKey, RunDraft, SqlApiStore
+from store import ApiKey, RunDraft, SqlApiStore
 
 WAIT_CAP = timedelta(seconds=60)
 POLL = 0.2

@@ -8,8 +8,7 @@ from agent_runtime import Approval, ApprovalStatus, Run, StepRecord
 from agent_runtime.notices import Notice, Notifier
 from bot.api.tools import PREFIX
 from bot.api.views import view
-from store.api_store import SqlApiStore
-from store.outbox import WEBHOOK
+from store import WEBHOOK, SqlApiStore
 
 
 def webhook_key(approval_id: str) -> str:

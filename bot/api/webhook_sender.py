@@ -24,8 +24,7 @@ from bot.api.exceptions import RefusedDestination
 from bot.api.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, sign
 from bot.app.wiring import Services
 from bot.slack.delivery_errors import backoff
-from store.api_store import SqlApiStore
-from store.outbox import SqlOutbox
+from store import SqlApiStore, SqlOutbox
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +136,7 @@ def webhook_sender(services: Services) -> WebhookSender:
     settings = services.settings
     return WebhookSender(
         services.outbox,
-        SqlApiStore(services.store.engine),
+        services.stores.api,
         SystemClock(),
         owner=default_owner(),
         destinations=Destinations(settings.webhook_networks),

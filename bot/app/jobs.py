@@ -41,7 +41,6 @@ from bot.ops.metrics import Metrics
 from bot.slack.channel_refusals import ChannelRefusals
 from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
 from bot.slack.intake import IntakeSweep
-from store.replay_guard import SqlReplayGuard
 
 DISPATCH_EVERY = timedelta(milliseconds=300)
 INTAKE_EVERY = timedelta(seconds=2)
@@ -111,7 +110,7 @@ def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = 
 
 def intake_sweep(services: Services) -> IntakeSweep:
     """Start acknowledged runs whose listener died; forget signatures past replay."""
-    return IntakeSweep(services.runtime, SqlReplayGuard(services.store.engine), SystemClock())
+    return IntakeSweep(services.runtime, services.stores.replays, SystemClock())
 
 
 def _anchor_job(services: Services) -> list[Job]:

@@ -28,9 +28,7 @@ from bot.ops.supervision import Supervision, drain_deadline, supervised_services
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.form_request import SlackWsgiHandler
 from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
-from store.api_store import SqlApiStore
-from store.notify import WakeListener
-from store.replay_guard import SqlReplayGuard
+from store import WakeListener
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +57,7 @@ def slack_app(services: Services, client: WebClient) -> App:
         agents=services.agents,
         outbox=services.outbox,
         clock=SystemClock(),
-        replays=SqlReplayGuard(services.store.engine),
+        replays=services.stores.replays,
         models=services.models,
     )
     return build_app(
@@ -93,7 +91,7 @@ def wsgi(app: App, ops: Ops | None = None, api: ApiApprovals | None = None) -> W
 
 def api_approvals(services: Services) -> ApiApprovals:
     """The approvals API's service over the process's services."""
-    return ApiApprovals(services, SqlApiStore(services.store.engine))
+    return ApiApprovals(services, services.stores.api)
 
 
 def serve(settings: Settings, parts: Parts) -> int:
@@ -108,7 +106,10 @@ def serve(settings: Settings, parts: Parts) -> int:
     services, supervision = supervised_services(settings)
     client = web_client(settings)
     options = worker_options(
-        settings, concurrency=parts.concurrency, on_takeover=supervision.metrics.took_over
+        settings,
+        concurrency=parts.concurrency,
+        on_takeover=supervision.metrics.took_over,
+        on_claim=supervision.metrics.claimed,
     )
     worker = services.runtime.worker(options)
     threads = (
@@ -123,7 +124,7 @@ def serve(settings: Settings, parts: Parts) -> int:
         if parts.scheduler
         else None
     )
-    listener = WakeListener(services.store.engine, worker.wake) if parts.worker else None
+    listener = services.stores.wake_listener(worker.wake) if parts.worker else None
     for thread in threads:
         thread.start()
     if scheduler is not None:

@@ -21,7 +21,7 @@ import yaml
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.rules import Rules
-from store.engine import DEFAULT_URL
+from store import DEFAULT_URL
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 DEMO_APPROVERS = ("U_APPROVER",)

@@ -11,7 +11,6 @@ from bot.slack.installations import SignoffInstallationStore, SignoffStateStore
 from bot.slack.oauth import BoltAuth, OAuthOptions, many_workspaces, single_workspace
 from bot.slack.uninstalls import Uninstalls
 from bot.slack.workspaces import InstalledWorkspaces, OneWorkspace, WorkspaceClients
-from store.slack_installations import SqlInstallations
 
 
 def web_client(settings: Settings) -> WebClient:
@@ -27,7 +26,7 @@ def is_oauth(settings: Settings) -> bool:
 
 def installations(services: Services) -> SignoffInstallationStore:
     """The workspaces' installations, in the database."""
-    return SignoffInstallationStore(SqlInstallations(services.store.engine), SystemClock())
+    return SignoffInstallationStore(services.stores.installations, SystemClock())
 
 
 def bolt_auth(services: Services, client: WebClient) -> BoltAuth:
@@ -39,7 +38,7 @@ def bolt_auth(services: Services, client: WebClient) -> BoltAuth:
         client_id=settings.slack_client_id,
         client_secret=settings.slack_client_secret,
         installations=installations(services),
-        states=SignoffStateStore(SqlInstallations(services.store.engine), SystemClock()),
+        states=SignoffStateStore(services.stores.installations, SystemClock()),
         redirect_uri=settings.slack_redirect_uri,
         rotate_before=settings.slack_token_rotation,
     )

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import store
 from agent_runtime import (
     Agent,
     Agents,
@@ -31,10 +32,7 @@ from bot.app.settings import DEMO_AGENT, DEMO_WORKFLOWS, Settings, SettingsError
 from bot.mcp import parking
 from bot.slack.notifier import SlackNotifier
 from bot.tracing.stream import SpanStreamer
-from store import SqlStore, open_store
-from store.api_store import SqlApiStore
-from store.approval_store import SqlApprovalStore
-from store.outbox import SqlOutbox
+from store import SqlOutbox, SqlStore, Stores
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +40,23 @@ class Services:
     """Everything a command or a server needs, built once per process."""
 
     settings: Settings
-    store: SqlStore
+    stores: Stores
     runtime: Runtime
     approvals: Approvals
     grants: Grants
     agents: Agents
-    outbox: SqlOutbox
     models: ModelResolver
     trace_stream: SpanStreamer | None = None
+
+    @property
+    def store(self) -> SqlStore:
+        """The runtime's store of runs and their journals."""
+        return self.stores.runs
+
+    @property
+    def outbox(self) -> SqlOutbox:
+        """The messages waiting to go to Slack and webhooks."""
+        return self.stores.outbox
 
     def shutdown(self) -> None:
         """Stop the trace stream, if there is one, once it has sent what it holds."""
@@ -71,23 +78,22 @@ def build_services(
     ``Services.shutdown()`` before the process exits. ``observer`` (metrics, say) also
     hears of each entry committed and each run ended.
     """
-    store = open_store(settings.database_url, migrate=migrate)
+    stores = store.open(settings.database_url, migrate=migrate, audit_keys=settings.audit_keys)
     agents = load_agents(settings)
-    slack = SlackNotifier(store)
-    notifier = WebhookNotifier(slack, SqlApiStore(store.engine))
-    approval_store = SqlApprovalStore(store.engine, settings.audit_keys)
+    slack = SlackNotifier(stores.runs)
+    notifier = WebhookNotifier(slack, stores.api)
 
     def models(spec: str) -> Model:
         return model_from_spec(spec, settings)
 
     stream = (
-        SpanStreamer.to_endpoint(settings.otlp_endpoint, store, approval_store)
+        SpanStreamer.to_endpoint(settings.otlp_endpoint, stores.runs, stores.approvals)
         if stream_traces and settings.otlp_endpoint
         else None
     )
     deployment = Deployment(
-        store,
-        approval_store,
+        stores.runs,
+        stores.approvals,
         agents,
         clock=SystemClock(),
         workflows=load_workflows(settings),
@@ -99,7 +105,7 @@ def build_services(
     )
     return Services(
         settings=settings,
-        store=store,
+        stores=stores,
         runtime=deployment.runtime,
         approvals=deployment.approvals,
         grants=Grants(
@@ -109,7 +115,6 @@ def build_services(
             notifier=slack,
         ),
         agents=deployment.agents,
-        outbox=SqlOutbox(store.engine),
         models=models,
         trace_stream=stream,
     )
@@ -177,15 +182,21 @@ def _call(spec: str, *args: object) -> object:
 
 
 def worker_options(
-    settings: Settings, *, concurrency: int, on_takeover: Callable[[RunId], object] | None = None
+    settings: Settings,
+    *,
+    concurrency: int,
+    on_takeover: Callable[[RunId], object] | None = None,
+    on_claim: Callable[[float], object] | None = None,
 ) -> WorkerOptions:
-    """Return worker options from the settings (``on_takeover`` counts runs taken over);
-    the sweeps are the scheduler's jobs (``bot.app.jobs``), not a thread of the worker."""
+    """Return worker options from the settings (``on_takeover`` counts runs taken over,
+    ``on_claim`` times claims); the sweeps are the scheduler's jobs (``bot.app.jobs``), not a
+    thread of the worker."""
     return WorkerOptions(
         concurrency=concurrency,
         lease_ttl=settings.lease_ttl,
         poll_interval=settings.poll_interval,
         on_takeover=on_takeover,
+        on_claim=on_claim,
         sweep_thread=False,
     )
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import store
 from agent_runtime import SystemClock
 from bot.api.exceptions import KeyNameTaken
 from bot.api.keys import create_key
 from bot.app.settings import Settings
 from bot.cli.common import UsageError, emit, json_flag
-from store import open_store
-from store.api_store import ApiKey, SqlApiStore
+from store import ApiKey, SqlApiStore
 
 
 def add_commands(commands: Any) -> None:
@@ -77,4 +77,4 @@ def key_line(key: ApiKey) -> str:
 
 
 def _store(settings: Settings) -> SqlApiStore:
-    return SqlApiStore(open_store(settings.database_url).engine)
+    return store.open(settings.database_url).api

@@ -13,7 +13,7 @@ from typing import Any
 from bot.app.settings import Settings
 from bot.app.wiring import build_services
 from bot.cli.common import UsageError, emit, json_flag
-from store.archive import ArchiveError, ImportResult, PruneResult, import_archive, prune
+from store import ArchiveError, ImportResult, PruneResult
 
 PRUNE_DESCRIPTION = """\
 Remove the finished runs (completed, failed, cancelled) last updated more than DAYS days
@@ -101,9 +101,7 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     services = build_services(settings)
     before = cutoff(services.runtime.clock.now(), args.older_than)
     with _archive_errors():
-        result = prune(
-            services.store.engine, cutoff=before, archive=args.archive, dry_run=args.dry_run
-        )
+        result = services.stores.prune(cutoff=before, archive=args.archive, dry_run=args.dry_run)
     emit(args, prune_json(result, args.archive), prune_text(result, args.archive))
     return 0
 
@@ -112,7 +110,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     """Restore the runs of an archive."""
     services = build_services(settings)
     with _archive_errors():
-        result = import_archive(services.store.engine, args.archive)
+        result = services.stores.import_archive(args.archive)
     emit(args, import_json(result, args.archive), import_text(result, args.archive))
     return 0
 

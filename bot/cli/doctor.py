@@ -11,6 +11,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+import store
 from agent_runtime import SignoffError
 from bot.app.settings import Settings, SettingsError
 from bot.app.slack_mode import is_oauth, web_client
@@ -18,10 +19,6 @@ from bot.app.wiring import load_agents
 from bot.cli.common import json_flag
 from bot.slack.oauth import INSTALL_PATH
 from bot.slack.scopes import BOT_SCOPES
-from store import build_engine
-from store.errors import translated
-from store.migrate import current_revision, latest_revision
-from store.slack_installations import SqlInstallations
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,14 +90,14 @@ def _token(client: WebClient, name: str, channel: str | None) -> Iterator[Check]
 
 def _installations(settings: Settings, channel: str | None, team: str | None) -> Iterator[Check]:
     """OAuth mode: check the token of each workspace the app is installed in."""
-    engine = build_engine(settings.database_url)
+    stores = store.open(settings.database_url, migrate=False)
     try:
-        found = SqlInstallations(engine).all()
+        found = stores.installations.all()
     except SignoffError as exc:
         yield Check("installations", False, f"unreadable: {exc}")
         return
     finally:
-        engine.dispose()
+        stores.close()
     if not found:
         yield Check(
             "installations", False, f"none yet: open {INSTALL_PATH} on this server to install"
@@ -126,22 +123,21 @@ def _signing_secret(settings: Settings) -> Check:
 
 
 def _database(settings: Settings) -> Check:
-    engine = build_engine(settings.database_url)
+    stores = store.open(settings.database_url, migrate=False)
     try:
-        with translated():
-            current = current_revision(engine)
+        schema = stores.schema()
     except SignoffError as exc:
         return Check("database", False, f"unreachable: {exc}")
     finally:
-        engine.dispose()
-    latest = latest_revision()
-    if current != latest:
+        stores.close()
+    if not schema.up_to_date:
         return Check(
             "database",
             False,
-            f"schema at {current or 'nothing'}, code needs {latest}: run `signoff db upgrade`",
+            f"schema at {schema.current or 'nothing'}, code needs {schema.latest}: "
+            "run `signoff db upgrade`",
         )
-    return Check("database", True, f"reachable, schema at {latest}")
+    return Check("database", True, f"reachable, schema at {schema.latest}")
 
 
 def _approvers(settings: Settings) -> Check:

@@ -37,8 +37,6 @@ from bot.cli.render import (
     step_json,
 )
 from bot.ops import logs
-from store import upgrade
-from store.notify import WakeListener
 
 
 def add_commands(commands: Any) -> None:
@@ -125,7 +123,10 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     logs.configure(log_format=settings.log_format, secrets=settings.secrets())
     services, supervision = supervised_services(settings)
     options = worker_options(
-        settings, concurrency=args.concurrency, on_takeover=supervision.metrics.took_over
+        settings,
+        concurrency=args.concurrency,
+        on_takeover=supervision.metrics.took_over,
+        on_claim=supervision.metrics.claimed,
     )
     worker = services.runtime.worker(options)
     supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
@@ -145,7 +146,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     scheduler.start()
     with ops_port(supervision.ops, args.metrics_port):
         try:
-            with WakeListener(services.store.engine, worker.wake):
+            with services.stores.wake_listener(worker.wake):
                 worker.run(until_idle=args.until_idle)
         finally:
             scheduler.shutdown(wait=True)
@@ -221,7 +222,7 @@ def cmd_signal(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
     """Apply migrations."""
-    upgrade(build_services(settings, migrate=False).store.engine)
+    build_services(settings, migrate=False).stores.upgrade()
     print("database is up to date")
     return 0
 

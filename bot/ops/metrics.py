@@ -21,7 +21,7 @@ from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.records import Run, StepRecord
 from bot.ops.loops import Loops
 from bot.slack.delivery_errors import is_rate_limited, slack_error
-from store.stats import Stats
+from store import Stats
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,12 @@ class Metrics:
         self.cost = Counter(
             "signoff_model_cost_usd", "Model cost of runs that ended here, USD", registry=r
         )
+        self.claim_seconds = Histogram(
+            "signoff_claim_duration_seconds",
+            "How long a worker's claim of due runs took",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+            registry=r,
+        )
         self.lease_takeovers = Counter(
             "signoff_lease_takeovers",
             "Runs this process took over from a worker whose lease had lapsed",
@@ -84,6 +90,10 @@ class Metrics:
         self.slack_errors.labels(method, slack_error(exc) or f"http_{status}").inc()
         if is_rate_limited(exc):
             self.slack_rate_limited.labels(method).inc()
+
+    def claimed(self, seconds: float) -> None:
+        """Time one claim of due runs."""
+        self.claim_seconds.observe(seconds)
 
     def took_over(self, run_id: str) -> None:
         """Count one run taken over from a lapsed lease."""

@@ -18,8 +18,6 @@ from bot.ops.http import Ops
 from bot.ops.loops import Loops
 from bot.ops.metrics import Metrics, MetricsObserver
 from bot.ops.watchdog import Watchdog
-from store.migrate import is_current
-from store.stats import read_stats
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +39,9 @@ def supervised_services(settings: Settings) -> tuple[Services, Supervision]:
     """Build the services of a long-running process with its metrics and health wired in."""
     metrics = Metrics()
     services = build_services(settings, stream_traces=True, observer=MetricsObserver(metrics))
-    engine, clock, loops = services.store.engine, SystemClock(), Loops()
-    metrics.watch(lambda: read_stats(engine, clock.now()), loops, clock)
-    health = Health(loops, lambda: is_current(engine), settings.loop_stall, settings.loop_exit)
+    stores, clock, loops = services.stores, SystemClock(), Loops()
+    metrics.watch(lambda: stores.stats(clock.now()), loops, clock)
+    health = Health(loops, stores.schema_is_current, settings.loop_stall, settings.loop_exit)
     return services, Supervision(
         loops, metrics, Ops(health, metrics), Watchdog(loops, settings.loop_exit)
     )

@@ -15,7 +15,7 @@ from slack_sdk.oauth.installation_store import Bot, Installation, InstallationSt
 from slack_sdk.oauth.state_store import OAuthStateStore
 
 from agent_runtime import Clock
-from store.slack_installations import SqlInstallations
+from store import SqlInstallations
 
 logger = logging.getLogger(__name__)
 

@@ -10,6 +10,16 @@ from pathlib import Path
 from tests.integration import REPO_ROOT, run_cli, signoff_env
 
 PRODUCT = ("agent_runtime", "store", "bot")
+STORE_USERS = ("bot", "devkit")
+ENGINE_MUST_NOT_IMPORT = (
+    "store",
+    "bot",
+    "devkit",
+    "sqlalchemy",
+    "psycopg",
+    "slack_sdk",
+    "slack_bolt",
+)
 GATED_WITHOUT_APPROVERS = "tests.integration.test_product_and_dev_tools:unapprovable_agent"
 
 
@@ -37,6 +47,52 @@ def _imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
     return found
+
+
+def _store_submodules() -> set[str]:
+    package = REPO_ROOT / "store"
+    return {
+        path.stem if path.is_file() else path.name
+        for path in package.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").exists()
+    }
+
+
+def _store_submodules_imported(path: Path, submodules: set[str]) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("store.")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("store."):
+                found.append(node.module)
+            elif node.module == "store":
+                found += [f"store.{a.name}" for a in node.names if a.name in submodules]
+    return found
+
+
+def test_the_app_and_the_dev_tools_import_only_the_store_package() -> None:
+    """No module under bot/ or devkit/ imports a store submodule, only `store` itself."""
+    submodules = _store_submodules()
+    offenders = [
+        f"{path.relative_to(REPO_ROOT)}: {name}"
+        for package in STORE_USERS
+        for path in sorted((REPO_ROOT / package).rglob("*.py"))
+        for name in _store_submodules_imported(path, submodules)
+    ]
+    assert offenders == []
+
+
+def test_the_engine_imports_neither_the_store_nor_slack_nor_a_driver() -> None:
+    """Nothing under agent_runtime/ imports store, bot, devkit, SQLAlchemy, psycopg or Slack."""
+    offenders = [
+        f"{path.relative_to(REPO_ROOT)}: {name}"
+        for path in sorted((REPO_ROOT / "agent_runtime").rglob("*.py"))
+        for name in sorted(_imported_modules(path))
+        if name.split(".")[0] in ENGINE_MUST_NOT_IMPORT
+    ]
+    assert offenders == []
 
 
 def test_no_product_module_imports_the_dev_tools() -> None:

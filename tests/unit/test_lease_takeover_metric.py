@@ -38,3 +38,22 @@ def test_a_run_taken_over_from_a_lapsed_lease_is_counted_once() -> None:
     assert {runtime.get(r.id).status for r in (lapsed, fresh)} == {RunStatus.COMPLETED}
     assert _takeovers(metrics) == 1
     assert held.id == lapsed.id
+
+
+def test_every_claim_is_timed_whether_or_not_it_found_a_run() -> None:
+    """``signoff_claim_duration_seconds`` counts one observation per claim, empty ones too."""
+    store, workflows, metrics = InMemoryStore(), Workflows(), Metrics()
+    workflows.add("one", lambda ctx, _: ctx.step(lambda: "done", name="only"))
+    runtime = Runtime(store, workflows)
+    worker = runtime.worker(WorkerOptions(owner="live", on_claim=metrics.claimed))
+    worker.run_once()  # nothing due
+    runtime.start("one")
+    worker.run_once()
+    text = metrics.exposition().decode()
+    [family] = [
+        f
+        for f in text_string_to_metric_families(text)
+        if f.name == "signoff_claim_duration_seconds"
+    ]
+    [count] = [s for s in family.samples if s.name == "signoff_claim_duration_seconds_count"]
+    assert count.value >= 2

@@ -1,0 +1,99 @@
+"""The stores the application uses, all over one engine, and what it asks of the schema."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from agent_runtime.audit_keys import AuditKeys
+from store.api_store import SqlApiStore
+from store.approval_store import SqlApprovalStore
+from store.archive import ImportResult, PruneResult, import_archive, prune
+from store.errors import translated
+from store.migrate import current_revision, is_current, latest_revision, upgrade
+from store.notify import WakeListener
+from store.outbox import SqlOutbox
+from store.replay_guard import SqlReplayGuard
+from store.slack_installations import SqlInstallations
+from store.sql_store import SqlStore
+from store.stats import Stats, read_stats
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaStatus:
+    """The revision a database is at (None when empty) and the newest this code knows."""
+
+    current: str | None
+    latest: str
+
+    @property
+    def up_to_date(self) -> bool:
+        """Whether the database has every migration this code knows."""
+        return self.current == self.latest
+
+
+@dataclass(frozen=True, slots=True)
+class Stores:
+    """Every store the application needs, sharing one engine (build it with ``store.open``)."""
+
+    engine: Engine
+    runs: SqlStore
+    approvals: SqlApprovalStore
+    outbox: SqlOutbox
+    api: SqlApiStore
+    replays: SqlReplayGuard
+    installations: SqlInstallations
+
+    @classmethod
+    def over(cls, engine: Engine, audit_keys: AuditKeys | None = None) -> Stores:
+        """Return the stores over ``engine``; ``audit_keys`` sign the approvals' audit log."""
+        return cls(
+            engine=engine,
+            runs=SqlStore(engine),
+            approvals=SqlApprovalStore(engine, audit_keys),
+            outbox=SqlOutbox(engine),
+            api=SqlApiStore(engine),
+            replays=SqlReplayGuard(engine),
+            installations=SqlInstallations(engine),
+        )
+
+    def wake_listener(self, on_wake: Callable[[], object]) -> WakeListener:
+        """Return a listener (not started) that calls ``on_wake`` when a run may be runnable."""
+        return WakeListener(self.engine, on_wake)
+
+    def upgrade(self) -> None:
+        """Apply every migration the database lacks."""
+        with translated():
+            upgrade(self.engine)
+
+    def schema(self) -> SchemaStatus:
+        """Return the database's revision and the newest (``StoreUnavailable`` if unreachable)."""
+        with translated():
+            current = current_revision(self.engine)
+        return SchemaStatus(current=current, latest=latest_revision())
+
+    def schema_is_current(self) -> bool:
+        """Tell whether the schema has every migration this code knows; a newer one counts."""
+        return is_current(self.engine)
+
+    def stats(self, now: datetime) -> Stats:
+        """Return the counts the metrics report."""
+        return read_stats(self.engine, now)
+
+    def prune(
+        self, *, cutoff: datetime, archive: Path | None = None, dry_run: bool = False
+    ) -> PruneResult:
+        """Remove the finished runs last updated before ``cutoff``, archiving them if asked."""
+        return prune(self.engine, cutoff=cutoff, archive=archive, dry_run=dry_run)
+
+    def import_archive(self, path: Path) -> ImportResult:
+        """Restore the runs of the archive at ``path``."""
+        return import_archive(self.engine, path)
+
+    def close(self) -> None:
+        """Close the engine's connections."""
+        self.engine.dispose()
