@@ -46,6 +46,9 @@ class WorkerOptions:
     on_takeover: Callable[[RunId], object] | None = None
     """Told of each run this worker takes over from one whose lease lapsed (metrics count
     them)."""
+    sweep_thread: bool = True
+    """Sweep once per poll interval in a thread beside the claim loop; False where the
+    process schedules the sweeps itself (with ``until_idle`` the claim loop sweeps anyway)."""
     on_claim: Callable[[float], object] | None = None
     """Told how long each claim took, in seconds, whether or not it found a run."""
 
@@ -99,9 +102,9 @@ class Worker:
     def run(self, *, until_idle: bool = False) -> None:
         """Claim and execute runs until ``stop()`` or, with ``until_idle``, until idle.
 
-        Sweeps run in a thread of their own; with ``until_idle`` they run in the claim loop
-        instead, so that what a sweep makes due (an expired approval's run) is run before
-        the worker is idle.
+        Sweeps run in a thread of their own (unless ``options.sweep_thread`` is False); with
+        ``until_idle`` they run in the claim loop instead, so that what a sweep makes due (an
+        expired approval's run) is run before the worker is idle.
         """
         done = threading.Event()
         heartbeat = threading.Thread(
@@ -111,7 +114,7 @@ class Worker:
         sweeper = threading.Thread(
             target=self._sweep_until, args=(done,), name="signoff-sweep", daemon=True
         )
-        if not until_idle:
+        if self.options.sweep_thread and not until_idle:
             sweeper.start()
         with ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="signoff-run") as pool:
             active: set[Future[RunStatus | None]] = set()

@@ -1,11 +1,11 @@
 """``signoff dev``: the whole product on one machine, with a local Slack in the browser.
 
 One process runs the sandbox web server (the page, and the Slack Web API under ``/api/`` for
-the bot's real ``slack_sdk`` client), the real Bolt app on its own loopback port, the outbox
-dispatcher and the approvals sweep, and the demo payment provider; ``signoff worker`` runs
-as a child process that is restarted whenever it dies. Everything is kept in a SQLite file
-in the dev directory. The page's actions reach the Bolt app only as signed HTTP requests,
-as Slack sends them, and the bot answers only through the Web API.
+the bot's real ``slack_sdk`` client), the real Bolt app on its own loopback port, the jobs of
+serving Slack (``bot.app.jobs``), and the demo payment provider; ``signoff worker`` runs as a
+child process that is restarted whenever it dies, with the jobs of executing runs. Everything
+is kept in a SQLite file in the dev directory. The page's actions reach the Bolt app only as
+signed HTTP requests, as Slack sends them, and the bot answers only through the Web API.
 """
 
 from __future__ import annotations
@@ -16,22 +16,15 @@ import secrets
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot.app.scheduler import Job, build_scheduler
-from bot.app.server import (
-    DISPATCH_EVERY,
-    INTAKE_EVERY,
-    dispatcher,
-    intake_sweep,
-    slack_app,
-    web_client,
-    wsgi,
-)
+from bot.app.jobs import DEV, jobs
+from bot.app.scheduler import build_scheduler
+from bot.app.server import slack_app, wsgi
 from bot.app.settings import Settings, SettingsError
+from bot.app.slack_mode import web_client
 from bot.app.wiring import Services, build_services
 from devkit.app_thread import RunningApp
 from devkit.demo.provider_server import RunningProvider, start_in_thread
@@ -210,7 +203,7 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
         ui = SandboxUi(workspace, link, PERSONAS, panel=panel, title="Signoff dev")
         web.start(SlackWebApi(workspace, tokens=(found.bot_token,)), ui)
         cleanup.callback(web.stop)
-        scheduler = build_scheduler(_jobs(services, settings))
+        scheduler = build_scheduler(jobs(services, DEV))
         scheduler.start()
         cleanup.callback(scheduler.shutdown, wait=True)
         worker.start()
@@ -249,17 +242,6 @@ def _release_hold(hold_file: Path) -> None:
     """Let a held refund answer (and disarm the hold), so the worker can stop at once."""
     Path(f"{hold_file}.arm").unlink(missing_ok=True)
     hold_file.unlink(missing_ok=True)
-
-
-def _jobs(services: Services, settings: Settings) -> list[Job]:
-    outbox = dispatcher(services, web_client(settings))
-    return [
-        Job("dispatch", outbox.dispatch_once, DISPATCH_EVERY),
-        Job("intake", intake_sweep(services).sweep_once, INTAKE_EVERY),
-        Job(
-            "approvals", services.approvals.sweep, max(settings.poll_interval, timedelta(seconds=1))
-        ),
-    ]
 
 
 def run_dev(

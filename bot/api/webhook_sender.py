@@ -22,7 +22,6 @@ from agent_runtime.worker import default_owner
 from bot.api.destinations import Destinations, webhook_session
 from bot.api.exceptions import RefusedDestination
 from bot.api.webhook_signature import DELIVERY, SIGNATURE, TIMESTAMP, sign
-from bot.app.scheduler import Job
 from bot.app.wiring import Services
 from bot.slack.delivery_errors import backoff
 from store import SqlApiStore, SqlOutbox
@@ -30,7 +29,6 @@ from store import SqlApiStore, SqlOutbox
 logger = logging.getLogger(__name__)
 
 RETRIED = frozenset({408, 429})
-SEND_EVERY = timedelta(milliseconds=300)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,11 +130,11 @@ class WebhookSender:
         self._outbox.retry_later(item, self._clock.now() + wait, error, maybe_sent=maybe_sent)
 
 
-def webhook_job(services: Services) -> Job:
-    """The job sending this process's share of due webhooks, in ``signoff serve`` and
-    ``signoff worker`` alike (senders on many processes never send one webhook twice)."""
+def webhook_sender(services: Services) -> WebhookSender:
+    """The sender of this process's share of due webhooks (senders on many processes never
+    send one webhook twice)."""
     settings = services.settings
-    sender = WebhookSender(
+    return WebhookSender(
         services.outbox,
         services.stores.api,
         SystemClock(),
@@ -146,4 +144,3 @@ def webhook_job(services: Services) -> Job:
             claim_for=settings.outbox_claim, backoff_cap=settings.outbox_backoff_cap
         ),
     )
-    return Job("webhooks", sender.send_once, SEND_EVERY)

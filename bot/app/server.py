@@ -8,7 +8,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -16,31 +15,22 @@ from slack_bolt import App
 from slack_sdk import WebClient
 
 from agent_runtime import SystemClock, Worker
-from agent_runtime.worker import default_owner
 from bot.api.http import api_app
 from bot.api.service import ApiApprovals
-from bot.api.webhook_sender import webhook_job
-from bot.app.anchor_file import anchor_if_changed
+from bot.app.jobs import SERVE, jobs
 from bot.app.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
-from bot.app.scheduler import Job, build_scheduler
+from bot.app.scheduler import build_scheduler
 from bot.app.settings import Settings, SettingsError
-from bot.app.slack_mode import bolt_auth, is_oauth, uninstalls, workspace_clients
+from bot.app.slack_mode import bolt_auth, is_oauth, uninstalls, web_client
 from bot.app.wiring import Services, worker_options
 from bot.ops.http import Ops, ops_app, ops_port
-from bot.ops.metrics import Metrics
 from bot.ops.supervision import Supervision, drain_deadline, supervised_services
 from bot.slack.app import SlackDeps, build_app
-from bot.slack.channel_refusals import ChannelRefusals
-from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
 from bot.slack.form_request import SlackWsgiHandler
-from bot.slack.intake import IntakeSweep
 from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
 from store import WakeListener
 
 logger = logging.getLogger(__name__)
-
-DISPATCH_EVERY = timedelta(milliseconds=300)
-INTAKE_EVERY = timedelta(seconds=2)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,12 +44,6 @@ class Parts:
     concurrency: int = 4
     metrics_port: int | None = None
     """Where to answer ``/healthz``, ``/readyz`` and ``/metrics`` without the HTTP front."""
-
-
-def web_client(settings: Settings) -> WebClient:
-    """The Slack Web API client, pointed at ``SIGNOFF_SLACK_API_URL`` (with the bot token in
-    single-workspace mode; OAuth mode finds each workspace's token when it calls)."""
-    return WebClient(token=settings.slack_bot_token or None, base_url=settings.slack_api_url)
 
 
 def slack_app(services: Services, client: WebClient) -> App:
@@ -110,29 +94,6 @@ def api_approvals(services: Services) -> ApiApprovals:
     return ApiApprovals(services, services.stores.api)
 
 
-def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = None) -> Dispatcher:
-    """The outbox dispatcher of this process (counting Slack's refusals in ``metrics``)."""
-    settings = services.settings
-    options = DispatchOptions(
-        claim_for=settings.outbox_claim,
-        backoff_cap=settings.outbox_backoff_cap,
-        pace=Pace(every=settings.slack_post_interval, burst=settings.slack_post_burst),
-        on_refused=None if metrics is None else metrics.slack_refused,
-    )
-    refusals = ChannelRefusals(services.runtime, services.approvals)
-    return Dispatcher(
-        services.outbox,
-        client,
-        services.approvals,
-        SystemClock(),
-        owner=default_owner(),
-        options=options,
-        channel_refused=refusals.refused,
-        runs=services.store,
-        workspaces=workspace_clients(services, client),
-    )
-
-
 def serve(settings: Settings, parts: Parts) -> int:
     """Run the chosen parts until SIGTERM or Ctrl-C, then drain: stop taking Slack requests
     and claiming runs, let each step in flight finish and its run be released, let the
@@ -159,7 +120,7 @@ def serve(settings: Settings, parts: Parts) -> int:
     if parts.worker:
         supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
     scheduler = (
-        build_scheduler(_jobs(services, client, worker, supervision.metrics), supervision.loops)
+        build_scheduler(jobs(services, SERVE, supervision.metrics), supervision.loops)
         if parts.scheduler
         else None
     )
@@ -199,42 +160,6 @@ def _drain(
     services.shutdown()
     deadline.cancel()
     logger.info("drained", extra={"action": "drain"})
-
-
-def _jobs(services: Services, client: WebClient, worker: Worker, metrics: Metrics) -> list[Job]:
-    poll = services.settings.poll_interval
-    return [
-        # one batch a round, so that a long backlog still shows the loop going round
-        Job("dispatch", dispatcher(services, client, metrics).dispatch_once, DISPATCH_EVERY),
-        webhook_job(services),
-        Job("approvals", services.approvals.sweep, poll),
-        Job("wake", worker.wake, poll),
-        Job("intake", intake_sweep(services).sweep_once, INTAKE_EVERY),
-        *_anchor_job(services),
-    ]
-
-
-def intake_sweep(services: Services) -> IntakeSweep:
-    """Start acknowledged runs whose listener died; forget signatures past replay."""
-    return IntakeSweep(services.runtime, services.stores.replays, SystemClock())
-
-
-def _anchor_job(services: Services) -> list[Job]:
-    """Anchor the audit log's head in ``SIGNOFF_AUDIT_ANCHOR_FILE``, if set, when it changed."""
-    path, store, clock = (
-        services.settings.audit_anchor_file,
-        services.approvals.store,
-        SystemClock(),
-    )
-    if not path:
-        return []
-    return [
-        Job(
-            "audit-anchor",
-            lambda: anchor_if_changed(store, path, clock.now()),
-            services.settings.audit_anchor_interval,
-        )
-    ]
 
 
 def _front(

@@ -13,6 +13,12 @@ from bot.slack.uninstalls import Uninstalls
 from bot.slack.workspaces import InstalledWorkspaces, OneWorkspace, WorkspaceClients
 
 
+def web_client(settings: Settings) -> WebClient:
+    """The Slack Web API client, pointed at ``SIGNOFF_SLACK_API_URL`` (with the bot token in
+    single-workspace mode; OAuth mode finds each workspace's token when it calls)."""
+    return WebClient(token=settings.slack_bot_token or None, base_url=settings.slack_api_url)
+
+
 def is_oauth(settings: Settings) -> bool:
     """Whether the app is installed in many workspaces through OAuth."""
     return settings.slack_mode == "oauth"

@@ -189,13 +189,15 @@ def worker_options(
     on_claim: Callable[[float], object] | None = None,
 ) -> WorkerOptions:
     """Return worker options from the settings (``on_takeover`` counts runs taken over,
-    ``on_claim`` times claims)."""
+    ``on_claim`` times claims); the sweeps are the scheduler's jobs (``bot.app.jobs``), not a
+    thread of the worker."""
     return WorkerOptions(
         concurrency=concurrency,
         lease_ttl=settings.lease_ttl,
         poll_interval=settings.poll_interval,
         on_takeover=on_takeover,
         on_claim=on_claim,
+        sweep_thread=False,
     )
 
 

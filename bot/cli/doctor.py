@@ -13,9 +13,8 @@ from slack_sdk.errors import SlackApiError
 
 import store
 from agent_runtime import SignoffError
-from bot.app.server import web_client
 from bot.app.settings import Settings, SettingsError
-from bot.app.slack_mode import is_oauth
+from bot.app.slack_mode import is_oauth, web_client
 from bot.app.wiring import load_agents
 from bot.cli.common import json_flag
 from bot.slack.oauth import INSTALL_PATH

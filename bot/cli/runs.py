@@ -47,7 +47,8 @@ def add_commands(commands: Any) -> None:
     json_flag(start).set_defaults(handler=cmd_start)
 
     worker = commands.add_parser(
-        "worker", help="execute runs and send the approvals API's webhooks until stopped"
+        "worker",
+        help="execute runs, sweep approvals and send the approvals API's webhooks until stopped",
     )
     worker.add_argument("--concurrency", type=positive_int, default=4)
     worker.add_argument(
@@ -110,10 +111,11 @@ def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    """Execute runs, woken by every run that falls due, and send the approvals API's
-    webhooks; SIGTERM or Ctrl-C drains (steps in flight finish, their runs are released,
-    the trace stream is flushed) within ``SIGNOFF_DRAIN_SECONDS`` and exits."""
-    from bot.api.webhook_sender import webhook_job
+    """Execute runs, woken by every run that falls due, sweep approvals and send the
+    approvals API's webhooks (``bot.app.jobs``); SIGTERM or Ctrl-C drains (steps in flight
+    finish, their runs are released, the trace stream is flushed) within
+    ``SIGNOFF_DRAIN_SECONDS`` and exits."""
+    from bot.app.jobs import WORKER, WORKER_UNTIL_IDLE, jobs
     from bot.app.scheduler import build_scheduler
     from bot.ops.http import ops_port
     from bot.ops.supervision import drain_deadline, supervised_services
@@ -138,7 +140,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, drain)
-    scheduler = build_scheduler([webhook_job(services)], supervision.loops)
+    duties = WORKER_UNTIL_IDLE if args.until_idle else WORKER
+    scheduler = build_scheduler(jobs(services, duties, supervision.metrics), supervision.loops)
     supervision.watchdog.start()
     scheduler.start()
     with ops_port(supervision.ops, args.metrics_port):
@@ -244,7 +247,9 @@ def add_serve_command(commands: Any) -> None:
         help="with --no-http or --socket-mode: answer /healthz, /readyz and /metrics on this port",
     )
     serve.add_argument(
-        "--no-scheduler", action="store_true", help="no scheduler (sweeps, outbox dispatch) here"
+        "--no-scheduler",
+        action="store_true",
+        help="no periodic jobs (approvals sweep, outbox dispatch, webhooks) here",
     )
     serve.set_defaults(handler=cmd_serve)
 

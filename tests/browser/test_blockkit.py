@@ -7,7 +7,7 @@ from typing import Any
 
 from selenium.webdriver.common.by import By
 
-from bot.app.server import web_client
+from bot.app.slack_mode import web_client
 from devkit.dev import DevStack
 from tests.browser.page import SandboxPage
 

@@ -48,8 +48,10 @@ from agent_runtime import (
 )
 from agent_runtime.audit import GENESIS
 from agent_runtime.clock import SystemClock
-from bot.app.server import dispatcher, slack_app, web_client, wsgi
+from bot.app.jobs import dispatcher
+from bot.app.server import slack_app, wsgi
 from bot.app.settings import Settings
+from bot.app.slack_mode import web_client
 from bot.app.wiring import Services, build_services
 from bot.slack.blocks import parse_approval_ref
 from bot.slack.dispatcher import Dispatcher

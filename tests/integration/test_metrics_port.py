@@ -51,7 +51,7 @@ def test_worker_probes_and_metrics_then_sigterm_releases_its_step_for_another_wo
     effects = tmp_path / "slow.txt"
     cli_ok(env, "db", "upgrade")
     with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port)) as worker:
-        loops = {"loop:worker": "ok", "loop:webhooks": "ok"}
+        loops = {"loop:worker": "ok", "loop:approvals": "ok", "loop:webhooks": "ok"}
         assert answering(worker, port, "/healthz", 200)["checks"] == loops
         ready = answering(worker, port, "/readyz", 200)["checks"]
         assert ready == {"database": "ok", "migrations": "ok", **loops}
@@ -155,7 +155,6 @@ def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
             "loop:worker",
             "loop:dispatch",
             "loop:approvals",
-            "loop:wake",
             "loop:webhooks",
             "loop:intake",
         }

@@ -42,7 +42,7 @@ EXIT_TIMEOUT_S = 30.0
 AUDIT_SECRET = "audit-secret-0123456789abcdef"
 MODEL_KEY = "sk-test-model-key-4242424242"
 APP_TOKEN = "xapp-1-A000-test-app-token"
-LOOPS = ("loop:worker", "loop:dispatch", "loop:approvals", "loop:wake")
+LOOPS = ("loop:worker", "loop:dispatch", "loop:approvals")
 
 
 def start(cluster: Cluster, name: str, **extra: str) -> ServeProcess:
@@ -122,7 +122,7 @@ def test_readyz_and_metrics_report_the_database_the_loops_and_a_whole_flow(
     assert (sample(found, "signoff_model_tokens_total", direction="output") or 0) > 0
     assert (sample(found, "signoff_model_cost_usd_total") or 0) > 0
     assert sample(found, "signoff_runs_lease_expired") == 0
-    for loop in ("worker", "dispatch", "approvals", "wake"):
+    for loop in ("worker", "dispatch", "approvals"):
         tick = sample(found, "signoff_loop_last_tick_timestamp_seconds", loop=loop)
         assert abs(time.time() - (tick or 0)) < 30, (loop, tick)
 

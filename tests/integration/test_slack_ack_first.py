@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 
 from agent_runtime import RunNotFound, WorkflowNotFound
 from agent_runtime.clock import SystemClock
-from bot.app.server import intake_sweep
+from bot.app.jobs import intake_sweep
 from bot.slack.intake import IntakeSweep
 from store import models
 from store.replay_guard import REPLAY_WINDOW, SqlReplayGuard

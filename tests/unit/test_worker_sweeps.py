@@ -1,7 +1,8 @@
-"""The worker's sweeps run beside its claim loop, never in it."""
+"""A worker sweeps beside its claim loop or leaves that to its scheduler; in it only until idle."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import timedelta
 
@@ -64,3 +65,34 @@ def test_a_stopping_worker_does_not_wait_out_a_long_sweep() -> None:
     finally:
         release.set()
         loop.join()
+
+
+def test_a_worker_whose_process_schedules_the_sweeps_starts_no_sweep_thread() -> None:
+    """With ``sweep_thread=False`` the worker runs runs but never sweeps beside its loop."""
+    swept = threading.Event()
+    workflows = Workflows()
+    workflows.add("one", lambda ctx, _: ctx.step(lambda: "done", name="only"))
+    runtime = Runtime(InMemoryStore(), workflows, sweeps=[swept.set])
+    worker = runtime.worker(dataclasses.replace(OPTIONS, sweep_thread=False))
+    loop = threading.Thread(target=worker.run)
+    loop.start()
+    try:
+        run = runtime.start("one")
+        eventually(
+            lambda: runtime.get(run.id).status == RunStatus.COMPLETED,
+            what="the run to complete",
+            timeout=WAIT_S,
+        )
+        assert "signoff-sweep" not in {thread.name for thread in threading.enumerate()}
+    finally:
+        worker.stop()
+        loop.join()
+    assert not swept.is_set()
+
+
+def test_a_worker_run_until_idle_sweeps_in_its_loop_without_a_sweep_thread() -> None:
+    """``run(until_idle=True)`` still sweeps in its claim loop when ``sweep_thread`` is off."""
+    swept = threading.Event()
+    runtime = Runtime(InMemoryStore(), Workflows(), sweeps=[swept.set])
+    runtime.worker(dataclasses.replace(OPTIONS, sweep_thread=False)).run(until_idle=True)
+    assert swept.is_set()
