@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from agent_runtime.approvals import Actor, Approval, ApprovalKind
+from agent_runtime.approvals import Actor, Approval, ApprovalKind, listed
 from agent_runtime.notices import Notice
 from agent_runtime.rules import AllOf, Condition, Op, Predicate, RuleContext, parse_predicate
 from agent_runtime.serialization import canonical_json
@@ -141,10 +141,13 @@ def grant_id(approval_id: str, scope: GrantScope) -> str:
 
 
 def grantor_may_decide(grantor: Actor, approval: Approval) -> bool:
-    """Tell whether ``grantor``'s approval alone would decide ``approval``."""
+    """Tell whether ``grantor``'s approval alone would decide ``approval``: they may decide it
+    (listed, and of the workspace the run is from), one approval is enough, and they did not
+    ask for it (unless the policy allows the requester)."""
     policy = approval.policy
     return (
-        grantor.user_id in approval.eligible
+        listed(approval.eligible, grantor)
+        and grantor.shares_workspace(approval.requester)
         and int(policy.get("required", 1)) == 1
         and (grantor.user_id != approval.requester.user_id or bool(policy.get("allow_requester")))
     )

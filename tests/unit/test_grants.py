@@ -166,6 +166,17 @@ def test_a_day_grant_needs_the_right_and_covers_every_run() -> None:
     assert world.ask(world.run(), _refund(4000)).status == ApprovalStatus.APPROVED
 
 
+def test_a_day_grant_never_approves_a_call_from_another_workspace() -> None:
+    """Erin's 24 h grant, made in workspace A, approves A's calls but not those of a run
+    from workspace B, even where B has a user with the same id."""
+    world = World()
+    in_a, in_b = Actor(user_id="U_REQ", team_id="T_A"), Actor(user_id="U_REQ", team_id="T_B")
+    erin_a = Actor(user_id="U_ERIN", team_id="T_A")
+    world.grant(world.ask(world.run(), _refund(4999), by=in_a), erin_a, GrantScope.DAY)
+    assert world.ask(world.run(), _refund(4000), by=in_a).status == ApprovalStatus.APPROVED
+    assert world.ask(world.run(), _refund(4000), by=in_b).status == ApprovalStatus.PENDING
+
+
 def test_a_grant_never_stands_in_for_a_quorum_or_for_its_grantor_as_requester() -> None:
     """No grant from a two-approver call; a grant never decides a call its grantor asked."""
     world = World()
