@@ -12,10 +12,9 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from slack_bolt import Ack, App, BoltContext, BoltResponse
+from slack_bolt import Ack, App, BoltContext
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
@@ -36,38 +35,30 @@ from agent_runtime import (
     StoreUnavailable,
     parse_run_id,
 )
-from agent_runtime.agent_loop import ModelResolver, with_model
-from agent_runtime.approvals import listed
+from agent_runtime.agent_loop import ModelResolver
 from agent_runtime.budget_control import NotAllowed
 from agent_runtime.exceptions import ApprovalNotFound, UnsafeJson
 from agent_runtime.forking import fork_run
 from agent_runtime.grant_service import Grants
 from agent_runtime.json_limits import strict_loads
 from agent_runtime.notices import Notice, Outbox
-from agent_runtime.proposal import Proposal, proposal
 from bot.slack import blocks
 from bot.slack.batch_blocks import (
     APPROVE_ALL,
     REJECT_ALL,
     REJECT_ALL_SUBMIT,
-    parse_batch,
-    reject_all_modal,
 )
-from bot.slack.batch_decisions import (
-    BatchOutcome,
-    approve_batch,
-    refusals,
-    reject_batch,
-    waiting,
-)
+from bot.slack.batch_listeners import BatchListeners
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.grant_blocks import DAY_SUBMIT, GRANT_REVOKE
 from bot.slack.grant_listeners import GrantListeners
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
-from bot.slack.intake import CONTEXT_KEY, Intake, IntakeRecords, carry_out, run_id_for
+from bot.slack.intake import CONTEXT_KEY, Intake, carry_out, run_id_for
+from bot.slack.middleware import ReplayGuard, drop_retries, refuse_replays
 from bot.slack.notifier import EPHEMERAL, slack_context
 from bot.slack.oauth import BoltAuth, single_workspace
 from bot.slack.payloads import actor_of as _actor
+from bot.slack.payloads import channel_of, command_actor
 from bot.slack.payloads import click as _click
 from bot.slack.payloads import input_value as _value
 from bot.slack.reconnect import AFTER_ACK, BEFORE_ACK
@@ -75,21 +66,14 @@ from bot.slack.respond import respond
 from bot.slack.text import escape
 from bot.slack.uninstalls import Uninstalls
 from bot.slack.views import history_message, list_text, pending_text, status_text
-from bot.slack.why import why_modal
+from bot.slack.visibility import may_see, own_decision, same_workspace
+from bot.slack.why_listener import WhyListener
 
 logger = logging.getLogger(__name__)
 
 AFTER_ACK_THREADS = 16
 """Acknowledged requests carried out at once (decisions, modals, runs to create): each
 mostly waits on the database or Slack, so more than the cores."""
-
-
-class ReplayGuard(IntakeRecords, Protocol):
-    """Remembers signatures of handled requests, with the work acknowledged for them."""
-
-    def first_time(self, signature: str, now: datetime, work: Any = None) -> bool:
-        """Record ``signature`` (and ``work``); False if it was seen before."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,72 +121,33 @@ def build_app(
         app.event("app_uninstalled")(uninstalls.app_uninstalled)
         app.event("tokens_revoked")(uninstalls.tokens_revoked)
     listeners = Listeners(deps)
-    app.middleware(_drop_retries)
-    app.middleware(_refuse_replays(deps, listeners.intake_of))
+    app.middleware(drop_retries)
+    app.middleware(refuse_replays(deps.replays, deps.clock, listeners.intake_of))
     app.error(guard_errors)
     app.command("/agent")(listeners.command)
     app.action(blocks.APPROVE)(listeners.approve)
     app.action(blocks.REJECT)(listeners.open_reject)
     app.action(blocks.EDIT)(listeners.open_edit)
     app.action(blocks.VIEW_ARGS)(listeners.view_args)
-    app.action(blocks.WHY)(listeners.why)
-    app.action(APPROVE_ALL)(listeners.approve_all)
-    app.action(REJECT_ALL)(listeners.open_reject_all)
     app.action(blocks.HISTORY)(listeners.history)
     app.action(blocks.FORK)(listeners.fork)
     app.view("approval.reject_submit")(listeners.submit_reject)
     app.view("approval.edit_submit")(listeners.submit_edit)
-    grants = GrantListeners(
-        deps.grants, listeners._tell, listeners._visible_approval, listeners._open, listeners.later
+    tell, visible, open_modal = listeners._tell, listeners._visible_approval, listeners._open
+    why = WhyListener(
+        deps.runtime, deps.agents, deps.approvals, deps.models, tell, visible, open_modal
     )
+    app.action(blocks.WHY)(why.why)
+    batches = BatchListeners(deps.approvals, tell, visible, open_modal, listeners.later)
+    app.action(APPROVE_ALL)(batches.approve_all)
+    app.action(REJECT_ALL)(batches.open_reject_all)
+    app.view(REJECT_ALL_SUBMIT)(batches.submit_reject_all)
+    grants = GrantListeners(deps.grants, tell, visible, open_modal, listeners.later)
     app.action(blocks.GRANT_RUN)(grants.approve_for_run)
     app.action(blocks.GRANT_DAY)(grants.open_day)
     app.action(GRANT_REVOKE)(grants.revoke)
     app.view(DAY_SUBMIT)(grants.submit_day)
-    app.view(REJECT_ALL_SUBMIT)(listeners.submit_reject_all)
     return app
-
-
-def _drop_retries(request: Any, next: Callable[[], BoltResponse]) -> BoltResponse:
-    """Acknowledge Slack's retries of events without handling them twice.
-
-    A first delivery may say so too: Bolt's Socket Mode adapter turns an envelope's
-    ``retry_attempt: 0`` into ``X-Slack-Retry-Num: 0``, which is not a retry.
-    """
-    if _retry_number(request.headers.get("x-slack-retry-num")) > 0:
-        return BoltResponse(status=200, body="")
-    return next()
-
-
-def _retry_number(values: Any) -> int:
-    """The retry number of a request's header values; 0 for none or an unreadable one."""
-    value = values[0] if isinstance(values, list | tuple) and values else values
-    try:
-        return int(str(value or "0").strip())
-    except ValueError:
-        return 1  # a retry that does not say which one is still a retry
-
-
-def _refuse_replays(
-    deps: SlackDeps, intake_of: Callable[[dict[str, Any], str], Intake | None]
-) -> Callable[..., BoltResponse]:
-    """Refuse a (validly signed) request whose exact signature was already handled; record,
-    in the same write, the run a command will be acknowledged for (see ``bot.slack.intake``)."""
-
-    def middleware(request: Any, next: Callable[[], BoltResponse]) -> BoltResponse:
-        signature = (request.headers.get("x-slack-signature") or [""])[0]
-        if not signature:
-            return next()
-        intake = intake_of(request.body, signature)
-        work = None if intake is None else intake.to_json()
-        if not BEFORE_ACK.call(lambda: deps.replays.first_time(signature, deps.clock.now(), work)):
-            logger.warning("replayed request refused", extra={"action": "replay"})
-            return BoltResponse(status=401, body='{"error": "replayed request"}')
-        if intake is not None:
-            request.context[CONTEXT_KEY] = intake
-        return next()
-
-    return middleware
 
 
 class Listeners:
@@ -222,7 +167,7 @@ class Listeners:
             parsed = parse(str(body.get("text", "")))
             if parsed.name != "run":
                 return None
-            workflow, data = self._agent_input(parsed.task, _actor_of_command(body), body)
+            workflow, data = self._agent_input(parsed.task, command_actor(body), body)
         except (BadCommand, SignoffError):
             return None  # the listener answers these as usual
         return Intake(signature, run_id_for(signature), workflow, data)
@@ -242,7 +187,7 @@ class Listeners:
             if parsed.name == "history":
                 assert parsed.run_id is not None
                 self._check_visible(
-                    parsed.run_id, _actor_of_command(command), command.get("channel_id", "")
+                    parsed.run_id, command_actor(command), command.get("channel_id", "")
                 )
                 text, history = history_message(self.deps.runtime, parsed.run_id)
                 ack(response_type="ephemeral", text=text, blocks=history)
@@ -252,7 +197,7 @@ class Listeners:
             ack(response_type="ephemeral", text=f"Sorry: {escape(str(exc))}")
 
     def _answer(self, parsed: Command, command: dict[str, Any]) -> str:
-        actor = _actor_of_command(command)
+        actor = command_actor(command)
         runtime = self.deps.runtime
         if parsed.name == "run":
             return self._start(parsed.task, actor, command)
@@ -280,7 +225,7 @@ class Listeners:
         started it and its approvers; to anyone else it does not exist."""
         run = self.deps.runtime.get(run_id)
         started_here = (slack_context(run) or {}).get("channel") == channel
-        if not _same_workspace(run, actor) or (
+        if not same_workspace(run, actor) or (
             not started_here and not self._may_control(run, actor)
         ):
             raise RunNotFound(run_id)
@@ -398,65 +343,6 @@ class Listeners:
             return
         self._tell(body, actor, result.message)
 
-    def approve_all(self, ack: Ack, body: dict[str, Any]) -> None:
-        """Approve all: each call of the batch approved for the arguments its card showed."""
-        ack()
-        self.later(body, self._approve_all, "approve_all")
-
-    def _approve_all(self, body: dict[str, Any]) -> None:
-        value, actor = _click(body)
-        refs = dict(blocks.parse_approval_ref(ref) for ref in parse_batch(value))
-        batch = self._visible_batch(body, list(refs), actor)
-        if batch is not None:
-            outcome = approve_batch(self.deps.approvals, [(a, refs[a.id]) for a in batch], actor)
-            self._tell(body, actor, outcome.summary())
-
-    def open_reject_all(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
-        """Reject all: ask for one reason in a modal, if the clicker may decide every call."""
-        ack()
-        value, actor = _click(body)
-        batch = self._visible_batch(body, parse_batch(value), actor)
-        if batch is None:
-            return
-        refused = refusals(self.deps.approvals, batch, actor)
-        if refused:
-            self._tell(body, actor, BatchOutcome(refused=refused).summary())
-            return
-        self._open(body, actor, client, reject_all_modal([a.id for a in waiting(batch)]))
-
-    def submit_reject_all(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        """The reject-all modal's submit: one reason, each call rejected on its own."""
-        reason = _value(view, "reason")
-        if not reason.strip():
-            ack(response_action="errors", errors={"reason": "Give the agent a reason."})
-            return
-        ids = [i for i in parse_batch(str(view.get("private_metadata"))) if is_approval_id(i)]
-        actor = _actor(body)
-        outcome = BEFORE_ACK.call(
-            lambda: reject_batch(
-                self.deps.approvals, [self.deps.approvals.get(i) for i in ids], actor, reason
-            )
-        )
-        if outcome.decided or not outcome.refused:
-            ack()
-        else:
-            ack(response_action="errors", errors={"reason": outcome.summary()[:300]})
-
-    def _visible_batch(
-        self, body: dict[str, Any], approval_ids: list[str], actor: Actor
-    ) -> list[Approval] | None:
-        """Return a batch's approvals (of one run) if ``actor`` may see them; else tell them."""
-        batch = []
-        for approval_id in approval_ids:
-            approval = self._visible_approval(body, approval_id, actor)
-            if approval is None:
-                return None
-            batch.append(approval)
-        if len({a.run_id for a in batch}) != 1:
-            self._tell(body, actor, "Sorry: there is no such batch of approvals.")
-            return None
-        return batch
-
     def _visible_approval(
         self, body: dict[str, Any], approval_id: str, actor: Actor
     ) -> Approval | None:
@@ -465,8 +351,8 @@ class Listeners:
             if not is_approval_id(approval_id):
                 raise ApprovalNotFound(approval_id[:40])
             approval = self.deps.approvals.get(approval_id)
-            if not _may_see(approval, actor):
-                self._check_visible(parse_run_id(approval.run_id), actor, _channel_of(body))
+            if not may_see(approval, actor):
+                self._check_visible(parse_run_id(approval.run_id), actor, channel_of(body))
         except (ApprovalNotFound, RunNotFound):
             self._tell(body, actor, "Sorry: there is no such approval, or it is not yours to see.")
             return None
@@ -505,34 +391,6 @@ class Listeners:
         if approval is not None:
             self._open(body, actor, client, blocks.args_modal(approval))
 
-    def why(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
-        """Show the model step that proposed a card's call (to whoever may see the card)."""
-        ack()
-        value, actor = _click(body)
-        approval = self._visible_approval(body, blocks.parse_approval_ref(value)[0], actor)
-        if approval is None:
-            return
-        try:
-            reasons = self._proposal(approval)
-        except SignoffError as exc:
-            self._tell(body, actor, f"Sorry: {escape(str(exc))}")
-            return
-        self._open(body, actor, client, why_modal(approval, reasons))
-
-    def _proposal(self, approval: Approval) -> Proposal:
-        run = self.deps.runtime.get(parse_run_id(approval.run_id))
-        agent = self.deps.agents.for_workflow(run.workflow)
-        if agent is None:
-            raise InvalidInput("why", f"run {run.id} is not an agent run")
-        spec = run.input.get("model") if isinstance(run.input, dict) else None
-        return proposal(
-            with_model(agent, spec, self.deps.models),
-            self.deps.approvals,
-            run,
-            self.deps.runtime.journal(run.id),
-            approval.position,
-        )
-
     def history(self, ack: Ack, body: dict[str, Any]) -> None:
         """Post the run's compact timeline to the clicker."""
         ack()
@@ -541,7 +399,7 @@ class Listeners:
     def _history(self, body: dict[str, Any]) -> None:
         run_id, actor = _click(body)
         try:
-            self._check_visible(parse_run_id(run_id), actor, _channel_of(body))
+            self._check_visible(parse_run_id(run_id), actor, channel_of(body))
         except SignoffError as exc:
             self._tell(body, actor, f"Sorry: {escape(str(exc))}")
             return
@@ -557,7 +415,7 @@ class Listeners:
         value, actor = _click(body)
         source, _, position = value.partition(":")
         try:
-            self._check_visible(parse_run_id(source), actor, _channel_of(body))
+            self._check_visible(parse_run_id(source), actor, channel_of(body))
             run = self.deps.runtime.get(parse_run_id(source))
             self._check_control(run, actor, "fork")
             forked = fork_run(self.deps.runtime, run.id, int(position), agent_run=True)
@@ -636,7 +494,7 @@ class Listeners:
                 },
             )
             return
-        if result.accepted or _own_decision(result.approval, actor):
+        if result.accepted or own_decision(result.approval, actor):
             ack()
         else:
             ack(response_action="errors", errors={block: result.message})
@@ -678,7 +536,7 @@ class Listeners:
         text: str,
         layout: list[blocks.Block] | None = None,
     ) -> None:
-        channel = _channel_of(body)
+        channel = channel_of(body)
         if not channel:
             return
         container = body.get("container") or {}
@@ -701,52 +559,6 @@ class Listeners:
 
 def _started(run_id: RunId) -> str:
     return f"Started run `{run_id}`; follow it in the thread below."
-
-
-def _own_decision(approval: Approval, actor: Actor) -> bool:
-    """Tell whether ``actor``'s own decision closed the approval (a retried click's case)."""
-    decider = approval.decided_by
-    return (
-        decider is not None and decider.user_id == actor.user_id and decider.shares_workspace(actor)
-    )
-
-
-def _same_workspace(run: Run, actor: Actor) -> bool:
-    """Whether the run was started in the actor's workspace (or not from Slack at all)."""
-    where = slack_context(run) or {}
-    started_in = Actor(
-        user_id="",
-        team_id=str(where.get("team") or ""),
-        enterprise_id=str(where.get("enterprise") or ""),
-    )
-    return actor.shares_workspace(started_in)
-
-
-def _may_see(approval: Approval, actor: Actor) -> bool:
-    """Whether ``actor`` may see the approval anywhere (of its workspace): its requester and
-    everyone who may decide it."""
-    policy = approval.policy
-    deciders = (*policy.get("approvers", ()), *policy.get("escalate_to", ()))
-    return actor.shares_workspace(approval.requester) and (
-        actor.user_id == approval.requester.user_id or listed(deciders, actor)
-    )
-
-
-def _channel_of(body: dict[str, Any]) -> str:
-    return str(
-        (body.get("channel") or {}).get("id")
-        or (body.get("container") or {}).get("channel_id")
-        or ""
-    )
-
-
-def _actor_of_command(command: dict[str, Any]) -> Actor:
-    return Actor(
-        user_id=command.get("user_id", ""),
-        team_id=command.get("team_id", ""),
-        name=command.get("user_name", ""),
-        enterprise_id=command.get("enterprise_id") or "",
-    )
 
 
 __all__ = ["SlackDeps", "build_app"]

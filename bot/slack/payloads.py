@@ -28,3 +28,22 @@ def input_value(view: dict[str, Any], block: str) -> str:
     field = (((view.get("state") or {}).get("values") or {}).get(block) or {}).get("value")
     value = field.get("value") if isinstance(field, dict) else None
     return value if isinstance(value, str) else ""
+
+
+def channel_of(body: dict[str, Any]) -> str:
+    """The channel a click or submission came from ("" if none)."""
+    return str(
+        (body.get("channel") or {}).get("id")
+        or (body.get("container") or {}).get("channel_id")
+        or ""
+    )
+
+
+def command_actor(command: dict[str, Any]) -> Actor:
+    """The person who typed a slash command, with their workspace."""
+    return Actor(
+        user_id=command.get("user_id", ""),
+        team_id=command.get("team_id", ""),
+        name=command.get("user_name", ""),
+        enterprise_id=command.get("enterprise_id") or "",
+    )
