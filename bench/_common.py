@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import statistics
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -26,6 +27,23 @@ def default_dsn() -> str:
 def fresh_name(prefix: str) -> str:
     """A unique, lower-case identifier safe to use unquoted (schema or table name)."""
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+@contextmanager
+def scratch_database(admin: str | None = None, prefix: str = "signoff_bench") -> Iterator[str]:
+    """Create a fresh database on the server ``admin`` names (the benchmarks' by default),
+    yield its DSN, and drop it (with any connections left) at the end."""
+    admin = admin or default_dsn()
+    name = fresh_name(prefix)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield admin.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 def create_schema(dsn: str, schema: str) -> None:

@@ -52,7 +52,7 @@ from agent_runtime import (
     tool,
 )
 from agent_runtime.audit_keys import AuditKey, AuditKeys
-from bench._common import default_dsn, sqlalchemy_pg_url
+from bench._common import scratch_database, sqlalchemy_pg_url
 from bot.slack.notifier import SlackNotifier
 from store import open_store
 from store.approval_store import SqlApprovalStore
@@ -249,12 +249,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     options = parser.parse_args()
     count = 200 if options.quick else 1000
-    admin = default_dsn()
-    name = f"signoff_bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = admin.rsplit("/", 1)[0] + f"/{name}"
-    try:
+    with scratch_database() as dsn:
         bench = open_bench(dsn)
         create_raw_tables(dsn)
         print(
@@ -277,11 +272,6 @@ def main() -> None:
         verdict = "met" if d >= GOAL else "not met"
         print(f"goal: {GOAL:,} decisions/s with {THREADS[-1]} deciders: {verdict}")
         bench.runtime.store.engine.dispose()  # type: ignore[attr-defined]
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
 
 
 if __name__ == "__main__":

@@ -30,11 +30,10 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from sqlalchemy import Engine, event
 
 from agent_runtime import ApprovalStatus, RunId, RunStatus, SystemClock
-from bench._common import default_dsn
+from bench._common import scratch_database
 from bench.decisions import Bench, open_bench
 from store import SqlStore
 from store.sql_store import _claim_statement
@@ -199,12 +198,7 @@ def main() -> None:
     parser.add_argument("--waiting", type=int, default=10_000)
     options = parser.parse_args()
     repeats = 50 if options.quick else 300
-    admin = default_dsn()
-    name = f"signoff_bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = admin.rsplit("/", 1)[0] + f"/{name}"
-    try:
+    with scratch_database() as dsn:
         bench = open_bench(dsn)
         started = time.perf_counter()
         seed(bench, options.finished, options.waiting)
@@ -215,11 +209,6 @@ def main() -> None:
         engine: Engine = bench.runtime.store.engine  # type: ignore[attr-defined]
         report(measure(engine, lists(bench, options.finished), repeats))
         bench.runtime.store.engine.dispose()  # type: ignore[attr-defined]
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
 
 
 if __name__ == "__main__":

@@ -23,19 +23,16 @@ import argparse
 import statistics
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
 from sqlalchemy import Engine, insert, or_, select, text
 
 from agent_runtime import new_run_id
-from bench._common import default_dsn, sqlalchemy_pg_url
+from bench._common import scratch_database, sqlalchemy_pg_url
 from store import open_store
 from store.approval_store import SqlApprovalStore
 from store.models import approvals, runs
@@ -122,18 +119,8 @@ def spread(values: list[float]) -> str:
 @contextmanager
 def postgres() -> Iterator[str]:
     """A fresh PostgreSQL database, dropped at the end."""
-    admin = default_dsn()
-    name = f"signoff_bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        dsn = admin.rsplit("/", 1)[0] + f"/{name}"
+    with scratch_database() as dsn:
         yield sqlalchemy_pg_url(dsn).replace("postgresql://", "postgresql+psycopg://")
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
 
 
 def measure(url: str, pending: int, repeats: int) -> dict[str, list[float]]:

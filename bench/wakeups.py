@@ -45,7 +45,7 @@ import psycopg
 
 from agent_runtime import RunId, Runtime, WorkerOptions
 from bench._common import default_dsn
-from bench.steps import pg_store, sqlite_store
+from bench.step_harness import pg_store, sqlite_store
 from devkit.demo.workflows import demo_workflows
 from store.notify import WakeListener
 from store.sql_store import SqlStore

@@ -9,17 +9,15 @@ already orders, would make the list's cost grow with every run ever made.
 from __future__ import annotations
 
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
+from bench._common import scratch_database
 from bench.decisions import Bench, open_bench
 from bench.lists import explain, last_statement, lists, seed
 from store import open_store
@@ -58,20 +56,13 @@ SORTED_AFTER_LOOKUP = {
 def seeded(pg_server_url: str) -> Iterator[Bench]:
     """A database of its own holding the benchmark's runs and approvals, analyzed."""
     admin = make_url(pg_server_url).set(drivername="postgresql")
-    name = f"signoff_plans_{uuid.uuid4().hex[:10]}"
-    admin_dsn = admin.render_as_string(hide_password=False)
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    bench = open_bench(admin.set(database=name).render_as_string(hide_password=False))
-    try:
-        seed(bench, FINISHED, WAITING)
-        yield bench
-    finally:
-        _engine(bench).dispose()
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with scratch_database(admin.render_as_string(hide_password=False), "signoff_plans") as dsn:
+        bench = open_bench(dsn)
+        try:
+            seed(bench, FINISHED, WAITING)
+            yield bench
+        finally:
+            _engine(bench).dispose()
 
 
 def _engine(bench: Bench) -> Engine:
