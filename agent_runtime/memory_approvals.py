@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from agent_runtime.approvals import Approval, ApprovalStatus
 from agent_runtime.audit import GENESIS, AuditDraft, AuditEntry, chain
@@ -16,6 +17,8 @@ from agent_runtime.memory_store import InMemoryStore
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
 from agent_runtime.store import Closing, Granting, Ruling, ruled_since
+
+T = TypeVar("T")
 
 
 class InMemoryApprovalStore:
@@ -32,17 +35,29 @@ class InMemoryApprovalStore:
         self._head: tuple[int, str] | None = None
         self._grants: dict[str, Grant] = {}
 
+    def _insert_once(
+        self,
+        table: dict[str, T],
+        key: str,
+        item: T,
+        audit: AuditDraft,
+        notices: Sequence[Notice],
+    ) -> T:
+        """Store ``item`` under ``key`` with its audit entry and notices, unless ``key`` is
+        taken: then return what is stored there (an idempotent create)."""
+        with self._runs._lock:
+            if key in table:
+                return table[key]
+            table[key] = item
+            self._append(audit)
+            self._runs.outbox.enqueue(notices, audit.at)
+            return item
+
     def create_approval(
         self, approval: Approval, audit: AuditDraft, notices: Sequence[Notice] = ()
     ) -> Approval:
         """Store a pending approval unless its id exists."""
-        with self._runs._lock:
-            if approval.id in self._approvals:
-                return self._approvals[approval.id]
-            self._approvals[approval.id] = approval
-            self._append(audit)
-            self._runs.outbox.enqueue(notices, audit.at)
-            return approval
+        return self._insert_once(self._approvals, approval.id, approval, audit, notices)
 
     def get_approval(self, approval_id: str) -> Approval:
         """Return the approval or raise ApprovalNotFound."""
@@ -176,13 +191,7 @@ class InMemoryApprovalStore:
 
     def create_grant(self, grant: Grant, audit: AuditDraft, notices: Sequence[Notice]) -> Grant:
         """Store a grant unless its id exists."""
-        with self._runs._lock:
-            if grant.id in self._grants:
-                return self._grants[grant.id]
-            self._grants[grant.id] = grant
-            self._append(audit)
-            self._runs.outbox.enqueue(notices, audit.at)
-            return grant
+        return self._insert_once(self._grants, grant.id, grant, audit, notices)
 
     def get_grant(self, grant_id: str) -> Grant:
         """Return the grant or raise GrantNotFound."""
