@@ -177,6 +177,7 @@ class CrashDriver:
         self.outcome.runs.append(self.run_id)
         run_kills = self._random_kills() + self.rng.randint(*KILLS_PER_RUN)
         if self.scenario.pause and not self.paused:
+            self._release_an_unseen_pause()
             self.provider.arm_pause()
         while (state := self.probe.state(self.run_id)).status != RunStatus.COMPLETED:
             assert time.monotonic() < deadline, self._context("the scenario took too long")
@@ -251,9 +252,9 @@ class CrashDriver:
         assert pause_file is not None
         self._fill(LIVE_WORKERS)
         wait_until(
-            lambda: self._state() and pause_file.exists(),
+            lambda: self._state() and pause_file.exists() and self._charged(),
             timeout=30,
-            what="the provider to pause after the charge",
+            what="the provider to pause after this run's charge",
         )
         state = self.probe.state(self.run_id)
         holder = self._holder(state)
@@ -269,6 +270,19 @@ class CrashDriver:
         )
         pause_file.unlink()
         self.paused = True
+
+    def _release_an_unseen_pause(self) -> None:
+        """End a pause an earlier run's refund hit between two looks at its state (its run
+        went on once a retry with the same key was answered): this run's refund must make
+        a pause of its own."""
+        assert self.provider.pause_file is not None
+        self.provider.pause_file.unlink(missing_ok=True)
+
+    def _charged(self) -> bool:
+        """Whether the provider has created a charge for this run's refund."""
+        return any(
+            e["created_charge"] for e in refund_requests(self.provider.ledger(), self.run_id)
+        )
 
     def _random_kills(self) -> int:
         return sum(1 for k in self.outcome.kills if k.mode != PAUSED)
