@@ -67,8 +67,13 @@ TICK_S = 0.02
 RECLICK_S = 3.0
 """A card still pending this long after its click is clicked again."""
 RUN_TIMEOUT_S = 240.0
-REFUSED_CONNECTION = "error: connection failed"
-"""What ``signoff`` says when it exits because it cannot reach the database."""
+DATABASE_LOST = (
+    "signoff: error: connection failed",
+    "signoff: error: consuming input failed: server closed the connection unexpectedly",
+    "signoff: error: terminating connection due to administrator command",
+)
+"""What ``signoff`` says when it exits at start because it cannot reach the database, or its
+connection was cut (a restart, ``pg_terminate_backend``) while it was starting."""
 START_GRACE_S = 2.0
 """A process that exits this soon after the database's restart started while it was down."""
 
@@ -269,13 +274,15 @@ class Chaos:
         self._fault(PG_RESTART, time.monotonic())
 
     def _database_was_down(self, death: Death) -> bool:
-        """A process that exited with an error (no signal) because the database was down:
-        it said it could not connect, or exited while the database was down or just after
-        (a process restarted then cannot connect)."""
-        if self._database_down is None or death.code is None or death.code <= 0:
+        """A process that exited with an error (no signal) because of the database: it said
+        it could not connect or that its connection was cut while it started, or it exited
+        while the database was down or just after (a process restarted then cannot connect)."""
+        if death.code is None or death.code <= 0:
             return False
-        if REFUSED_CONNECTION in death.log:
+        if any(message in death.log for message in DATABASE_LOST):
             return True
+        if self._database_down is None:
+            return False
         stopped, started = self._database_down
         return stopped <= death.seen_at <= started + START_GRACE_S
 
@@ -398,7 +405,7 @@ def table(report: Report) -> str:
         f"| runs completed | {t.completed} / {t.started} |",
         f"| random SIGKILLs | {report.kills} |",
         f"| processes that died otherwise | {report.unplanned} |",
-        f"| processes that exited at start, database down (restarted) | "
+        f"| processes that exited at start, database down or cut (restarted) | "
         f"{report.refused_to_start} |",
         f"| duplicate charges | {t.duplicate_charges} |",
         f"| duplicate emails | {t.duplicate_emails} |",
