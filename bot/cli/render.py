@@ -121,6 +121,7 @@ def history_line(entry: Entry) -> str:
             + (f": {a['reason']}" if a["reason"] else "")
         )
     extras += [f"error {data['error']}"] if "error" in data else []
+    extras += [f"not run: {data['refused']}"] if "refused" in data else []
     extras += data.get("retries", [])
     return (
         f"  {entry.position:>4}  {entry.kind:<13} {entry.name:<28} {entry.duration_ms:>9.1f} ms"

@@ -236,6 +236,10 @@ def describe_step(step: StepRecord) -> str | None:
         if step.error is not None:
             return f"⚠️ `{tool}` failed: {shown(step.error.message, REPLY_LIMIT)}"
         return f"🔧 `{tool}` → {shown(_args(step.output), REPLY_LIMIT)}"
+    if step.name.startswith("tool.started:") and (step.output or {}).get("refused"):
+        tool = tool_name(step.name.removeprefix("tool.started:"))
+        why = shown(str(step.output["refused"]), REPLY_LIMIT)
+        return f"🚫 `{tool}` was not run: {why}"
     if step.name == "budget.exhausted":
         limit = shown(str((step.output or {}).get("limit")), 80)
         return f"💸 Budget exhausted ({limit}). An approver can raise it or end the run."

@@ -84,6 +84,7 @@ def test_an_order_changed_after_approve_is_not_refunded_and_is_asked_again(
     closed = world.card(refund.id)
     assert buttons(closed) == []
     assert "🔁 Superseded" in block_texts(closed)
+    assert f"🚫 `issue_refund` was not run: {PREVIEW_CHANGED}" in world.reply_texts(run_id)
     new_card = world.card(again.id)
     assert f"*What it will do*\n{AFTER}" in block_texts(new_card)
     entries, _ = bot.services.approvals.store.audit_log()

@@ -94,6 +94,7 @@ def steps(tool: str) -> list[StepRecord]:
         _step(2, f"tool:{tool}", None, error=ErrorInfo(type="E", message=SPOOF * 900)),
         _step(3, "budget.exhausted", {"limit": HIDDEN * 900}),
         _step(4, f"tool.unknown_outcome:{tool}", {"strategy": "<!channel>" * 900}),
+        _step(5, f"tool.started:{tool}", {"refused": SPOOF + HIDDEN * 900}),
     ]
 
 
