@@ -289,6 +289,17 @@ class Approvals:
         )
         return verdict.message if isinstance(verdict, Refusal) else None
 
+    def refuse(self, approval: str, actor: Actor, decision: Decision) -> DecisionResult | None:
+        """Return why ``actor`` may not take ``decision`` on the approval now, recorded in
+        the audit log as a refused attempt like any decision's; None if they may."""
+        current = self.store.get_approval(approval)
+        now = self._clock.now()
+        # the decision on what was proposed: whether it may be taken depends on who and when
+        verdict = self._judge(current, actor, decision, now, decision.value, current.proposed_args)
+        if isinstance(verdict, Refusal):
+            return self._refuse(current, actor, decision, verdict, now)
+        return None
+
     def sweep(self, now: datetime | None = None, *, batch: int = SWEEP_BATCH) -> SweepResult:
         """Expire (fail-closed) or escalate overdue approvals and move reminders along.
 
