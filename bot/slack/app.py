@@ -49,6 +49,8 @@ from bot.slack.batch_blocks import (
     REJECT_ALL_SUBMIT,
 )
 from bot.slack.batch_listeners import BatchListeners
+from bot.slack.budget_blocks import AMOUNT_SUBMIT, BUDGET_END, BUDGET_RAISE, CONFIRM_SUBMIT
+from bot.slack.budget_listeners import BudgetListeners
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.grant_blocks import DAY_SUBMIT, GRANT_REVOKE
 from bot.slack.grant_listeners import GrantListeners
@@ -142,6 +144,13 @@ def build_app(
     app.action(APPROVE_ALL)(batches.approve_all)
     app.action(REJECT_ALL)(batches.open_reject_all)
     app.view(REJECT_ALL_SUBMIT)(batches.submit_reject_all)
+    budgets = BudgetListeners(
+        deps.runtime, deps.agents, deps.approvals, tell, visible, open_modal, listeners.later
+    )
+    app.action(BUDGET_RAISE)(budgets.open_raise)
+    app.action(BUDGET_END)(budgets.end)
+    app.view(AMOUNT_SUBMIT)(budgets.submit_amount)
+    app.view(CONFIRM_SUBMIT)(budgets.submit_confirm)
     grants = GrantListeners(deps.grants, tell, visible, open_modal, listeners.later)
     app.action(blocks.GRANT_RUN)(grants.approve_for_run)
     app.action(blocks.GRANT_DAY)(grants.open_day)

@@ -38,6 +38,7 @@ from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.notices import Delivery, Notice, Outbox, QueuedNotice
 from bot.slack import blocks
 from bot.slack.batch_blocks import batch_card
+from bot.slack.budget_blocks import card_for
 from bot.slack.delivery_errors import (
     TRANSPORT_ERRORS,
     backoff,
@@ -329,7 +330,7 @@ class Dispatcher:
             return self._post(item, root.channel, data["text"], None, thread_ts=root.ts)
         if notice.kind == CARD:
             root = self._depends_on(root_key(str(notice.run_id)))
-            text, body = blocks.approval_card(self._approvals.get(data["approval_id"]))
+            text, body = card_for(self._approvals.get(data["approval_id"]))
             return self._post(item, root.channel, text, body, thread_ts=root.ts)
         if notice.kind == BATCH:
             return self._batch(item, str(notice.run_id), int(data["before"]))
@@ -391,7 +392,7 @@ class Dispatcher:
     def _direct(self, item: QueuedNotice, user: str, approval_id: str) -> Delivery:
         person = (item.notice.enterprise_id, item.notice.team_id, user)
         channel = self._dm_channels.get(person) or self._open_dm(item, person)
-        text, body = blocks.approval_card(self._approvals.get(approval_id))
+        text, body = card_for(self._approvals.get(approval_id))
         try:
             return self._post(item, channel, text, body)
         except SlackApiError:
@@ -422,7 +423,7 @@ class Dispatcher:
 
     def _update(self, item: QueuedNotice, target: str, approval_id: str) -> None:
         card = self._depends_on(target)
-        text, body = blocks.approval_card(self._approvals.get(approval_id))
+        text, body = card_for(self._approvals.get(approval_id))
         self._call(
             item,
             Lane.of("chat.update", card.channel),

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_runtime import Approval, Run, RunStatus
-from agent_runtime.approvals import local_people
+from agent_runtime.approvals import ApprovalKind, local_people
 from bot.slack.text import shown, tool_name, user
 
 ANSWER_SHOWN = 1500
@@ -58,4 +58,6 @@ def _queued(pending: Sequence[Approval], approved: Sequence[Approval]) -> str:
 def _sign_off(approval: Approval) -> str:
     deciders = local_people(approval.eligible, approval.requester)
     people = " or ".join(user(u) for u in deciders) or "an approver"
+    if approval.kind == ApprovalKind.BUDGET:
+        return f"{people} to raise the budget or end the run"
     return f"{people}'s sign-off on *{tool_name(approval.tool)}*"
