@@ -78,9 +78,11 @@ def budget_card(approval: Approval) -> tuple[str, list[Block]]:
         section(_projection(asked, key)),
     ]
     text = f"{title} (run `{approval.run_id}`)"
+    where = context(f"run `{approval.run_id}` · approval `{approval.id}`")
     if approval.status != ApprovalStatus.PENDING:
-        blocks.append(section(decided_line(approval)))
+        blocks += [section(decided_line(approval)), where]
         return message(f"{text}: {decided_line(approval)}"), blocks
+    blocks.append(where)
     progress = _votes(approval)
     if progress:
         blocks.append(context(progress))
