@@ -26,14 +26,15 @@ ROTATING_TTL_S = 12 * 3600
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """What an install code (or a refresh token) is worth: a workspace and how it rotates
-    (and, for a refresh token, the access token it replaces)."""
+    """What an install code (or a refresh token) is worth: a workspace (or a whole Grid
+    organization), how it rotates (and, for a refresh token, the access token it replaces)."""
 
     api: SlackWebApi
     enterprise_id: str | None
     rotating: bool
     expires_in: int
     replaces: str = ""
+    org_wide: bool = False
 
 
 class WorkspacesApi(SlackWebApi):
@@ -57,12 +58,15 @@ class WorkspacesApi(SlackWebApi):
         *,
         code: str,
         enterprise_id: str | None = None,
+        org_wide: bool = False,
         rotating: bool = False,
         expires_in: int = ROTATING_TTL_S,
     ) -> SlackWebApi:
-        """Serve ``workspace``; ``code`` installs the app there (once)."""
+        """Serve ``workspace``; ``code`` installs the app there (once). With ``org_wide``, the
+        install is for the whole organization ``enterprise_id`` (Slack then names no team), and
+        ``workspace`` holds the channels of all its workspaces."""
         api = SlackWebApi(workspace, tokens=())
-        self._codes[code] = Grant(api, enterprise_id, rotating, expires_in)
+        self._codes[code] = Grant(api, enterprise_id, rotating, expires_in, org_wide=org_wide)
         return api
 
     def revoke(self, workspace: Workspace) -> None:
@@ -115,9 +119,9 @@ class WorkspacesApi(SlackWebApi):
             "scope": ",".join(grant.api.scopes),
             "bot_user_id": ws.bot_user.id,
             "app_id": ws.app_id,
-            "team": {"id": ws.team_id, "name": ws.team_name},
+            "team": None if grant.org_wide else {"id": ws.team_id, "name": ws.team_name},
             "enterprise": {"id": grant.enterprise_id} if grant.enterprise_id else None,
-            "is_enterprise_install": False,
+            "is_enterprise_install": grant.org_wide,
             "authed_user": {"id": "U0INSTALLER"},
         }
         if grant.rotating:
