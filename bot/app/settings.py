@@ -83,6 +83,12 @@ class Settings:
     slack_redirect_uri: str = ""
     """``SLACK_REDIRECT_URI``: the public URL of ``/slack/oauth_redirect``, when Slack must be
     told it (it must match the app's configuration). Empty: the app's configured one."""
+    allowed_teams: tuple[str, ...] = ()
+    """``SIGNOFF_ALLOWED_TEAMS``: the Slack workspaces (team ids) that may install and use the
+    app; with ``allowed_enterprises``, a workspace listed in either may. Both empty: any."""
+    allowed_enterprises: tuple[str, ...] = ()
+    """``SIGNOFF_ALLOWED_ENTERPRISES``: the Enterprise Grid organizations whose workspaces (and
+    organization-wide installs) may install and use the app."""
     slack_token_rotation: timedelta = timedelta(minutes=120)
     """``SIGNOFF_SLACK_ROTATE_MINUTES``: in OAuth mode, a workspace's rotating bot token is
     refreshed when it expires within this long (installations without a refresh token keep
@@ -372,6 +378,8 @@ def _slack_mode(env: Mapping[str, str]) -> dict[str, Any]:
         "slack_client_id": env.get("SLACK_CLIENT_ID", ""),
         "slack_client_secret": env.get("SLACK_CLIENT_SECRET", ""),
         "slack_redirect_uri": env.get("SLACK_REDIRECT_URI", ""),
+        "allowed_teams": _split(env.get("SIGNOFF_ALLOWED_TEAMS", "")),
+        "allowed_enterprises": _split(env.get("SIGNOFF_ALLOWED_ENTERPRISES", "")),
         "slack_token_rotation": timedelta(minutes=_count(env, "SIGNOFF_SLACK_ROTATE_MINUTES", 120)),
     }
 
