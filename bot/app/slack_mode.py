@@ -10,6 +10,7 @@ from bot.app.wiring import Services
 from bot.slack.allowed import AllowedWorkspaces
 from bot.slack.installations import SignoffInstallationStore, SignoffStateStore
 from bot.slack.oauth import BoltAuth, OAuthOptions, many_workspaces, single_workspace
+from bot.slack.token_cipher import TokenCipher
 from bot.slack.uninstalls import Uninstalls
 from bot.slack.workspaces import InstalledWorkspaces, OneWorkspace, WorkspaceClients
 
@@ -35,7 +36,8 @@ def allowed_workspaces(settings: Settings) -> AllowedWorkspaces:
 
 def installations(services: Services) -> SignoffInstallationStore:
     """The workspaces' installations, in the database."""
-    return SignoffInstallationStore(services.stores.installations, SystemClock())
+    cipher = TokenCipher(services.settings.token_keys)
+    return SignoffInstallationStore(services.stores.installations, SystemClock(), cipher)
 
 
 def bolt_auth(services: Services, client: WebClient) -> BoltAuth:

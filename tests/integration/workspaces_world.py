@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import requests
+from cryptography.fernet import Fernet
 
 from bot.app.settings import Settings
 from devkit.sandbox.oauth_api import ROTATING_TTL_S, WorkspacesApi
@@ -33,6 +34,8 @@ from tests.integration.slack_readers import is_card_of
 CLIENT_ID = "1111.2222"
 CLIENT_SECRET = "oauth-client-secret-of-the-tests"
 STATE_COOKIE = "slack-app-oauth-state"
+TOKEN_KEY = Fernet.generate_key().decode()
+"""The key the installations' tokens are encrypted with."""
 ALPHA_CODE, BETA_CODE = "code-for-alpha", "code-for-beta"
 
 
@@ -78,6 +81,7 @@ class TwoWorkspaces(SlackWorld):
             "SLACK_CLIENT_ID": CLIENT_ID,
             "SLACK_CLIENT_SECRET": CLIENT_SECRET,
             "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SIGNOFF_TOKEN_ENCRYPTION_KEY": TOKEN_KEY,
             **UNPACED,
             **self.extra,
         }
