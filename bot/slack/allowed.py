@@ -4,8 +4,9 @@
 any workspace may. Otherwise a workspace is allowed when its team is listed or it belongs to
 a listed organization (an organization-wide install names no team: only its organization
 counts). An install from elsewhere is refused at the OAuth redirect, before anything is
-stored; a command, click or event from elsewhere is answered without being handled (only
-the app's removal from a workspace is always handled, as it only forgets).
+stored, and the token Slack issued for it is revoked; a command, click or event from
+elsewhere is answered without being handled (only the app's removal from a workspace is
+always handled, as it only forgets).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from slack_bolt.error import BoltError
 from slack_bolt.oauth import OAuthFlow
 from slack_bolt.oauth.callback_options import FailureArgs
 from slack_bolt.request import BoltRequest
+from slack_sdk.errors import SlackApiError
 from slack_sdk.oauth.installation_store import Installation
 
 logger = logging.getLogger(__name__)
@@ -78,8 +80,21 @@ class AllowListFlow(OAuthFlow):
                 "install refused: workspace not allowed",
                 extra={"action": "install", "workspace": team, "enterprise": enterprise},
             )
+            self._revoke(installation.bot_token)
             raise WorkspaceNotAllowed(team, enterprise)
         super().store_installation(request, installation)
+
+    def _revoke(self, token: str | None) -> None:
+        """Give back the token Slack just issued, so the app is not left installed there."""
+        if not token:
+            return
+        try:
+            self.client.auth_revoke(token=token)
+        except (SlackApiError, OSError) as exc:
+            logger.warning(
+                "refused install's token not revoked",
+                extra={"action": "install", "error": type(exc).__name__},
+            )
 
     def _failure(self, args: FailureArgs) -> BoltResponse:
         """The refusal page for a workspace not allowed; Bolt's page for anything else."""

@@ -1,6 +1,7 @@
 """Several sandbox workspaces behind one Web API URL, and Slack's OAuth token exchange.
 
-Calls are routed to a workspace by their bot token. ``oauth.v2.access`` (HTTP Basic client
+Calls are routed to a workspace by their bot token; ``auth.revoke`` ends the token it is
+called with. ``oauth.v2.access`` (HTTP Basic client
 credentials, as slack_sdk sends them) trades a one-time install code for a workspace's bot
 token, and, for workspaces installed with token rotation, a refresh token for a new access
 token. Stricter than Slack, a refreshed token stops working at once (Slack lets it live out
@@ -51,6 +52,8 @@ class WorkspacesApi(SlackWebApi):
         self._serial = itertools.count(1)
         self.exchanges: list[str] = []
         """The grant types of the ``oauth.v2.access`` calls answered, in order."""
+        self.revoked: list[str] = []
+        """The team ids whose token ``auth.revoke`` revoked, in order."""
 
     def add(
         self,
@@ -86,6 +89,11 @@ class WorkspacesApi(SlackWebApi):
         token = bearer_token(authorization) or _text(params, "token") or ""
         with self._lock:
             api = self._by_token.get(token)
+            if api is not None and method == "auth.revoke":
+                del self._by_token[token]
+                api.tokens = api.tokens - {token}
+                self.revoked.append(api.workspace.team_id)
+                return ApiResponse(200, {"ok": True, "revoked": True})
         if api is None:
             return super().handle(method, params, authorization=authorization)
         return api.handle(method, params, authorization=authorization)

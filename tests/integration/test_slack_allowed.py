@@ -28,8 +28,8 @@ def _installed(bot: BotInstance) -> set[tuple[str, str]]:
 def test_an_install_from_a_workspace_not_listed_is_refused_and_nothing_is_kept(
     tmp_path: Path, sqlite_url: str
 ) -> None:
-    """With only alpha allowed, beta's install ends on a page saying nothing was installed and
-    no installation of beta is kept; alpha's install succeeds."""
+    """With only alpha allowed, beta's install ends on a page saying nothing was installed, no
+    installation of beta is kept and the token Slack issued is revoked; alpha's succeeds."""
     with TwoWorkspaces(tmp_path, sqlite_url) as two:
         two.extra["SIGNOFF_ALLOWED_TEAMS"] = f" {two.workspace.team_id} ,T0UNUSED"
         bot = two.instance()
@@ -40,9 +40,11 @@ def test_an_install_from_a_workspace_not_listed_is_refused_and_nothing_is_kept(
         assert "Signoff was not installed" in refused.text
         assert two.beta.team_id in refused.text
         assert _installed(bot) == set()
+        assert two.oauth.revoked == [two.beta.team_id]
 
         assert install(bot, ALPHA_CODE).status_code == 200
         assert _installed(bot) == {("", two.workspace.team_id)}
+        assert two.oauth.revoked == [two.beta.team_id]
 
 
 def test_only_organizations_listed_may_install_organization_wide(
