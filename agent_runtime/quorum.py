@@ -17,10 +17,10 @@ from typing import Any
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus, Decision, local_people
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event
-from agent_runtime.rule_decisions import Drafter
+from agent_runtime.rule_decisions import POLICY_ACTOR_PREFIX, Drafter
 from agent_runtime.store import Ruling
 
-QUORUM_ACTOR = Actor(user_id="policy:quorum", name="the approval policy")
+QUORUM_ACTOR = Actor(user_id=f"{POLICY_ACTOR_PREFIX}quorum", name="the approval policy")
 """Who the audit log and the cards name as rejecting an approval no quorum could give."""
 
 
