@@ -43,6 +43,7 @@ from agent_runtime.grant_service import Grants
 from agent_runtime.json_limits import strict_loads
 from agent_runtime.notices import Notice, Outbox
 from bot.slack import blocks
+from bot.slack.allowed import AllowedWorkspaces, refuse_other_workspaces
 from bot.slack.batch_blocks import (
     APPROVE_ALL,
     REJECT_ALL,
@@ -100,11 +101,13 @@ def build_app(
     *,
     auth: BoltAuth | None = None,
     uninstalls: Uninstalls | None = None,
+    allowed: AllowedWorkspaces | None = None,
 ) -> App:
     """Return the Bolt app with every listener registered.
 
     ``auth`` says how requests are authorized (by default with ``client``'s token alone);
-    ``uninstalls`` handles workspaces removing the app (OAuth mode).
+    ``uninstalls`` handles workspaces removing the app (OAuth mode); requests from a
+    workspace ``allowed`` does not admit are answered without being handled.
     """
     auth = auth or single_workspace(client.token or "")
     app = App(
@@ -123,6 +126,8 @@ def build_app(
         app.event("app_uninstalled")(uninstalls.app_uninstalled)
         app.event("tokens_revoked")(uninstalls.tokens_revoked)
     listeners = Listeners(deps)
+    if allowed is not None and not allowed.anyone:
+        app.middleware(refuse_other_workspaces(allowed))
     app.middleware(drop_retries)
     app.middleware(refuse_replays(deps.replays, deps.clock, listeners.intake_of))
     app.error(guard_errors)
