@@ -54,8 +54,8 @@ from bot.app.settings import Settings
 from bot.app.slack_mode import web_client
 from bot.app.wiring import Services, build_services
 from bot.slack.blocks import parse_approval_ref
-from bot.slack.home import unmarked
 from bot.slack.dispatcher import Dispatcher
+from bot.slack.home import unmarked
 from bot.slack.pacing import Pace
 from devkit.demo.provider_server import RunningProvider, start_in_thread
 from devkit.sandbox.slack_api import (
