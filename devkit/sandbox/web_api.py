@@ -443,7 +443,8 @@ class SlackWebApi:
     def _views_publish(self, params: Mapping[str, Any]) -> JsonObject:
         user_id = _required(params, "user_id", "invalid_arguments")
         view = _view_arg(params)
-        return {"view": self.workspace.publish_home(user_id, view, hash=_text(params, "hash"))}
+        published = self.workspace.publish_home(user_id, view, hash=_text(params, "hash"))
+        return {"view": published.view}
 
     def _set_thread_status(self, params: Mapping[str, Any]) -> JsonObject:
         """Slack accepts either scope for it (``assistant:write`` is being phased out)."""

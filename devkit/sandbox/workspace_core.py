@@ -21,7 +21,6 @@ from devkit.sandbox.records import (
     EphemeralMessage,
     EventKind,
     Fault,
-    JsonObject,
     Message,
     SavedState,
     Trigger,
@@ -78,7 +77,7 @@ class WorkspaceCore:
         self._messages: dict[str, list[Message]] = {}
         self._ephemerals: list[EphemeralMessage] = []
         self._views: dict[str, View] = {}
-        self._homes: dict[str, JsonObject] = {}
+        self._homes: dict[str, View] = {}
         self._thread_statuses: dict[tuple[str, str], str] = {}
         self.home_tab_enabled = True
         """Whether the app's Home tab is on (``views.publish`` of a home view says

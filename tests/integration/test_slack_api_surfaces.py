@@ -58,7 +58,7 @@ def test_publish_replaces_the_persons_home_tab(
     assert second["id"] == first["id"]
     shown = slack.workspace.home(dana.id)
     assert shown is not None
-    assert shown["blocks"][0]["text"]["text"] == "two"
+    assert shown.view["blocks"][0]["text"]["text"] == "two"
 
 
 def test_publish_refuses_as_slack_does(

@@ -130,12 +130,12 @@ def click_home(
         "user": {"id": user, "username": PEOPLE[user], "name": PEOPLE[user], "team_id": ws.team_id},
         "api_app_id": ws.app_id,
         "token": "legacy-verification-token",
-        "container": {"type": "view", "view_id": shown["id"]},
+        "container": {"type": "view", "view_id": shown.id},
         "trigger_id": ws.issue_trigger(user),
         "team": {"id": ws.team_id, "domain": ws.domain},
         "enterprise": None,
         "is_enterprise_install": False,
-        "view": shown | {"blocks": view["blocks"]},
+        "view": shown.view | {"blocks": view["blocks"]},
         "actions": [
             {
                 "type": "button",
