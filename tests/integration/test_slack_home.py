@@ -273,3 +273,16 @@ def test_the_messages_tab_publishes_nothing(world: SlackWorld, bot: BotInstance)
     open_home(bot, OUTSIDER)
     published(world, OUTSIDER, 0, bot)  # delivered after the first event, were there one
     assert publishes(world, APPROVER) == 0
+
+
+def test_the_event_url_answers_slacks_challenge(world: SlackWorld, bot: BotInstance) -> None:
+    """Setting the manifest's event request URL works: the signed challenge is echoed."""
+    body = {
+        "token": "legacy-verification-token",
+        "challenge": "3eZbrw1aB",
+        "type": "url_verification",
+    }
+    answer = acked(bot.post(json.dumps(body).encode(), content_type=JSON))
+    assert "3eZbrw1aB" in answer.body
+    forged = bot.post(json.dumps(body).encode(), content_type=JSON, secret="not-the-secret")
+    assert forged.status == 401
