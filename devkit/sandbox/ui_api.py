@@ -137,7 +137,8 @@ class SandboxUi:
         replies: list[JsonObject] = [self._message(m) for m in messages[1:]]
         replies += [_ephemeral(e) for e in ephemerals if e.thread_ts == ts]
         replies.sort(key=lambda m: float(m["ts"]))
-        return {"parent": self._message(messages[0]), "replies": replies}
+        status = self.workspace.thread_status(channel, ts)
+        return {"parent": self._message(messages[0]), "replies": replies, "status": status}
 
     def _message(self, message: Message) -> JsonObject:
         ws = self.workspace

@@ -113,7 +113,9 @@ function draw(state) {
     keepScroll($("thread-messages"), () => replaceChildren($("thread-messages"),
       messageNode(state.thread.parent, "parent"),
       el("div", { class: "thread-divider" }, `${state.thread.replies.filter((r) => !r.ephemeral).length} replies`),
-      state.thread.replies.map((m) => messageNode(m, "reply"))));
+      state.thread.replies.map((m) => messageNode(m, "reply")),
+      state.thread.status ? el("div", { class: "thread-status", id: "thread-status" },
+        `${app.boot.bot.name} ${state.thread.status}`) : null));
   }
   modal.sync(state.modal);
 }
