@@ -106,6 +106,11 @@ class Settings:
     outbox_backoff_cap: timedelta = timedelta(minutes=5)
     """``SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS``: the longest wait between two attempts to
     deliver a notice while Slack fails (429s wait for their ``Retry-After`` instead)."""
+    assistant_status: bool = False
+    """``SIGNOFF_ASSISTANT_STATUS=1``: where the app has Slack's AI-app surface, show what a
+    waiting run waits for as its thread's status (``assistant.threads.setStatus``, which the
+    ``chat:write`` scope allows), cleared when the wait ends. The root message's status line
+    says it either way."""
     slack_post_interval: timedelta = timedelta(seconds=1)
     """``SIGNOFF_SLACK_POST_INTERVAL_SECONDS``: each process posts to one channel at most once
     per this interval on average (Slack's limit is about one a second per channel)."""
@@ -215,6 +220,7 @@ class Settings:
             audit_anchor_interval=_seconds(env, "SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS", 60.0),
             outbox_claim=_seconds(env, "SIGNOFF_OUTBOX_CLAIM_SECONDS", 60.0),
             outbox_backoff_cap=_seconds(env, "SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS", 300.0),
+            assistant_status=_flag(env, "SIGNOFF_ASSISTANT_STATUS"),
             slack_post_interval=_seconds(env, "SIGNOFF_SLACK_POST_INTERVAL_SECONDS", 1.0),
             slack_post_burst=_count(env, "SIGNOFF_SLACK_POST_BURST", 3),
             socket_ping_interval=_seconds(env, "SIGNOFF_SOCKET_PING_SECONDS", 2.0),

@@ -56,6 +56,8 @@ from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.grant_blocks import DAY_SUBMIT, GRANT_REVOKE
 from bot.slack.grant_listeners import GrantListeners
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
+from bot.slack.home import from_home, marked, unmarked
+from bot.slack.home_listener import HomeListener
 from bot.slack.intake import CONTEXT_KEY, Intake, carry_out, run_id_for
 from bot.slack.middleware import ReplayGuard, drop_retries, refuse_replays
 from bot.slack.notifier import EPHEMERAL, slack_context
@@ -140,6 +142,7 @@ def build_app(
     app.action(blocks.FORK)(listeners.fork)
     app.view("approval.reject_submit")(listeners.submit_reject)
     app.view("approval.edit_submit")(listeners.submit_edit)
+    app.event("app_home_opened")(listeners.home.opened)
     tell, visible, open_modal = listeners._tell, listeners._visible_approval, listeners._open
     why = WhyListener(
         deps.runtime, deps.agents, deps.approvals, deps.models, tell, visible, open_modal
@@ -169,6 +172,7 @@ class Listeners:
 
     def __init__(self, deps: SlackDeps) -> None:
         self.deps = deps
+        self.home = HomeListener(deps.outbox, deps.clock)
         # What follows an ack (decisions waiting on database locks, modals waiting on Slack,
         # runs being created) runs here, so that the request's answer never waits for it.
         self._after_acks = ThreadPoolExecutor(AFTER_ACK_THREADS, thread_name_prefix="signoff-after")
@@ -324,6 +328,8 @@ class Listeners:
         done, tell the clicker so through the click's ``response_url``."""
         try:
             AFTER_ACK.call(lambda: work(body))
+            if from_home(body):
+                self.home.refresh(body, _actor(body))
         except StoreUnavailable:
             logger.error("click not recorded: database unavailable", extra={"action": action})
             respond(
@@ -483,7 +489,8 @@ class Listeners:
         **kwargs: Any,
     ) -> None:
         """Decide from a modal; every refusal or failure shows in the modal, never a 500."""
-        approval_id, seen_hash = blocks.parse_approval_ref(str(view.get("private_metadata")))
+        metadata, home = unmarked(str(view.get("private_metadata")))
+        approval_id, seen_hash = blocks.parse_approval_ref(metadata)
         actor = _actor(body)
         try:
             if not is_approval_id(approval_id):
@@ -510,6 +517,8 @@ class Listeners:
             return
         if result.accepted or own_decision(result.approval, actor):
             ack()
+            if home:
+                self._after_acks.submit(self.home.refresh, body, actor)
         else:
             ack(response_action="errors", errors={block: result.message})
 
@@ -524,7 +533,8 @@ class Listeners:
         if refusal is not None:
             self._tell(body, actor, refusal)
             return
-        self._open(body, actor, client, modal(approval.id))
+        opened = modal(approval.id)
+        self._open(body, actor, client, marked(opened) if from_home(body) else opened)
 
     def _open(
         self, body: dict[str, Any], actor: Actor, client: WebClient, view: dict[str, Any]
@@ -550,6 +560,10 @@ class Listeners:
         text: str,
         layout: list[blocks.Block] | None = None,
     ) -> None:
+        """Tell the clicker only: on the Home tab if they clicked there, else ephemerally."""
+        if from_home(body):
+            self.home.refresh(body, actor, text)
+            return
         channel = channel_of(body)
         if not channel:
             return

@@ -73,9 +73,8 @@ def budget_card(approval: Approval) -> tuple[str, list[Block]]:
     blocks: list[Block] = [
         {"type": "header", "text": plain(f"💸 {title}")},
         section(_facts(approval)),
-        section(_limits(asked)),
         preformatted(spend_table(asked)),
-        section(_projection(asked, key)),
+        section(_limits(asked) + "\n" + _projection(asked, key)),
     ]
     text = f"{title} (run `{approval.run_id}`)"
     where = context(f"run `{approval.run_id}` · approval `{approval.id}`")

@@ -8,6 +8,7 @@ return anything there.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -16,8 +17,8 @@ import pytest
 from slack_sdk.models.blocks import Block as SdkBlock
 from slack_sdk.models.views import View
 
-from agent_runtime import Approval, ApprovalStatus, Budget
-from agent_runtime.approvals import args_hash
+from agent_runtime import Approval, ApprovalStatus, Budget, Run, RunId, RunStatus
+from agent_runtime.approvals import ApprovalId, args_hash
 from bot.slack.blocks import approval_ref
 from bot.slack.budget_blocks import (
     BUDGET_END,
@@ -29,6 +30,8 @@ from bot.slack.budget_blocks import (
     parse_confirm,
     spend_table,
 )
+from bot.slack.home import APPROVALS_SHOWN, home_view
+from bot.slack.run_status import status_line, thread_status
 from bot.slack.text import TEXT_LIMIT
 from tests.unit.agent_harness import LOOKUP, AgentHarness
 from tests.unit.slack_fixtures import DANA, HIDDEN, hidden_in
@@ -139,3 +142,31 @@ def test_no_budget_payload_shows_hostile_markup_or_hidden_characters() -> None:
     found = {m for s in mrkdwn for m in re.findall(r"<[^<>]*>", s) if not own.match(m)}
     assert found == set()
     assert "<!channel>" in spend_table(pending.args), "shown literally, in preformatted text"
+
+
+def test_the_home_tab_shows_budget_cards_with_their_buttons_within_block_kit() -> None:
+    """A Home tab full of budget cards (one vote cast on each) still fits a view."""
+    voted = dict(STATES)["one vote of two"]
+    cards = [dataclasses.replace(voted, id=ApprovalId(f"{n:024x}")) for n in range(APPROVALS_SHOWN)]
+    view = home_view(cards, 3, [], [])
+    View(**view).validate_json()
+    check_blocks(view["blocks"], 100)
+    assert json.dumps(view).count(f'"action_id": "{BUDGET_RAISE}"') == APPROVALS_SHOWN
+
+
+def test_the_thread_status_says_the_run_waits_for_a_raise() -> None:
+    """A run waiting on its budget approval says so under its thread and on its root."""
+    pending = asked()
+    run = Run(
+        id=RunId(pending.run_id),
+        workflow="agent:t",
+        status=RunStatus.WAITING,
+        input={},
+        created_at=pending.requested_at,
+        updated_at=pending.requested_at,
+        wait_key=f"approval:{pending.id}",
+    )
+    assert thread_status(run, [pending]) == (
+        "is waiting for an approver to raise the budget or end the run"
+    )
+    assert "to raise the budget or end the run" in status_line(run, [pending])
