@@ -173,7 +173,7 @@ class SideEffects:
         digest = args_hash(args)
         key = idempotency_key(self.ctx.run_id, position)
         if self._tool(name).approval is not None:
-            refused = self._check_approval(approval, name, digest, position)
+            refused = self._check_approval(approval, name, args, digest, position)
             if isinstance(refused, dict):
                 return refused | {"key": key}
             if refused:
@@ -189,7 +189,7 @@ class SideEffects:
         return self._side_effect(tool, decision["args"], decision)
 
     def _check_approval(
-        self, approval: str | None, tool: str, digest: str, position: int
+        self, approval: str | None, tool: str, args: dict[str, Any], digest: str, position: int
     ) -> str | dict[str, Any] | None:
         if approval is None:
             return "this tool needs an approval and none was given"
@@ -207,15 +207,16 @@ class SideEffects:
             return "the arguments differ from the approved ones"
         if self.approvals.is_stale(record):
             return "the approval is stale: the tool or its policy changed since it was given"
-        drift = self._preview_drift(record)
+        drift = self._preview_drift(record, args)
         if drift is not None:
             return drift
         if not self.approvals.store.consume_approval(approval, position):
             return "the approval was already used by another call"
         return None
 
-    def _preview_drift(self, record: Approval) -> dict[str, Any] | None:
-        """Compute the call's preview again; refuse it if it is not the one approved.
+    def _preview_drift(self, record: Approval, args: dict[str, Any]) -> dict[str, Any] | None:
+        """Compute the preview of the call about to run (``args``, whose hash is the approved
+        one) again; refuse the call if it is not the preview approved.
 
         Approvals asked without a preview (before the tool had one) are not checked.
         """
@@ -225,7 +226,7 @@ class SideEffects:
         if tool.preview is None:
             shown = Shown(None, "the tool no longer declares a preview")
         else:
-            shown = compute(tool.preview, record.proposed_args)
+            shown = compute(tool.preview, args)
         if shown.preview is None:
             return {"refused": f"{PREVIEW_FAILED}: {shown.error}", "preview": shown.to_json()}
         if shown.digest == record.preview_digest:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -214,3 +215,18 @@ def test_only_tools_that_need_an_approval_take_a_preview() -> None:
 
     with pytest.raises(ValueError, match="take a preview"):
         tool(preview=Orders().preview)(lookup)
+
+
+def test_the_preview_checked_is_that_of_the_arguments_that_run() -> None:
+    """Stored decided arguments tampered without their hash change nothing: the preview is
+    computed for the approved arguments the run received, which match, so they run."""
+    orders = Orders()
+    orders.currency["1045"] = "GBP"
+    env = environment(orders)
+    run_id, approval = parked(env)
+    assert env.approve(approval, as_user=DANA).accepted
+    stored = env.approval_store._approvals[approval]
+    other = {"order_id": "1045", "amount_cents": 89900}
+    env.approval_store._approvals[approval] = dataclasses.replace(stored, decided_args=other)
+    assert env.run_until_waiting(run_id).status == RunStatus.COMPLETED
+    assert orders.charged == [("1042", 4999, "USD")]
