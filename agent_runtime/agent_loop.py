@@ -28,6 +28,7 @@ from agent_runtime.models.base import (
 )
 from agent_runtime.request_digest import ConversationDigest, is_chained, legacy_request_hash
 from agent_runtime.side_effects import SideEffects, ToolResult
+from agent_runtime.step_names import AS_DECIDED, BUDGET_EXHAUSTED, MODEL, budget_key
 from agent_runtime.tools import Tool
 from agent_runtime.workflows import WorkflowFn
 
@@ -35,9 +36,6 @@ from agent_runtime.workflows import WorkflowFn
 class TurnLimitReached(SignoffError):
     """The agent used all its turns without giving a final answer."""
 
-
-AS_DECIDED = "tools.as_decided"
-"""The journal mark of a turn whose calls each run once decided, not after every decision."""
 
 ModelResolver = Callable[[str], Model]
 """Builds the model a run's input names (``AgentInput.model``); ``ValueError`` if unknown."""
@@ -142,7 +140,7 @@ class AgentLoop:
             self._call_model,
             lambda: request,
             self._request_hash(request),
-            name="model",
+            name=MODEL,
             retry=self.agent.model_retry,
         )
         response = ModelResponse.from_json(output)
@@ -184,7 +182,7 @@ class AgentLoop:
 
     def _wait_for_budget(self, limit: str) -> dict[str, Any]:
         self._budget_waits += 1
-        key = f"budget:{self._budget_waits}"
+        key = budget_key(self._budget_waits)
         self.ctx.step(
             _record,
             {
@@ -193,7 +191,7 @@ class AgentLoop:
                 "budget": self.budget.to_json(),
                 "wait_key": key,
             },
-            name="budget.exhausted",
+            name=BUDGET_EXHAUSTED,
         )
         decision: dict[str, Any] = self.ctx.wait_for(key)
         return decision

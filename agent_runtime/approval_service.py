@@ -32,6 +32,7 @@ from agent_runtime.records import Event, Run
 from agent_runtime.rule_decisions import grant_ruling, ruling, shadow_drafts
 from agent_runtime.rules import RuleContext, Rules
 from agent_runtime.serialization import canonical_json
+from agent_runtime.step_names import wake_key
 from agent_runtime.store import ApprovalStore, Granting
 from agent_runtime.tools import Tool
 
@@ -40,11 +41,6 @@ logger = logging.getLogger(__name__)
 CAS_ATTEMPTS = 8
 SWEEP_BATCH = 100
 """How many due approvals the sweep reads at a time."""
-
-
-def wake_key(approval: str) -> str:
-    """Return the event key under which the waiting run receives the approval's decision."""
-    return f"approval:{approval}"
 
 
 def fingerprint(tool: Tool, groups: Mapping[str, tuple[str, ...]]) -> str:

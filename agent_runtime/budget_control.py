@@ -12,6 +12,7 @@ from agent_runtime.ids import RunId
 from agent_runtime.models.base import Usage
 from agent_runtime.records import Run, StepKind, StepRecord
 from agent_runtime.runtime import Runtime
+from agent_runtime.step_names import MODEL, TOOL, is_budget_key, tool_of
 
 
 class NotAllowed(UserError):
@@ -29,7 +30,7 @@ def decide_budget(
 ) -> Run:
     """Raise the exhausted budget of a waiting run to ``limits`` (or end the run)."""
     run = runtime.get(run_id)
-    if not (run.wait_key or "").startswith("budget:"):
+    if not is_budget_key(run.wait_key):
         raise InvalidRunState(
             run_id, run.status.value + " (its budget is not exhausted)", "raise the budget of"
         )
@@ -66,9 +67,9 @@ def usage_of(journal: list[StepRecord], agent: Agent) -> Consumption:
     for step in journal:
         if step.kind != StepKind.STEP or step.error is not None:
             continue
-        if step.name == "model":
+        if step.name == MODEL:
             usage, model = model_call_of(step)
             used.add_model_call(usage, agent.prices.get(model or agent.llm.name))
-        elif step.name.startswith("tool:"):
+        elif tool_of(TOOL, step.name) is not None:
             used.tool_calls += 1
     return used

@@ -10,6 +10,7 @@ from agent_runtime.approvals import Approval
 from agent_runtime.budget import Budget, Consumption
 from agent_runtime.budget_control import model_call_of
 from agent_runtime.records import AttemptRecord, Run, StepKind, StepRecord
+from agent_runtime.step_names import MODEL, TOOL, tool_of
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,9 +69,9 @@ def _entry(
     failures: list[str],
 ) -> Entry:
     detail: dict[str, Any] = {}
-    if step.kind == StepKind.STEP and step.name == "model" and step.error is None:
+    if step.kind == StepKind.STEP and step.name == MODEL and step.error is None:
         detail |= _model_detail(step, used, budget, agent)
-    if step.kind == StepKind.STEP and step.name.startswith("tool:") and step.error is None:
+    if step.kind == StepKind.STEP and tool_of(TOOL, step.name) is not None and step.error is None:
         used.tool_calls += 1
     if step.kind == StepKind.WAIT and isinstance(step.output, dict):
         data = step.output.get("data")

@@ -20,6 +20,14 @@ from agent_runtime.budget import Consumption
 from agent_runtime.context import RunContext
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.policy import ApprovalPolicy
+from agent_runtime.step_names import (
+    APPROVAL_REQUEST,
+    TOOL,
+    TOOL_STARTED,
+    TOOL_UNKNOWN_OUTCOME,
+    TOOL_VERIFY,
+    of_tool,
+)
 from agent_runtime.tools import Tool, UnknownOutcome
 
 
@@ -99,7 +107,7 @@ class SideEffects:
             question,
             now,
             self.ctx.position,
-            name=f"approval.request:{tool.name}",
+            name=of_tool(APPROVAL_REQUEST, tool.name),
         )
         approval: str = output["approval_id"]
         return approval
@@ -136,11 +144,11 @@ class SideEffects:
         key = idempotency_key(self.ctx.run_id, position)
         approval = None if decision is None else decision["approval_id"]
         started = self.ctx.step(
-            self._start, tool.name, args, approval, position, name=f"tool.started:{tool.name}"
+            self._start, tool.name, args, approval, position, name=of_tool(TOOL_STARTED, tool.name)
         )
         if started.get("refused"):
             return ToolResult.error(f"not executed: {started['refused']}")
-        marker = f"tool.unknown_outcome:{tool.name}"
+        marker = of_tool(TOOL_UNKNOWN_OUTCOME, tool.name)
         if from_journal and self.ctx.next_step_name() in (None, marker):
             return self._unknown_outcome(tool, args, key)
         return ToolResult.of(self._run(tool, args, key))
@@ -180,7 +188,12 @@ class SideEffects:
 
     def _run(self, tool: Tool, args: dict[str, Any], key: str) -> Any:
         return self.ctx.step(
-            tool.call, args, key, name=f"tool:{tool.name}", retry=tool.retry, timeout=tool.timeout
+            tool.call,
+            args,
+            key,
+            name=of_tool(TOOL, tool.name),
+            retry=tool.retry,
+            timeout=tool.timeout,
         )
 
     def _unknown_outcome(self, tool: Tool, args: dict[str, Any], key: str) -> ToolResult:
@@ -188,10 +201,10 @@ class SideEffects:
         self.ctx.step(
             _record,
             {"key": key, "strategy": strategy.value},
-            name=f"tool.unknown_outcome:{tool.name}",
+            name=of_tool(TOOL_UNKNOWN_OUTCOME, tool.name),
         )  # marker: see execute()
         if strategy == UnknownOutcome.VERIFY and tool.verify is not None:
-            found = self.ctx.step(tool.verify, key, name=f"tool.verify:{tool.name}")
+            found = self.ctx.step(tool.verify, key, name=of_tool(TOOL_VERIFY, tool.name))
             if found is not None:
                 return ToolResult.of(found)
         elif strategy == UnknownOutcome.ASK:

@@ -17,12 +17,19 @@ from agent_runtime import (
     StepRecord,
     Store,
 )
-from agent_runtime.agent_loop import AS_DECIDED
 from agent_runtime.approvals import local_people
 from agent_runtime.grants import GRANT_ACTOR_PREFIX, Grant
 from agent_runtime.notices import Notice
 from agent_runtime.records import StepKind
 from agent_runtime.rules import RULE_ACTOR_PREFIX
+from agent_runtime.step_names import (
+    AS_DECIDED,
+    BUDGET_EXHAUSTED,
+    MODEL,
+    TOOL,
+    TOOL_UNKNOWN_OUTCOME,
+    tool_of,
+)
 from bot.slack.blocks import decision_line
 from bot.slack.text import message, shown, tool_name
 
@@ -221,7 +228,7 @@ def decided_automatically(approval: Approval) -> bool:
 
 def describe_step(step: StepRecord) -> str | None:
     """One line for a journal entry, or None for entries not worth a message."""
-    if step.name == "model":
+    if step.name == MODEL:
         calls = (step.output or {}).get("message", {}).get("tool_calls") or []
         if not calls:
             return None
@@ -231,16 +238,18 @@ def describe_step(step: StepRecord) -> str | None:
         )
         more = len(calls) - PLANS_SHOWN
         return f"🤖 Plans: {plans}" + (f" and {more} more calls" if more > 0 else "")
-    if step.name.startswith("tool:"):
-        tool = tool_name(step.name.removeprefix("tool:"))
+    called = tool_of(TOOL, step.name)
+    if called is not None:
+        tool = tool_name(called)
         if step.error is not None:
             return f"⚠️ `{tool}` failed: {shown(step.error.message, REPLY_LIMIT)}"
         return f"🔧 `{tool}` → {shown(_args(step.output), REPLY_LIMIT)}"
-    if step.name == "budget.exhausted":
+    if step.name == BUDGET_EXHAUSTED:
         limit = shown(str((step.output or {}).get("limit")), 80)
         return f"💸 Budget exhausted ({limit}). An approver can raise it or end the run."
-    if step.name.startswith("tool.unknown_outcome:"):
-        tool = tool_name(step.name.removeprefix("tool.unknown_outcome:"))
+    interrupted = tool_of(TOOL_UNKNOWN_OUTCOME, step.name)
+    if interrupted is not None:
+        tool = tool_name(interrupted)
         strategy = shown(str((step.output or {}).get("strategy")), 40)
         return f"⚠️ A crash interrupted `{tool}`; its outcome is unknown ({strategy})."
     return None
@@ -258,7 +267,7 @@ def _reply(run_id: str, suffix: str, text: str) -> Notice:
 
 def _waits(step: StepRecord) -> bool:
     """Whether the step puts the run in a wait its root message should show."""
-    return step.name == "budget.exhausted"
+    return step.name == BUDGET_EXHAUSTED
 
 
 def _batch(run_id: str, before: int) -> Notice:
