@@ -75,7 +75,7 @@ class Agent:
         allowed = set(self.budget_approvers)
         for tool in self.tools:
             if tool.approval is not None:
-                allowed.update(tool.approval.snapshot(self.approver_groups)["approvers"])
+                allowed.update(tool.approval.snapshot(self.approver_groups).approvers)
         return listed(allowed, actor)
 
 

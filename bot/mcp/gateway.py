@@ -160,7 +160,7 @@ class Gateway:
                 self.services.settings.approver_groups
             )
             if gated
-            else {}
+            else None
         )
         digest = args_hash(
             {
@@ -168,7 +168,7 @@ class Gateway:
                 if definition is None
                 else definition.model_dump(mode="json", by_alias=True, exclude_none=True),
                 "gated": gated,
-                "policy": policy,
+                "policy": {} if policy is None else policy.to_json(),
             }
         )
         return CallRequest(

@@ -173,9 +173,9 @@ class SlackNotifier:
             deciders = () if automatic else local_people(approval.eligible, here)
             cards = [_card(approval, None), *(_card(approval, u) for u in deciders)]
             return in_place(where, [*cards, status])
-        approvers = approval.policy.get("approvers", [])
+        approvers = approval.policy.approvers
         dms = [] if automatic else list(local_people(approvers, here))
-        escalated = local_people(approval.policy.get("escalate_to", []), here)
+        escalated = local_people(approval.policy.escalate_to, here)
         if approval.escalated and action != "escalated":
             dms += escalated
         notices = [_update(approval, None), *(_update(approval, u) for u in dms)]
