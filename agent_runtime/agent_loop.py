@@ -16,6 +16,7 @@ from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approval_service import Approvals, wake_key
 from agent_runtime.budget import Budget, Consumption
 from agent_runtime.context import RunContext
+from agent_runtime.decisions import Approved, Decided, read_decision
 from agent_runtime.exceptions import InvalidConfiguration, SignoffError, StepFailed
 from agent_runtime.json_limits import json_problem, refusal_of, refused_arguments
 from agent_runtime.models.base import (
@@ -217,9 +218,11 @@ class AgentLoop:
         self.ctx.step(_record, {}, name=AS_DECIDED)
         return True
 
-    def _decision(self, plan: ToolPlan) -> Any:
+    def _decision(self, plan: ToolPlan) -> Decided | None:
         """Wait for the person deciding ``plan``'s call, if it needs one."""
-        return self.ctx.wait_for(wake_key(plan.approval_id)) if plan.approval_id else None
+        if not plan.approval_id:
+            return None
+        return read_decision(self.ctx.wait_for(wake_key(plan.approval_id)))
 
     def _plan(self, call: ToolCall) -> ToolPlan:
         tool = self.agent.tools.get(call.name)
@@ -238,7 +241,7 @@ class AgentLoop:
             return ToolPlan(call, tool, None)
         return ToolPlan(call, tool, None, self.effects.request_approval(tool, call.arguments))
 
-    def _answer(self, plan: ToolPlan, decision: Any) -> Message:
+    def _answer(self, plan: ToolPlan, decision: Decided | None) -> Message:
         result = plan.result
         if result is None and plan.tool is not None:
             result = self._run_tool(plan.tool, plan.call.arguments, decision)
@@ -247,14 +250,18 @@ class AgentLoop:
             role="tool", tool_call_id=plan.call.id, content=result.content, is_error=result.is_error
         )
 
-    def _run_tool(self, tool: Tool, args: dict[str, Any], decision: Any) -> ToolResult:
-        if decision is not None and decision["status"] != "approved":
-            return ToolResult.declined(decision)
+    def _run_tool(self, tool: Tool, args: dict[str, Any], decision: Decided | None) -> ToolResult:
+        match decision:
+            case None:
+                approved, call_args = None, args
+            case Approved():
+                approved, call_args = decision, decision.args
+            case _:
+                return ToolResult.declined(decision)
         if not self.used.tool_call_allowed(self.budget):
             return ToolResult.error("the run's tool-call budget is used up; not executed")
-        call_args = args if decision is None else decision["args"]
         try:
-            return self.effects.execute(tool, call_args, decision)
+            return self.effects.execute(tool, call_args, approved)
         except StepFailed as failure:
             return ToolResult.error(f"{failure.error_type}: {failure.message}")
 

@@ -25,6 +25,7 @@ from mcp.server.lowlevel import Server
 
 from agent_runtime import LeaseLost
 from agent_runtime.approvals import args_hash
+from agent_runtime.decisions import Approved, read_decision
 from agent_runtime.side_effects import ToolResult
 from bot.app.wiring import Services
 from bot.mcp.calls import Call
@@ -106,9 +107,11 @@ class Gateway:
                 "so whether it happened is unknown"
             )
         if call.gated:
-            decision = await self._wait_for_decision(ctx, call)
-            if decision["status"] != "approved":
-                return _error(ToolResult.declined(decision).content)
+            match read_decision(await self._wait_for_decision(ctx, call)):
+                case Approved():
+                    pass
+                case declined:
+                    return _error(ToolResult.declined(declined).content)
         go = await anyio.to_thread.run_sync(self.signoffs.start, call, definition)
         if isinstance(go, str):
             return _error(f"not executed: {go}")
