@@ -129,6 +129,15 @@ class AgentInput:
             model=model,
         )
 
+    @classmethod
+    def of(cls, data: Any) -> AgentInput | None:
+        """Read a run's input if it is an agent's; None for another workflow's input (or one
+        that is no agent input: it cannot have started an agent run)."""
+        try:
+            return cls.from_json(data)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+
 
 class Agents:
     """Agents by name; the first added is the default unless another is named."""

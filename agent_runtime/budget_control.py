@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_runtime.agent import Agent
+from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approvals import Actor
 from agent_runtime.budget import Budget, Consumption
 from agent_runtime.exceptions import InvalidRunState, UserError
@@ -34,12 +34,8 @@ def decide_budget(
         raise InvalidRunState(
             run_id, run.status.value + " (its budget is not exhausted)", "raise the budget of"
         )
-    requester = run.input.get("requester") if isinstance(run.input, dict) else None
-    started_by = (
-        Actor.from_json(requester)
-        if isinstance(requester, dict) and "user_id" in requester
-        else None
-    )
+    started = AgentInput.of(run.input)
+    started_by = None if started is None else started.requester
     in_workspace = started_by is None or actor.shares_workspace(started_by)
     if not (in_workspace and agent.may_raise_budget(actor)):
         raise NotAllowed(f"{actor.label} may not change the budget of agent {agent.name!r}")

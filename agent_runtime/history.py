@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_runtime.agent import Agent
+from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approvals import Approval
 from agent_runtime.budget import Budget, Consumption
 from agent_runtime.budget_control import model_call_of
@@ -139,5 +139,5 @@ def budget_left(budget: Budget, used: Consumption) -> dict[str, Any]:
 def _budget(run: Run, agent: Agent | None) -> Budget | None:
     if agent is None:
         return None
-    data = run.input.get("budget") if isinstance(run.input, dict) else None
-    return Budget.from_json(data) if isinstance(data, dict) else agent.budget
+    data = AgentInput.of(run.input)
+    return data.budget if data is not None and data.budget is not None else agent.budget

@@ -231,9 +231,9 @@ class Listeners:
             raise RunNotFound(run_id)
 
     def _may_control(self, run: Run, actor: Actor) -> bool:
-        requester = (run.input.get("requester") or {}) if isinstance(run.input, dict) else {}
+        data = AgentInput.of(run.input)
         agent = self.deps.agents.for_workflow(run.workflow)
-        return requester.get("user_id") == actor.user_id or (
+        return (data is not None and data.requester.user_id == actor.user_id) or (
             agent is not None and agent.may_raise_budget(actor)
         )
 

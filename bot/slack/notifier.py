@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent_runtime import (
+    AgentInput,
     Approval,
     ApprovalStatus,
     Run,
@@ -70,10 +71,10 @@ def in_place(where: dict[str, Any] | None, notices: Sequence[Notice]) -> list[No
 
 def root_fields(run: Run) -> dict[str, Any]:
     """What the root message says of a run besides its status: task, requester, agent, fork."""
-    data = run.input if isinstance(run.input, dict) else {}
+    data = AgentInput.of(run.input)
     return {
-        "task": data.get("task", ""),
-        "requester": (data.get("requester") or {}).get("user_id", ""),
+        "task": "" if data is None else data.task,
+        "requester": "" if data is None else data.requester.user_id,
         "agent": run.workflow.removeprefix("agent:"),
         "fork": None if run.forked_from is None else {"from": run.forked_from, "at": run.fork_at},
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_runtime import Actor, Approvals, ApprovalStatus, RunId, Runtime
+from agent_runtime import Actor, AgentInput, Approvals, ApprovalStatus, RunId, Runtime
 from agent_runtime.records import Run, StepRecord
 from agent_runtime.step_names import MODEL
 from bot.slack.blocks import Block, history_blocks
@@ -92,4 +92,5 @@ def _latest(runtime: Runtime, actor: Actor) -> Run | None:
 
 
 def _task(run: Run) -> str:
-    return str(run.input.get("task", "")) if isinstance(run.input, dict) else run.workflow
+    data = AgentInput.of(run.input)
+    return run.workflow if data is None else data.task
