@@ -14,7 +14,14 @@ from typing import Any
 
 from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approval_service import Approvals, wake_key
-from agent_runtime.budget import Budget, Consumption
+from agent_runtime.budget import (
+    Budget,
+    BudgetDecision,
+    Consumption,
+    EndRun,
+    RaiseBudget,
+    read_budget_decision,
+)
 from agent_runtime.context import RunContext
 from agent_runtime.decisions import Approved, Decided, read_decision
 from agent_runtime.exceptions import InvalidConfiguration, SignoffError, StepFailed
@@ -176,12 +183,13 @@ class AgentLoop:
             )
             if isinstance(plan, int):
                 return plan
-            decision = self._wait_for_budget(plan)
-            if decision.get("action") != "raise":
-                return None
-            self.budget = self.budget.raised(decision.get("limits") or {})
+            match self._wait_for_budget(plan):
+                case RaiseBudget(limits=limits):
+                    self.budget = self.budget.raised(limits)
+                case EndRun():
+                    return None
 
-    def _wait_for_budget(self, limit: str) -> dict[str, Any]:
+    def _wait_for_budget(self, limit: str) -> BudgetDecision:
         self._budget_waits += 1
         key = budget_key(self._budget_waits)
         self.ctx.step(
@@ -194,8 +202,7 @@ class AgentLoop:
             },
             name=BUDGET_EXHAUSTED,
         )
-        decision: dict[str, Any] = self.ctx.wait_for(key)
-        return decision
+        return read_budget_decision(self.ctx.wait_for(key))
 
     def _tool_turn(self, calls: tuple[ToolCall, ...]) -> list[Message]:
         """Run a turn's calls in order, each as soon as it (and every call before it) is decided.

@@ -1,4 +1,5 @@
-"""A decided approval, as its waiting run reads it: one typed outcome per status."""
+"""Decisions as a waiting run reads them: one typed outcome per approval status, and a
+raise or an end of an exhausted budget."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from agent_runtime.approvals import (
     expire,
     judge,
 )
+from agent_runtime.budget import EndRun, RaiseBudget, read_budget_decision
 from agent_runtime.decisions import (
     Approved,
     Cancelled,
@@ -102,3 +104,13 @@ def test_a_summary_journaled_before_reads_and_a_pending_one_is_refused() -> None
     )
     with pytest.raises(ValueError, match="not decided"):
         read_decision(approval().summary())
+
+
+def test_a_budget_decision_reads_as_a_raise_with_its_limits_or_as_the_end() -> None:
+    """A raise carries the limits given (none given: none changed); an end, or anything
+    that is no raise, ends the run, as the loop always treated it."""
+    raised = {"action": "raise", "by": {"user_id": "U_DANA"}, "limits": {"cost_usd": 0.5}}
+    assert read_budget_decision(raised) == RaiseBudget(limits={"cost_usd": 0.5})
+    assert read_budget_decision({"action": "raise"}) == RaiseBudget(limits={})
+    assert read_budget_decision({"action": "end", "limits": {"cost_usd": 9}}) == EndRun()
+    assert read_budget_decision({}) == EndRun()
