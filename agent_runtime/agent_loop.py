@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approval_service import Approvals, wake_key
+from agent_runtime.approvals import ApprovalKind
 from agent_runtime.budget import (
     Budget,
     BudgetDecision,
@@ -22,6 +23,7 @@ from agent_runtime.budget import (
     RaiseBudget,
     read_budget_decision,
 )
+from agent_runtime.budget_ask import ModelCall, budget_tool, decided_limits, raise_request
 from agent_runtime.context import RunContext
 from agent_runtime.decisions import Approved, Decided, read_decision
 from agent_runtime.exceptions import InvalidConfiguration, SignoffError, StepFailed
@@ -118,6 +120,7 @@ class AgentLoop:
             agent.system_prompt, [t.to_json() for t in agent.tools.specs()]
         )
         self._budget_waits = 0
+        self._calls: list[ModelCall] = []
 
     def run(self) -> dict[str, Any]:
         """Run turns until the model answers without tool calls, or the budget is ended."""
@@ -144,6 +147,7 @@ class AgentLoop:
         request = ModelRequest(
             system=draft.system, messages=draft.messages, tools=draft.tools, max_output_tokens=cap
         )
+        position = self.ctx.position
         output = self.ctx.step_hashed(
             self._call_model,
             lambda: request,
@@ -152,8 +156,17 @@ class AgentLoop:
             retry=self.agent.model_retry,
         )
         response = ModelResponse.from_json(output)
-        self.used.add_model_call(
-            response.usage, self.agent.prices.get(response.model or self.agent.llm.name)
+        model = response.model or self.agent.llm.name
+        before = self.used.cost_usd
+        self.used.add_model_call(response.usage, self.agent.prices.get(model))
+        self._calls.append(
+            ModelCall(
+                position=position,
+                model=model,
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+                cost_usd=self.used.cost_usd - before,
+            )
         )
         return response
 
@@ -202,7 +215,21 @@ class AgentLoop:
             },
             name=BUDGET_EXHAUSTED,
         )
-        return read_budget_decision(self.ctx.wait_for(key))
+        tool = budget_tool(self.agent)
+        if tool is None or (self.ctx.replaying and self.ctx.next_step_name() == key):
+            # nobody may raise it, or a journal from before raises were approvals: the
+            # run waits for ``budget_control.decide_budget`` to deliver the decision
+            return read_budget_decision(self.ctx.wait_for(key))
+        args = raise_request(
+            limit,
+            self.budget,
+            self.used,
+            self._calls,
+            turns_left=self.agent.max_turns - self.used.model_calls,
+        )
+        asked = self.effects.request_approval(tool, args, kind=ApprovalKind.BUDGET)
+        limits = decided_limits(read_decision(self.ctx.wait_for(wake_key(asked))))
+        return EndRun() if limits is None else RaiseBudget(limits=limits)
 
     def _tool_turn(self, calls: tuple[ToolCall, ...]) -> list[Message]:
         """Run a turn's calls in order, each as soon as it (and every call before it) is decided.

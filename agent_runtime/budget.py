@@ -175,6 +175,18 @@ class Consumption:
         }
 
 
+def budget_left(budget: Budget, used: Consumption) -> dict[str, Any]:
+    """Return what is left of each limit of ``budget`` after ``used``."""
+    left: dict[str, Any] = {}
+    if budget.tokens is not None:
+        left["tokens"] = budget.tokens - used.tokens
+    if budget.cost_usd is not None:
+        left["cost_usd"] = round(budget.cost_usd - used.cost_usd, 6)
+    if budget.model_calls is not None:
+        left["model_calls"] = budget.model_calls - used.model_calls
+    return left
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RaiseBudget:
     """A person raised a run's exhausted budget: ``limits`` (JSON form) replace the old ones."""
