@@ -21,7 +21,7 @@ from bot.app.request_hygiene import WSGIApp, guarded
 from bot.app.scheduler import build_scheduler
 from bot.app.serving import run_wsgi
 from bot.app.settings import Settings, SettingsError
-from bot.app.slack_mode import bolt_auth, is_oauth, uninstalls, web_client
+from bot.app.slack_mode import allowed_workspaces, bolt_auth, is_oauth, uninstalls, web_client
 from bot.app.wiring import Services, worker_options
 from bot.ops.http import Ops, ops_app, ops_port
 from bot.ops.supervision import Supervision, drain_deadline, supervised_services
@@ -66,6 +66,7 @@ def slack_app(services: Services, client: WebClient) -> App:
         services.settings.slack_signing_secret,
         auth=bolt_auth(services, client),
         uninstalls=uninstalls(services),
+        allowed=allowed_workspaces(services.settings),
     )
 
 

@@ -42,7 +42,7 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-UI_ACTIONS = ("command", "message", "click", "submit", "close")
+UI_ACTIONS = ("command", "message", "home", "click", "submit", "close")
 
 
 class PortTaken(OSError):

@@ -54,6 +54,7 @@ from bot.app.slack_mode import web_client
 from bot.app.wiring import Services, build_services
 from bot.slack.blocks import parse_approval_ref
 from bot.slack.dispatcher import Dispatcher
+from bot.slack.home import unmarked
 from bot.slack.pacing import Pace
 from devkit.demo.provider_server import RunningProvider, start_in_thread
 from devkit.sandbox.slack_api import (
@@ -559,14 +560,15 @@ class SlackWorld:
         return eventually(probe, between=drain.drain, what=f"an ephemeral message to {user}")
 
     def modal(self, callback_id: str, approval_id: str) -> View:
-        """Wait for the modal ``callback_id`` opened for ``approval_id`` (opened after the ack)."""
+        """Wait for the modal ``callback_id`` opened for ``approval_id`` (opened after the ack,
+        from a card or from the Home tab)."""
 
         def probe() -> list[View]:
             return [
                 v
                 for v in self.workspace.views()
                 if v.view.get("callback_id") == callback_id
-                and parse_approval_ref(v.private_metadata)[0] == approval_id
+                and parse_approval_ref(unmarked(v.private_metadata)[0])[0] == approval_id
             ]
 
         found = eventually(probe, what=f"the {callback_id} modal")
