@@ -6,7 +6,8 @@ import errno
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +23,16 @@ from bot.app.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
 from bot.app.scheduler import build_scheduler
 from bot.app.settings import Settings, SettingsError
 from bot.app.slack_mode import bolt_auth, is_oauth, uninstalls, web_client
+from bot.app.starting import starting_slack
 from bot.app.wiring import Services, worker_options
-from bot.ops.http import Ops, ops_app, ops_port
-from bot.ops.supervision import Supervision, drain_deadline, supervised_services
+from bot.ops.http import Front, Ops, ops_app, ops_port
+from bot.ops.supervision import (
+    Starting,
+    Supervision,
+    drain_deadline,
+    starting,
+    supervised_services,
+)
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.form_request import SlackWsgiHandler
 from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
@@ -46,10 +54,16 @@ class Parts:
     """Where to answer ``/healthz``, ``/readyz`` and ``/metrics`` without the HTTP front."""
 
 
+def signing_secret(settings: Settings) -> str:
+    """Return the secret Slack signs its requests with, which must be set."""
+    if not settings.slack_signing_secret:
+        raise SettingsError("SLACK_SIGNING_SECRET is not set: Slack requests cannot be verified")
+    return settings.slack_signing_secret
+
+
 def slack_app(services: Services, client: WebClient) -> App:
     """The Bolt app over the services."""
-    if not services.settings.slack_signing_secret:
-        raise SettingsError("SLACK_SIGNING_SECRET is not set: Slack requests cannot be verified")
+    secret = signing_secret(services.settings)
     deps = SlackDeps(
         runtime=services.runtime,
         approvals=services.approvals,
@@ -63,7 +77,7 @@ def slack_app(services: Services, client: WebClient) -> App:
     return build_app(
         deps,
         client,
-        services.settings.slack_signing_secret,
+        secret,
         auth=bolt_auth(services, client),
         uninstalls=uninstalls(services),
     )
@@ -103,39 +117,44 @@ def serve(settings: Settings, parts: Parts) -> int:
             "Socket Mode serves the one workspace of SLACK_BOT_TOKEN; "
             "SIGNOFF_SLACK_MODE=oauth needs the HTTP front (drop --socket-mode)"
         )
-    services, supervision = supervised_services(settings)
-    client = web_client(settings)
-    options = worker_options(
-        settings,
-        concurrency=parts.concurrency,
-        on_takeover=supervision.metrics.took_over,
-        on_claim=supervision.metrics.claimed,
-    )
-    worker = services.runtime.worker(options)
-    threads = (
-        [threading.Thread(target=worker.run, name="signoff-worker", daemon=True)]
-        if parts.worker
-        else []
-    )
-    if parts.worker:
-        supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
-    scheduler = (
-        build_scheduler(jobs(services, SERVE, supervision.metrics), supervision.loops)
-        if parts.scheduler
-        else None
-    )
-    listener = services.stores.wake_listener(worker.wake) if parts.worker else None
-    for thread in threads:
-        thread.start()
-    if scheduler is not None:
-        scheduler.start()
-    if listener is not None:
-        listener.start()
-    supervision.watchdog.start()
-    try:
-        _front(services, client, settings, parts, supervision.ops)
-    finally:
-        _drain(services, supervision, worker, threads, scheduler, listener)
+    http = parts.http and not parts.socket_mode
+    start = starting(starting_slack(signing_secret(settings)) if http else None)
+    with ExitStack() as listener:
+        listener.enter_context(_listening(start.front, settings, parts, http=http))
+        services, supervision = supervised_services(settings, start)
+        client = web_client(settings)
+        options = worker_options(
+            settings,
+            concurrency=parts.concurrency,
+            on_takeover=supervision.metrics.took_over,
+            on_claim=supervision.metrics.claimed,
+        )
+        worker = services.runtime.worker(options)
+        threads = (
+            [threading.Thread(target=worker.run, name="signoff-worker", daemon=True)]
+            if parts.worker
+            else []
+        )
+        if parts.worker:
+            supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
+        scheduler = (
+            build_scheduler(jobs(services, SERVE, supervision.metrics), supervision.loops)
+            if parts.scheduler
+            else None
+        )
+        wake = services.stores.wake_listener(worker.wake) if parts.worker else None
+        for thread in threads:
+            thread.start()
+        if scheduler is not None:
+            scheduler.start()
+        if wake is not None:
+            wake.start()
+        supervision.watchdog.start()
+        try:
+            _front(services, client, parts, supervision.ops, start)
+        finally:
+            listener.close()  # no more requests, then drain
+            _drain(services, supervision, worker, threads, scheduler, wake)
     return 0
 
 
@@ -162,21 +181,37 @@ def _drain(
     logger.info("drained", extra={"action": "drain"})
 
 
-def _front(
-    services: Services, client: WebClient, settings: Settings, parts: Parts, ops: Ops
-) -> None:
+def _front(services: Services, client: WebClient, parts: Parts, ops: Ops, start: Starting) -> None:
+    """Hand the listener over to the process's own app, then serve until stopped."""
     if parts.socket_mode:
-        with ops_port(ops, parts.metrics_port):
-            _socket_mode(slack_app(services, client), settings)
-    elif parts.http:
-        _http(wsgi(slack_app(services, client), ops, api_approvals(services)), settings.port)
+        app = slack_app(services, client)
+        start.up(ops_app(ops))
+        _socket_mode(app, services.settings)
+        return
+    if parts.http:
+        start.up(wsgi(slack_app(services, client), ops, api_approvals(services)))
     else:
-        with ops_port(ops, parts.metrics_port):
-            _wait_forever()
+        start.up(ops_app(ops))
+    _wait_forever()
 
 
-def _http(application: WSGIApp, port: int) -> None:
-    from waitress.server import create_server
+@contextmanager
+def _listening(front: Front, settings: Settings, parts: Parts, *, http: bool) -> Iterator[None]:
+    """Listen with ``front`` while the block runs: on ``SIGNOFF_PORT`` for the HTTP front,
+    else on ``--metrics-port`` if given."""
+    if http:
+        with _http(front, settings.port):
+            yield
+    else:
+        with ops_port(front, parts.metrics_port):
+            yield
+
+
+@contextmanager
+def _http(application: WSGIApp, port: int) -> Iterator[None]:
+    """Serve ``application`` with waitress on a thread of its own while the block runs; on
+    leaving, stop accepting and let the requests in flight finish."""
+    from waitress.server import BaseWSGIServer, create_server
 
     try:
         server = create_server(
@@ -190,11 +225,18 @@ def _http(application: WSGIApp, port: int) -> None:
         if exc.errno == errno.EADDRINUSE:
             raise SettingsError(f"port {port} is already in use (set SIGNOFF_PORT)") from None
         raise
+    if not isinstance(server, BaseWSGIServer):  # one host and port: one socket
+        raise TypeError(f"waitress built {type(server).__name__} for one socket")
+    thread = threading.Thread(target=server.run, name="signoff-http", daemon=True)
+    thread.start()
     logger.info("listening", extra={"action": f"http://0.0.0.0:{port}/slack/events"})
     try:
-        server.run()
+        yield
     finally:
-        server.close()
+        # closed on the serving thread (the stubs type the trigger as an int)
+        server.trigger.pull_trigger(server.close)  # type: ignore[attr-defined]
+        server.task_dispatcher.shutdown()
+        thread.join(timeout=1.0)
 
 
 def _socket_mode(app: App, settings: Settings) -> None:
