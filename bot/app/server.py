@@ -210,7 +210,8 @@ def _listening(front: Front, settings: Settings, parts: Parts, *, http: bool) ->
 @contextmanager
 def _http(application: WSGIApp, port: int) -> Iterator[None]:
     """Serve ``application`` with waitress on a thread of its own while the block runs; on
-    leaving, stop accepting and let the requests in flight finish."""
+    leaving, stop accepting and let the requests in flight finish (without waiting for idle
+    connections: the drain that follows must begin at once)."""
     from waitress.server import BaseWSGIServer, create_server
 
     try:
@@ -233,10 +234,10 @@ def _http(application: WSGIApp, port: int) -> Iterator[None]:
     try:
         yield
     finally:
-        # closed on the serving thread (the stubs type the trigger as an int)
+        # closed on the serving thread (the stubs type the trigger as an int); the thread
+        # itself may linger on an idle keep-alive connection, and ends with the process
         server.trigger.pull_trigger(server.close)  # type: ignore[attr-defined]
-        server.task_dispatcher.shutdown()
-        thread.join(timeout=1.0)
+        server.task_dispatcher.shutdown()  # the requests in flight finish
 
 
 def _socket_mode(app: App, settings: Settings) -> None:
