@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import logging
 import threading
 import time
@@ -19,10 +18,11 @@ from agent_runtime import SystemClock, Worker
 from bot.api.http import api_app
 from bot.api.service import ApiApprovals
 from bot.app.jobs import SERVE, jobs
-from bot.app.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
+from bot.app.request_hygiene import WSGIApp, guarded
 from bot.app.scheduler import build_scheduler
+from bot.app.serving import waitress_wsgi
 from bot.app.settings import Settings, SettingsError
-from bot.app.slack_mode import bolt_auth, is_oauth, uninstalls, web_client
+from bot.app.slack_mode import allowed_workspaces, bolt_auth, is_oauth, uninstalls, web_client
 from bot.app.starting import starting_slack
 from bot.app.wiring import Services, worker_options
 from bot.ops.http import Front, Ops, ops_app, ops_port
@@ -39,6 +39,8 @@ from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
 from store import WakeListener
 
 logger = logging.getLogger(__name__)
+
+EVENTS = "/slack/events"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +82,7 @@ def slack_app(services: Services, client: WebClient) -> App:
         secret,
         auth=bolt_auth(services, client),
         uninstalls=uninstalls(services),
+        allowed=allowed_workspaces(services.settings),
     )
 
 
@@ -200,44 +203,12 @@ def _listening(front: Front, settings: Settings, parts: Parts, *, http: bool) ->
     """Listen with ``front`` while the block runs: on ``SIGNOFF_PORT`` for the HTTP front,
     else on ``--metrics-port`` if given."""
     if http:
-        with _http(front, settings.port):
+        host = "0.0.0.0"  # noqa: S104
+        with waitress_wsgi(front, settings.port, host, flag="set SIGNOFF_PORT", path=EVENTS):
             yield
     else:
         with ops_port(front, parts.metrics_port):
             yield
-
-
-@contextmanager
-def _http(application: WSGIApp, port: int) -> Iterator[None]:
-    """Serve ``application`` with waitress on a thread of its own while the block runs; on
-    leaving, stop accepting and let the requests in flight finish (without waiting for idle
-    connections: the drain that follows must begin at once)."""
-    from waitress.server import BaseWSGIServer, create_server
-
-    try:
-        server = create_server(
-            application,
-            host="0.0.0.0",  # noqa: S104
-            port=port,
-            threads=8,
-            max_request_body_size=MAX_BODY_BYTES,
-        )
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise SettingsError(f"port {port} is already in use (set SIGNOFF_PORT)") from None
-        raise
-    if not isinstance(server, BaseWSGIServer):  # one host and port: one socket
-        raise TypeError(f"waitress built {type(server).__name__} for one socket")
-    thread = threading.Thread(target=server.run, name="signoff-http", daemon=True)
-    thread.start()
-    logger.info("listening", extra={"action": f"http://0.0.0.0:{port}/slack/events"})
-    try:
-        yield
-    finally:
-        # closed on the serving thread (the stubs type the trigger as an int); the thread
-        # itself may linger on an idle keep-alive connection, and ends with the process
-        server.trigger.pull_trigger(server.close)  # type: ignore[attr-defined]
-        server.task_dispatcher.shutdown()  # the requests in flight finish
 
 
 def _socket_mode(app: App, settings: Settings) -> None:
