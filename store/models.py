@@ -335,6 +335,20 @@ class SlackOAuthStateRow(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class SlackHomeTabRow(Base):
+    """A person who has opened the app's Home tab in a workspace (their Grid organization, on
+    Grid): changes that concern them re-publish it. ``refreshes`` numbers their latest
+    refresh notice; ``refresh_due_at`` is when it was due (the next is spaced after it)."""
+
+    __tablename__ = "slack_home_tabs"
+
+    workspace: Mapped[str] = mapped_column(String(40), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    opened_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    refreshes: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    refresh_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
 runs: Table = Base.metadata.tables["runs"]
 steps: Table = Base.metadata.tables["steps"]
 attempts: Table = Base.metadata.tables["attempts"]
@@ -349,6 +363,7 @@ api_keys: Table = Base.metadata.tables["api_keys"]
 api_approvals: Table = Base.metadata.tables["api_approvals"]
 slack_installations: Table = Base.metadata.tables["slack_installations"]
 slack_oauth_states: Table = Base.metadata.tables["slack_oauth_states"]
+slack_home_tabs: Table = Base.metadata.tables["slack_home_tabs"]
 
 INDEXED_INPUT_PATHS = {"channel": "context.slack.channel", "requester": "requester.user_id"}
 """Strings of a run's input that lists of runs filter on (``/agent list``, ``/agent status``),

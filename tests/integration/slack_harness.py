@@ -621,7 +621,7 @@ def empty_postgres(url: str) -> None:
             conn.execute(
                 text(
                     "TRUNCATE runs, steps, attempts, events, approvals, audit_log, "
-                    "outbox, api_approvals, api_keys, grants"
+                    "outbox, api_approvals, api_keys, grants, slack_home_tabs"
                 )
             )
             conn.execute(
