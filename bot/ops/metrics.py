@@ -19,6 +19,7 @@ from slack_sdk.errors import SlackApiError
 from agent_runtime import Clock
 from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.records import Run, StepRecord
+from agent_runtime.step_names import MODEL
 from bot.ops.loops import Loops
 from bot.slack.delivery_errors import is_rate_limited, slack_error
 from store import Stats
@@ -117,7 +118,7 @@ class MetricsObserver:
         seconds = (step.finished_at - step.started_at).total_seconds()
         self._metrics.step_seconds.labels(kind).observe(max(0.0, seconds))
         usage = step.output.get("usage") if isinstance(step.output, dict) else None
-        if step.name == "model" and isinstance(usage, dict):
+        if step.name == MODEL and isinstance(usage, dict):
             for direction in ("input", "output"):
                 self._metrics.tokens.labels(direction).inc(
                     max(0, int(usage.get(f"{direction}_tokens") or 0))

@@ -30,7 +30,7 @@ def approval_refreshes(
         return []
     people = [approval.requester.user_id]
     if not automatic:
-        listed = (*approval.policy.get("approvers", ()), *approval.policy.get("escalate_to", ()))
+        listed = (*approval.policy.approvers, *approval.policy.escalate_to)
         people += local_people(listed, approval.requester)
     return refreshes(people, where)
 
