@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, settings
 from psycopg import sql
-from sqlalchemy import Connection, bindparam, text, update
+from sqlalchemy import Connection, delete, insert, text
 from sqlalchemy.engine import make_url
 
 from agent_runtime import Store
@@ -74,12 +74,12 @@ def pg_store(pg_url: str) -> Iterator[SqlStore]:
 
 
 def reset_audit_heads(conn: Connection) -> None:
-    """Set every audit shard's head back to its empty chain (after its entries were removed)."""
+    """Give every audit shard the head of its empty chain (after its entries were removed),
+    a head row a test deleted included."""
+    conn.execute(delete(audit_head))
     conn.execute(
-        update(audit_head)
-        .where(audit_head.c.shard == bindparam("b_shard"))
-        .values(seq=0, hash=bindparam("b_hash")),
-        [{"b_shard": shard, "b_hash": genesis(shard)} for shard in range(AUDIT_SHARDS)],
+        insert(audit_head),
+        [{"shard": shard, "seq": 0, "hash": genesis(shard)} for shard in range(AUDIT_SHARDS)],
     )
 
 
