@@ -35,9 +35,11 @@ DDL = [
     "CREATE TABLE raw_audit (shard int, seq int, approval_id text, detail text, "
     "prev_hash text, hash text, PRIMARY KEY (shard, seq))",
     "CREATE TABLE raw_head (id int PRIMARY KEY, seq int, hash text)",
-    "CREATE TABLE raw_entries (seq integer PRIMARY KEY, approval_id text, detail text, "
+    "CREATE TABLE raw_entries (seq INTEGER PRIMARY KEY, approval_id text, detail text, "
     "prev_hash text, hash text)",
 ]
+"""The tables; on PostgreSQL the unchained entries' number is ``serial`` (SQLite numbers an
+INTEGER PRIMARY KEY itself)."""
 CAS = (
     "UPDATE raw_approvals SET status = 'approved', version = version + 1 "
     "WHERE id = ? AND version = 0"
@@ -55,10 +57,10 @@ def _pg(statement: str) -> str:
     return statement.replace("?", "%s")
 
 
-def create_tables(execute: Callable[[str], Any]) -> None:
+def create_tables(execute: Callable[[str], Any], *, pg: bool) -> None:
     """Create the raw tables with ``execute`` (autocommit), one head row per shard."""
     for statement in DDL:
-        execute(statement)
+        execute(statement.replace("INTEGER PRIMARY KEY", "serial PRIMARY KEY") if pg else statement)
     for shard in range(AUDIT_SHARDS):
         execute(f"INSERT INTO raw_head VALUES ({shard}, 0, 'g')")
 
@@ -103,7 +105,7 @@ class RawDecisions:
         self._local = threading.local()
         self._opened: list[Any] = []
         with self._autocommit() as execute:
-            create_tables(execute)
+            create_tables(execute, pg=dsn is not None)
 
     def pending(self, count: int) -> list[str]:
         """Insert ``count`` pending raw approvals; return their ids."""
