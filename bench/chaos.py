@@ -68,12 +68,15 @@ RECLICK_S = 3.0
 """A card still pending this long after its click is clicked again."""
 RUN_TIMEOUT_S = 240.0
 DATABASE_LOST = (
+    "signoff: error: the database at ",
     "signoff: error: connection failed",
     "signoff: error: consuming input failed: server closed the connection unexpectedly",
     "signoff: error: terminating connection due to administrator command",
 )
-"""What ``signoff`` says when it exits at start because it cannot reach the database, or its
-connection was cut (a restart, ``pg_terminate_backend``) while it was starting."""
+"""What ``signoff`` says when it exits at start because it cannot reach the database: it
+gave up after ``SIGNOFF_STARTUP_DB_WAIT_SECONDS`` of trying (a restart shorter than that
+is waited out, so it is rarely seen here), or its connection was cut (a restart,
+``pg_terminate_backend``) after it had opened the database, while it was starting."""
 START_GRACE_S = 2.0
 """A process that exits this soon after the database's restart started while it was down."""
 

@@ -36,7 +36,7 @@ from agent_runtime import ApprovalStatus, RunId, RunStatus, SystemClock
 from bench._common import scratch_database
 from bench.decisions import Bench, open_bench, pg_url
 from store import SqlStore
-from store.sql_store import _claim_statement
+from store.run_sql import claim_statement
 
 SEED_RUNS = """
 INSERT INTO runs (id, workflow, status, input, created_at, updated_at, due_at, wait_key, fence)
@@ -120,7 +120,7 @@ def lists(bench: Bench, finished: int) -> dict[str, Callable[[], Any]]:
 def _claim_through_sqlalchemy(store: SqlStore, now: Any) -> None:
     """Run the store's claim statement (which the store sends on its own driver connections,
     out of sight of SQLAlchemy's events) through the engine, and roll it back."""
-    statement = _claim_statement(postgres=True)
+    statement = claim_statement(postgres=True)
     params = {"owner": "bench", "limit": 8, "now": now, "expires_at": now + timedelta(seconds=30)}
     with store.engine.connect() as conn:
         conn.execute(statement, params).all()

@@ -40,7 +40,8 @@ from bench._common import (
 )
 from bench.workloads import TRIVIAL, WORKFLOW, workloads
 from store import build_engine, upgrade
-from store.sql_store import SqlStore, fenced_append_params, fenced_append_statement
+from store.run_sql import fenced_append_params, fenced_append_statement
+from store.sql_store import SqlStore
 
 RESUME_STEPS = 200
 RESUME_AT = 150

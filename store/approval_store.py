@@ -40,7 +40,7 @@ from store.models import approvals, runs
 from store.outbox import write_notices
 from store.pages import after as page_after
 from store.pages import newest_first
-from store.sql_store import cancel_in
+from store.run_sql import cancel_in
 from store.wake import deliver
 
 APPROVAL_ORDER = (approvals.c.requested_at, approvals.c.position, approvals.c.id)

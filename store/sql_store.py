@@ -10,9 +10,6 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
-    and_,
-    bindparam,
-    column,
     exists,
     func,
     insert,
@@ -29,7 +26,6 @@ from agent_runtime.exceptions import (
     InvalidRunState,
     JournalConflict,
     LeaseLost,
-    RunNotFound,
 )
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
@@ -41,7 +37,6 @@ from agent_runtime.records import (
     Lease,
     Run,
     RunStatus,
-    StepKind,
     StepRecord,
     Wait,
 )
@@ -55,18 +50,28 @@ from store.notify import notify_wake
 from store.outbox import write_notices
 from store.pages import after as page_after
 from store.pages import newest_first
-from store.wake import deliver
-
-RUNNING = RunStatus.RUNNING.value
-UNFINISHED = (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.WAITING.value)
-ENTRY = tuple(column.name for column in steps.columns if column.name != "run_id")
-"""The columns of a journal entry that its step gives (the run's id comes from the run)."""
-JOURNAL_QUERY = (
-    select(*(steps.c[name] for name in ENTRY))
-    .where(steps.c.run_id == bindparam("run_id"))
-    .order_by(steps.c.position)
+from store.run_sql import (
+    ENTRY,
+    JOURNAL_QUERY,
+    RUN_ORDER,
+    RUNNING,
+    UNFINISHED,
+    cancel_in,
+    claim_statement,
+    claimed_columns,
+    end_statement,
+    fenced_append_params,
+    fenced_append_statement,
+    held_by,
+    held_params,
+    lapsed_leases,
+    load_run,
+    run_from_row,
+    step_from_row,
+    step_row,
+    taken_over,
 )
-"""A run's journal: its entries' own columns (the run's id is known), in position order."""
+from store.wake import deliver
 
 
 class SqlStore:
@@ -77,9 +82,9 @@ class SqlStore:
         self._postgres = engine.dialect.name == "postgresql"
         self._driver = DriverConnections(engine)
         self._append = fenced_append_statement(self._postgres)
-        self._end = _end_statement()
-        self._claim_statement = _claim_statement(self._postgres)
-        self._claim = Prepared(self._claim_statement, engine.dialect, _claimed_columns())
+        self._end = end_statement()
+        self._claim_statement = claim_statement(self._postgres)
+        self._claim = Prepared(self._claim_statement, engine.dialect, claimed_columns())
         self._fast_append = Prepared(self._append, engine.dialect)
         self._fast_end = Prepared(self._end, engine.dialect)
         self._journal = Prepared(JOURNAL_QUERY, engine.dialect, (steps.c[n] for n in ENTRY))
@@ -140,10 +145,10 @@ class SqlStore:
                 self._get(conn, fork.source)
             row = conn.execute(insert(runs).values(values).returning(*runs.c)).one()
             if fork is not None and fork.steps:
-                conn.execute(insert(steps), [_step_row(run_id, s) for s in fork.steps])
+                conn.execute(insert(steps), [step_row(run_id, s) for s in fork.steps])
             write_notices(conn, notices, now)
             notify_wake(conn)
-        return _run(row)
+        return run_from_row(row)
 
     def get_run(self, run_id: RunId) -> Run:
         """Return the run or raise RunNotFound."""
@@ -171,7 +176,7 @@ class SqlStore:
             if after is not None:
                 start = self._get(conn, after)
                 query = query.where(page_after(RUN_ORDER, (start.created_at, start.id)))
-            return [_run(row) for row in conn.execute(query)]
+            return [run_from_row(row) for row in conn.execute(query)]
 
     def claim_runs(
         self, owner: str, *, limit: int, now: datetime, expires_at: datetime
@@ -183,7 +188,10 @@ class SqlStore:
         with translated():
             rows = self._driver.execute(self._claim, params, fetch=True).rows
         return [
-            (_run(row), Lease(RunId(row.id), owner, row.fence, taken_over=_took(row, None)))
+            (
+                run_from_row(row),
+                Lease(RunId(row.id), owner, row.fence, taken_over=taken_over(row, None)),
+            )
             for row in rows
         ]
 
@@ -193,10 +201,13 @@ class SqlStore:
         """SQLite's RETURNING sees only the new row: read the lapsed leases first, in the same
         (immediate, so single-writer) transaction."""
         with self._tx() as conn:
-            lapsed = _lapsed(conn, now)
+            lapsed = lapsed_leases(conn, now)
             rows = conn.execute(self._claim_statement, params).all()
         return [
-            (_run(row), Lease(RunId(row.id), owner, row.fence, taken_over=_took(row, lapsed)))
+            (
+                run_from_row(row),
+                Lease(RunId(row.id), owner, row.fence, taken_over=taken_over(row, lapsed)),
+            )
             for row in rows
         ]
 
@@ -229,7 +240,7 @@ class SqlStore:
     def renew_lease(self, lease: Lease, expires_at: datetime) -> bool:
         """Extend a held lease."""
         with self._one() as conn:
-            result = conn.execute(update(runs).where(_held(lease)).values(due_at=expires_at))
+            result = conn.execute(update(runs).where(held_by(lease)).values(due_at=expires_at))
         return bool(result.rowcount)
 
     def renew_leases(self, leases: Sequence[Lease], expires_at: datetime) -> list[Lease]:
@@ -251,7 +262,7 @@ class SqlStore:
         """Return the journal in position order (one statement: a consistent snapshot)."""
         with translated():
             rows = self._driver.execute(self._journal, {"run_id": run_id}, fetch=True).rows
-        return [_step(row) for row in rows]
+        return [step_from_row(row) for row in rows]
 
     def append_step(self, lease: Lease, step: StepRecord, notices: Sequence[Notice] = ()) -> None:
         """Append one entry in a single statement that checks the fence.
@@ -304,7 +315,7 @@ class SqlStore:
             literal(attempt.attempt),
             literal(attempt.error.to_json(), attempts.c.error.type),
             literal(attempt.at, attempts.c.at.type),
-        ).where(_held(lease))
+        ).where(held_by(lease))
         if self._postgres:
             entry = entry.with_for_update(read=True)
         return insert(attempts).from_select(["run_id", "position", "attempt", "error", "at"], entry)
@@ -382,7 +393,7 @@ class SqlStore:
         error: Any = None,
     ) -> None:
         params = {
-            **_held_params(lease),
+            **held_params(lease),
             "end_status": status.value,
             "end_output": output,
             "end_error": error,
@@ -451,200 +462,16 @@ class SqlStore:
             if notices and now is not None:
                 write_notices(conn, notices, now)
             notify_wake(conn)
-        return _run(row)
+        return run_from_row(row)
 
     def _check_lease(self, conn: Connection, lease: Lease) -> None:
-        if conn.execute(select(runs.c.id).where(_held(lease))).first() is None:
+        if conn.execute(select(runs.c.id).where(held_by(lease))).first() is None:
             raise LeaseLost(lease.run_id, lease.fence)
 
     def _update_held(self, conn: Connection, lease: Lease, **values: Any) -> None:
-        if not conn.execute(update(runs).where(_held(lease)).values(**values)).rowcount:
+        if not conn.execute(update(runs).where(held_by(lease)).values(**values)).rowcount:
             raise LeaseLost(lease.run_id, lease.fence)
 
     def _has_event(self, conn: Connection, run_id: RunId, key: str) -> bool:
         query = select(exists().where(events.c.run_id == run_id, events.c.key == key))
         return bool(conn.execute(query).scalar())
-
-
-def _held(lease: Lease) -> Any:
-    return and_(runs.c.id == lease.run_id, runs.c.fence == lease.fence, runs.c.status == RUNNING)
-
-
-def fenced_append_statement(postgres: bool) -> Any:
-    """``INSERT INTO steps SELECT <entry> FROM runs WHERE id = :run_id AND fence = :fence AND
-    status = 'running'``: the entry is written only if the lease is still held, checked in
-    the same statement. On PostgreSQL the run row is share-locked (``FOR SHARE``), so a
-    concurrent claim or cancel (which bumps the fence) either waits for this insert or
-    makes it insert nothing."""
-    values = (bindparam(f"entry_{name}", type_=steps.c[name].type) for name in ENTRY)
-    source = select(runs.c.id, *values).where(_held_by_params())
-    if postgres:
-        source = source.with_for_update(read=True)
-    names = ["run_id", *ENTRY]
-    return insert(steps).from_select(names, source).execution_options(preserve_rowcount=True)
-
-
-def fenced_append_params(lease: Lease, step: StepRecord) -> dict[str, Any]:
-    """The parameters of ``fenced_append_statement`` that append ``step`` under ``lease``."""
-    row = _step_row(lease.run_id, step)
-    entry = {f"entry_{name}": row[name] for name in ENTRY}
-    return {**entry, **_held_params(lease)}
-
-
-def _end_statement() -> Any:
-    """End a run held under ``:held_run`` and ``:held_fence`` with ``:end_status``,
-    ``:end_output`` and ``:end_error``, at ``:end_at``.
-
-    No bind is named after a column: SQLAlchemy would take it for a value to SET."""
-    return (
-        update(runs)
-        .where(_held_by_params())
-        .values(
-            status=bindparam("end_status"),
-            output=bindparam("end_output", type_=runs.c.output.type),
-            error=bindparam("end_error", type_=runs.c.error.type),
-            lease_owner=None,
-            due_at=None,
-            wait_key=None,
-            updated_at=bindparam("end_at", type_=runs.c.updated_at.type),
-        )
-    )
-
-
-def _held_by_params() -> Any:
-    """The run held under the lease given as ``:held_run`` and ``:held_fence``."""
-    return and_(
-        runs.c.id == bindparam("held_run"),
-        runs.c.fence == bindparam("held_fence"),
-        runs.c.status == RUNNING,
-    )
-
-
-def _held_params(lease: Lease) -> dict[str, Any]:
-    return {"held_run": lease.run_id, "held_fence": lease.fence}
-
-
-def _lapsed(conn: Connection, now: datetime) -> set[str]:
-    """The ids of the runs still running whose lease lapsed by ``now``."""
-    query = select(runs.c.id).where(runs.c.status == RUNNING, runs.c.due_at <= now)
-    return set(conn.execute(query).scalars())
-
-
-def _took(row: Any, lapsed: set[str] | None) -> bool:
-    """Whether the claimed ``row`` was taken over from a lapsed lease."""
-    return row.id in lapsed if lapsed is not None else bool(row.was == RUNNING)
-
-
-def _claimed_columns() -> list[Any]:
-    """The columns the PostgreSQL claim returns: the run's, and the status it had (``was``)."""
-    return [*runs.c, column("was", runs.c.status.type)]
-
-
-RUN_ORDER = (runs.c.created_at, runs.c.id)
-"""The order of lists of runs (newest first), which their indexes hold."""
-
-
-def _claim_statement(postgres: bool) -> Any:
-    """UPDATE runs SET <leased to :owner until :expires_at, fence + 1> for up to :limit runs
-    due at :now, RETURNING the runs (on PostgreSQL also the status each had, ``was``); built
-    once (it is costly to build)."""
-    now = bindparam("now", type_=runs.c.due_at.type)
-    due = (
-        select(runs.c.id, runs.c.status.label("was"))
-        .where(runs.c.due_at <= now)
-        .order_by(runs.c.due_at)
-        .limit(bindparam("limit"))
-    )
-    if not postgres:
-        return _leased(update(runs).where(runs.c.id.in_(due.with_only_columns(runs.c.id))), now)
-    claimed = due.with_for_update(skip_locked=True).subquery("due")
-    statement = _leased(update(runs).where(runs.c.id == claimed.c.id), now)
-    return statement.returning(claimed.c.was)
-
-
-def _leased(statement: Any, now: Any) -> Any:
-    """The claim's SET and RETURNING clauses."""
-    return statement.values(
-        status=RUNNING,
-        lease_owner=bindparam("owner"),
-        fence=runs.c.fence + 1,
-        due_at=bindparam("expires_at", type_=runs.c.due_at.type),
-        updated_at=now,
-    ).returning(*runs.c)
-
-
-def load_run(conn: Connection, run_id: RunId) -> Run:
-    """Return the run or raise ``RunNotFound``."""
-    row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
-    if row is None:
-        raise RunNotFound(run_id)
-    return _run(row)
-
-
-def cancel_in(conn: Connection, run_id: RunId, now: datetime, notices: Sequence[Notice]) -> Run:
-    """Cancel an unfinished run in ``conn``'s transaction; bumping the fence locks its worker
-    out. ``InvalidRunState`` for a finished run."""
-    stmt = (
-        update(runs)
-        .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED))
-        .values(status=RunStatus.CANCELLED.value, fence=runs.c.fence + 1, **_ended(now))
-        .returning(*runs.c)
-    )
-    row = conn.execute(stmt).first()
-    if row is None:
-        raise InvalidRunState(run_id, load_run(conn, run_id).status, "cancel")
-    write_notices(conn, notices, now)
-    notify_wake(conn)
-    return _run(row)
-
-
-def _ended(now: datetime) -> dict[str, Any]:
-    return {"lease_owner": None, "due_at": None, "wait_key": None, "updated_at": now}
-
-
-def _run(row: Any) -> Run:
-    return Run(
-        id=RunId(row.id),
-        workflow=row.workflow,
-        status=RunStatus(row.status),
-        input=row.input,
-        output=row.output,
-        error=None if row.error is None else ErrorInfo.from_json(row.error),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        due_at=row.due_at,
-        wait_key=row.wait_key,
-        lease_owner=row.lease_owner,
-        fence=row.fence,
-        forked_from=None if row.forked_from is None else RunId(row.forked_from),
-        fork_at=row.fork_at,
-    )
-
-
-def _step_row(run_id: RunId, step: StepRecord) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "position": step.position,
-        "kind": step.kind.value,
-        "name": step.name,
-        "input_hash": step.input_hash,
-        "output": step.output,
-        "error": None if step.error is None else step.error.to_json(),
-        "attempts": step.attempts,
-        "started_at": step.started_at,
-        "finished_at": step.finished_at,
-    }
-
-
-def _step(row: Any) -> StepRecord:
-    return StepRecord(
-        position=row.position,
-        kind=StepKind(row.kind),
-        name=row.name,
-        input_hash=row.input_hash,
-        output=row.output,
-        error=None if row.error is None else ErrorInfo.from_json(row.error),
-        attempts=row.attempts,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-    )

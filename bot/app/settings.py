@@ -143,6 +143,10 @@ class Settings:
     loop_exit: timedelta = timedelta(seconds=180)
     """``SIGNOFF_LOOP_EXIT_SECONDS``: a loop silent for its interval plus this long ends the
     process with exit status 3, for its orchestrator to restart it (at least the stall)."""
+    startup_db_wait: timedelta = timedelta(seconds=60)
+    """``SIGNOFF_STARTUP_DB_WAIT_SECONDS``: how long ``signoff serve`` and ``signoff worker``
+    keep trying, while they start, to reach the database and bring its schema up to date
+    (a database that starts after them, or restarts), before exiting with status 1."""
     drain_timeout: timedelta = timedelta(seconds=25)
     """``SIGNOFF_DRAIN_SECONDS``: after SIGTERM, how long ``signoff serve`` and ``signoff
     worker`` wait for the steps and the outbox batch in flight before exiting anyway (keep it
@@ -419,6 +423,7 @@ def _supervision(env: Mapping[str, str]) -> dict[str, Any]:
         "loop_stall": stall,
         "loop_exit": exit_after,
         "drain_timeout": _seconds(env, "SIGNOFF_DRAIN_SECONDS", 25.0),
+        "startup_db_wait": _seconds(env, "SIGNOFF_STARTUP_DB_WAIT_SECONDS", 60.0),
     }
 
 

@@ -42,7 +42,9 @@ def add_commands(commands: Any) -> None:
         "--session",
         default="default",
         help="a key naming the client's session: the same NAME, --as and "
-        "--session continue the same run after a restart",
+        "--session continue the same run after a restart; a call whose _meta names a "
+        "conversation (io.signoff/conversation-id, openai/session or sessionID) goes to "
+        "that conversation's own run",
     )
     proxy.add_argument(
         "--channel",

@@ -27,3 +27,14 @@ class RunUnavailable(GatewayError):
         super().__init__(f"the gateway run {run_id} {why}")
         self.run_id = run_id
         self.why = why
+
+
+class InvalidConversation(GatewayError):
+    """A call's ``_meta`` names a conversation id that is not a short plain string."""
+
+    retryable = False
+
+    def __init__(self, key: str, rule: str) -> None:
+        super().__init__(f'the conversation id in _meta["{key}"] must be {rule}')
+        self.key = key
+        self.rule = rule

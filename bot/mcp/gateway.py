@@ -1,7 +1,8 @@
 """The MCP approval gateway: an MCP server to its client, an MCP client to the real server.
 
 ``tools/list`` passes through (gated tools say that a person signs them off). Each
-``tools/call`` is journaled in the gateway's run; a gated one waits for a recorded
+``tools/call`` is journaled in the gateway's run, or in its conversation's run when its
+``_meta`` names one (see ``bot.mcp.conversations``); a gated one waits for a recorded
 decision (progress notifications meanwhile, if the client asked for them) and reaches
 the upstream server at most once, with exactly the approved arguments. The MCP SDK is
 async; Signoff's services are synchronous and are called through ``anyio.to_thread``.
@@ -23,13 +24,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
-from agent_runtime import LeaseLost
+from agent_runtime import LeaseLost, RunId
 from agent_runtime.approvals import args_hash
 from agent_runtime.side_effects import ToolResult
 from bot.app.wiring import Services
 from bot.mcp.calls import Call
+from bot.mcp.conversations import Conversations, conversation_id
+from bot.mcp.exceptions import InvalidConversation, RunUnavailable
 from bot.mcp.options import GatewayOptions, Upstream
-from bot.mcp.session_run import GatewayRun, attach
+from bot.mcp.session_run import attach
 from bot.mcp.signoffs import CallRequest, Go, SignOffs
 
 logger = logging.getLogger(__name__)
@@ -45,14 +48,18 @@ class Gateway:
     """Answers one client's MCP requests from the upstream server and the run's journal."""
 
     def __init__(
-        self, options: GatewayOptions, services: Services, run: GatewayRun, upstream: ClientSession
+        self,
+        options: GatewayOptions,
+        services: Services,
+        conversations: Conversations,
+        upstream: ClientSession,
     ) -> None:
         self.options = options
         self.services = services
         self.upstream = upstream
-        self.signoffs = SignOffs(run, options.requester)
+        self.conversations = conversations
         self._tools: dict[str, types.Tool] = {}
-        self._settling: dict[int, anyio.Lock] = {}
+        self._settling: dict[tuple[RunId, int], anyio.Lock] = {}
         """One lock per call: a retry joining a call in flight waits for its answer."""
 
     def server(self) -> Server[Any]:
@@ -74,13 +81,18 @@ class Gateway:
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        """Journal the call, wait for its sign-off if gated, and call upstream at most once."""
+        """Journal the call in its conversation's run, wait for its sign-off if gated, and call
+        upstream at most once."""
+        try:
+            signoffs = await self.conversations.signoffs(conversation_id(params.meta))
+        except (InvalidConversation, RunUnavailable) as exc:
+            return _error(f"refused: {exc}")
         request = await self._request(params.name, params.arguments or {})
         try:
-            call = await anyio.to_thread.run_sync(self.signoffs.open, request)
-            async with self._settling.setdefault(call.position, anyio.Lock()):
+            call = await anyio.to_thread.run_sync(signoffs.open, request)
+            async with self._settling.setdefault((signoffs.run_id, call.position), anyio.Lock()):
                 if call.result is None:  # else another request for the same call settled it
-                    await self._settle(ctx, call, request.definition)
+                    await self._settle(ctx, signoffs, call, request.definition)
         except LeaseLost:
             return _error(RUN_LOST)
         assert call.result is not None
@@ -94,11 +106,15 @@ class Gateway:
         self._tools.update({t.name: t for t in listed.tools})
         return listed
 
-    async def _settle(self, ctx: ServerRequestContext[Any], call: Call, definition: str) -> None:
-        await self._finish(call, await self._outcome(ctx, call, definition))
+    async def _settle(
+        self, ctx: ServerRequestContext[Any], signoffs: SignOffs, call: Call, definition: str
+    ) -> None:
+        result = await self._outcome(ctx, signoffs, call, definition)
+        answer = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        await anyio.to_thread.run_sync(signoffs.finish, call, answer)
 
     async def _outcome(
-        self, ctx: ServerRequestContext[Any], call: Call, definition: str
+        self, ctx: ServerRequestContext[Any], signoffs: SignOffs, call: Call, definition: str
     ) -> types.CallToolResult:
         if call.started:
             return _error(
@@ -106,21 +122,21 @@ class Gateway:
                 "so whether it happened is unknown"
             )
         if call.gated:
-            decision = await self._wait_for_decision(ctx, call)
+            decision = await self._wait_for_decision(ctx, signoffs, call)
             if decision["status"] != "approved":
                 return _error(ToolResult.declined(decision).content)
-        go = await anyio.to_thread.run_sync(self.signoffs.start, call, definition)
+        go = await anyio.to_thread.run_sync(signoffs.start, call, definition)
         if isinstance(go, str):
             return _error(f"not executed: {go}")
         return await self._call_upstream(call.tool, go)
 
     async def _wait_for_decision(
-        self, ctx: ServerRequestContext[Any], call: Call
+        self, ctx: ServerRequestContext[Any], signoffs: SignOffs, call: Call
     ) -> dict[str, Any]:
         token = (ctx.meta or {}).get("progress_token")
         polls = 0
         while True:
-            decision = await anyio.to_thread.run_sync(self.signoffs.decision, call)
+            decision = await anyio.to_thread.run_sync(signoffs.decision, call)
             if decision is not None:
                 return decision
             if token is not None:
@@ -140,10 +156,6 @@ class Gateway:
         except Exception as exc:  # the upstream's failure is the call's answer
             logger.warning("upstream call failed", extra={"action": "mcp.call"})
             return _error(f"the upstream server failed: {exc}")
-
-    async def _finish(self, call: Call, result: types.CallToolResult) -> None:
-        answer = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        await anyio.to_thread.run_sync(self.signoffs.finish, call, answer)
 
     async def _request(self, name: str, args: dict[str, Any]) -> CallRequest:
         if name not in self._tools:
@@ -201,13 +213,20 @@ async def serve(options: GatewayOptions, services: Services, *, patience: timede
     The run is taken (after a crash: once the dead gateway's lease expired) while the
     upstream server starts.
     """
-    attached: list[GatewayRun] = []
+    attached: list[Conversations] = []
     ready = anyio.Event()
 
     async def take_run() -> None:
+        run = await anyio.to_thread.run_sync(
+            lambda: attach(services, options.key, patience=patience, channel=options.channel)
+        )
         attached.append(
-            await anyio.to_thread.run_sync(
-                lambda: attach(services, options.key, patience=patience, channel=options.channel)
+            Conversations(
+                services,
+                run,
+                requester=options.requester,
+                channel=options.channel,
+                patience=patience,
             )
         )
         ready.set()
@@ -237,9 +256,9 @@ async def _stop_on_signal(scope: anyio.CancelScope) -> None:
             return
 
 
-async def _detach(run: GatewayRun) -> None:
-    with anyio.CancelScope(shield=True):  # park the run even when interrupted
-        await anyio.to_thread.run_sync(run.detach)
+async def _detach(runs: Conversations) -> None:
+    with anyio.CancelScope(shield=True):  # park the runs even when interrupted
+        await anyio.to_thread.run_sync(runs.detach)
 
 
 async def _serve_client(gateway: Gateway) -> None:

@@ -1,6 +1,7 @@
-"""A gateway's run: one per gateway name, client identity and session key, held under a lease.
+"""A gateway's run: one per gateway name, client identity and session key (and conversation
+id, for a call that names one), held under a lease.
 
-The run is created on first use and found again by its id (derived from the three), so a
+The run is created on first use and found again by its id (derived from the key), so a
 restarted gateway continues the same run. While a gateway serves, it holds the run's
 lease and heartbeats it; it writes the journal itself, fenced like any worker. A worker
 that claims the run (its gateway died and the lease expired) parks it; the next gateway
@@ -41,28 +42,36 @@ _NAMESPACE = uuid.UUID("5b1f6a52-95c8-4c1e-9a53-1c4a2f0d7e11")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionKey:
-    """Who a gateway serves: its name, the client's identity, and a session key."""
+    """Who a gateway serves: its name, the client's identity, a session key, and the
+    conversation the client named (None: the gateway's own run)."""
 
     gateway: str
     client: str
     session: str = "default"
+    conversation: str | None = None
 
     @property
     def run_id(self) -> RunId:
-        """The id of the run of this gateway, client and session."""
+        """The id of the run of this gateway, client, session and conversation."""
         text = f"{self.gateway}\x00{self.client}\x00{self.session}"
+        if self.conversation is not None:
+            text += f"\x00{self.conversation}"
         return RunId(uuid.uuid5(_NAMESPACE, text).hex)
 
     def to_json(self, channel: str | None = None) -> dict[str, Any]:
         """Return the run's input; with ``channel`` its thread and cards go to that Slack
         channel (through ``signoff serve``)."""
+        task = f"MCP gateway {self.gateway}: tool calls of {self.client}"
         data: dict[str, Any] = {
             "gateway": self.gateway,
             "client": self.client,
             "session": self.session,
-            "task": f"MCP gateway {self.gateway}: tool calls of {self.client}",
+            "task": task,
             "requester": {"user_id": self.client},
         }
+        if self.conversation is not None:
+            data["conversation"] = self.conversation
+            data["task"] = f"{task}, conversation {self.conversation}"
         if channel:
             data["context"] = {"slack": {"channel": channel, "team": ""}}
         return data

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent_runtime import Actor, Approval, ApprovalStatus
+from agent_runtime import Actor, Approval, ApprovalStatus, RunId
 from agent_runtime.approvals import args_hash
 from agent_runtime.side_effects import idempotency_key
 from bot.mcp.calls import (
@@ -65,6 +65,11 @@ class SignOffs:
         calls = read_calls(run.journal())
         self._unanswered = unanswered(calls)
         self._lost = lost_answer(calls)
+
+    @property
+    def run_id(self) -> RunId:
+        """The id of the run these calls are journaled in."""
+        return self._run.run_id
 
     def open(self, request: CallRequest) -> Call:
         """Return the call this one retries, else journal a new one; ask for sign-off if it

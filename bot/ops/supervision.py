@@ -17,6 +17,7 @@ from bot.ops.health import Health
 from bot.ops.http import Ops
 from bot.ops.loops import Loops
 from bot.ops.metrics import Metrics, MetricsObserver
+from bot.ops.startup import when_reachable
 from bot.ops.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
@@ -36,9 +37,14 @@ class Supervision:
 
 
 def supervised_services(settings: Settings) -> tuple[Services, Supervision]:
-    """Build the services of a long-running process with its metrics and health wired in."""
+    """Build the services of a long-running process with its metrics and health wired in,
+    waiting up to ``SIGNOFF_STARTUP_DB_WAIT_SECONDS`` for the database to answer."""
     metrics = Metrics()
-    services = build_services(settings, stream_traces=True, observer=MetricsObserver(metrics))
+    services = when_reachable(
+        lambda: build_services(settings, stream_traces=True, observer=MetricsObserver(metrics)),
+        url=settings.database_url,
+        wait=settings.startup_db_wait,
+    )
     stores, clock, loops = services.stores, SystemClock(), Loops()
     metrics.watch(lambda: stores.stats(clock.now()), loops, clock)
     health = Health(loops, stores.schema_is_current, settings.loop_stall, settings.loop_exit)
