@@ -12,6 +12,7 @@ from agent_runtime.budget import DEFAULT_PRICES, Budget, PriceTable
 from agent_runtime.exceptions import UserError
 from agent_runtime.models.base import Model
 from agent_runtime.models.spec import ModelSpec
+from agent_runtime.policy import ApprovalPolicy
 from agent_runtime.retry import RetryPolicy
 from agent_runtime.tools import Tools
 
@@ -44,6 +45,9 @@ class Agent:
     prices: PriceTable = DEFAULT_PRICES
     approver_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     budget_approvers: tuple[str, ...] = ()
+    budget_policy: ApprovalPolicy | None = None
+    """Who may raise an exhausted budget, how many must agree, by when. By default one
+    of ``budget_approvers`` or of the approvers of any of the agent's gated tools."""
     max_output_tokens: int = 1024
     max_turns: int = 25
     model_retry: RetryPolicy = field(
@@ -72,11 +76,27 @@ class Agent:
 
     def may_raise_budget(self, actor: Actor) -> bool:
         """Tell whether ``actor`` may raise or end an exhausted budget of this agent's runs."""
-        allowed = set(self.budget_approvers)
+        policy = self.raise_policy()
+        return policy is not None and listed(
+            policy.snapshot(self.approver_groups)["approvers"], actor
+        )
+
+    def raise_policy(self) -> ApprovalPolicy | None:
+        """The policy a budget raise is approved under (None when nobody may raise one)."""
+        if self.budget_policy is not None:
+            return self.budget_policy
+        people, groups = set(self.budget_approvers), set[str]()
         for tool in self.tools:
             if tool.approval is not None:
-                allowed.update(tool.approval.snapshot(self.approver_groups)["approvers"])
-        return listed(allowed, actor)
+                people.update(tool.approval.approvers)
+                groups.update(tool.approval.groups)
+        if not people and not groups:
+            return None
+        # the person who started the run may raise it if listed, as before budgets were
+        # approvals; a stricter ``budget_policy`` can forbid it
+        return ApprovalPolicy(
+            approvers=tuple(sorted(people)), groups=tuple(sorted(groups)), allow_requester=True
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

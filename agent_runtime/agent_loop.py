@@ -14,7 +14,9 @@ from typing import Any
 
 from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approval_service import Approvals, wake_key
+from agent_runtime.approvals import ApprovalKind
 from agent_runtime.budget import Budget, Consumption
+from agent_runtime.budget_ask import ModelCall, budget_tool, decided_limits, raise_request
 from agent_runtime.context import RunContext
 from agent_runtime.exceptions import InvalidConfiguration, SignoffError, StepFailed
 from agent_runtime.json_limits import json_problem, refusal_of, refused_arguments
@@ -112,6 +114,7 @@ class AgentLoop:
             agent.system_prompt, [t.to_json() for t in agent.tools.specs()]
         )
         self._budget_waits = 0
+        self._calls: list[ModelCall] = []
 
     def run(self) -> dict[str, Any]:
         """Run turns until the model answers without tool calls, or the budget is ended."""
@@ -138,6 +141,7 @@ class AgentLoop:
         request = ModelRequest(
             system=draft.system, messages=draft.messages, tools=draft.tools, max_output_tokens=cap
         )
+        position = self.ctx.position
         output = self.ctx.step_hashed(
             self._call_model,
             lambda: request,
@@ -146,8 +150,17 @@ class AgentLoop:
             retry=self.agent.model_retry,
         )
         response = ModelResponse.from_json(output)
-        self.used.add_model_call(
-            response.usage, self.agent.prices.get(response.model or self.agent.llm.name)
+        model = response.model or self.agent.llm.name
+        before = self.used.cost_usd
+        self.used.add_model_call(response.usage, self.agent.prices.get(model))
+        self._calls.append(
+            ModelCall(
+                position=position,
+                model=model,
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+                cost_usd=self.used.cost_usd - before,
+            )
         )
         return response
 
@@ -195,8 +208,22 @@ class AgentLoop:
             },
             name="budget.exhausted",
         )
-        decision: dict[str, Any] = self.ctx.wait_for(key)
-        return decision
+        tool = budget_tool(self.agent)
+        if tool is None or (self.ctx.replaying and self.ctx.next_step_name() == key):
+            # nobody may raise it, or a journal from before raises were approvals: the
+            # run waits for ``budget_control.decide_budget`` to deliver the decision
+            decision: dict[str, Any] = self.ctx.wait_for(key)
+            return decision
+        args = raise_request(
+            limit,
+            self.budget,
+            self.used,
+            self._calls,
+            turns_left=self.agent.max_turns - self.used.model_calls,
+        )
+        asked = self.effects.request_approval(tool, args, kind=ApprovalKind.BUDGET)
+        limits = decided_limits(self.ctx.wait_for(wake_key(asked)))
+        return {"action": "end"} if limits is None else {"action": "raise", "limits": limits}
 
     def _tool_turn(self, calls: tuple[ToolCall, ...]) -> list[Message]:
         """Run a turn's calls in order, each as soon as it (and every call before it) is decided.

@@ -28,6 +28,7 @@ from agent_runtime.exceptions import InvalidInput, StoreUnavailable
 from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice, Notifier, Silent
+from agent_runtime.quorum import quorum_refusal, quorum_shortfall
 from agent_runtime.records import Event, Run
 from agent_runtime.rule_decisions import grant_ruling, ruling, shadow_drafts
 from agent_runtime.rules import RuleContext, Rules
@@ -138,9 +139,11 @@ class Approvals:
         channel: str = "",
     ) -> Approval:
         """Record an approval (idempotent: the id comes from run and position), pending unless
-        a rule about the tool decides it at once (see ``agent_runtime.rules``) or, when no
-        enforcing rule matches, a grant covers it (see ``agent_runtime.grants``). ``channel``
-        is the channel the run was started from, which rules may look at."""
+        its quorum cannot be met in the requester's workspace (rejected at once, see
+        ``agent_runtime.quorum``), a rule about the tool decides it at once (see
+        ``agent_runtime.rules``) or, when no enforcing rule matches, a grant covers it (see
+        ``agent_runtime.grants``). ``channel`` is the channel the run was started from, which
+        rules may look at."""
         interval = policy.get("remind_every_seconds")
         approval = Approval(
             id=approval_id(run_id, position),
@@ -172,6 +175,17 @@ class Approvals:
             },
         )
         notices = self.notifier.approval_changed(approval, "requested")
+        shortfall = quorum_shortfall(policy, requester)
+        if shortfall is not None:
+            refusal = quorum_refusal(
+                approval,
+                shortfall,
+                now,
+                lambda a, action, actor, detail: self._draft(a, action, actor, detail, at=now),
+                self.notifier.approval_changed,
+                lambda d: self._wake(d, now),
+            )
+            return self.store.create_ruled_approval(approval, audit, notices, refusal)
         context = self.rule_context(tool.name, requester, channel)
         verdict = self.rules.verdict(tool.name, args, context)
         grant = None if verdict.rule is not None else self._covering_grant(approval, context, now)
@@ -288,6 +302,17 @@ class Approvals:
             None,
         )
         return verdict.message if isinstance(verdict, Refusal) else None
+
+    def refuse(self, approval: str, actor: Actor, decision: Decision) -> DecisionResult | None:
+        """Return why ``actor`` may not take ``decision`` on the approval now, recorded in
+        the audit log as a refused attempt like any decision's; None if they may."""
+        current = self.store.get_approval(approval)
+        now = self._clock.now()
+        # the decision on what was proposed: whether it may be taken depends on who and when
+        verdict = self._judge(current, actor, decision, now, decision.value, current.proposed_args)
+        if isinstance(verdict, Refusal):
+            return self._refuse(current, actor, decision, verdict, now)
+        return None
 
     def sweep(self, now: datetime | None = None, *, batch: int = SWEEP_BATCH) -> SweepResult:
         """Expire (fail-closed) or escalate overdue approvals and move reminders along.

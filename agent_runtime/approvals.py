@@ -43,6 +43,8 @@ class ApprovalKind(enum.StrEnum):
     """May this tool run with these arguments?"""
     OUTCOME = "outcome"
     """Did this side effect, interrupted by a crash, happen? (approve = yes, it happened)"""
+    BUDGET = "budget"
+    """May this run, its budget used up, go on with the limits raised to ``raise_to``?"""
 
 
 class Decision(enum.StrEnum):

@@ -173,3 +173,15 @@ class Consumption:
             "model_calls": self.model_calls,
             "tool_calls": self.tool_calls,
         }
+
+
+def budget_left(budget: Budget, used: Consumption) -> dict[str, Any]:
+    """Return what is left of each limit of ``budget`` after ``used``."""
+    left: dict[str, Any] = {}
+    if budget.tokens is not None:
+        left["tokens"] = budget.tokens - used.tokens
+    if budget.cost_usd is not None:
+        left["cost_usd"] = round(budget.cost_usd - used.cost_usd, 6)
+    if budget.model_calls is not None:
+        left["model_calls"] = budget.model_calls - used.model_calls
+    return left

@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from agent_runtime.agent import Agent
-from agent_runtime.approvals import Actor
+from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus, Decision
 from agent_runtime.budget import Budget, Consumption
-from agent_runtime.exceptions import InvalidRunState, UserError
+from agent_runtime.budget_ask import raised_arguments
+from agent_runtime.exceptions import ApprovalNotFound, InvalidRunState, UserError
 from agent_runtime.ids import RunId
 from agent_runtime.models.base import Usage
-from agent_runtime.records import Run, StepKind, StepRecord
+from agent_runtime.records import Run, RunStatus, StepKind, StepRecord
 from agent_runtime.runtime import Runtime
 
 
 class NotAllowed(UserError):
     """The person may not do this."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetOutcome:
+    """What a raise or an end did: taken or not, a message for the person, the run now."""
+
+    accepted: bool
+    message: str
+    run: Run
 
 
 def decide_budget(
@@ -26,13 +37,66 @@ def decide_budget(
     *,
     limits: Budget | None = None,
     end: bool = False,
-) -> Run:
-    """Raise the exhausted budget of a waiting run to ``limits`` (or end the run)."""
+    seen_hash: str | None = None,
+    approval_id: str | None = None,
+) -> BudgetOutcome:
+    """Raise the exhausted budget of a waiting run to ``limits``, or end the run.
+
+    The one way to do either, from Slack or the command line. A raise decides the run's
+    budget approval with its ``raise_to`` edited to ``limits``: who may, how many must
+    agree, the compare-and-set and the audit entry are those of any approval (``seen_hash``
+    is the hash of the arguments the person was shown, ``approval_id`` the approval they
+    were shown: another one, asked since, is not decided in its place). Ending cancels the
+    run with its approvals closed in one transaction, if ``actor`` could have decided the
+    approval.
+    Runs that asked before raises were approvals get the decision delivered as then.
+    """
     run = runtime.get(run_id)
-    if not (run.wait_key or "").startswith("budget:"):
+    if (run.wait_key or "").startswith("budget:"):
+        return _deliver(runtime, agent, run, actor, limits, end)
+    asked = waiting_raise(runtime, run)
+    if asked is None or runtime.approvals is None or approval_id not in (None, asked.id):
         raise InvalidRunState(
             run_id, run.status.value + " (its budget is not exhausted)", "raise the budget of"
         )
+    approvals = runtime.approvals
+    if end:
+        refused = approvals.refuse(asked.id, actor, Decision.REJECT)
+        if refused is not None:
+            return BudgetOutcome(accepted=False, message=refused.message, run=run)
+        ended = runtime.cancel(run.id, by=actor)
+        return BudgetOutcome(accepted=True, message=f"ended by {actor.label}", run=ended)
+    chosen = {k: v for k, v in (limits or Budget()).to_json().items() if v is not None}
+    result = approvals.decide(
+        asked.id,
+        actor,
+        Decision.EDIT,
+        edited_args=raised_arguments(asked.args, chosen),
+        seen_hash=seen_hash,
+    )
+    return BudgetOutcome(accepted=result.accepted, message=result.message, run=runtime.get(run.id))
+
+
+def waiting_raise(runtime: Runtime, run: Run) -> Approval | None:
+    """Return the pending budget approval ``run`` waits for, if it waits for one."""
+    key = run.wait_key or ""
+    if run.status != RunStatus.WAITING or runtime.approvals is None:
+        return None
+    if not key.startswith("approval:"):
+        return None
+    try:
+        found = runtime.approvals.get(key.removeprefix("approval:"))
+    except ApprovalNotFound:
+        return None
+    pending = found.status == ApprovalStatus.PENDING
+    return found if pending and found.kind == ApprovalKind.BUDGET else None
+
+
+def _deliver(
+    runtime: Runtime, agent: Agent, run: Run, actor: Actor, limits: Budget | None, end: bool
+) -> BudgetOutcome:
+    """Deliver the decision to a run waiting under a ``budget:`` key (asked before raises
+    were approvals): anyone ``may_raise_budget`` in the run's workspace decides."""
     requester = run.input.get("requester") if isinstance(run.input, dict) else None
     started_by = (
         Actor.from_json(requester)
@@ -45,7 +109,8 @@ def decide_budget(
     data: dict[str, Any] = {"action": "end" if end else "raise", "by": actor.to_json()}
     if limits is not None:
         data["limits"] = {k: v for k, v in limits.to_json().items() if v is not None}
-    return runtime.deliver(run_id, run.wait_key or "", data)
+    delivered = runtime.deliver(run.id, run.wait_key or "", data)
+    return BudgetOutcome(accepted=True, message="ended" if end else "raised", run=delivered)
 
 
 def model_call_of(step: StepRecord) -> tuple[Usage, str]:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from agent_runtime.agent import Agent, AgentInput, Agents
 from agent_runtime.agent_loop import ModelResolver, agent_workflow
 from agent_runtime.approval_service import Approvals, ToolLookup
+from agent_runtime.budget_ask import budget_tool
 from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.models.spec import ModelSpec
@@ -86,13 +87,15 @@ def tool_lookup(agents: Agents, lookup: ToolLookup | None = None) -> ToolLookup:
     """Return ``lookup`` (a new one by default) knowing every agent's tools, each with its
     agent's approver groups.
 
-    Agents may share a tool name (a new prompt for the same tools, say) only when the
-    tools are the same to approvals: same schema, same resolved policy, and both or
-    neither with side effects; otherwise ``InvalidConfiguration``.
+    Each agent's budget raises are known by the stand-in ``budget:<agent>`` (see
+    ``agent_runtime.budget_ask``). Agents may share a tool name (a new prompt for the same
+    tools, say) only when the tools are the same to approvals: same schema, same resolved
+    policy, and both or neither with side effects; otherwise ``InvalidConfiguration``.
     """
     lookup = ToolLookup() if lookup is None else lookup
     for agent in agents:
-        for item in agent.tools:
+        raising = budget_tool(agent)
+        for item in [*agent.tools, *([raising] if raising is not None else [])]:
             existing = lookup.get(item.name)
             if existing is None:
                 lookup.add(item, agent.approver_groups)

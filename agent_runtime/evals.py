@@ -24,13 +24,12 @@ from agent_runtime.clock import SystemClock
 from agent_runtime.context import RunContext, Suspend
 from agent_runtime.eval_approvals import ApprovalCounts, approval_counts
 from agent_runtime.exceptions import SignoffError
-from agent_runtime.grants import GRANT_ACTOR_PREFIX
 from agent_runtime.ids import new_run_id
 from agent_runtime.memory_store import InMemoryStore
 from agent_runtime.models.base import Message, ToolCall
 from agent_runtime.records import Run, StepRecord
 from agent_runtime.replay import replay_agent
-from agent_runtime.rules import RULE_ACTOR_PREFIX
+from agent_runtime.rule_decisions import AUTOMATIC_ACTOR_PREFIXES
 from agent_runtime.serialization import canonical_json
 from agent_runtime.side_effects import ToolResult
 
@@ -294,8 +293,7 @@ def _decision(
                 "status": approval.status.value,
                 "reason": approval.reason,
                 "by": None if by is None else by.label,
-                "automatic": by is not None
-                and by.user_id.startswith((RULE_ACTOR_PREFIX, GRANT_ACTOR_PREFIX)),
+                "automatic": by is not None and by.user_id.startswith(AUTOMATIC_ACTOR_PREFIXES),
                 "args_hash": approval.decided_args_hash or approval.args_hash,
                 "args": approval.decided_args
                 if approval.status == ApprovalStatus.APPROVED

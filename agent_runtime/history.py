@@ -7,7 +7,7 @@ from typing import Any
 
 from agent_runtime.agent import Agent
 from agent_runtime.approvals import Approval
-from agent_runtime.budget import Budget, Consumption
+from agent_runtime.budget import Budget, Consumption, budget_left
 from agent_runtime.budget_control import model_call_of
 from agent_runtime.records import AttemptRecord, Run, StepKind, StepRecord
 
@@ -121,18 +121,6 @@ def _approval_detail(approval: Approval) -> dict[str, Any]:
         "args_hash": approval.decided_args_hash or approval.args_hash,
         "reason": approval.reason,
     }
-
-
-def budget_left(budget: Budget, used: Consumption) -> dict[str, Any]:
-    """Return what is left of each limit of ``budget`` after ``used``."""
-    left: dict[str, Any] = {}
-    if budget.tokens is not None:
-        left["tokens"] = budget.tokens - used.tokens
-    if budget.cost_usd is not None:
-        left["cost_usd"] = round(budget.cost_usd - used.cost_usd, 6)
-    if budget.model_calls is not None:
-        left["model_calls"] = budget.model_calls - used.model_calls
-    return left
 
 
 def _budget(run: Run, agent: Agent | None) -> Budget | None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TypeVar
 
-from agent_runtime.approvals import Approval, ApprovalStatus
+from agent_runtime.approvals import Actor, Approval, ApprovalStatus
 from agent_runtime.audit import AUDIT_SHARDS, AuditDraft, AuditEntry, chain, genesis, shard_of
 from agent_runtime.audit_keys import AuditKeys
 from agent_runtime.exceptions import ApprovalNotFound, GrantNotFound
@@ -72,21 +72,35 @@ class InMemoryApprovalStore:
         run_id: str | None = None,
         status: ApprovalStatus | None = None,
         limit: int = 100,
-        decidable_by: str | None = None,
+        decidable_by: str | Sequence[str] | None = None,
         after: str | None = None,
+        workspace: str | None = None,
+        oldest_first: bool = False,
     ) -> list[Approval]:
-        """Return approvals, newest first."""
+        """Return approvals, newest first (or oldest first)."""
         with self._runs._lock:
             start = None if after is None else _order(self.get_approval(after))
             found = [
                 a
                 for a in self._approvals.values()
                 if (run_id is None or a.run_id == run_id)
-                and (status is None or a.status == status)
-                and (decidable_by is None or decidable_by in a.eligible)
-                and (start is None or _order(a) < start)
+                and _matches(a, status, decidable_by, workspace)
+                and (start is None or (_order(a) > start if oldest_first else _order(a) < start))
             ]
-        return sorted(found, key=_order, reverse=True)[:limit]
+        return sorted(found, key=_order, reverse=not oldest_first)[:limit]
+
+    def count_approvals(
+        self,
+        *,
+        status: ApprovalStatus | None = None,
+        decidable_by: str | Sequence[str] | None = None,
+        workspace: str | None = None,
+    ) -> int:
+        """Return how many approvals match."""
+        with self._runs._lock:
+            return sum(
+                _matches(a, status, decidable_by, workspace) for a in self._approvals.values()
+            )
 
     def save_approval(
         self,
@@ -202,14 +216,21 @@ class InMemoryApprovalStore:
                 raise GrantNotFound(grant_id) from None
 
     def list_grants(
-        self, *, active_at: datetime | None = None, tool: str | None = None, limit: int = 100
+        self,
+        *,
+        active_at: datetime | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        granted_by: Actor | None = None,
     ) -> list[Grant]:
         """Return grants, newest first."""
         with self._runs._lock:
             found = [
                 g
                 for g in self._grants.values()
-                if (tool is None or g.tool == tool) and (active_at is None or g.active(active_at))
+                if (tool is None or g.tool == tool)
+                and (active_at is None or g.active(active_at))
+                and (granted_by is None or _same_person(g.granted_by, granted_by))
             ]
         return sorted(found, key=lambda g: (g.granted_at, g.id), reverse=True)[:limit]
 
@@ -248,6 +269,27 @@ class InMemoryApprovalStore:
         entry = chain(audit, seq + 1, prev_hash, self._keys)
         self._chains[shard].append(entry)
         return entry
+
+
+def _matches(
+    approval: Approval,
+    status: ApprovalStatus | None,
+    decidable_by: str | Sequence[str] | None,
+    workspace: str | None,
+) -> bool:
+    """Whether ``approval`` passes a list's filters (those ``Store.list_approvals`` names)."""
+    entries = (decidable_by,) if isinstance(decidable_by, str) else decidable_by
+    asked_in = approval.requester.workspace
+    return (
+        (status is None or approval.status == status)
+        and (entries is None or any(e in approval.eligible for e in entries))
+        and (workspace is None or asked_in in ("", workspace))
+    )
+
+
+def _same_person(one: Actor, other: Actor) -> bool:
+    """Whether the two are the same user id of one workspace."""
+    return one.user_id == other.user_id and one.workspace == other.workspace
 
 
 def _order(approval: Approval) -> tuple[datetime, int, str]:

@@ -15,9 +15,9 @@ from typing import Any
 from agent_runtime.agent import Agent
 from agent_runtime.agent_loop import request_json
 from agent_runtime.approval_service import Approvals
+from agent_runtime.budget import budget_left
 from agent_runtime.evals import calls_of
 from agent_runtime.exceptions import InvalidInput
-from agent_runtime.history import budget_left
 from agent_runtime.models.base import Message, ModelRequest, WireModel
 from agent_runtime.records import Run, StepKind, StepRecord
 from agent_runtime.replay import replay_agent

@@ -10,11 +10,24 @@ from typing import Any
 
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus, Decision
 from agent_runtime.audit import AuditDraft
-from agent_runtime.grants import Grant
+from agent_runtime.grants import GRANT_ACTOR_PREFIX, Grant
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event
-from agent_runtime.rules import Rule, RuleAction, Verdict, limit_window, rule_approvals
+from agent_runtime.rules import (
+    RULE_ACTOR_PREFIX,
+    Rule,
+    RuleAction,
+    Verdict,
+    limit_window,
+    rule_approvals,
+)
 from agent_runtime.store import Ruling
+
+POLICY_ACTOR_PREFIX = "policy:"
+"""The user id prefix of decisions the approval policy itself made (``agent_runtime.quorum``)."""
+AUTOMATIC_ACTOR_PREFIXES = (RULE_ACTOR_PREFIX, GRANT_ACTOR_PREFIX, POLICY_ACTOR_PREFIX)
+"""Decisions recorded under these user ids were made by no person: a rule, a grant, the
+policy."""
 
 Drafter = Callable[[Approval, str, Actor | None, dict[str, Any] | None], AuditDraft]
 """Makes an audit entry: approval, action, actor, detail."""

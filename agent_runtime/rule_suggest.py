@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_runtime.approvals import Approval, ApprovalKind, ApprovalStatus
-from agent_runtime.grants import GRANT_ACTOR_PREFIX
+from agent_runtime.rule_decisions import AUTOMATIC_ACTOR_PREFIXES
 from agent_runtime.rule_replay import ReplayReport, replay
 from agent_runtime.rules import (
-    RULE_ACTOR_PREFIX,
     AllOf,
     Condition,
     Op,
@@ -84,7 +83,7 @@ def _verdict(approval: Approval) -> bool | None:
     by = approval.decided_by
     if approval.status != ApprovalStatus.APPROVED or by is None:
         return None
-    automatic = by.user_id.startswith((RULE_ACTOR_PREFIX, GRANT_ACTOR_PREFIX))
+    automatic = by.user_id.startswith(AUTOMATIC_ACTOR_PREFIXES)
     return None if automatic else True
 
 

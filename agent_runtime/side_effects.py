@@ -17,6 +17,7 @@ from agent_runtime.agent import Agent
 from agent_runtime.approval_service import Approvals, wake_key
 from agent_runtime.approvals import Actor, ApprovalKind, ApprovalStatus, args_hash
 from agent_runtime.budget import Consumption
+from agent_runtime.budget_ask import budget_tool, is_budget_approval_tool
 from agent_runtime.context import RunContext
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.policy import ApprovalPolicy
@@ -220,6 +221,8 @@ class SideEffects:
 
     def _tool(self, name: str) -> Tool:
         tool = self.agent.tools.get(name)
+        if tool is None and is_budget_approval_tool(name):
+            tool = budget_tool(self.agent)
         if tool is None:
             raise LookupError(f"tool {name!r} is no longer defined")
         return tool

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from agent_runtime.approvals import Approval, ApprovalStatus
+from agent_runtime.approvals import Actor, Approval, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry
 from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
@@ -227,15 +227,28 @@ class ApprovalStore(Protocol):
         run_id: str | None = None,
         status: ApprovalStatus | None = None,
         limit: int = 100,
-        decidable_by: str | None = None,
+        decidable_by: str | Sequence[str] | None = None,
         after: str | None = None,
+        workspace: str | None = None,
+        oldest_first: bool = False,
     ) -> list[Approval]:
-        """Return approvals, newest first, optionally only those of ``run_id``, with
-        ``status``, or whose eligible deciders include ``decidable_by``.
+        """Return approvals, newest first (``oldest_first``: oldest first), optionally only
+        those of ``run_id``, with ``status``, whose eligible deciders include ``decidable_by``
+        (any of them, if several), or asked in ``workspace`` (or from no workspace).
 
         A page starts after the approval ``after`` (the last one of the page before, in
         this order: request time, position, id); ``ApprovalNotFound`` if there is none.
         """
+        ...
+
+    def count_approvals(
+        self,
+        *,
+        status: ApprovalStatus | None = None,
+        decidable_by: str | Sequence[str] | None = None,
+        workspace: str | None = None,
+    ) -> int:
+        """Return how many approvals ``list_approvals`` would list with these filters."""
         ...
 
     def save_approval(
@@ -307,10 +320,15 @@ class ApprovalStore(Protocol):
         ...
 
     def list_grants(
-        self, *, active_at: datetime | None = None, tool: str | None = None, limit: int = 100
+        self,
+        *,
+        active_at: datetime | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        granted_by: Actor | None = None,
     ) -> list[Grant]:
-        """Return grants, newest first, optionally only those of ``tool`` or neither revoked
-        nor expired at ``active_at``."""
+        """Return grants, newest first, optionally only those of ``tool``, neither revoked
+        nor expired at ``active_at``, or given by ``granted_by`` (in their workspace)."""
         ...
 
     def revoke_grant(

@@ -13,8 +13,11 @@ from sqlalchemy import (
     Connection,
     Engine,
     Row,
+    Select,
     and_,
     bindparam,
+    false,
+    func,
     or_,
     select,
     update,
@@ -35,11 +38,12 @@ from store.connections import reading, writing
 from store.engine import reader
 from store.errors import translated
 from store.grant_rows import insert_grant, locked_grant, mark_revoked, read_grant, select_grants
-from store.json_filters import array_has
+from store.json_filters import array_has, in_workspace
 from store.models import approvals, runs
 from store.outbox import write_notices
 from store.pages import after as page_after
 from store.pages import newest_first
+from store.pages import oldest_first as oldest_first_by
 from store.run_sql import cancel_in
 from store.wake import deliver
 
@@ -146,24 +150,61 @@ class SqlApprovalStore:
         run_id: str | None = None,
         status: ApprovalStatus | None = None,
         limit: int = 100,
-        decidable_by: str | None = None,
+        decidable_by: str | Sequence[str] | None = None,
         after: str | None = None,
+        workspace: str | None = None,
+        oldest_first: bool = False,
     ) -> list[Approval]:
-        """Return approvals, newest first, a page after the approval ``after``."""
-        query = newest_first(select(approvals), APPROVAL_ORDER).limit(limit)
+        """Return approvals, newest (or oldest) first, a page after the approval ``after``."""
+        ordered = oldest_first_by if oldest_first else newest_first
+        query = ordered(select(approvals), APPROVAL_ORDER).limit(limit)
         if after is not None:
             start = self.get_approval(after)
             query = query.where(
-                page_after(APPROVAL_ORDER, (start.requested_at, start.position, start.id))
+                page_after(
+                    APPROVAL_ORDER,
+                    (start.requested_at, start.position, start.id),
+                    ascending=oldest_first,
+                )
             )
-        if decidable_by is not None:
-            query = query.where(self._decidable_by(decidable_by))
         if run_id is not None:
             query = query.where(approvals.c.run_id == run_id)
-        if status is not None:
-            query = query.where(approvals.c.status == status.value)
+        query = self._filtered(query, status, decidable_by, workspace)
         with self._read() as conn:
             return [_approval(row) for row in conn.execute(query)]
+
+    def count_approvals(
+        self,
+        *,
+        status: ApprovalStatus | None = None,
+        decidable_by: str | Sequence[str] | None = None,
+        workspace: str | None = None,
+    ) -> int:
+        """Return how many approvals ``list_approvals`` would list with these filters."""
+        query = self._filtered(
+            select(func.count()).select_from(approvals), status, decidable_by, workspace
+        )
+        with self._read() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def _filtered(
+        self,
+        query: Select[Any],
+        status: ApprovalStatus | None,
+        decidable_by: str | Sequence[str] | None,
+        workspace: str | None,
+    ) -> Select[Any]:
+        """``query`` narrowed to approvals with ``status``, that any of ``decidable_by`` may
+        decide, asked in ``workspace`` (or from none)."""
+        if decidable_by is not None:
+            entries = (decidable_by,) if isinstance(decidable_by, str) else decidable_by
+            query = query.where(or_(false(), *(self._decidable_by(e) for e in entries)))
+        if status is not None:
+            query = query.where(approvals.c.status == status.value)
+        if workspace is not None:
+            dialect = self.engine.dialect.name
+            query = query.where(in_workspace(approvals.c.requester, workspace, dialect))
+        return query
 
     def save_approval(
         self,
@@ -278,11 +319,18 @@ class SqlApprovalStore:
         return found
 
     def list_grants(
-        self, *, active_at: datetime | None = None, tool: str | None = None, limit: int = 100
+        self,
+        *,
+        active_at: datetime | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        granted_by: Actor | None = None,
     ) -> list[Grant]:
         """Return grants, newest first."""
         with self._read() as conn:
-            return select_grants(conn, active_at=active_at, tool=tool, limit=limit)
+            return select_grants(
+                conn, active_at=active_at, tool=tool, limit=limit, granted_by=granted_by
+            )
 
     def revoke_grant(
         self, revoked: Grant, audit: AuditDraft, notices: Sequence[Notice]

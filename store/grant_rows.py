@@ -11,6 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from agent_runtime.approvals import Actor
 from agent_runtime.grants import Grant, GrantScope
 from agent_runtime.rules import parse_predicate
+from store.json_filters import in_workspace, text_is
 from store.models import grants
 
 
@@ -44,10 +45,23 @@ def read_grant(conn: Connection, grant_id: str) -> Grant | None:
 
 
 def select_grants(
-    conn: Connection, *, active_at: datetime | None, tool: str | None, limit: int
+    conn: Connection,
+    *,
+    active_at: datetime | None,
+    tool: str | None,
+    limit: int,
+    granted_by: Actor | None = None,
 ) -> list[Grant]:
-    """Return grants newest first, of ``tool`` and in force at ``active_at`` if given."""
+    """Return grants newest first, of ``tool``, in force at ``active_at`` and given by
+    ``granted_by`` (in their workspace) if given."""
     query = select(grants).order_by(grants.c.granted_at.desc(), grants.c.id.desc()).limit(limit)
+    if granted_by is not None:
+        dialect = conn.dialect.name
+        column = grants.c.granted_by
+        query = query.where(
+            text_is(column, "user_id", granted_by.user_id, dialect),
+            in_workspace(column, granted_by.workspace, dialect),
+        )
     if tool is not None:
         query = query.where(grants.c.tool == tool)
     if active_at is not None:

@@ -19,6 +19,7 @@ from sqlalchemy import (
     func,
     literal,
     literal_column,
+    or_,
     select,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -67,6 +68,22 @@ def text_is(column: Any, path: str, value: str, dialect: str) -> ColumnElement[b
         return found == bindparam(None, value, type_=JSONB)
     kind = func.json_type(column, _sqlite_path(path))
     return and_(kind == "text", found == bindparam(None, value, type_=Text))
+
+
+def in_workspace(column: Any, workspace: str, dialect: str) -> ColumnElement[bool]:
+    """Whether the person (an ``Actor``'s JSON) in ``column`` is of ``workspace`` (their
+    Grid organization, else their team), or of no workspace at all."""
+
+    def unset(key: str) -> ColumnElement[bool]:
+        return or_(ValueAt(column, key).is_(None), text_is(column, key, "", dialect))
+
+    return or_(
+        text_is(column, "enterprise_id", workspace, dialect),
+        and_(
+            unset("enterprise_id"),
+            or_(text_is(column, "team_id", workspace, dialect), unset("team_id")),
+        ),
+    )
 
 
 def item_at(column: Any, key: str) -> ColumnElement[Any]:

@@ -94,6 +94,7 @@ def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = 
         backoff_cap=settings.outbox_backoff_cap,
         pace=Pace(every=settings.slack_post_interval, burst=settings.slack_post_burst),
         on_refused=None if metrics is None else metrics.slack_refused,
+        thread_status=settings.assistant_status,
     )
     return Dispatcher(
         services.outbox,

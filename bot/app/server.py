@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import logging
 import threading
 import time
@@ -18,10 +17,11 @@ from agent_runtime import SystemClock, Worker
 from bot.api.http import api_app
 from bot.api.service import ApiApprovals
 from bot.app.jobs import SERVE, jobs
-from bot.app.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
+from bot.app.request_hygiene import WSGIApp, guarded
 from bot.app.scheduler import build_scheduler
+from bot.app.serving import run_wsgi
 from bot.app.settings import Settings, SettingsError
-from bot.app.slack_mode import bolt_auth, is_oauth, uninstalls, web_client
+from bot.app.slack_mode import allowed_workspaces, bolt_auth, is_oauth, uninstalls, web_client
 from bot.app.wiring import Services, worker_options
 from bot.ops.http import Ops, ops_app, ops_port
 from bot.ops.supervision import Supervision, drain_deadline, supervised_services
@@ -66,6 +66,7 @@ def slack_app(services: Services, client: WebClient) -> App:
         services.settings.slack_signing_secret,
         auth=bolt_auth(services, client),
         uninstalls=uninstalls(services),
+        allowed=allowed_workspaces(services.settings),
     )
 
 
@@ -176,25 +177,7 @@ def _front(
 
 
 def _http(application: WSGIApp, port: int) -> None:
-    from waitress.server import create_server
-
-    try:
-        server = create_server(
-            application,
-            host="0.0.0.0",  # noqa: S104
-            port=port,
-            threads=8,
-            max_request_body_size=MAX_BODY_BYTES,
-        )
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise SettingsError(f"port {port} is already in use (set SIGNOFF_PORT)") from None
-        raise
-    logger.info("listening", extra={"action": f"http://0.0.0.0:{port}/slack/events"})
-    try:
-        server.run()
-    finally:
-        server.close()
+    run_wsgi(application, port, "0.0.0.0", flag="set SIGNOFF_PORT", path="/slack/events")  # noqa: S104
 
 
 def _socket_mode(app: App, settings: Settings) -> None:

@@ -21,6 +21,7 @@ import yaml
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.rules import Rules
+from bot.slack.token_cipher import BadTokenKey, TokenCipher
 from store import DEFAULT_URL
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -83,6 +84,16 @@ class Settings:
     slack_redirect_uri: str = ""
     """``SLACK_REDIRECT_URI``: the public URL of ``/slack/oauth_redirect``, when Slack must be
     told it (it must match the app's configuration). Empty: the app's configured one."""
+    allowed_teams: tuple[str, ...] = ()
+    """``SIGNOFF_ALLOWED_TEAMS``: the Slack workspaces (team ids) that may install and use the
+    app; with ``allowed_enterprises``, a workspace listed in either may. Both empty: any."""
+    allowed_enterprises: tuple[str, ...] = ()
+    """``SIGNOFF_ALLOWED_ENTERPRISES``: the Enterprise Grid organizations whose workspaces (and
+    organization-wide installs) may install and use the app."""
+    token_keys: tuple[str, ...] = field(default=(), repr=False)
+    """``SIGNOFF_TOKEN_ENCRYPTION_KEY`` (or ``SIGNOFF_TOKEN_ENCRYPTION_KEY_FILE``): Fernet keys,
+    newest first, that encrypt the workspaces' tokens in the database; required in OAuth
+    mode. Tokens are written with the newest and read with any."""
     slack_token_rotation: timedelta = timedelta(minutes=120)
     """``SIGNOFF_SLACK_ROTATE_MINUTES``: in OAuth mode, a workspace's rotating bot token is
     refreshed when it expires within this long (installations without a refresh token keep
@@ -95,6 +106,11 @@ class Settings:
     outbox_backoff_cap: timedelta = timedelta(minutes=5)
     """``SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS``: the longest wait between two attempts to
     deliver a notice while Slack fails (429s wait for their ``Retry-After`` instead)."""
+    assistant_status: bool = False
+    """``SIGNOFF_ASSISTANT_STATUS=1``: where the app has Slack's AI-app surface, show what a
+    waiting run waits for as its thread's status (``assistant.threads.setStatus``, which the
+    ``chat:write`` scope allows), cleared when the wait ends. The root message's status line
+    says it either way."""
     slack_post_interval: timedelta = timedelta(seconds=1)
     """``SIGNOFF_SLACK_POST_INTERVAL_SECONDS``: each process posts to one channel at most once
     per this interval on average (Slack's limit is about one a second per channel)."""
@@ -173,6 +189,7 @@ class Settings:
             *self.provider_keys.values(),
             urlsplit(self.database_url).password or "",
             *(key.secret.decode(errors="replace") for key in keys),
+            *self.token_keys,
         )
         return tuple(secret for secret in found if secret)
 
@@ -203,6 +220,7 @@ class Settings:
             audit_anchor_interval=_seconds(env, "SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS", 60.0),
             outbox_claim=_seconds(env, "SIGNOFF_OUTBOX_CLAIM_SECONDS", 60.0),
             outbox_backoff_cap=_seconds(env, "SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS", 300.0),
+            assistant_status=_flag(env, "SIGNOFF_ASSISTANT_STATUS"),
             slack_post_interval=_seconds(env, "SIGNOFF_SLACK_POST_INTERVAL_SECONDS", 1.0),
             slack_post_burst=_count(env, "SIGNOFF_SLACK_POST_BURST", 3),
             socket_ping_interval=_seconds(env, "SIGNOFF_SOCKET_PING_SECONDS", 2.0),
@@ -376,8 +394,31 @@ def _slack_mode(env: Mapping[str, str]) -> dict[str, Any]:
         "slack_client_id": env.get("SLACK_CLIENT_ID", ""),
         "slack_client_secret": env.get("SLACK_CLIENT_SECRET", ""),
         "slack_redirect_uri": env.get("SLACK_REDIRECT_URI", ""),
+        "token_keys": _token_keys(env) if mode == "oauth" else (),
+        "allowed_teams": _split(env.get("SIGNOFF_ALLOWED_TEAMS", "")),
+        "allowed_enterprises": _split(env.get("SIGNOFF_ALLOWED_ENTERPRISES", "")),
         "slack_token_rotation": timedelta(minutes=_count(env, "SIGNOFF_SLACK_ROTATE_MINUTES", 120)),
     }
+
+
+def _token_keys(env: Mapping[str, str]) -> tuple[str, ...]:
+    """Read the token encryption keys, newest first; no error message ever holds a key."""
+    name = "SIGNOFF_TOKEN_ENCRYPTION_KEY"
+    text, path = env.get(name, ""), env.get(f"{name}_FILE", "")
+    if text.strip() and path:
+        raise SettingsError(f"set {name} or {name}_FILE, not both")
+    source = f"{name}_FILE" if path else name
+    keys = _split((_read_secret_file(source, path) if path else text).replace("\n", ","))
+    if not keys:
+        raise SettingsError(
+            f"SIGNOFF_SLACK_MODE=oauth needs {name} (or {name}_FILE): the key that encrypts "
+            "the workspaces' tokens in the database"
+        )
+    try:
+        TokenCipher(keys)
+    except BadTokenKey as exc:
+        raise SettingsError(f"{source}: {exc}") from None
+    return keys
 
 
 def traces_url(text: str) -> str:

@@ -7,8 +7,10 @@ from slack_sdk import WebClient
 from agent_runtime import SystemClock
 from bot.app.settings import Settings
 from bot.app.wiring import Services
+from bot.slack.allowed import AllowedWorkspaces
 from bot.slack.installations import SignoffInstallationStore, SignoffStateStore
 from bot.slack.oauth import BoltAuth, OAuthOptions, many_workspaces, single_workspace
+from bot.slack.token_cipher import TokenCipher
 from bot.slack.uninstalls import Uninstalls
 from bot.slack.workspaces import InstalledWorkspaces, OneWorkspace, WorkspaceClients
 
@@ -24,9 +26,18 @@ def is_oauth(settings: Settings) -> bool:
     return settings.slack_mode == "oauth"
 
 
+def allowed_workspaces(settings: Settings) -> AllowedWorkspaces:
+    """The workspaces and organizations that may install and use the app (empty: any)."""
+    return AllowedWorkspaces(
+        teams=frozenset(settings.allowed_teams),
+        enterprises=frozenset(settings.allowed_enterprises),
+    )
+
+
 def installations(services: Services) -> SignoffInstallationStore:
     """The workspaces' installations, in the database."""
-    return SignoffInstallationStore(services.stores.installations, SystemClock())
+    cipher = TokenCipher(services.settings.token_keys)
+    return SignoffInstallationStore(services.stores.installations, SystemClock(), cipher)
 
 
 def bolt_auth(services: Services, client: WebClient) -> BoltAuth:
@@ -41,6 +52,7 @@ def bolt_auth(services: Services, client: WebClient) -> BoltAuth:
         states=SignoffStateStore(services.stores.installations, SystemClock()),
         redirect_uri=settings.slack_redirect_uri,
         rotate_before=settings.slack_token_rotation,
+        allowed=allowed_workspaces(settings),
     )
     return many_workspaces(options, client)
 
@@ -66,4 +78,11 @@ def workspace_clients(services: Services, client: WebClient) -> WorkspaceClients
     )
 
 
-__all__ = ["bolt_auth", "installations", "is_oauth", "uninstalls", "workspace_clients"]
+__all__ = [
+    "allowed_workspaces",
+    "bolt_auth",
+    "installations",
+    "is_oauth",
+    "uninstalls",
+    "workspace_clients",
+]

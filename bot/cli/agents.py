@@ -141,7 +141,7 @@ def cmd_decide(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_raise_budget(args: argparse.Namespace, settings: Settings) -> int:
-    """Raise an exhausted budget or end the run."""
+    """Raise an exhausted budget or end the run; exit 1 if the decision was refused."""
     services = build_services(settings)
     run = services.runtime.get(args.run)
     agent = services.agents.for_workflow(run.workflow)
@@ -154,6 +154,10 @@ def cmd_raise_budget(args: argparse.Namespace, settings: Settings) -> int:
         tool_calls=args.tool_calls,
     )
     who = workspace_actor(args, is_oauth(settings))
-    run = decide_budget(services.runtime, agent, run.id, who, limits=limits, end=args.end)
-    emit(args, run_json(run), f"{'ended' if args.end else 'raised the budget of'} {run.id}")
+    outcome = decide_budget(services.runtime, agent, run.id, who, limits=limits, end=args.end)
+    if not outcome.accepted:
+        emit(args, {"accepted": False, "message": outcome.message}, outcome.message)
+        return 1
+    verb = "ended" if args.end else "raised the budget of"
+    emit(args, run_json(outcome.run), f"{verb} {run.id}: {outcome.message}")
     return 0

@@ -12,13 +12,15 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 import store
-from agent_runtime import SignoffError
+from agent_runtime import SignoffError, SystemClock
 from bot.app.settings import Settings, SettingsError
 from bot.app.slack_mode import is_oauth, web_client
 from bot.app.wiring import load_agents
 from bot.cli.common import json_flag
+from bot.slack.installations import SignoffInstallationStore
 from bot.slack.oauth import INSTALL_PATH
 from bot.slack.scopes import BOT_SCOPES
+from bot.slack.token_cipher import TokenCipher, TokenUnreadable
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +94,9 @@ def _installations(settings: Settings, channel: str | None, team: str | None) ->
     """OAuth mode: check the token of each workspace the app is installed in."""
     stores = store.open(settings.database_url, migrate=False)
     try:
-        found = stores.installations.all()
-    except SignoffError as exc:
+        cipher = TokenCipher(settings.token_keys)
+        found = SignoffInstallationStore(stores.installations, SystemClock(), cipher).all()
+    except (SignoffError, TokenUnreadable) as exc:
         yield Check("installations", False, f"unreadable: {exc}")
         return
     finally:
@@ -104,11 +107,11 @@ def _installations(settings: Settings, channel: str | None, team: str | None) ->
         )
         return
     yield Check("installations", True, f"installed in {len(found)} workspace(s)")
-    for data in found:
-        where = data.get("team_id") or data.get("enterprise_id")
-        client = WebClient(token=data.get("bot_token"), base_url=settings.slack_api_url)
+    for installation in found:
+        where = installation.team_id or installation.enterprise_id
+        client = WebClient(token=installation.bot_token, base_url=settings.slack_api_url)
         yield from _token(client, f"workspace {where}", channel if where == team else None)
-    if channel and team not in {d.get("team_id") or d.get("enterprise_id") for d in found}:
+    if channel and team not in {i.team_id or i.enterprise_id for i in found}:
         yield Check("channel", False, f"name an installed workspace with --team, not {team!r}")
 
 

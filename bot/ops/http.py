@@ -6,17 +6,13 @@
 
 from __future__ import annotations
 
-import errno
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from bot.app.request_hygiene import WSGIApp
-from bot.app.serving import ServingThread
-from bot.app.settings import SettingsError
+from bot.app.serving import ServingThread, serve_wsgi
 from bot.ops.health import Health, Report
 from bot.ops.metrics import CONTENT_TYPE, Metrics
 
@@ -66,34 +62,6 @@ def _reply(
         ],
     )
     return [body]
-
-
-class _Quiet(WSGIRequestHandler):
-    """Leaves request lines out of stderr (the process's log has its own format)."""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Log nothing."""
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    """A WSGI server answering each request on a thread of its own."""
-
-    daemon_threads = True
-    request_queue_size = 128
-
-
-def serve_wsgi(
-    application: WSGIApp, port: int, host: str, *, name: str, flag: str
-) -> ServingThread:
-    """Serve ``application`` on ``port`` on a background thread, a thread per request
-    (``flag`` names the setting to change when the port is taken)."""
-    try:
-        server = make_server(host, port, application, server_class=_Server, handler_class=_Quiet)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise SettingsError(f"port {port} is already in use ({flag})") from None
-        raise
-    return ServingThread(server, name)
 
 
 def serve_ops(ops: Ops, port: int, host: str = "0.0.0.0") -> ServingThread:  # noqa: S104

@@ -3,6 +3,11 @@
 Whatever the format, every secret the process knows (tokens, signing secret, API key,
 audit keys, the database password) is masked in the finished line, tracebacks included, and
 so is anything shaped like a Slack token (the workspaces' tokens come from the database).
+
+A JSON line names the trace it belongs to (``trace_id``, ``span_id``, as OpenTelemetry writes
+them in hex): the OpenTelemetry span current where the record was made, or else, for a record
+about a run, the run's own trace as ``signoff trace`` and ``SIGNOFF_OTLP_ENDPOINT`` export it
+(the span of the journal entry the record names in ``step``, or the run's span).
 """
 
 from __future__ import annotations
@@ -14,6 +19,11 @@ import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
+
+from opentelemetry import trace
+
+from agent_runtime import RunId
+from bot.tracing.ids import span_id_for
 
 FIELDS = ("action", "run_id", "step")
 MASK = "[secret]"
@@ -27,6 +37,8 @@ STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "taskName",
 }
 """Attributes every record has: anything else on a record came in through ``extra``."""
+RUN_ID = re.compile(r"[0-9a-f]{32}")
+"""A run id, which is also its trace id in hex."""
 
 
 class FieldsFormatter(logging.Formatter):
@@ -51,11 +63,25 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update({k: v for k, v in vars(record).items() if k not in STANDARD})
+        entry.update(trace_fields(record))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
         return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def trace_fields(record: logging.LogRecord) -> dict[str, str]:
+    """The ``trace_id`` and ``span_id`` of the record: the current span's, else its run's."""
+    current = trace.get_current_span().get_span_context()
+    if current.is_valid:
+        return {"trace_id": f"{current.trace_id:032x}", "span_id": f"{current.span_id:016x}"}
+    run_id = getattr(record, "run_id", None)
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        return {}
+    step = getattr(record, "step", None)
+    position = step if isinstance(step, int) and not isinstance(step, bool) else None
+    return {"trace_id": run_id, "span_id": f"{span_id_for(RunId(run_id), position):016x}"}
 
 
 class Masked(logging.Formatter):

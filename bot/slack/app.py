@@ -43,16 +43,21 @@ from agent_runtime.grant_service import Grants
 from agent_runtime.json_limits import strict_loads
 from agent_runtime.notices import Notice, Outbox
 from bot.slack import blocks
+from bot.slack.allowed import AllowedWorkspaces, refuse_other_workspaces
 from bot.slack.batch_blocks import (
     APPROVE_ALL,
     REJECT_ALL,
     REJECT_ALL_SUBMIT,
 )
 from bot.slack.batch_listeners import BatchListeners
+from bot.slack.budget_blocks import AMOUNT_SUBMIT, BUDGET_END, BUDGET_RAISE, CONFIRM_SUBMIT
+from bot.slack.budget_listeners import BudgetListeners
 from bot.slack.commands import HELP, BadCommand, Command, parse
 from bot.slack.grant_blocks import DAY_SUBMIT, GRANT_REVOKE
 from bot.slack.grant_listeners import GrantListeners
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
+from bot.slack.home import from_home, marked, unmarked
+from bot.slack.home_listener import HomeListener
 from bot.slack.intake import CONTEXT_KEY, Intake, carry_out, run_id_for
 from bot.slack.middleware import ReplayGuard, drop_retries, refuse_replays
 from bot.slack.notifier import EPHEMERAL, slack_context
@@ -98,11 +103,13 @@ def build_app(
     *,
     auth: BoltAuth | None = None,
     uninstalls: Uninstalls | None = None,
+    allowed: AllowedWorkspaces | None = None,
 ) -> App:
     """Return the Bolt app with every listener registered.
 
     ``auth`` says how requests are authorized (by default with ``client``'s token alone);
-    ``uninstalls`` handles workspaces removing the app (OAuth mode).
+    ``uninstalls`` handles workspaces removing the app (OAuth mode); requests from a
+    workspace ``allowed`` does not admit are answered without being handled.
     """
     auth = auth or single_workspace(client.token or "")
     app = App(
@@ -121,6 +128,8 @@ def build_app(
         app.event("app_uninstalled")(uninstalls.app_uninstalled)
         app.event("tokens_revoked")(uninstalls.tokens_revoked)
     listeners = Listeners(deps)
+    if allowed is not None and not allowed.anyone:
+        app.middleware(refuse_other_workspaces(allowed))
     app.middleware(drop_retries)
     app.middleware(refuse_replays(deps.replays, deps.clock, listeners.intake_of))
     app.error(guard_errors)
@@ -133,6 +142,7 @@ def build_app(
     app.action(blocks.FORK)(listeners.fork)
     app.view("approval.reject_submit")(listeners.submit_reject)
     app.view("approval.edit_submit")(listeners.submit_edit)
+    app.event("app_home_opened")(listeners.home.opened)
     tell, visible, open_modal = listeners._tell, listeners._visible_approval, listeners._open
     why = WhyListener(
         deps.runtime, deps.agents, deps.approvals, deps.models, tell, visible, open_modal
@@ -142,6 +152,13 @@ def build_app(
     app.action(APPROVE_ALL)(batches.approve_all)
     app.action(REJECT_ALL)(batches.open_reject_all)
     app.view(REJECT_ALL_SUBMIT)(batches.submit_reject_all)
+    budgets = BudgetListeners(
+        deps.runtime, deps.agents, deps.approvals, tell, visible, open_modal, listeners.later
+    )
+    app.action(BUDGET_RAISE)(budgets.open_raise)
+    app.action(BUDGET_END)(budgets.end)
+    app.view(AMOUNT_SUBMIT)(budgets.submit_amount)
+    app.view(CONFIRM_SUBMIT)(budgets.submit_confirm)
     grants = GrantListeners(deps.grants, tell, visible, open_modal, listeners.later)
     app.action(blocks.GRANT_RUN)(grants.approve_for_run)
     app.action(blocks.GRANT_DAY)(grants.open_day)
@@ -155,6 +172,7 @@ class Listeners:
 
     def __init__(self, deps: SlackDeps) -> None:
         self.deps = deps
+        self.home = HomeListener(deps.outbox, deps.clock)
         # What follows an ack (decisions waiting on database locks, modals waiting on Slack,
         # runs being created) runs here, so that the request's answer never waits for it.
         self._after_acks = ThreadPoolExecutor(AFTER_ACK_THREADS, thread_name_prefix="signoff-after")
@@ -310,6 +328,8 @@ class Listeners:
         done, tell the clicker so through the click's ``response_url``."""
         try:
             AFTER_ACK.call(lambda: work(body))
+            if from_home(body):
+                self.home.refresh(body, _actor(body))
         except StoreUnavailable:
             logger.error("click not recorded: database unavailable", extra={"action": action})
             respond(
@@ -469,7 +489,8 @@ class Listeners:
         **kwargs: Any,
     ) -> None:
         """Decide from a modal; every refusal or failure shows in the modal, never a 500."""
-        approval_id, seen_hash = blocks.parse_approval_ref(str(view.get("private_metadata")))
+        metadata, home = unmarked(str(view.get("private_metadata")))
+        approval_id, seen_hash = blocks.parse_approval_ref(metadata)
         actor = _actor(body)
         try:
             if not is_approval_id(approval_id):
@@ -496,6 +517,8 @@ class Listeners:
             return
         if result.accepted or own_decision(result.approval, actor):
             ack()
+            if home:
+                self._after_acks.submit(self.home.refresh, body, actor)
         else:
             ack(response_action="errors", errors={block: result.message})
 
@@ -510,7 +533,8 @@ class Listeners:
         if refusal is not None:
             self._tell(body, actor, refusal)
             return
-        self._open(body, actor, client, modal(approval.id))
+        opened = modal(approval.id)
+        self._open(body, actor, client, marked(opened) if from_home(body) else opened)
 
     def _open(
         self, body: dict[str, Any], actor: Actor, client: WebClient, view: dict[str, Any]
@@ -536,6 +560,10 @@ class Listeners:
         text: str,
         layout: list[blocks.Block] | None = None,
     ) -> None:
+        """Tell the clicker only: on the Home tab if they clicked there, else ephemerally."""
+        if from_home(body):
+            self.home.refresh(body, actor, text)
+            return
         channel = channel_of(body)
         if not channel:
             return

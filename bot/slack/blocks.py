@@ -7,8 +7,7 @@ from typing import Any
 
 from agent_runtime import Approval, ApprovalStatus
 from agent_runtime.approvals import ApprovalKind, local_people
-from agent_runtime.grants import GRANT_ACTOR_PREFIX
-from agent_runtime.rules import RULE_ACTOR_PREFIX
+from agent_runtime.rule_decisions import AUTOMATIC_ACTOR_PREFIXES
 from bot.slack.text import (
     SECTION_LIMIT,
     chunks,
@@ -247,7 +246,7 @@ def _verdict(approval: Approval) -> str:
         cancelled = approval.status == ApprovalStatus.CANCELLED
         return "Closed: run cancelled" if cancelled else approval.status.value.capitalize()
     by = approval.decided_by.user_id
-    if by.startswith((RULE_ACTOR_PREFIX, GRANT_ACTOR_PREFIX)):
+    if by.startswith(AUTOMATIC_ACTOR_PREFIXES):
         return f"{approval.status.value.capitalize()}, decided by {escape(by)}"
     return f"{approval.status.value.capitalize()} by {user(by)}"
 

@@ -38,6 +38,7 @@ from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.notices import Delivery, Notice, Outbox, QueuedNotice
 from bot.slack import blocks
 from bot.slack.batch_blocks import batch_card
+from bot.slack.budget_blocks import card_for
 from bot.slack.delivery_errors import (
     TRANSPORT_ERRORS,
     backoff,
@@ -51,6 +52,7 @@ from bot.slack.delivery_errors import (
     slack_error,
 )
 from bot.slack.grant_blocks import grant_message
+from bot.slack.home import HOME
 from bot.slack.notifier import (
     BATCH,
     CARD,
@@ -69,6 +71,7 @@ from bot.slack.pacing import ChannelPacing, Pace
 from bot.slack.rate_limits import EVERYTHING, PER_CHANNEL, Lane, RateLimits
 from bot.slack.run_status import status_line
 from bot.slack.sent_lookup import find_sent, metadata
+from bot.slack.surfaces import HomeRefused, publish_home, set_thread_status
 from bot.slack.workspaces import NotInstalled, OneWorkspace, WorkspaceClients
 
 logger = logging.getLogger(__name__)
@@ -92,6 +95,9 @@ class DispatchOptions:
     pace: Pace = field(default_factory=Pace)
     on_refused: Callable[[str, SlackApiError], object] | None = None
     """Told of each Slack call refused, with its method (metrics count them)."""
+    thread_status: bool = False
+    """Also show what a waiting run waits for as its thread's status (Slack's AI-app
+    surface); the root message's status line says it either way."""
 
     @property
     def call_timeout(self) -> float:
@@ -223,7 +229,7 @@ class Dispatcher:
             self._retry(item, self._clock.now() + NOT_READY_DELAY, "waits for an earlier message")
         except Held as held:
             self._retry(item, held.until, held.reason)
-        except (Undeliverable, NotInstalled) as exc:
+        except (Undeliverable, NotInstalled, HomeRefused) as exc:
             self._give_up(item, str(exc))
         except IncompleteAnswer as exc:
             logger.warning(
@@ -329,7 +335,7 @@ class Dispatcher:
             return self._post(item, root.channel, data["text"], None, thread_ts=root.ts)
         if notice.kind == CARD:
             root = self._depends_on(root_key(str(notice.run_id)))
-            text, body = blocks.approval_card(self._approvals.get(data["approval_id"]))
+            text, body = card_for(self._approvals.get(data["approval_id"]))
             return self._post(item, root.channel, text, body, thread_ts=root.ts)
         if notice.kind == BATCH:
             return self._batch(item, str(notice.run_id), int(data["before"]))
@@ -352,6 +358,9 @@ class Dispatcher:
                     channel=posted.channel, ts=posted.ts, text=text, blocks=body
                 ),
             )
+            return None
+        if notice.kind == HOME:
+            self._publish_home(item)
             return None
         if notice.kind == EPHEMERAL:
             self._call(
@@ -391,7 +400,7 @@ class Dispatcher:
     def _direct(self, item: QueuedNotice, user: str, approval_id: str) -> Delivery:
         person = (item.notice.enterprise_id, item.notice.team_id, user)
         channel = self._dm_channels.get(person) or self._open_dm(item, person)
-        text, body = blocks.approval_card(self._approvals.get(approval_id))
+        text, body = card_for(self._approvals.get(approval_id))
         try:
             return self._post(item, channel, text, body)
         except SlackApiError:
@@ -422,7 +431,7 @@ class Dispatcher:
 
     def _update(self, item: QueuedNotice, target: str, approval_id: str) -> None:
         card = self._depends_on(target)
-        text, body = blocks.approval_card(self._approvals.get(approval_id))
+        text, body = card_for(self._approvals.get(approval_id))
         self._call(
             item,
             Lane.of("chat.update", card.channel),
@@ -474,6 +483,22 @@ class Dispatcher:
             lambda: self._slack(item).chat_update(
                 channel=root.channel, ts=root.ts, text=text, blocks=body
             ),
+        )
+        if self._options.thread_status:
+            self._call(
+                item,
+                Lane.of("assistant.threads.setStatus", None),
+                lambda: set_thread_status(self._slack(item), root, live[0], live[1]),
+            )
+
+    def _publish_home(self, item: QueuedNotice) -> None:
+        if self._runs is None:
+            return
+        runs, store, now = self._runs, self._approvals.store, self._clock.now()
+        self._call(
+            item,
+            Lane.of("views.publish", None),
+            lambda: publish_home(self._slack(item), store, runs, item.notice.data, now),
         )
 
     def _post(

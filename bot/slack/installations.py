@@ -2,6 +2,7 @@
 
 Bolt's OAuth flow saves each workspace's installation here and reads its bot token back for
 every request; the outbox dispatcher reads it for every notice (``bot.slack.workspaces``).
+Tokens are kept encrypted (``bot.slack.token_cipher``): a copy of the database gives none.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from slack_sdk.oauth.installation_store import Bot, Installation, InstallationSt
 from slack_sdk.oauth.state_store import OAuthStateStore
 
 from agent_runtime import Clock
+from bot.slack.token_cipher import TokenCipher
 from store import SqlInstallations
 
 logger = logging.getLogger(__name__)
@@ -35,21 +37,26 @@ def workspace_key(
 class SignoffInstallationStore(InstallationStore):
     """One installation per workspace (or Grid organization), kept in ``slack_installations``."""
 
-    def __init__(self, installations: SqlInstallations, clock: Clock) -> None:
+    def __init__(self, installations: SqlInstallations, clock: Clock, cipher: TokenCipher) -> None:
         self._rows = installations
         self._clock = clock
+        self._cipher = cipher
 
     @property
     def logger(self) -> logging.Logger:
         """The logger slack_sdk expects."""
         return logger
 
+    def all(self) -> list[Installation]:
+        """Return every installation, oldest first."""
+        return [Installation(**self._cipher.open(data)) for data in self._rows.all()]
+
     def save(self, installation: Installation) -> None:
         """Keep the installation (a new one, or a rotated token) for its workspace."""
         key = workspace_key(
             installation.enterprise_id, installation.team_id, installation.is_enterprise_install
         )
-        self._rows.save(*key, _json(installation), self._clock.now())
+        self._rows.save(*key, self._cipher.seal(_json(installation)), self._clock.now())
         logger.info(
             "slack installation saved",
             extra={"action": "install", "workspace": key[1] or key[0]},
@@ -104,7 +111,7 @@ class SignoffInstallationStore(InstallationStore):
         data = self._rows.find(*workspace_key(enterprise_id, team_id, org_wide))
         if data is None and enterprise_id and not org_wide:
             data = self._rows.find(*workspace_key(enterprise_id, team_id, True))
-        return None if data is None else Installation(**data)
+        return None if data is None else Installation(**self._cipher.open(data))
 
     def _delete(self, enterprise_id: str | None, team_id: str | None) -> None:
         removed = self._rows.delete(*workspace_key(enterprise_id, team_id))

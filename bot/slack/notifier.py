@@ -18,12 +18,13 @@ from agent_runtime import (
     Store,
 )
 from agent_runtime.agent_loop import AS_DECIDED
-from agent_runtime.approvals import local_people
-from agent_runtime.grants import GRANT_ACTOR_PREFIX, Grant
+from agent_runtime.approvals import ApprovalKind, local_people
+from agent_runtime.grants import Grant
 from agent_runtime.notices import Notice
 from agent_runtime.records import StepKind
-from agent_runtime.rules import RULE_ACTOR_PREFIX
+from agent_runtime.rule_decisions import AUTOMATIC_ACTOR_PREFIXES
 from bot.slack.blocks import decision_line
+from bot.slack.budget_blocks import decided_line
 from bot.slack.text import message, shown, tool_name
 
 ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE, BATCH = (
@@ -183,13 +184,12 @@ class SlackNotifier:
                 )
             )
         if approval.status != ApprovalStatus.PENDING:
-            notices.append(
-                _reply(
-                    run_id,
-                    f"decided:{approval.id}",
-                    f"*{tool_name(approval.tool)}*: {decision_line(approval)}",
-                )
+            line = (
+                f"💸 *Budget*: {decided_line(approval)}"
+                if approval.kind == ApprovalKind.BUDGET
+                else f"*{tool_name(approval.tool)}*: {decision_line(approval)}"
             )
+            notices.append(_reply(run_id, f"decided:{approval.id}", line))
         return in_place(where, [*notices, status])
 
     def grant_changed(self, grant: Grant, action: str) -> Sequence[Notice]:
@@ -216,7 +216,7 @@ def decided_automatically(approval: Approval) -> bool:
     """Tell whether a rule or a grant decided the approval as it was asked (nobody is sent a
     direct message about it)."""
     by = approval.decided_by
-    return by is not None and by.user_id.startswith((RULE_ACTOR_PREFIX, GRANT_ACTOR_PREFIX))
+    return by is not None and by.user_id.startswith(AUTOMATIC_ACTOR_PREFIXES)
 
 
 def describe_step(step: StepRecord) -> str | None:

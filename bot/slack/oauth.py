@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import cast
 
@@ -23,6 +23,7 @@ from slack_sdk import WebClient
 from slack_sdk.oauth.installation_store import InstallationStore
 from slack_sdk.oauth.state_store import OAuthStateStore
 
+from bot.slack.allowed import AllowedWorkspaces, AllowListFlow
 from bot.slack.scopes import BOT_SCOPES
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class OAuthOptions:
     states: OAuthStateStore
     redirect_uri: str = ""
     rotate_before: timedelta = timedelta(minutes=120)
+    allowed: AllowedWorkspaces = field(default_factory=AllowedWorkspaces)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +91,7 @@ def many_workspaces(options: OAuthOptions, client: WebClient) -> BoltAuth:
         bot_only=True,
         client=client,
     )
-    flow = OAuthFlow(client=client, logger=logger, settings=settings)
+    flow = AllowListFlow(client=client, logger=logger, settings=settings, allowed=options.allowed)
     # an Authorize instance is what Bolt calls; its annotations only name plain functions
     return BoltAuth(cast("Callable[..., AuthorizeResult]", authorize), flow)
 

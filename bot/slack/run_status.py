@@ -6,11 +6,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_runtime import Approval, Run, RunStatus
-from agent_runtime.approvals import local_people
-from bot.slack.text import shown, tool_name, user
+from agent_runtime.approvals import ApprovalKind, local_people
+from bot.slack.text import shown, tool_name, truncate, user, visible
 
 ANSWER_SHOWN = 1500
 """The characters of a final answer the root message shows (the thread has all of it)."""
+STATUS_LIMIT = 150
+"""The characters of a thread status (Slack shows one short line)."""
 
 
 def status_line(run: Run, pending: Sequence[Approval], approved: Sequence[Approval] = ()) -> str:
@@ -58,4 +60,24 @@ def _queued(pending: Sequence[Approval], approved: Sequence[Approval]) -> str:
 def _sign_off(approval: Approval) -> str:
     deciders = local_people(approval.eligible, approval.requester)
     people = " or ".join(user(u) for u in deciders) or "an approver"
+    if approval.kind == ApprovalKind.BUDGET:
+        return f"{people} to raise the budget or end the run"
     return f"{people}'s sign-off on *{tool_name(approval.tool)}*"
+
+
+def thread_status(run: Run, pending: Sequence[Approval]) -> str:
+    """What Slack shows under the run's thread, after the app's name, while the run waits for
+    people ("" once it does not: that clears it).
+
+    Plain text: Slack renders no mentions there, and without ``users:read`` the bot knows
+    approvers by their ids only, so it names the calls, not the people.
+    """
+    if run.status != RunStatus.WAITING:
+        return ""
+    budget = any(a.kind == ApprovalKind.BUDGET for a in pending)
+    if budget or (run.wait_key or "").startswith("budget:"):
+        return "is waiting for an approver to raise the budget or end the run"
+    if pending:
+        tools = ", ".join(dict.fromkeys(visible(a.tool) for a in pending))
+        return truncate(f"is waiting for a sign-off on {tools}", STATUS_LIMIT)
+    return ""

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from agent_runtime import Actor, Approvals, ApprovalStatus, RunId, Runtime
+from agent_runtime import Actor, Approvals, RunId, Runtime
 from agent_runtime.records import Run, StepRecord
 from bot.slack.blocks import Block, history_blocks
 from bot.slack.notifier import describe_step
 from bot.slack.text import escape, shown, tool_name, truncate, user
+from bot.slack.waiting import waiting_on
 
 SHOWN = 15
 
@@ -20,14 +21,14 @@ def status_text(runtime: Runtime, run_id: RunId | None, actor: Actor) -> str:
     waiting = f" (waiting for `{escape(run.wait_key)}`)" if run.wait_key else ""
     return (
         f"Run `{run.id}`: *{run.status.value}*{waiting} · {steps} journal entries · "
-        f"task: {shown(_task(run), 200)}"
+        f"task: {shown(task_of(run), 200)}"
     )
 
 
 def history_message(runtime: Runtime, run_id: RunId) -> tuple[str, list[Block]]:
     """A run's compact timeline as text, and as blocks with "Fork from here" on model calls."""
     run = runtime.get(run_id)
-    task = shown(_task(run), 200)
+    task = shown(task_of(run), 200)
     header = f"*History of run* `{run.id}` ({run.status.value}): {task}"
     if run.forked_from is not None:
         header += f"\nForked from `{run.forked_from}` at step {run.fork_at}."
@@ -59,36 +60,33 @@ def list_text(runtime: Runtime, channel: str, actor: Actor) -> str:
     runs = runtime.runs(input_fields=where, limit=SHOWN)
     if not runs:
         return "No runs in this channel yet."
-    return "\n".join(f"`{r.id}` {r.status.value} · {shown(_task(r), 80)}" for r in runs)
+    return "\n".join(f"`{r.id}` {r.status.value} · {shown(task_of(r), 80)}" for r in runs)
 
 
 def pending_text(approvals: Approvals, actor: Actor) -> str:
     """Approvals that ``actor`` may decide now."""
-    scoped = {f"{actor.user_id}@{w}" for w in (actor.team_id, actor.enterprise_id) if w}
-    found = {
-        approval.id: approval
-        for entry in (actor.user_id, *sorted(scoped))
-        for approval in approvals.store.list_approvals(
-            status=ApprovalStatus.PENDING, decidable_by=entry, limit=SHOWN
-        )
-        if actor.shares_workspace(approval.requester)
-    }
-    mine = sorted(found.values(), key=lambda a: a.requested_at, reverse=True)
+    mine = waiting_on(approvals.store, actor, limit=SHOWN)
     if not mine:
         return "Nothing is waiting on you."
     return "\n".join(
         f"`{a.id}` *{tool_name(a.tool)}* for run `{a.run_id}`, asked by {user(a.requester.user_id)}"
-        for a in mine[:SHOWN]
+        for a in mine
     )
 
 
-def _latest(runtime: Runtime, actor: Actor) -> Run | None:
+def requester_fields(actor: Actor) -> dict[str, str]:
+    """The input fields of the runs ``actor`` started (in their workspace)."""
     where = {"requester.user_id": actor.user_id}
     if actor.team_id:
         where["requester.team_id"] = actor.team_id
-    found = runtime.runs(input_fields=where, limit=1)
+    return where
+
+
+def _latest(runtime: Runtime, actor: Actor) -> Run | None:
+    found = runtime.runs(input_fields=requester_fields(actor), limit=1)
     return found[0] if found else None
 
 
-def _task(run: Run) -> str:
+def task_of(run: Run) -> str:
+    """The task a run was asked (its workflow's name if it has none)."""
     return str(run.input.get("task", "")) if isinstance(run.input, dict) else run.workflow

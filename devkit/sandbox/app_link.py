@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from devkit.sandbox.payloads import (
+    VERIFICATION_TOKEN,
     InMessage,
     Origin,
     find_element,
@@ -41,6 +42,7 @@ ACK_TIMEOUT_S = 3.0
 RESPONSE_URL_USES = 5
 RESPONSE_URL_TTL_S = 30 * 60
 FORM = "application/x-www-form-urlencoded"
+JSON = "application/json"
 MODAL_TROUBLE = "We had some trouble connecting. Try again?"
 Values = Mapping[str, Mapping[str, str]]
 
@@ -268,6 +270,51 @@ class AppLink:
         )
         return self._post(urlencode({"payload": json.dumps(payload)}).encode())
 
+    # -- the Home tab ------------------------------------------------------------------------
+
+    def open_home(self, user_id: str) -> AppAnswer:
+        """Open the app's Home tab as ``user_id``: Slack sends ``app_home_opened``."""
+        user = self._user(user_id)
+        event = {
+            "token": VERIFICATION_TOKEN,
+            "team_id": self.workspace.team_id,
+            "api_app_id": self.workspace.app_id,
+            "type": "event_callback",
+            "event_id": f"Ev{secrets.token_hex(8).upper()}",
+            "event_time": int(self._clock()),
+            "authorizations": [
+                {"team_id": self.workspace.team_id, "user_id": self.workspace.bot_user.id}
+            ],
+            "event": {
+                "type": "app_home_opened",
+                "user": user.id,
+                "tab": "home",
+                "event_ts": self._action_ts(),
+            },
+        }
+        return self._post(json.dumps(event).encode(), content_type=JSON)
+
+    def click_in_home(
+        self, user_id: str, *, action_id: str, block_id: str | None = None
+    ) -> AppAnswer:
+        """Click a button on ``user_id``'s Home tab, as published last."""
+        home = self.workspace.home(self._user(user_id).id)
+        found = None if home is None else find_element(home.view.get("blocks"), block_id, action_id)
+        if home is None or found is None:
+            raise WorkspaceError("action_not_found")
+        element, real_block_id = found
+        payload = view_action_payload(
+            self.workspace,
+            Origin(self._user(user_id)),
+            home,
+            element,
+            real_block_id,
+            {},
+            trigger_id=self.workspace.issue_trigger(user_id),
+            action_ts=self._action_ts(),
+        )
+        return self._post(urlencode({"payload": json.dumps(payload)}).encode())
+
     # -- modals ------------------------------------------------------------------------------
 
     def submit_view(self, user_id: str, view_id: str, values: Values) -> SubmitResult:
@@ -336,8 +383,8 @@ class AppLink:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _post(self, body: bytes) -> AppAnswer:
-        headers = signed_headers(self._secret, body, content_type=FORM, clock=self._clock)
+    def _post(self, body: bytes, content_type: str = FORM) -> AppAnswer:
+        headers = signed_headers(self._secret, body, content_type=content_type, clock=self._clock)
         request = urllib.request.Request(  # noqa: S310 - http(s) only, checked in __init__
             self.request_url, data=body, headers=headers, method="POST"
         )

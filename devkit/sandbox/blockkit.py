@@ -294,3 +294,20 @@ def validate_modal(view: object) -> list[str]:
     if has_input and view.get("submit") is None:
         checker.fail("must provide submit when blocks contain an input block", "/view/submit")
     return checker.errors
+
+
+def validate_home(view: object) -> list[str]:
+    """Return Slack's ``invalid_arguments`` messages for a Home tab view (empty: valid)."""
+    checker = _BlockChecker()
+    if not isinstance(view, dict):
+        checker.fail("must be an object", "/view")
+        return checker.errors
+    if view.get("type") != "home":
+        checker.fail("must be one of home", "/view/type")
+    checker.blocks(view.get("blocks"), "/view/blocks", MAX_MODAL_BLOCKS)
+    for key, limit in (("private_metadata", 3000), ("callback_id", 255), ("external_id", 255)):
+        value = view.get(key)
+        if value is not None and not isinstance(value, str):
+            checker.fail("must be a string", f"/view/{key}")
+        checker.max_len(value, f"/view/{key}", limit)
+    return checker.errors

@@ -1,6 +1,7 @@
 """Several sandbox workspaces behind one Web API URL, and Slack's OAuth token exchange.
 
-Calls are routed to a workspace by their bot token. ``oauth.v2.access`` (HTTP Basic client
+Calls are routed to a workspace by their bot token; ``auth.revoke`` ends the token it is
+called with. ``oauth.v2.access`` (HTTP Basic client
 credentials, as slack_sdk sends them) trades a one-time install code for a workspace's bot
 token, and, for workspaces installed with token rotation, a refresh token for a new access
 token. Stricter than Slack, a refreshed token stops working at once (Slack lets it live out
@@ -26,14 +27,15 @@ ROTATING_TTL_S = 12 * 3600
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """What an install code (or a refresh token) is worth: a workspace and how it rotates
-    (and, for a refresh token, the access token it replaces)."""
+    """What an install code (or a refresh token) is worth: a workspace (or a whole Grid
+    organization), how it rotates (and, for a refresh token, the access token it replaces)."""
 
     api: SlackWebApi
     enterprise_id: str | None
     rotating: bool
     expires_in: int
     replaces: str = ""
+    org_wide: bool = False
 
 
 class WorkspacesApi(SlackWebApi):
@@ -50,6 +52,8 @@ class WorkspacesApi(SlackWebApi):
         self._serial = itertools.count(1)
         self.exchanges: list[str] = []
         """The grant types of the ``oauth.v2.access`` calls answered, in order."""
+        self.revoked: list[str] = []
+        """The team ids whose token ``auth.revoke`` revoked, in order."""
 
     def add(
         self,
@@ -57,12 +61,15 @@ class WorkspacesApi(SlackWebApi):
         *,
         code: str,
         enterprise_id: str | None = None,
+        org_wide: bool = False,
         rotating: bool = False,
         expires_in: int = ROTATING_TTL_S,
     ) -> SlackWebApi:
-        """Serve ``workspace``; ``code`` installs the app there (once)."""
+        """Serve ``workspace``; ``code`` installs the app there (once). With ``org_wide``, the
+        install is for the whole organization ``enterprise_id`` (Slack then names no team), and
+        ``workspace`` holds the channels of all its workspaces."""
         api = SlackWebApi(workspace, tokens=())
-        self._codes[code] = Grant(api, enterprise_id, rotating, expires_in)
+        self._codes[code] = Grant(api, enterprise_id, rotating, expires_in, org_wide=org_wide)
         return api
 
     def revoke(self, workspace: Workspace) -> None:
@@ -82,6 +89,11 @@ class WorkspacesApi(SlackWebApi):
         token = bearer_token(authorization) or _text(params, "token") or ""
         with self._lock:
             api = self._by_token.get(token)
+            if api is not None and method == "auth.revoke":
+                del self._by_token[token]
+                api.tokens = api.tokens - {token}
+                self.revoked.append(api.workspace.team_id)
+                return ApiResponse(200, {"ok": True, "revoked": True})
         if api is None:
             return super().handle(method, params, authorization=authorization)
         return api.handle(method, params, authorization=authorization)
@@ -115,9 +127,9 @@ class WorkspacesApi(SlackWebApi):
             "scope": ",".join(grant.api.scopes),
             "bot_user_id": ws.bot_user.id,
             "app_id": ws.app_id,
-            "team": {"id": ws.team_id, "name": ws.team_name},
+            "team": None if grant.org_wide else {"id": ws.team_id, "name": ws.team_name},
             "enterprise": {"id": grant.enterprise_id} if grant.enterprise_id else None,
-            "is_enterprise_install": False,
+            "is_enterprise_install": grant.org_wide,
             "authed_user": {"id": "U0INSTALLER"},
         }
         if grant.rotating:

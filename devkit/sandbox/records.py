@@ -25,6 +25,8 @@ EventKind = Literal[
     "view_updated",
     "view_pushed",
     "view_closed",
+    "home_published",
+    "thread_status_set",
 ]
 
 

@@ -85,7 +85,8 @@ class SandboxUi:
         }
 
     def state(self, params: Mapping[str, str]) -> JsonObject:
-        """Return what ``user`` sees: channels, a channel's timeline, a thread, an open modal."""
+        """Return what ``user`` sees: channels, a channel's timeline, a thread, an open modal,
+        their Home tab."""
         ws = self.workspace
         user = self._persona(params.get("user", ""))
         channels = [c for c in ws.channels() if ws.is_member(c.id, user)]
@@ -104,6 +105,7 @@ class SandboxUi:
             "messages": timeline,
             "thread": self._thread(channel, params.get("thread") or "", ephemerals),
             "modal": self._modal(user),
+            "home": self._home(user),
         }
 
     def changes(self, params: Mapping[str, str]) -> JsonObject:
@@ -135,7 +137,8 @@ class SandboxUi:
         replies: list[JsonObject] = [self._message(m) for m in messages[1:]]
         replies += [_ephemeral(e) for e in ephemerals if e.thread_ts == ts]
         replies.sort(key=lambda m: float(m["ts"]))
-        return {"parent": self._message(messages[0]), "replies": replies}
+        status = self.workspace.thread_status(channel, ts)
+        return {"parent": self._message(messages[0]), "replies": replies, "status": status}
 
     def _message(self, message: Message) -> JsonObject:
         ws = self.workspace
@@ -162,10 +165,15 @@ class SandboxUi:
         view = {k: v for k, v in top.view.items() if k != "state"}
         return {"id": top.id, "view": view}
 
+    def _home(self, user: str) -> JsonObject | None:
+        home = self.workspace.home(user)
+        return None if home is None else {"id": home.id, "blocks": home.view.get("blocks", [])}
+
     # -- acting ------------------------------------------------------------------------------
 
     def act(self, action: str, body: JsonObject) -> Answer:
-        """Do a person's action: ``command``, ``message``, ``click``, ``submit``, ``close``."""
+        """Do a person's action: ``command``, ``message``, ``home`` (open the Home tab),
+        ``click``, ``submit``, ``close``."""
         try:
             user = self._persona(_str(body, "user"))
             if action == "command":
@@ -179,6 +187,9 @@ class SandboxUi:
                     user=user,
                 )
                 return 200, {"ok": True}
+            if action == "home":
+                answer = self.link.open_home(user)
+                return 200, {"ok": answer.ok, "status": answer.status, "error": answer.error}
             if action == "click":
                 return self._click(user, body)
             if action == "submit":
@@ -197,9 +208,14 @@ class SandboxUi:
         return 404, {"ok": False, "error": "unknown_action"}
 
     def _click(self, user: str, body: JsonObject) -> Answer:
-        """Click in a modal (``view_id``) or a message (``channel``, ``ts``, ``ephemeral``)."""
+        """Click on the Home tab (``home``), in a modal (``view_id``) or a message (``channel``,
+        ``ts``, ``ephemeral``)."""
         block_id = body.get("block_id") or None
-        if body.get("view_id"):
+        if body.get("home") is True:
+            answer = self.link.click_in_home(
+                user, action_id=_str(body, "action_id"), block_id=block_id
+            )
+        elif body.get("view_id"):
             answer = self.link.click_in_view(
                 user,
                 _str(body, "view_id"),

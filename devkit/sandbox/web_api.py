@@ -11,7 +11,7 @@ import email.policy
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import parse_qsl
@@ -211,6 +211,8 @@ class SlackWebApi:
             "views.open": self._views_open,
             "views.update": self._views_update,
             "views.push": self._views_push,
+            "views.publish": self._views_publish,
+            "assistant.threads.setStatus": self._set_thread_status,
         }
 
     def enable_socket_mode(self, app_token: str, new_url: Callable[[], str]) -> None:
@@ -438,6 +440,33 @@ class SlackWebApi:
         )
         return {"view": updated.view}
 
+    def _views_publish(self, params: Mapping[str, Any]) -> JsonObject:
+        user_id = _required(params, "user_id", "invalid_arguments")
+        view = _view_arg(params)
+        published = self.workspace.publish_home(user_id, view, hash=_text(params, "hash"))
+        return {"view": published.view}
+
+    def _set_thread_status(self, params: Mapping[str, Any]) -> JsonObject:
+        """Slack accepts either scope for it (``assistant:write`` is being phased out)."""
+        if not {"chat:write", "assistant:write"} & set(self.scopes):
+            raise MissingScope("chat:write", self.scopes)
+        channel = _required(params, "channel_id", "invalid_arguments")
+        thread_ts = _required(params, "thread_ts", "invalid_arguments")
+        status = _text(params, "status")
+        if status is None:
+            raise WorkspaceError("invalid_arguments", ["[ERROR] missing required field: status"])
+        self.workspace.set_thread_status(channel, thread_ts, status)
+        return {}
+
+
+class MissingScope(WorkspaceError):
+    """The token lacks the scope a method needs: Slack names it and those the token has."""
+
+    def __init__(self, needed: str, provided: Sequence[str]) -> None:
+        super().__init__("missing_scope")
+        self.needed = needed
+        self.provided = ",".join(provided)
+
 
 def _fault_answer(fault: Fault) -> ApiResponse:
     """The answer a scripted fault gives instead of doing the call."""
@@ -464,6 +493,8 @@ def _with_warning(answer: ApiResponse, warning: str) -> ApiResponse:
 
 def _error_body(exc: WorkspaceError) -> JsonObject:
     body: JsonObject = {"ok": False, "error": exc.error}
+    if isinstance(exc, MissingScope):
+        body.update(needed=exc.needed, provided=exc.provided)
     if exc.messages:
         body["response_metadata"] = {"messages": list(exc.messages)}
     return body

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from devkit.sandbox.messages import MessagesMixin
 from devkit.sandbox.modals import ModalsMixin
+from devkit.sandbox.surfaces import SurfacesMixin
 
 
-class Workspace(MessagesMixin, ModalsMixin):
-    """A Slack workspace in memory: the bot, people, channels, messages and modals.
+class Workspace(MessagesMixin, ModalsMixin, SurfacesMixin):
+    """A Slack workspace in memory: the bot, people, channels, messages, modals,
+    Home tabs and thread statuses.
 
     Every method is thread-safe. Records come back as immutable snapshots. Changes are
     numbered events: ``events(since)`` / ``wait_for_events(since)`` for polling (a browser UI),

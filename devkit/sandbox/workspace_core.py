@@ -77,6 +77,11 @@ class WorkspaceCore:
         self._messages: dict[str, list[Message]] = {}
         self._ephemerals: list[EphemeralMessage] = []
         self._views: dict[str, View] = {}
+        self._homes: dict[str, View] = {}
+        self._thread_statuses: dict[tuple[str, str], str] = {}
+        self.home_tab_enabled = True
+        """Whether the app's Home tab is on (``views.publish`` of a home view says
+        ``not_enabled`` otherwise, as Slack does)."""
         self._triggers: dict[str, Trigger] = {}
         self._calls: list[ApiCall] = []
         self._faults: dict[str, deque[Fault]] = {}

@@ -350,6 +350,41 @@ def test_list_approvals_finds_those_a_person_may_decide(
     assert [a.id for a in approvals.list_approvals(limit=1, after=escalated.id)] == [theirs.id]
 
 
+def test_lists_of_what_waits_on_a_person_page_oldest_first_and_count(
+    stores: tuple[Store, ApprovalStore],
+) -> None:
+    """Several approver entries match any of them; oldest first pages forward; the
+    requester's workspace (or none) filters; the count agrees with the list."""
+    runs, approvals = stores
+    run_id = _waiting_run(runs)
+    plain, scoped, elsewhere, unscoped, other = (_approval(run_id, p) for p in (1, 2, 3, 4, 5))
+    here, there = Actor(user_id="U_REQ", team_id="T1"), Actor(user_id="U_REQ", team_id="T2")
+    grid = Actor(user_id="U_REQ", team_id="T9", enterprise_id="E1")
+    plain = dataclasses.replace(plain, requester=here)
+    scoped = dataclasses.replace(
+        scoped, requester=grid, policy={"approvers": ["U_DANA@E1"], "required": 1}
+    )
+    elsewhere = dataclasses.replace(elsewhere, requester=there)
+    other = dataclasses.replace(other, policy={"approvers": ["U_OMAR"], "required": 1})
+    for approval in (plain, scoped, elsewhere, unscoped, other):
+        approvals.create_approval(approval, _draft(approval, "requested"))
+    dana = ("U_DANA", "U_DANA@E1")
+    pending = ApprovalStatus.PENDING
+    oldest = approvals.list_approvals(decidable_by=dana, oldest_first=True, status=pending)
+    assert [a.id for a in oldest] == [plain.id, scoped.id, elsewhere.id, unscoped.id]
+    page = approvals.list_approvals(decidable_by=dana, oldest_first=True, after=scoped.id)
+    assert [a.id for a in page] == [elsewhere.id, unscoped.id]
+    in_t1 = approvals.list_approvals(decidable_by=dana, workspace="T1", oldest_first=True)
+    assert [a.id for a in in_t1] == [plain.id, unscoped.id]
+    in_e1 = approvals.list_approvals(decidable_by=dana, workspace="E1", limit=1)
+    assert [a.id for a in in_e1] == [unscoped.id]
+    assert approvals.count_approvals(decidable_by=dana, status=pending) == 4
+    assert approvals.count_approvals(decidable_by=dana, workspace="T1") == 2
+    assert approvals.count_approvals(decidable_by=dana, workspace="E1") == 2
+    assert approvals.count_approvals(decidable_by="U_OMAR", workspace="T2") == 1
+    assert approvals.count_approvals(status=ApprovalStatus.APPROVED) == 0
+
+
 RULE = Actor(user_id="rule:small-refunds", name="rule:small-refunds")
 
 

@@ -90,6 +90,22 @@ def test_grants_round_trip_list_and_revoke_once(stores: tuple[Store, ApprovalSto
     assert examine(entries, heads).problems == []
 
 
+def test_grants_list_by_grantor_in_their_workspace(stores: tuple[Store, ApprovalStore]) -> None:
+    """Only the grants the person gave, in their own workspace, are theirs."""
+    runs, approvals = stores
+    run_id = runs.create_run(new_run_id(), "wf", None, T0).id
+    mine, elsewhere, grid, theirs = (_grant(run_id, n) for n in (1, 2, 3, 4))
+    elsewhere = dataclasses.replace(elsewhere, granted_by=dataclasses.replace(DANA, team_id="T2"))
+    grid = dataclasses.replace(grid, granted_by=dataclasses.replace(DANA, enterprise_id="E1"))
+    theirs = dataclasses.replace(theirs, granted_by=Actor(user_id="U_OMAR", team_id="T1"))
+    for grant in (mine, elsewhere, grid, theirs):
+        approvals.create_grant(grant, _draft(grant, "grant.created"), [])
+    assert approvals.list_grants(granted_by=DANA) == [mine]
+    assert approvals.list_grants(granted_by=grid.granted_by) == [grid]
+    assert approvals.list_grants(granted_by=Actor(user_id="U_DANA")) == []
+    assert approvals.list_grants(granted_by=theirs.granted_by, active_at=T0) == [theirs]
+
+
 def test_a_decision_stores_its_grant_in_the_same_transaction(
     stores: tuple[Store, ApprovalStore],
 ) -> None:

@@ -6,7 +6,7 @@
 - the sandbox Slack Web API on loopback (``devkit.sandbox``), with the people of the scenarios,
 - one or more ``BotInstance``\\ s: ``build_services(settings)``, ``web_client(settings)`` pointed
   at the fake, the real Bolt app from ``slack_app`` served by ``wsgi`` under
-  ``wsgiref.simple_server`` in a thread on ``127.0.0.1:0``.
+  ``bot.app.serving`` in a thread on ``127.0.0.1:0``.
 
 Requests reach the app as Slack sends them: form bodies signed with
 ``v0=HMAC-SHA256(secret, "v0:{ts}:{body}")`` and posted with ``requests``. The worker and the
@@ -26,11 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import urlencode
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import requests
 from slack_bolt import App
@@ -49,11 +47,13 @@ from agent_runtime import (
 from agent_runtime.clock import SystemClock
 from bot.app.jobs import dispatcher
 from bot.app.server import slack_app, wsgi
+from bot.app.serving import serve_wsgi
 from bot.app.settings import Settings
 from bot.app.slack_mode import web_client
 from bot.app.wiring import Services, build_services
 from bot.slack.blocks import parse_approval_ref
 from bot.slack.dispatcher import Dispatcher
+from bot.slack.home import unmarked
 from bot.slack.pacing import Pace
 from devkit.demo.provider_server import RunningProvider, start_in_thread
 from devkit.sandbox.slack_api import (
@@ -143,16 +143,6 @@ class ShiftedClock:
         return False
 
 
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    block_on_close = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Stay quiet."""
-
-
 @dataclass(frozen=True)
 class Ack:
     """The HTTP answer to a request, and how long Slack would have waited for it."""
@@ -191,21 +181,10 @@ class BotInstance:
                 poll_interval=timedelta(milliseconds=20),
             )
         )
-        self._server = make_server(
-            "127.0.0.1",
-            0,
-            wsgi(self.app),
-            server_class=_ThreadingWSGIServer,
-            handler_class=_QuietHandler,
+        self._serving = serve_wsgi(
+            wsgi(self.app), 0, "127.0.0.1", name="bolt-wsgi", wait_for_requests=True
         )
-        self.url = f"http://127.0.0.1:{self._server.server_port}/slack/events"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name=f"bolt-wsgi-{self._server.server_port}",
-            daemon=True,
-        )
-        self._thread.start()
+        self.url = f"http://127.0.0.1:{self._serving.port}/slack/events"
         self._http = requests.Session()
         self._http.trust_env = False  # loopback only: no proxy may capture these requests
 
@@ -457,9 +436,7 @@ class BotInstance:
 
     def close(self) -> None:
         """Stop serving, let listeners in flight finish, release the database."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self._serving.stop()
         self.app.listener_runner.listener_executor.shutdown(wait=True)
         self._http.close()
         self.services.store.engine.dispose()
@@ -583,14 +560,15 @@ class SlackWorld:
         return eventually(probe, between=drain.drain, what=f"an ephemeral message to {user}")
 
     def modal(self, callback_id: str, approval_id: str) -> View:
-        """Wait for the modal ``callback_id`` opened for ``approval_id`` (opened after the ack)."""
+        """Wait for the modal ``callback_id`` opened for ``approval_id`` (opened after the ack,
+        from a card or from the Home tab)."""
 
         def probe() -> list[View]:
             return [
                 v
                 for v in self.workspace.views()
                 if v.view.get("callback_id") == callback_id
-                and parse_approval_ref(v.private_metadata)[0] == approval_id
+                and parse_approval_ref(unmarked(v.private_metadata)[0])[0] == approval_id
             ]
 
         found = eventually(probe, what=f"the {callback_id} modal")

@@ -23,6 +23,7 @@ import pytest
 from sqlalchemy import update
 
 from agent_runtime import Actor, ApprovalStatus, Decision, RunId, RunStatus, StepRecord
+from agent_runtime.approvals import ApprovalKind
 from bot.app.wiring import Services
 from store.models import runs
 from tests.integration import WorkerProcess, cli_ok, run_cli, wait_until
@@ -67,6 +68,16 @@ def show(env: dict[str, str], run_id: str) -> dict[str, Any]:
     return shown
 
 
+def budget_approval(env: dict[str, str], run_id: str) -> str:
+    """The id of the run's one pending approval, which asks to raise its budget."""
+    with services_for(env) as services:
+        [asked] = services.approvals.store.list_approvals(
+            run_id=run_id, status=ApprovalStatus.PENDING
+        )
+    assert asked.kind == ApprovalKind.BUDGET, asked
+    return asked.id
+
+
 def exhausted(journal: list[StepRecord]) -> list[dict[str, Any]]:
     """The outputs of the journal's ``budget.exhausted`` entries."""
     return [s.output for s in named(journal, "budget.exhausted")]
@@ -84,7 +95,8 @@ def test_usd_budget_stops_before_the_crossing_call_and_a_raise_finishes_the_run(
     cli_ok(env, "worker", "--until-idle")
 
     shown = show(env, run_id)
-    assert (shown["status"], shown["wait_key"]) == ("waiting", "budget:1")
+    asked = budget_approval(env, run_id)
+    assert (shown["status"], shown["wait_key"]) == ("waiting", f"approval:{asked}")
     assert shown["usage"]["model_calls"] == 1
     assert shown["usage"]["cost_usd"] <= DEMO_BUDGET_USD
     (stop,) = [s["output"] for s in shown["steps"] if s["name"] == "budget.exhausted"]
@@ -93,9 +105,9 @@ def test_usd_budget_stops_before_the_crossing_call_and_a_raise_finishes_the_run(
     assert stop["used"]["cost_usd"] <= DEMO_BUDGET_USD
 
     refused = run_cli(env, "raise-budget", run_id, "--usd", str(RAISED_USD), "--as", OUTSIDER)
-    assert refused.returncode == 2, refused.stderr
-    assert "U_EVE may not change the budget of agent 'demo'" in refused.stderr
-    assert show(env, run_id)["wait_key"] == "budget:1", "the refused raise changed nothing"
+    assert refused.returncode == 1, refused.stderr
+    assert "you are not allowed to decide this approval" in refused.stdout
+    assert show(env, run_id)["wait_key"] == f"approval:{asked}", "the refused raise changed nothing"
 
     cli_ok(env, "raise-budget", run_id, "--usd", str(RAISED_USD), "--as", APPROVER)
     with services_for(env) as services:
@@ -135,7 +147,8 @@ def test_usd_budget_is_never_overshot_by_the_demo_model(
         cli_ok(env, "worker", "--until-idle")
 
     shown = show(env, run_id)
-    assert (shown["status"], shown["wait_key"]) == ("waiting", "budget:1")
+    asked = budget_approval(env, run_id)
+    assert (shown["status"], shown["wait_key"]) == ("waiting", f"approval:{asked}")
     assert shown["usage"]["model_calls"] == 2
     assert shown["usage"]["cost_usd"] <= 0.003, shown["usage"]
 
@@ -218,7 +231,7 @@ def test_model_call_budget_holds_across_sigkills_and_resumes(
             what="the run to wait for a budget decision",
         )
         assert worker.stop() == 0, worker.output()
-    assert state.wait_key == "budget:1"
+    assert state.wait_key == f"approval:{budget_approval(counting.env, counting.run_id)}"
 
     journal = counting.journal()
     assert len(model_steps(journal)) == COUNTING_MODEL_CALLS, "never more calls than the budget"
@@ -234,7 +247,7 @@ def test_model_call_budget_holds_across_sigkills_and_resumes(
     refused = run_cli(
         counting.env, "raise-budget", counting.run_id, "--model-calls", "10", "--as", OUTSIDER
     )
-    assert refused.returncode == 2, refused.stderr
+    assert refused.returncode == 1, refused.stderr
     cli_ok(counting.env, "raise-budget", counting.run_id, "--model-calls", "10", "--as", APPROVER)
     cli_ok(counting.env, "worker", "--until-idle")
 

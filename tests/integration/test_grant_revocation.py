@@ -128,7 +128,12 @@ class StaleReads(SqlApprovalStore):
         self.before = before
 
     def list_grants(
-        self, *, active_at: datetime | None = None, tool: str | None = None, limit: int = 100
+        self,
+        *,
+        active_at: datetime | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        granted_by: Actor | None = None,
     ) -> list[Grant]:
         """The grants as they were before the revocation."""
         return self.before

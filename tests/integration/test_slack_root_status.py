@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 from agent_runtime import RunStatus
 from bot.slack.blocks import APPROVE
 from tests.integration.slack_harness import (
@@ -10,6 +13,7 @@ from tests.integration.slack_harness import (
     BotInstance,
     SlackWorld,
     acked,
+    eventually,
     start_refund_run,
 )
 from tests.integration.slack_readers import approvals_of, asked_in_order, block_texts
@@ -88,3 +92,40 @@ def test_a_later_call_approved_first_is_shown_waiting_for_the_earlier_one(
         f"⏳ *Waiting* for <@{APPROVER}>'s sign-off on *issue_refund* · *issue_refund* "
         "approved, runs once the calls before it are decided"
     ) in status
+
+
+def test_the_thread_status_says_what_the_run_waits_for_and_clears_when_it_ends(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """With SIGNOFF_ASSISTANT_STATUS, the thread's status names the call awaiting sign-off,
+    follows the run from the refund to the email, and is cleared once nothing waits."""
+    with SlackWorld(tmp_path, sqlite_url) as world:
+        bot = BotInstance(world, replace(world.settings(), assistant_status=True), migrate=True)
+        world.instances.append(bot)
+        run_id = start_refund_run(world, bot)
+        root = world.root_of(run_id)
+
+        def status() -> str:
+            return world.workspace.thread_status(root.channel, root.ts)
+
+        assert status() == "is waiting for a sign-off on issue_refund"
+        for tool in ("issue_refund", "send_email"):
+            approval = approvals_of(bot, run_id)[tool]
+            acked(bot.click(APPROVER, APPROVE, world.card(approval.id)))
+            bot.decision(approval.id)  # recorded after the ack
+            bot.drain()
+            assert status() == ""  # approved: the run no longer waits for anyone
+            bot.work()
+            bot.drain()
+            if tool == "issue_refund":
+                eventually(lambda: status().endswith("send_email"), what="the email's status")
+        assert bot.services.runtime.get(run_id).status == RunStatus.COMPLETED
+        assert status() == ""
+        assert world.successful("assistant.threads.setStatus")
+
+
+def test_without_the_setting_no_thread_status_is_set(world: SlackWorld, bot: BotInstance) -> None:
+    """By default only the root message's status line says what the run waits for."""
+    start_refund_run(world, bot)
+    assert world.successful("chat.update")
+    assert world.workspace.calls("assistant.threads.setStatus") == []

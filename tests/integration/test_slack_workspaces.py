@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agent_runtime import ApprovalStatus, RunId, RunStatus
+from bot.app.slack_mode import installations as slack_installations_of
 from bot.slack.blocks import APPROVE
 from store.models import slack_installations
 from store.slack_installations import SqlInstallations
@@ -154,16 +155,20 @@ def test_a_rotating_token_is_refreshed_before_it_expires(tmp_path: Path, sqlite_
         bot = two.instance()
         for code in (ALPHA_CODE, BETA_CODE):
             assert install(bot, code).status_code == 200
-        installations = SqlInstallations(bot.services.store.engine)
-        installed = (installations.find("", two.beta.team_id) or {})["bot_token"]
+        installations = slack_installations_of(bot.services)
+
+        def token() -> str | None:
+            found = installations.find_bot(enterprise_id=None, team_id=two.beta.team_id)
+            return None if found is None else found.bot_token
+
+        installed = token()
 
         beta = run_id_of(acked(bot.command(TASK, workspace=two.beta)))
         bot.work()
         bot.drain()
 
         assert "refresh_token" in two.oauth.exchanges
-        current = (installations.find("", two.beta.team_id) or {})["bot_token"]
-        assert current != installed
+        assert token() not in (installed, None)
         refund = approvals_of(bot, beta)["issue_refund"]
         assert two.card_in(two.beta, refund.id) is not None
         assert all(r["status"] == "sent" for r in outbox_rows(bot))
@@ -259,3 +264,27 @@ def test_approver_lists_can_name_each_workspace_its_own_approvers(
         assert bot.services.approvals.get(refund.id).status == ApprovalStatus.PENDING
         acked(bot.click(SECOND_APPROVER, APPROVE, card, workspace=two.beta))
         assert bot.decision(refund.id).status == ApprovalStatus.APPROVED
+
+
+def test_a_quorum_a_workspace_cannot_meet_is_refused_there_when_asked(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """Two approvals required from ``U_DANA@<alpha>`` and ``U_ERIN``: alpha's refund waits for
+    both; beta's (only U_ERIN may decide there) is rejected as asked, its card saying why and
+    by whom, and nobody in beta is asked."""
+    alpha_team = "T0SANDBOX"
+    approvers = (f"{APPROVER}@{alpha_team}", SECOND_APPROVER)
+    extra = {"SIGNOFF_APPROVALS_REQUIRED": "2"}
+    with TwoWorkspaces(tmp_path, sqlite_url, approvers=approvers, extra=extra) as two:
+        bot = two.instance()
+        for code in (ALPHA_CODE, BETA_CODE):
+            assert install(bot, code).status_code == 200
+        alpha, beta = _start(two, bot)
+
+        assert approvals_of(bot, alpha)["issue_refund"].status == ApprovalStatus.PENDING
+        refused = approvals_of(bot, beta)["issue_refund"]
+        assert refused.status == ApprovalStatus.REJECTED
+        assert f"only 1 of its approvers may decide in {two.beta.team_id}" in (refused.reason or "")
+        card = block_texts(two.card_in(two.beta, refused.id))
+        assert "decided by policy:quorum" in card
+        assert not [c for c in two.beta.channels() if c.is_im]

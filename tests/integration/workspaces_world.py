@@ -8,11 +8,13 @@ fake's ``oauth.v2.access`` takes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import requests
+from cryptography.fernet import Fernet
 
 from bot.app.settings import Settings
 from devkit.sandbox.oauth_api import ROTATING_TTL_S, WorkspacesApi
@@ -32,6 +34,8 @@ from tests.integration.slack_readers import is_card_of
 CLIENT_ID = "1111.2222"
 CLIENT_SECRET = "oauth-client-secret-of-the-tests"
 STATE_COOKIE = "slack-app-oauth-state"
+TOKEN_KEY = Fernet.generate_key().decode()
+"""The key the installations' tokens are encrypted with."""
 ALPHA_CODE, BETA_CODE = "code-for-alpha", "code-for-beta"
 
 
@@ -45,10 +49,13 @@ class TwoWorkspaces(SlackWorld):
         *,
         approvers: Sequence[str] = (APPROVER,),
         beta_token_lifetime: int = ROTATING_TTL_S,
+        extra: Mapping[str, str] | None = None,
     ) -> None:
         """``beta`` is installed with token rotation, its tokens living ``beta_token_lifetime``
-        seconds."""
+        seconds; ``extra`` variables are added to each instance's environment (and may be
+        changed before starting the next)."""
         super().__init__(tmp_path, database_url, approvers=approvers)
+        self.extra = dict(extra or {})
         self.slack.stop()
         self.beta = Workspace(team_id="T0BETA", team_name="Beta", domain="beta")
         for user_id, name in PEOPLE.items():
@@ -74,7 +81,9 @@ class TwoWorkspaces(SlackWorld):
             "SLACK_CLIENT_ID": CLIENT_ID,
             "SLACK_CLIENT_SECRET": CLIENT_SECRET,
             "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SIGNOFF_TOKEN_ENCRYPTION_KEY": TOKEN_KEY,
             **UNPACED,
+            **self.extra,
         }
 
     def __enter__(self) -> TwoWorkspaces:
@@ -111,3 +120,19 @@ def install(bot: BotInstance, code: str) -> requests.Response:
             allow_redirects=False,
             timeout=HTTP_TIMEOUT_S,
         )
+
+
+def on_grid(body: bytes, *, enterprise: str, team: str | None) -> bytes:
+    """Return a command's or click's form body as an organization-wide install on Enterprise
+    Grid sends it: from ``enterprise``, from workspace ``team`` of it (or naming none)."""
+    form = {k: v for k, [v] in parse_qs(body.decode(), keep_blank_values=True).items()}
+    if "payload" not in form:
+        grid = {"enterprise_id": enterprise, "enterprise_name": enterprise}
+        grid |= {"team_id": team or "", "is_enterprise_install": "true"}
+        return urlencode({**form, **grid}).encode()
+    payload = json.loads(form["payload"])
+    payload["enterprise"] = {"id": enterprise, "name": enterprise}
+    payload["is_enterprise_install"] = True
+    payload["team"] = None if team is None else {"id": team, "domain": team.lower()}
+    payload["user"]["team_id"] = team or ""
+    return urlencode({"payload": json.dumps(payload)}).encode()

@@ -21,6 +21,7 @@ from agent_runtime import (
     UnknownOutcome,
 )
 from agent_runtime.agent_loop import InputEstimate
+from agent_runtime.approvals import ApprovalKind
 from agent_runtime.deployment import tool_lookup
 from agent_runtime.models import Message, ToolCall, ToolSpec, tool_reply
 from agent_runtime.testing import FrozenClock
@@ -287,7 +288,9 @@ def test_budget_caps_output_tokens_and_stops_before_crossing() -> None:
     run_id = h.start()
     h.work()
     run = h.run(run_id)
-    assert (run.status, run.wait_key) == (RunStatus.WAITING, "budget:1")
+    [asked] = h.env.pending(run_id)
+    assert (run.status, run.wait_key) == (RunStatus.WAITING, f"approval:{asked.id}")
+    assert asked.kind == ApprovalKind.BUDGET
     assert h.model.calls == 2
     capped = AgentHarness([DONE], budget=Budget(tokens=600))
     capped_id = capped.start()

@@ -17,6 +17,7 @@ import pytest
 
 from agent_runtime import Budget, Decision, Lease, RunContext, RunId, RunStatus
 from agent_runtime.agent_loop import agent_workflow
+from agent_runtime.budget_control import decide_budget
 from agent_runtime.models import ToolCall, text_reply, tool_reply
 from tests.unit.agent_harness import DANA, OMAR, AgentHarness, Crash
 
@@ -66,8 +67,8 @@ def budget_raised(h: AgentHarness, run_id: RunId) -> None:
     """The 2-call budget runs out before the answer; a person raises it."""
     h.work()
     approve_all(h, run_id)
-    assert h.run(run_id).wait_key == "budget:1"
-    h.runtime.deliver(run_id, "budget:1", {"action": "raise", "limits": {"model_calls": 5}})
+    raised = decide_budget(h.runtime, h.agent, run_id, DANA, limits=Budget(model_calls=5))
+    assert raised.accepted, raised.message
     h.work()
 
 

@@ -137,12 +137,31 @@ def test_bot_scopes_are_exactly_what_the_bot_uses(manifest: Json) -> None:
 
 
 def test_settings_match_http_mode_default(manifest: Json) -> None:
-    """The manifest is for HTTP mode: no Socket Mode, no token rotation, no event subscriptions."""
+    """The manifest is for HTTP mode: no Socket Mode, no token rotation."""
     settings = manifest["settings"]
     assert settings["socket_mode_enabled"] is False
     assert settings["org_deploy_enabled"] is False
     assert settings["token_rotation_enabled"] is False
-    assert "event_subscriptions" not in settings
+
+
+def test_home_tab_is_on_with_its_one_event(manifest: Json) -> None:
+    """The Home tab is enabled and app_home_opened, the only event, goes to /agent's URL."""
+    assert manifest["features"]["app_home"]["home_tab_enabled"] is True
+    events = manifest["settings"]["event_subscriptions"]
+    assert events == {
+        "request_url": _agent_command(manifest)["url"],
+        "bot_events": ["app_home_opened"],
+    }
+
+
+def test_schema_knows_the_ai_app_surfaces(manifest: Json, validator: Validator) -> None:
+    """The vendored schema accepts assistant_view and agent_view, and still checks them."""
+    ai_app = copy.deepcopy(manifest)
+    ai_app["features"]["assistant_view"] = {"assistant_description": "Runs agents."}
+    ai_app["features"]["agent_view"] = {"agent_description": "Runs agents."}
+    assert _errors(validator, ai_app) == []
+    del ai_app["features"]["assistant_view"]["assistant_description"]
+    assert len(_errors(validator, ai_app)) == 1
 
 
 def test_bot_user(manifest: Json) -> None:

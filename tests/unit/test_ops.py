@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
 from agent_runtime import RunId, RunStatus, StepKind
 from agent_runtime.exceptions import StoreUnavailable
@@ -17,6 +18,7 @@ from bot.app.settings import Settings, SettingsError
 from bot.ops.health import Health
 from bot.ops.logs import MASK, formatter
 from bot.ops.loops import Loops
+from bot.tracing import span_id_for
 
 SECRET = 'xoxb-se"cret\\value'
 
@@ -47,6 +49,29 @@ def test_json_lines_carry_the_fields_passed_in_extra_and_the_traceback() -> None
     }
     assert entry["timestamp"].endswith("+00:00")
     assert "ValueError: boom" in entry["exception"]
+
+
+def test_json_lines_name_the_current_span_else_the_run_trace_else_none() -> None:
+    """Inside a current OpenTelemetry span a JSON line carries that span's trace and span ids;
+    outside one, a line about a run carries the run's trace; any other line carries neither."""
+    tracer = TracerProvider().get_tracer("test")
+    run_id = RunId("0123456789abcdef0123456789abcdef")
+    with tracer.start_as_current_span("click") as span:
+        inside = json.loads(formatter("json").format(record("x", run_id=run_id)))
+    about_run = json.loads(formatter("json").format(record("x", run_id=run_id, step=2)))
+    plain = json.loads(formatter("json").format(record("x", run_id="r1")))
+
+    ids = span.get_span_context()
+    assert (inside["trace_id"], inside["span_id"]) == (
+        f"{ids.trace_id:032x}",
+        f"{ids.span_id:016x}",
+    )
+    assert (about_run["trace_id"], about_run["span_id"]) == (
+        run_id,
+        f"{span_id_for(run_id, 2):016x}",
+    )
+    assert "trace_id" not in plain
+    assert "span_id" not in plain
 
 
 @pytest.mark.parametrize("log_format", ["json", "text"])

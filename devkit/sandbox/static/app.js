@@ -8,7 +8,7 @@ import { renderBlocks } from "./blocks.js";
 import { ModalLayer, confirmDialog } from "./modal.js";
 import { DevPanel } from "./panel.js";
 
-const app = { boot: null, user: null, channel: null, thread: null, state: null, busy: false, again: false };
+const app = { boot: null, user: null, channel: null, thread: null, home: false, state: null, busy: false, again: false };
 const $ = (id) => document.getElementById(id);
 let modal;
 
@@ -25,7 +25,7 @@ async function main() {
   select.value = app.user;
   select.addEventListener("change", () => {
     app.user = select.value;
-    refresh();
+    if (app.home) openHome(); else refresh();
   });
   $("composer").addEventListener("submit", send);
   $("thread-close").addEventListener("click", () => {
@@ -91,10 +91,17 @@ async function refresh() {
 
 function draw(state) {
   document.body.dataset.user = state.user;
-  replaceChildren($("channels"), state.channels.map((c) => el("li", {},
-    el("button", { type: "button", class: c.id === state.channel ? "chan active" : "chan", "data-channel": c.id,
-      onclick: () => { app.channel = c.id; app.thread = null; refresh(); } },
-    c.is_im ? `✉ ${app.boot.bot.name}` : `# ${c.name}`))));
+  const home = el("li", {}, el("button", { type: "button", class: app.home ? "chan active" : "chan",
+    "data-home": "1", onclick: openHome }, `🏠 ${app.boot.bot.name} Home`));
+  replaceChildren($("channels"), [home, ...state.channels.map((c) => el("li", {},
+    el("button", { type: "button", class: !app.home && c.id === state.channel ? "chan active" : "chan", "data-channel": c.id,
+      onclick: () => { app.home = false; app.channel = c.id; app.thread = null; refresh(); } },
+    c.is_im ? `✉ ${app.boot.bot.name}` : `# ${c.name}`)))]);
+  $("composer").hidden = app.home;
+  if (app.home) {
+    drawHome(state);
+    return;
+  }
   const current = state.channels.find((c) => c.id === state.channel);
   $("channel-name").textContent = current ? (current.is_im ? `${app.boot.bot.name} (direct messages)` : `# ${current.name}`) : "";
   $("composer-input").placeholder = current ? `Message ${current.is_im ? app.boot.bot.name : "#" + current.name} — try /agent refund order 1042 and email the customer` : "";
@@ -106,9 +113,39 @@ function draw(state) {
     keepScroll($("thread-messages"), () => replaceChildren($("thread-messages"),
       messageNode(state.thread.parent, "parent"),
       el("div", { class: "thread-divider" }, `${state.thread.replies.filter((r) => !r.ephemeral).length} replies`),
-      state.thread.replies.map((m) => messageNode(m, "reply"))));
+      state.thread.replies.map((m) => messageNode(m, "reply")),
+      state.thread.status ? el("div", { class: "thread-status", id: "thread-status" },
+        `${app.boot.bot.name} ${state.thread.status}`) : null));
   }
   modal.sync(state.modal);
+}
+
+function drawHome(state) {
+  $("channel-name").textContent = `${app.boot.bot.name} — Home`;
+  $("thread").hidden = true;
+  document.body.classList.remove("thread-open");
+  const content = state.home
+    ? renderBlocks(state.home.blocks, { users: state.users, confirm: confirmDialog,
+      onButton: (element, blockId) => clickHome(element, blockId) })
+    : el("div", { class: "muted" }, "Opening the Home tab…");
+  replaceChildren($("messages"), el("section", { class: "home", "data-home": "1" }, content));
+  modal.sync(state.modal);
+}
+
+async function openHome() {
+  // Slack tells the app the tab was opened; the app publishes it (views.publish)
+  app.home = true;
+  app.thread = null;
+  const answer = await postJSON("/ui/home", { user: app.user });
+  if (!answer.ok) toast(`The app did not acknowledge opening Home (${answer.error || "error"}).`);
+  refresh();
+}
+
+async function clickHome(element, blockId) {
+  const answer = await postJSON("/ui/click", { user: app.user, home: true,
+    action_id: element.action_id, block_id: blockId });
+  if (!answer.ok) toast(`The app did not acknowledge the click (${answer.error || "error"}).`);
+  refresh();
 }
 
 function messageNode(m, where) {

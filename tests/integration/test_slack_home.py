@@ -1,0 +1,288 @@
+"""The App Home tab: what waits on the person looking, decided there exactly as on the card.
+
+Signed ``app_home_opened`` events and clicks go into the real Bolt app; the dispatcher
+publishes the tab to the fake Slack with ``views.publish``; what it published is checked
+with slack_sdk's View and Block models.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from slack_sdk.models.blocks import Block
+from slack_sdk.models.views import View
+
+from agent_runtime import ApprovalStatus
+from bot.slack.blocks import APPROVE, EDIT, REJECT
+from tests.integration.slack_harness import (
+    APPROVER,
+    BATCH_TASK,
+    OUTSIDER,
+    PEOPLE,
+    REQUESTER,
+    SECOND_APPROVER,
+    Ack,
+    BotInstance,
+    SlackWorld,
+    acked,
+    empty_postgres,
+    eventually,
+    has_status,
+    start_refund_run,
+)
+from tests.integration.slack_readers import approvals_of, asked_in_order, canonical_args
+
+JSON = "application/json"
+OTHER_TEAM = "T0ELSEWHERE"
+
+
+@pytest.fixture
+def quorum_world(tmp_path: Path, pg_url: str) -> Iterator[SlackWorld]:
+    """One instance on PostgreSQL; every action needs both approvers."""
+    empty_postgres(pg_url)
+    with SlackWorld(tmp_path, pg_url, approvers=(APPROVER, SECOND_APPROVER), required=2) as built:
+        built.instance()
+        yield built
+
+
+def open_home(bot: BotInstance, user: str, *, team: str | None = None) -> Ack:
+    """Send the signed ``app_home_opened`` event of ``user`` opening the Home tab."""
+    ws = bot.world.workspace
+    team = team or ws.team_id
+    body = {
+        "token": "legacy-verification-token",
+        "team_id": team,
+        "api_app_id": ws.app_id,
+        "type": "event_callback",
+        "event_id": f"Ev{time.time_ns()}",
+        "event_time": int(time.time()),
+        "authorizations": [{"team_id": team, "user_id": ws.bot_user.id, "is_bot": True}],
+        "event": {
+            "type": "app_home_opened",
+            "user": user,
+            "channel": "D0HOME",
+            "tab": "home",
+            "event_ts": f"{time.time():.6f}",
+        },
+    }
+    return acked(bot.post(json.dumps(body).encode(), content_type=JSON))
+
+
+def published(world: SlackWorld, user: str, after: int, bot: BotInstance) -> dict[str, Any]:
+    """Wait for a ``views.publish`` to ``user`` beyond the first ``after``; return its view as
+    sent, having checked it with slack_sdk's models."""
+
+    def probe() -> list[Any]:
+        calls = [c for c in world.successful("views.publish") if c.params["user_id"] == user]
+        return calls[after:]
+
+    view = eventually(probe, between=bot.drain, what=f"the Home tab of {user}")[-1].params["view"]
+    view = json.loads(view) if isinstance(view, str) else view
+    View(**view).validate_json()
+    for block in view["blocks"]:
+        parsed = Block.parse(block)
+        assert parsed is not None, block
+        parsed.validate_json()
+    return dict(view)
+
+
+def publishes(world: SlackWorld, user: str) -> int:
+    """How many times ``user``'s Home tab was published."""
+    return sum(1 for c in world.successful("views.publish") if c.params["user_id"] == user)
+
+
+def cards_on(view: dict[str, Any]) -> list[str]:
+    """The approval ids whose buttons the view shows, in order."""
+    return [
+        b["block_id"].removeprefix("approval:")
+        for b in view["blocks"]
+        if b["type"] == "actions" and b.get("block_id", "").startswith("approval:")
+    ]
+
+
+def texts(view: dict[str, Any]) -> str:
+    """Everything the view says, as JSON text."""
+    return json.dumps(view["blocks"], ensure_ascii=False)
+
+
+def click_home(
+    bot: BotInstance,
+    user: str,
+    view: dict[str, Any],
+    action_id: str,
+    approval_id: str,
+) -> Ack:
+    """Click a button of an approval on ``user``'s Home tab, as Slack sends it (the view,
+    no channel, no response_url)."""
+    ws = bot.world.workspace
+    shown = ws.home(user)
+    assert shown is not None
+    [block] = [b for b in view["blocks"] if b.get("block_id") == f"approval:{approval_id}"]
+    [button] = [e for e in block["elements"] if e["action_id"] == action_id]
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user, "username": PEOPLE[user], "name": PEOPLE[user], "team_id": ws.team_id},
+        "api_app_id": ws.app_id,
+        "token": "legacy-verification-token",
+        "container": {"type": "view", "view_id": shown.id},
+        "trigger_id": ws.issue_trigger(user),
+        "team": {"id": ws.team_id, "domain": ws.domain},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "view": shown.view | {"blocks": view["blocks"]},
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": block["block_id"],
+                "text": button["text"],
+                "value": button["value"],
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    return acked(bot.post(urlencode({"payload": json.dumps(payload)}).encode()))
+
+
+def test_home_lists_what_waits_on_the_person_oldest_first(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """The approver's tab shows both refunds, oldest first, with deadlines and the arguments'
+    hash on Approve; the requester sees their run and no card; an outsider sees nothing."""
+    run_id = start_refund_run(world, bot, BATCH_TASK)
+    first, second = asked_in_order(bot, run_id)
+
+    open_home(bot, APPROVER)
+    view = published(world, APPROVER, 0, bot)
+    assert view["type"] == "home"
+    assert cards_on(view) == [first.id, second.id]
+    assert "*Deadline* <!date^" in texts(view)
+    assert f'"value": "{first.id}:{first.proposed_hash}"' in texts(view)
+
+    open_home(bot, REQUESTER)
+    mine = published(world, REQUESTER, 0, bot)
+    assert cards_on(mine) == []
+    assert f"`{run_id}` waiting" in texts(mine)
+
+    open_home(bot, OUTSIDER)
+    outside = published(world, OUTSIDER, 0, bot)
+    assert cards_on(outside) == []
+    assert "Nothing is waiting on you." in texts(outside)
+    assert run_id not in texts(outside)
+
+
+def test_the_same_user_id_of_another_workspace_sees_none_of_them(
+    pg_world: SlackWorld,
+) -> None:
+    """An approver's user id opening the tab from another workspace is shown no approval."""
+    bot = pg_world.instance()
+    start_refund_run(pg_world, bot)
+    open_home(bot, APPROVER, team=OTHER_TEAM)
+    view = published(pg_world, APPROVER, 0, bot)
+    assert cards_on(view) == []
+    open_home(bot, APPROVER)
+    assert len(cards_on(published(pg_world, APPROVER, 1, bot))) == 1
+
+
+def test_approve_on_home_decides_like_the_card_and_refreshes_the_tab(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """Approve on the tab records the decision, updates the card in the thread, and the tab
+    is published again without that approval."""
+    run_id = start_refund_run(world, bot, BATCH_TASK)
+    first, second = asked_in_order(bot, run_id)
+    open_home(bot, APPROVER)
+    view = published(world, APPROVER, 0, bot)
+
+    click_home(bot, APPROVER, view, APPROVE, first.id)
+    decided = bot.decision(first.id)
+    assert decided.status == ApprovalStatus.APPROVED
+    assert decided.decided_by is not None
+    assert decided.decided_by.user_id == APPROVER
+    refreshed = published(world, APPROVER, 1, bot)
+    assert cards_on(refreshed) == [second.id]
+    bot.drain()
+    assert f"Approved by <@{APPROVER}>" in json.dumps(world.card(first.id).blocks)
+    assert has_status(bot, second.id, ApprovalStatus.PENDING)
+
+
+def test_reject_from_home_opens_the_cards_modal_and_refreshes_after_the_submit(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """Reject on the tab opens the card's reason modal; its submission rejects the call and
+    publishes the tab again."""
+    run_id = start_refund_run(world, bot)
+    refund = approvals_of(bot, run_id)["issue_refund"]
+    open_home(bot, APPROVER)
+    view = published(world, APPROVER, 0, bot)
+
+    click_home(bot, APPROVER, view, REJECT, refund.id)
+    modal = world.modal("approval.reject_submit", refund.id)
+    assert acked(bot.submit(APPROVER, modal, "not this customer")).body == ""
+    assert bot.decision(refund.id).status == ApprovalStatus.REJECTED
+    assert cards_on(published(world, APPROVER, 1, bot)) == []
+
+
+def test_a_stale_approve_on_home_is_refused_and_the_tab_shows_why(
+    quorum_world: SlackWorld,
+) -> None:
+    """A tab published before another approver edited the arguments approves nothing: the
+    tab is published again saying so, with the card's new arguments."""
+    world = quorum_world
+    [bot] = world.instances
+    run_id = start_refund_run(world, bot)
+    refund = approvals_of(bot, run_id)["issue_refund"]
+    open_home(bot, APPROVER)
+    old = published(world, APPROVER, 0, bot)
+
+    acked(bot.click(SECOND_APPROVER, EDIT, world.card(refund.id)))
+    edit = world.modal("approval.edit_submit", refund.id)
+    edited_args = {"order_id": "1045", "amount_cents": 89900}
+    assert acked(bot.submit(SECOND_APPROVER, edit, canonical_args(edited_args))).body == ""
+    edited = bot.services.approvals.get(refund.id)
+    assert edited.proposed_hash != refund.proposed_hash
+
+    click_home(bot, APPROVER, old, APPROVE, refund.id)
+    told = published(world, APPROVER, 1, bot)
+    assert "Not recorded: the arguments changed since you were shown them" in texts(told)
+    assert f'"value": "{refund.id}:{edited.proposed_hash}"' in texts(told)
+    current = bot.services.approvals.get(refund.id)
+    assert current.status == ApprovalStatus.PENDING
+    assert [v["user_id"] for v in current.approvals] == [SECOND_APPROVER]
+
+
+def test_the_messages_tab_publishes_nothing(world: SlackWorld, bot: BotInstance) -> None:
+    """``app_home_opened`` for the Messages tab leaves the Home tab alone."""
+    ws = world.workspace
+    body = {
+        "token": "legacy-verification-token",
+        "team_id": ws.team_id,
+        "api_app_id": ws.app_id,
+        "type": "event_callback",
+        "event_id": "Ev0MESSAGES",
+        "event_time": int(time.time()),
+        "event": {"type": "app_home_opened", "user": APPROVER, "tab": "messages"},
+    }
+    acked(bot.post(json.dumps(body).encode(), content_type=JSON))
+    open_home(bot, OUTSIDER)
+    published(world, OUTSIDER, 0, bot)  # delivered after the first event, were there one
+    assert publishes(world, APPROVER) == 0
+
+
+def test_the_event_url_answers_slacks_challenge(world: SlackWorld, bot: BotInstance) -> None:
+    """Setting the manifest's event request URL works: the signed challenge is echoed."""
+    body = {
+        "token": "legacy-verification-token",
+        "challenge": "3eZbrw1aB",
+        "type": "url_verification",
+    }
+    answer = acked(bot.post(json.dumps(body).encode(), content_type=JSON))
+    assert "3eZbrw1aB" in answer.body
+    forged = bot.post(json.dumps(body).encode(), content_type=JSON, secret="not-the-secret")
+    assert forged.status == 401
