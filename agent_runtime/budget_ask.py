@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 from agent_runtime.agent import Agent
 from agent_runtime.budget import Budget, Consumption, budget_left
+from agent_runtime.decisions import Approved, Decided
 from agent_runtime.exceptions import InvalidInput
 from agent_runtime.tools import Tool
 
@@ -197,14 +198,15 @@ def raised_arguments(asked: Mapping[str, Any], limits: Mapping[str, Any]) -> dic
     return {**asked, "raise_to": dict(limits)}
 
 
-def decided_limits(decision: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Return the limits a budget approval's decision (as the run receives it) raises to,
-    or None when it was not approved (the run ends)."""
-    if decision.get("status") != "approved":
-        return None
-    args = decision.get("args") or {}
-    raised = args.get("raise_to")
-    return dict(raised) if isinstance(raised, dict) else None
+def decided_limits(decision: Decided) -> dict[str, Any] | None:
+    """Return the limits a budget approval's decision raises to, or None when it was not
+    approved (the run ends)."""
+    match decision:
+        case Approved(args=args):
+            raised = args.get("raise_to")
+            return dict(raised) if isinstance(raised, dict) else None
+        case _:
+            return None
 
 
 def _never_called(**_: Any) -> NoReturn:

@@ -31,6 +31,7 @@ from agent_runtime.exceptions import ApprovalNotFound, GrantNotFound
 from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.records import Event, Run
 from agent_runtime.store import Closing, Granting, Ruling, ruled_since
 from store.audit_chains import Chains, newest_entries, read_log
@@ -429,7 +430,7 @@ def _row(approval: Approval) -> dict[str, Any]:
         "args": approval.args,
         "args_hash": approval.args_hash,
         "fingerprint": approval.fingerprint,
-        "policy": approval.policy,
+        "policy": approval.policy.to_json(),
         "requester": approval.requester.to_json(),
         "requested_at": approval.requested_at,
         "deadline": approval.deadline,
@@ -460,7 +461,7 @@ def _approval(row: Row[Any]) -> Approval:
         args=row.args,
         args_hash=row.args_hash,
         fingerprint=row.fingerprint,
-        policy=row.policy,
+        policy=PolicySnapshot.from_json(row.policy),
         requester=Actor.from_json(row.requester),
         requested_at=row.requested_at,
         deadline=row.deadline,

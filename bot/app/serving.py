@@ -2,9 +2,10 @@
 
 ``serve_wsgi`` serves an application on a background thread, a thread per request (the
 operator's port, the dev session's Slack app, the local Slack, the demo provider);
-``run_wsgi`` serves ``signoff serve``'s front in the foreground with waitress. Both claim
-the port with ``SO_REUSEADDR``, so a server stopped with Ctrl-C can be started again on the
-same port at once, and both turn a taken port into ``PortInUse``.
+``waitress_wsgi`` serves ``signoff serve``'s front with waitress, also on a background
+thread (the main thread waits for the database meanwhile). Both claim the port with
+``SO_REUSEADDR``, so a server stopped with Ctrl-C can be started again on the same port at
+once, and both turn a taken port into ``PortInUse``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import socket
 import socketserver
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Self
@@ -202,12 +205,15 @@ def serve_wsgi(
     return ServingThread(server, name)
 
 
-def run_wsgi(
+@contextmanager
+def waitress_wsgi(
     application: WSGIApp, port: int, host: str, *, flag: str = "", path: str = "/"
-) -> None:
-    """Serve ``application`` with waitress in the foreground until the process is stopped;
-    log ``listening`` (with the URL of ``path``) once the port is claimed."""
-    from waitress.server import create_server
+) -> Iterator[None]:
+    """Serve ``application`` with waitress on a background thread while the block runs; log
+    ``listening`` (with the URL of ``path``) once the port is claimed. On leaving, stop
+    accepting and let the requests in flight finish, but not wait for idle keep-alive
+    connections (a drain that follows must begin at once)."""
+    from waitress.server import BaseWSGIServer, create_server
 
     try:
         server = create_server(
@@ -217,8 +223,14 @@ def run_wsgi(
         if exc.errno == errno.EADDRINUSE:
             raise PortInUse(host, port, flag) from None
         raise
+    if not isinstance(server, BaseWSGIServer):  # one host and port: one socket
+        raise TypeError(f"waitress built {type(server).__name__} for one socket")
+    threading.Thread(target=server.run, name=f"waitress-{port}", daemon=True).start()
     logger.info("listening", extra={"action": f"http://{host}:{port}{path}"})
     try:
-        server.run()
+        yield
     finally:
-        server.close()
+        # closed on the serving thread (the stubs type the trigger as an int); that thread
+        # may linger on an idle keep-alive connection and ends with the process
+        server.trigger.pull_trigger(server.close)  # type: ignore[attr-defined]
+        server.task_dispatcher.shutdown()  # the requests in flight finish

@@ -52,7 +52,19 @@ from bot.slack.batch_blocks import (
 from bot.slack.batch_listeners import BatchListeners
 from bot.slack.budget_blocks import AMOUNT_SUBMIT, BUDGET_END, BUDGET_RAISE, CONFIRM_SUBMIT
 from bot.slack.budget_listeners import BudgetListeners
-from bot.slack.commands import HELP, BadCommand, Command, parse
+from bot.slack.commands import (
+    HELP,
+    BadCommand,
+    CancelRun,
+    Command,
+    ListPending,
+    ListRuns,
+    ShowHelp,
+    ShowHistory,
+    ShowStatus,
+    StartRun,
+    parse,
+)
 from bot.slack.grant_blocks import DAY_SUBMIT, GRANT_REVOKE
 from bot.slack.grant_listeners import GrantListeners
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
@@ -183,7 +195,7 @@ class Listeners:
             return None
         try:
             parsed = parse(str(body.get("text", "")))
-            if parsed.name != "run":
+            if not isinstance(parsed, StartRun):
                 return None
             workflow, data = self._agent_input(parsed.task, command_actor(body), body)
         except (BadCommand, SignoffError):
@@ -198,12 +210,11 @@ class Listeners:
             ack(response_type="ephemeral", text=str(exc))
             return
         intake = context.get(CONTEXT_KEY)
-        if parsed.name == "run" and isinstance(intake, Intake):
+        if isinstance(parsed, StartRun) and isinstance(intake, Intake):
             self._start_after_ack(ack, intake, command)
             return
         try:
-            if parsed.name == "history":
-                assert parsed.run_id is not None
+            if isinstance(parsed, ShowHistory):
                 self._check_visible(
                     parsed.run_id, command_actor(command), command.get("channel_id", "")
                 )
@@ -216,21 +227,25 @@ class Listeners:
 
     def _answer(self, parsed: Command, command: dict[str, Any]) -> str:
         actor = command_actor(command)
-        runtime = self.deps.runtime
-        if parsed.name == "run":
-            return self._start(parsed.task, actor, command)
-        if parsed.name == "help":
-            return HELP
-        if parsed.name == "status":
-            if parsed.run_id is not None:
-                self._check_visible(parsed.run_id, actor, command.get("channel_id", ""))
-            return status_text(runtime, parsed.run_id, actor)
-        if parsed.name == "list":
-            return list_text(runtime, command.get("channel_id", ""), actor)
-        if parsed.name == "pending":
-            return pending_text(self.deps.approvals, actor)
-        assert parsed.run_id is not None
-        return self._cancel(parsed.run_id, actor, command.get("channel_id", ""))
+        runtime, channel = self.deps.runtime, command.get("channel_id", "")
+        match parsed:
+            case StartRun(task=task):
+                return self._start(task, actor, command)
+            case ShowHelp():
+                return HELP
+            case ShowStatus(run_id=run_id):
+                if run_id is not None:
+                    self._check_visible(run_id, actor, channel)
+                return status_text(runtime, run_id, actor)
+            case ListRuns():
+                return list_text(runtime, channel, actor)
+            case ListPending():
+                return pending_text(self.deps.approvals, actor)
+            case ShowHistory(run_id=run_id):
+                self._check_visible(run_id, actor, channel)
+                return history_message(runtime, run_id)[0]
+            case CancelRun(run_id=run_id):
+                return self._cancel(run_id, actor, channel)
 
     def _cancel(self, run_id: RunId, actor: Actor, channel: str) -> str:
         self._check_visible(run_id, actor, channel)
@@ -249,9 +264,9 @@ class Listeners:
             raise RunNotFound(run_id)
 
     def _may_control(self, run: Run, actor: Actor) -> bool:
-        requester = (run.input.get("requester") or {}) if isinstance(run.input, dict) else {}
+        data = AgentInput.of(run.input)
         agent = self.deps.agents.for_workflow(run.workflow)
-        return requester.get("user_id") == actor.user_id or (
+        return (data is not None and data.requester.user_id == actor.user_id) or (
             agent is not None and agent.may_raise_budget(actor)
         )
 

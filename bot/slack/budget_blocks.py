@@ -177,7 +177,7 @@ def confirm_modal(approval: Approval, raise_to: dict[str, Any], ref: str) -> dic
     approval and the hash of the arguments the amount modal was opened on)."""
     key = limit_key(approval)
     current, new = _current(approval.args, key), raise_to[key]
-    needed = int(approval.policy.get("required", 1))
+    needed = approval.policy.required
     agree = "" if needed == 1 else f" once {needed} approvers agree on the same amount"
     return {
         "type": "modal",
@@ -273,7 +273,7 @@ def _projection(asked: Mapping[str, Any], key: str) -> str:
 def _votes(approval: Approval) -> str:
     if not approval.approvals:
         return ""
-    needed = int(approval.policy.get("required", 1))
+    needed = approval.policy.required
     key = limit_key(approval)
     new = (approval.proposed_args.get("raise_to") or {}).get(key)
     who = ", ".join(user(v["user_id"]) for v in approval.approvals)

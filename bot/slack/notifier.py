@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent_runtime import (
+    AgentInput,
     Approval,
     ApprovalStatus,
     Run,
@@ -17,12 +18,19 @@ from agent_runtime import (
     StepRecord,
     Store,
 )
-from agent_runtime.agent_loop import AS_DECIDED
 from agent_runtime.approvals import ApprovalKind, local_people
 from agent_runtime.grants import Grant
 from agent_runtime.notices import Notice
 from agent_runtime.records import StepKind
 from agent_runtime.rule_decisions import AUTOMATIC_ACTOR_PREFIXES
+from agent_runtime.step_names import (
+    AS_DECIDED,
+    BUDGET_EXHAUSTED,
+    MODEL,
+    TOOL,
+    TOOL_UNKNOWN_OUTCOME,
+    tool_of,
+)
 from bot.slack.blocks import decision_line
 from bot.slack.budget_blocks import decided_line
 from bot.slack.text import message, shown, tool_name
@@ -64,10 +72,10 @@ def in_place(where: dict[str, Any] | None, notices: Sequence[Notice]) -> list[No
 
 def root_fields(run: Run) -> dict[str, Any]:
     """What the root message says of a run besides its status: task, requester, agent, fork."""
-    data = run.input if isinstance(run.input, dict) else {}
+    data = AgentInput.of(run.input)
     return {
-        "task": data.get("task", ""),
-        "requester": (data.get("requester") or {}).get("user_id", ""),
+        "task": "" if data is None else data.task,
+        "requester": "" if data is None else data.requester.user_id,
         "agent": run.workflow.removeprefix("agent:"),
         "fork": None if run.forked_from is None else {"from": run.forked_from, "at": run.fork_at},
     }
@@ -167,9 +175,9 @@ class SlackNotifier:
             deciders = () if automatic else local_people(approval.eligible, here)
             cards = [_card(approval, None), *(_card(approval, u) for u in deciders)]
             return in_place(where, [*cards, status])
-        approvers = approval.policy.get("approvers", [])
+        approvers = approval.policy.approvers
         dms = [] if automatic else list(local_people(approvers, here))
-        escalated = local_people(approval.policy.get("escalate_to", []), here)
+        escalated = local_people(approval.policy.escalate_to, here)
         if approval.escalated and action != "escalated":
             dms += escalated
         notices = [_update(approval, None), *(_update(approval, u) for u in dms)]
@@ -221,7 +229,7 @@ def decided_automatically(approval: Approval) -> bool:
 
 def describe_step(step: StepRecord) -> str | None:
     """One line for a journal entry, or None for entries not worth a message."""
-    if step.name == "model":
+    if step.name == MODEL:
         calls = (step.output or {}).get("message", {}).get("tool_calls") or []
         if not calls:
             return None
@@ -231,16 +239,18 @@ def describe_step(step: StepRecord) -> str | None:
         )
         more = len(calls) - PLANS_SHOWN
         return f"🤖 Plans: {plans}" + (f" and {more} more calls" if more > 0 else "")
-    if step.name.startswith("tool:"):
-        tool = tool_name(step.name.removeprefix("tool:"))
+    called = tool_of(TOOL, step.name)
+    if called is not None:
+        tool = tool_name(called)
         if step.error is not None:
             return f"⚠️ `{tool}` failed: {shown(step.error.message, REPLY_LIMIT)}"
         return f"🔧 `{tool}` → {shown(_args(step.output), REPLY_LIMIT)}"
-    if step.name == "budget.exhausted":
+    if step.name == BUDGET_EXHAUSTED:
         limit = shown(str((step.output or {}).get("limit")), 80)
         return f"💸 Budget exhausted ({limit}). An approver can raise it or end the run."
-    if step.name.startswith("tool.unknown_outcome:"):
-        tool = tool_name(step.name.removeprefix("tool.unknown_outcome:"))
+    interrupted = tool_of(TOOL_UNKNOWN_OUTCOME, step.name)
+    if interrupted is not None:
+        tool = tool_name(interrupted)
         strategy = shown(str((step.output or {}).get("strategy")), 40)
         return f"⚠️ A crash interrupted `{tool}`; its outcome is unknown ({strategy})."
     return None
@@ -258,7 +268,7 @@ def _reply(run_id: str, suffix: str, text: str) -> Notice:
 
 def _waits(step: StepRecord) -> bool:
     """Whether the step puts the run in a wait its root message should show."""
-    return step.name == "budget.exhausted"
+    return step.name == BUDGET_EXHAUSTED
 
 
 def _batch(run_id: str, before: int) -> Notice:

@@ -23,6 +23,7 @@ from agent_runtime.audit import AUDIT_SHARDS, AuditDraft, shard_of
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.audit_report import examine
 from agent_runtime.notices import Notice
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.records import Event
 from agent_runtime.store import ApprovalStore, Ruling
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
@@ -65,7 +66,7 @@ def _approval(run_id: str, position: int = 3, deadline: timedelta = timedelta(ho
         args=args,
         args_hash=args_hash(args),
         fingerprint="f" * 64,
-        policy={"approvers": ["U_DANA"], "required": 1},
+        policy=PolicySnapshot(approvers=("U_DANA",)),
         requester=Actor(user_id="U_REQ"),
         requested_at=T0,
         deadline=T0 + deadline,
@@ -335,11 +336,11 @@ def test_list_approvals_finds_those_a_person_may_decide(
     runs, approvals = stores
     run_id = _waiting_run(runs)
     mine, theirs, escalated = (_approval(run_id, p) for p in (3, 5, 7))
-    theirs = dataclasses.replace(theirs, policy={"approvers": ["U_OMAR"], "required": 1})
+    theirs = dataclasses.replace(theirs, policy=PolicySnapshot(approvers=("U_OMAR",)))
     escalated = dataclasses.replace(
         escalated,
         escalated=True,
-        policy={"approvers": ["U_DANA"], "escalate_to": ["U_BOSS"], "required": 1},
+        policy=PolicySnapshot(approvers=("U_DANA",), escalate_to=("U_BOSS",)),
     )
     for approval in (mine, theirs, escalated):
         approvals.create_approval(approval, _draft(approval, "requested"))
@@ -362,10 +363,10 @@ def test_lists_of_what_waits_on_a_person_page_oldest_first_and_count(
     grid = Actor(user_id="U_REQ", team_id="T9", enterprise_id="E1")
     plain = dataclasses.replace(plain, requester=here)
     scoped = dataclasses.replace(
-        scoped, requester=grid, policy={"approvers": ["U_DANA@E1"], "required": 1}
+        scoped, requester=grid, policy=PolicySnapshot(approvers=("U_DANA@E1",))
     )
     elsewhere = dataclasses.replace(elsewhere, requester=there)
-    other = dataclasses.replace(other, policy={"approvers": ["U_OMAR"], "required": 1})
+    other = dataclasses.replace(other, policy=PolicySnapshot(approvers=("U_OMAR",)))
     for approval in (plain, scoped, elsewhere, unscoped, other):
         approvals.create_approval(approval, _draft(approval, "requested"))
     dana = ("U_DANA", "U_DANA@E1")

@@ -81,7 +81,7 @@ def test_exhaustion_asks_for_a_raise_listing_each_model_call_from_the_journal() 
     assert asked.args["left"]["model_calls"] == 0
     assert asked.args["projection"]["more_calls"] == 2
     assert asked.args["raise_to"] == {"model_calls": 4}
-    assert asked.policy["approvers"] == ["U_DANA", "U_OMAR"]
+    assert asked.policy.approvers == ("U_DANA", "U_OMAR")
     assert h.model.calls == 2
 
 
@@ -220,4 +220,4 @@ def test_a_raise_is_decided_by_the_approvals_service_like_any_approval() -> None
     h.work()
     assert h.run(run_id).status == RunStatus.COMPLETED
     assert h.run(run_id).output["budget"]["model_calls"] == 4
-    assert REQUESTER.user_id not in asked.policy["approvers"]
+    assert REQUESTER.user_id not in asked.policy.approvers

@@ -16,6 +16,7 @@ from agent_runtime.clock import FrozenClock
 from agent_runtime.exceptions import GrantRefused
 from agent_runtime.grant_service import Grants
 from agent_runtime.grants import Grant, GrantScope, describe, similar
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.rules import Rules
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
 
@@ -68,7 +69,7 @@ class World:
             position=self.position,
             tool=found,
             args=args,
-            policy=found.approval.snapshot({}) if found.approval else {},
+            policy=found.approval.snapshot({}) if found.approval else PolicySnapshot(),
             requester=by,
             now=self.clock.now(),
         )
