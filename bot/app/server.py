@@ -74,6 +74,7 @@ def slack_app(services: Services, client: WebClient) -> App:
         outbox=services.outbox,
         clock=SystemClock(),
         replays=services.stores.replays,
+        home_tabs=services.stores.home_tabs,
         models=services.models,
     )
     return build_app(

@@ -69,7 +69,7 @@ from bot.slack.grant_blocks import DAY_SUBMIT, GRANT_REVOKE
 from bot.slack.grant_listeners import GrantListeners
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
 from bot.slack.home import from_home, marked, unmarked
-from bot.slack.home_listener import HomeListener
+from bot.slack.home_listener import HomeListener, HomeTabs
 from bot.slack.intake import CONTEXT_KEY, Intake, carry_out, run_id_for
 from bot.slack.middleware import ReplayGuard, drop_retries, refuse_replays
 from bot.slack.notifier import EPHEMERAL, slack_context
@@ -104,6 +104,7 @@ class SlackDeps:
     outbox: Outbox
     clock: Clock
     replays: ReplayGuard
+    home_tabs: HomeTabs
     models: ModelResolver | None = None
     """Resolves the model a run names, to rebuild what that model saw ("Why?")."""
 
@@ -171,7 +172,9 @@ def build_app(
     app.action(BUDGET_END)(budgets.end)
     app.view(AMOUNT_SUBMIT)(budgets.submit_amount)
     app.view(CONFIRM_SUBMIT)(budgets.submit_confirm)
-    grants = GrantListeners(deps.grants, tell, visible, open_modal, listeners.later)
+    grants = GrantListeners(
+        deps.grants, tell, visible, open_modal, listeners.later, listeners.refresh_home
+    )
     app.action(blocks.GRANT_RUN)(grants.approve_for_run)
     app.action(blocks.GRANT_DAY)(grants.open_day)
     app.action(GRANT_REVOKE)(grants.revoke)
@@ -184,7 +187,7 @@ class Listeners:
 
     def __init__(self, deps: SlackDeps) -> None:
         self.deps = deps
-        self.home = HomeListener(deps.outbox, deps.clock)
+        self.home = HomeListener(deps.home_tabs, deps.outbox, deps.clock)
         # What follows an ack (decisions waiting on database locks, modals waiting on Slack,
         # runs being created) runs here, so that the request's answer never waits for it.
         self._after_acks = ThreadPoolExecutor(AFTER_ACK_THREADS, thread_name_prefix="signoff-after")
@@ -533,9 +536,14 @@ class Listeners:
         if result.accepted or own_decision(result.approval, actor):
             ack()
             if home:
-                self._after_acks.submit(self.home.refresh, body, actor)
+                self.refresh_home(body, actor)
         else:
             ack(response_action="errors", errors={block: result.message})
+
+    def refresh_home(self, body: dict[str, Any], actor: Actor) -> None:
+        """Publish ``actor``'s Home tab again after their submission ``body`` of a modal
+        opened there (off the listener's thread: the submission is answered at once)."""
+        self._after_acks.submit(self.home.refresh, body, actor)
 
     def _open_if_allowed(
         self, body: dict[str, Any], client: WebClient, modal: Callable[[str], dict[str, Any]]

@@ -34,6 +34,7 @@ from agent_runtime.step_names import (
 )
 from bot.slack.blocks import decision_line
 from bot.slack.budget_blocks import decided_line
+from bot.slack.home_refreshes import approval_refreshes, grant_refreshes
 from bot.slack.text import message, shown, tool_name
 
 ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE, BATCH = (
@@ -172,10 +173,11 @@ class SlackNotifier:
         status = _root_update(run_id, f"approval:{approval.id}:{action}:v{approval.version}")
         here = approval.requester
         automatic = decided_automatically(approval)
+        tabs = approval_refreshes(approval, action, where, automatic=automatic)
         if action == "requested":
             deciders = () if automatic else local_people(approval.eligible, here)
             cards = [_card(approval, None), *(_card(approval, u) for u in deciders)]
-            return in_place(where, [*cards, status])
+            return [*in_place(where, [*cards, status]), *tabs]
         approvers = approval.policy.approvers
         dms = [] if automatic else list(local_people(approvers, here))
         escalated = local_people(approval.policy.escalate_to, here)
@@ -199,21 +201,24 @@ class SlackNotifier:
                 else f"*{tool_name(approval.tool)}*: {decision_line(approval)}"
             )
             notices.append(_reply(run_id, f"decided:{approval.id}", line))
-        return in_place(where, [*notices, status])
+        return [*in_place(where, [*notices, status]), *tabs]
 
     def grant_changed(self, grant: Grant, action: str) -> Sequence[Notice]:
-        """Post the grant's message in the thread it came from; update it once revoked."""
+        """Post the grant's message in the thread it came from; update it once revoked; and
+        refresh the grantor's Home tab."""
         try:
-            run = self._runs.get_run(RunId(grant.run_id))
+            where = self._place(grant.run_id)
         except RunNotFound:
             return ()
-        if slack_context(run) is None:
+        if where is None:
             return ()
         data = {"grant_id": grant.id, "target": grant_key(grant.id)}
         if action == "created":
-            return [Notice(key=grant_key(grant.id), run_id=run.id, kind=GRANT, data=data)]
-        key = f"{grant_key(grant.id)}:{action}"
-        return [Notice(key=key, run_id=run.id, kind=GRANT_UPDATE, data=data)]
+            told = Notice(key=grant_key(grant.id), run_id=grant.run_id, kind=GRANT, data=data)
+        else:
+            key = f"{grant_key(grant.id)}:{action}"
+            told = Notice(key=key, run_id=grant.run_id, kind=GRANT_UPDATE, data=data)
+        return [*in_place(where, [told]), *grant_refreshes(grant, where)]
 
 
 def grant_key(grant_id: str) -> str:

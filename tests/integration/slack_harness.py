@@ -44,7 +44,6 @@ from agent_runtime import (
     StoreUnavailable,
     WorkerOptions,
 )
-from agent_runtime.audit import GENESIS
 from agent_runtime.clock import SystemClock
 from bot.app.jobs import dispatcher
 from bot.app.server import slack_app, wsgi
@@ -68,6 +67,7 @@ from devkit.sandbox.slack_api import (
     start_slack_api,
 )
 from store import build_engine
+from tests.conftest import reset_audit_heads
 from tests.integration.slack_readers import find_button, is_card_of, run_id_of
 
 T = TypeVar("T")
@@ -597,12 +597,10 @@ def empty_postgres(url: str) -> None:
             conn.execute(
                 text(
                     "TRUNCATE runs, steps, attempts, events, approvals, audit_log, "
-                    "outbox, api_approvals, api_keys, grants"
+                    "outbox, api_approvals, api_keys, grants, slack_home_tabs"
                 )
             )
-            conn.execute(
-                text("UPDATE audit_head SET seq = 0, hash = :genesis"), {"genesis": GENESIS}
-            )
+            reset_audit_heads(conn)
     finally:
         engine.dispose()
 

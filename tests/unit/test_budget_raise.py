@@ -26,7 +26,7 @@ from agent_runtime import (
     tool,
 )
 from agent_runtime.approvals import ApprovalKind
-from agent_runtime.audit import verify
+from agent_runtime.audit_report import examine
 from agent_runtime.budget import Consumption
 from agent_runtime.budget_ask import projection, round_up, suggested_limit
 from agent_runtime.budget_control import BudgetOutcome, decide_budget
@@ -96,8 +96,8 @@ def test_a_raise_resumes_the_run_with_the_raised_limit_and_is_audited() -> None:
     assert run.status == RunStatus.COMPLETED
     assert run.output["budget"]["model_calls"] == 5
     assert h.model.calls == 4
-    entries, head = h.approval_store.audit_log()
-    assert verify(entries, head) == []
+    entries, heads = h.approval_store.audit_log()
+    assert examine(entries, heads).problems == []
     [raise_entry] = [e for e in entries if e.approval_id == asked.id and e.action == "edit"]
     assert raise_entry.actor is not None
     assert raise_entry.actor["user_id"] == DANA.user_id
