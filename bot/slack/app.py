@@ -11,39 +11,29 @@ import json
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-from slack_bolt import Ack, App, BoltContext
+from slack_bolt import Ack, App
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from agent_runtime import (
     Actor,
-    AgentInput,
-    Agents,
     Approval,
-    Approvals,
-    Clock,
     Decision,
     InvalidInput,
-    Run,
-    RunId,
     RunNotFound,
-    Runtime,
     SignoffError,
     StoreUnavailable,
     parse_run_id,
 )
-from agent_runtime.agent_loop import ModelResolver
-from agent_runtime.budget_control import NotAllowed
 from agent_runtime.exceptions import ApprovalNotFound, UnsafeJson
 from agent_runtime.forking import fork_run
-from agent_runtime.grant_service import Grants
 from agent_runtime.json_limits import strict_loads
-from agent_runtime.notices import Notice, Outbox
+from agent_runtime.notices import Notice
 from bot.slack import blocks
 from bot.slack.allowed import AllowedWorkspaces, refuse_other_workspaces
+from bot.slack.app_deps import SlackDeps
 from bot.slack.batch_blocks import (
     APPROVE_ALL,
     REJECT_ALL,
@@ -52,38 +42,25 @@ from bot.slack.batch_blocks import (
 from bot.slack.batch_listeners import BatchListeners
 from bot.slack.budget_blocks import AMOUNT_SUBMIT, BUDGET_END, BUDGET_RAISE, CONFIRM_SUBMIT
 from bot.slack.budget_listeners import BudgetListeners
-from bot.slack.commands import (
-    HELP,
-    BadCommand,
-    CancelRun,
-    Command,
-    ListPending,
-    ListRuns,
-    ShowHelp,
-    ShowHistory,
-    ShowStatus,
-    StartRun,
-    parse,
-)
+from bot.slack.command_listener import CommandListener
 from bot.slack.grant_blocks import DAY_SUBMIT, GRANT_REVOKE
 from bot.slack.grant_listeners import GrantListeners
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
 from bot.slack.home import from_home, marked, unmarked
-from bot.slack.home_listener import HomeListener, HomeTabs
-from bot.slack.intake import CONTEXT_KEY, Intake, carry_out, run_id_for
-from bot.slack.middleware import ReplayGuard, drop_retries, refuse_replays
-from bot.slack.notifier import EPHEMERAL, slack_context
+from bot.slack.home_listener import HomeListener
+from bot.slack.middleware import drop_retries, refuse_replays
+from bot.slack.notifier import EPHEMERAL
 from bot.slack.oauth import BoltAuth, single_workspace
 from bot.slack.payloads import actor_of as _actor
-from bot.slack.payloads import channel_of, command_actor
+from bot.slack.payloads import channel_of
 from bot.slack.payloads import click as _click
 from bot.slack.payloads import input_value as _value
 from bot.slack.reconnect import AFTER_ACK, BEFORE_ACK
 from bot.slack.respond import respond
 from bot.slack.text import escape
 from bot.slack.uninstalls import Uninstalls
-from bot.slack.views import history_message, list_text, pending_text, status_text
-from bot.slack.visibility import may_see, own_decision, same_workspace
+from bot.slack.views import history_message
+from bot.slack.visibility import RunAccess, may_see, own_decision
 from bot.slack.why_listener import WhyListener
 
 logger = logging.getLogger(__name__)
@@ -91,22 +68,6 @@ logger = logging.getLogger(__name__)
 AFTER_ACK_THREADS = 16
 """Acknowledged requests carried out at once (decisions, modals, runs to create): each
 mostly waits on the database or Slack, so more than the cores."""
-
-
-@dataclass(frozen=True, slots=True)
-class SlackDeps:
-    """What the listeners use."""
-
-    runtime: Runtime
-    approvals: Approvals
-    grants: Grants
-    agents: Agents
-    outbox: Outbox
-    clock: Clock
-    replays: ReplayGuard
-    home_tabs: HomeTabs
-    models: ModelResolver | None = None
-    """Resolves the model a run names, to rebuild what that model saw ("Why?")."""
 
 
 def build_app(
@@ -144,9 +105,9 @@ def build_app(
     if allowed is not None and not allowed.anyone:
         app.middleware(refuse_other_workspaces(allowed))
     app.middleware(drop_retries)
-    app.middleware(refuse_replays(deps.replays, deps.clock, listeners.intake_of))
+    app.middleware(refuse_replays(deps.replays, deps.clock, listeners.commands.intake_of))
     app.error(guard_errors)
-    app.command("/agent")(listeners.command)
+    app.command("/agent")(listeners.commands.command)
     app.action(blocks.APPROVE)(listeners.approve)
     app.action(blocks.REJECT)(listeners.open_reject)
     app.action(blocks.EDIT)(listeners.open_edit)
@@ -188,145 +149,11 @@ class Listeners:
     def __init__(self, deps: SlackDeps) -> None:
         self.deps = deps
         self.home = HomeListener(deps.home_tabs, deps.outbox, deps.clock)
+        self.access = RunAccess(deps.runtime, deps.agents)
         # What follows an ack (decisions waiting on database locks, modals waiting on Slack,
         # runs being created) runs here, so that the request's answer never waits for it.
         self._after_acks = ThreadPoolExecutor(AFTER_ACK_THREADS, thread_name_prefix="signoff-after")
-
-    def intake_of(self, body: dict[str, Any], signature: str) -> Intake | None:
-        """The run ``/agent <task>`` will be acknowledged for (None for other requests)."""
-        if not isinstance(body, dict) or body.get("command") != "/agent":
-            return None
-        try:
-            parsed = parse(str(body.get("text", "")))
-            if not isinstance(parsed, StartRun):
-                return None
-            workflow, data = self._agent_input(parsed.task, command_actor(body), body)
-        except (BadCommand, SignoffError):
-            return None  # the listener answers these as usual
-        return Intake(signature, run_id_for(signature), workflow, data)
-
-    def command(self, ack: Ack, command: dict[str, Any], context: BoltContext) -> None:
-        """``/agent …``: start a run or answer a question, always within Slack's 3 s."""
-        try:
-            parsed = parse(command.get("text", ""))
-        except BadCommand as exc:
-            ack(response_type="ephemeral", text=str(exc))
-            return
-        intake = context.get(CONTEXT_KEY)
-        if isinstance(parsed, StartRun) and isinstance(intake, Intake):
-            self._start_after_ack(ack, intake, command)
-            return
-        try:
-            if isinstance(parsed, ShowHistory):
-                self._check_visible(
-                    parsed.run_id, command_actor(command), command.get("channel_id", "")
-                )
-                text, history = history_message(self.deps.runtime, parsed.run_id)
-                ack(response_type="ephemeral", text=text, blocks=history)
-                return
-            ack(response_type="ephemeral", text=self._answer(parsed, command))
-        except SignoffError as exc:
-            ack(response_type="ephemeral", text=f"Sorry: {escape(str(exc))}")
-
-    def _answer(self, parsed: Command, command: dict[str, Any]) -> str:
-        actor = command_actor(command)
-        runtime, channel = self.deps.runtime, command.get("channel_id", "")
-        match parsed:
-            case StartRun(task=task):
-                return self._start(task, actor, command)
-            case ShowHelp():
-                return HELP
-            case ShowStatus(run_id=run_id):
-                if run_id is not None:
-                    self._check_visible(run_id, actor, channel)
-                return status_text(runtime, run_id, actor)
-            case ListRuns():
-                return list_text(runtime, channel, actor)
-            case ListPending():
-                return pending_text(self.deps.approvals, actor)
-            case ShowHistory(run_id=run_id):
-                self._check_visible(run_id, actor, channel)
-                return history_message(runtime, run_id)[0]
-            case CancelRun(run_id=run_id):
-                return self._cancel(run_id, actor, channel)
-
-    def _cancel(self, run_id: RunId, actor: Actor, channel: str) -> str:
-        self._check_visible(run_id, actor, channel)
-        self._check_control(self.deps.runtime.get(run_id), actor, "cancel")
-        self.deps.runtime.cancel(run_id, by=actor)
-        return f"Cancelled run `{run_id}`."
-
-    def _check_visible(self, run_id: RunId, actor: Actor, channel: str) -> None:
-        """A run is shown in the channel it was started from, and anywhere to the person who
-        started it and its approvers; to anyone else it does not exist."""
-        run = self.deps.runtime.get(run_id)
-        started_here = (slack_context(run) or {}).get("channel") == channel
-        if not same_workspace(run, actor) or (
-            not started_here and not self._may_control(run, actor)
-        ):
-            raise RunNotFound(run_id)
-
-    def _may_control(self, run: Run, actor: Actor) -> bool:
-        data = AgentInput.of(run.input)
-        agent = self.deps.agents.for_workflow(run.workflow)
-        return (data is not None and data.requester.user_id == actor.user_id) or (
-            agent is not None and agent.may_raise_budget(actor)
-        )
-
-    def _check_control(self, run: Run, actor: Actor, verb: str) -> None:
-        """Only the person who started a run, or its approvers, may cancel or fork it."""
-        if not self._may_control(run, actor):
-            raise NotAllowed(f"only the person who started a run or its approvers may {verb} it")
-
-    def _agent_input(self, task: str, actor: Actor, command: dict[str, Any]) -> tuple[str, Any]:
-        """The workflow and input of the run ``/agent <task>`` starts."""
-        agent = self.deps.agents.get()
-        # the response_url reaches the requester even where the bot cannot post
-        context = {
-            "slack": {
-                "channel": command.get("channel_id", ""),
-                "team": command.get("team_id", ""),
-                "enterprise": command.get("enterprise_id") or "",
-                "response_url": command.get("response_url", ""),
-            }
-        }
-        return agent.workflow, AgentInput(task=task, requester=actor, context=context).to_json()
-
-    def _start(self, task: str, actor: Actor, command: dict[str, Any]) -> str:
-        """Start the run before answering (a request with no recorded intake: Socket Mode)."""
-        run = self.deps.runtime.start(*self._agent_input(task, actor, command))
-        return _started(run.id)
-
-    def _start_after_ack(self, ack: Ack, intake: Intake, command: dict[str, Any]) -> None:
-        """Answer with the promised run's id, then start it; the sweep does it if this fails."""
-        ack(response_type="ephemeral", text=_started(intake.run_id))
-        self._after_acks.submit(self._carry_out, intake, command)
-
-    def _carry_out(self, intake: Intake, command: dict[str, Any]) -> None:
-        try:
-            AFTER_ACK.call(lambda: carry_out(self.deps.runtime, self.deps.replays, intake))
-        except StoreUnavailable:
-            self._not_started_yet(intake, command)
-        except SignoffError as exc:
-            logger.warning(
-                "run refused after the ack", extra={"action": "intake", "run_id": intake.run_id}
-            )
-            respond(command, f"Sorry: run `{intake.run_id}` could not start: {escape(str(exc))}")
-        except Exception:
-            self._not_started_yet(intake, command)
-
-    def _not_started_yet(self, intake: Intake, command: dict[str, Any]) -> None:
-        """Log the failure in hand and tell the requester the run will start later (the
-        sweep retries it)."""
-        logger.exception(
-            "run not started after the ack; the sweep retries it",
-            extra={"action": "intake", "run_id": intake.run_id},
-        )
-        respond(
-            command,
-            f"Signoff could not start run `{intake.run_id}` yet; "
-            "it retries within a minute, and the thread shows when it starts.",
-        )
+        self.commands = CommandListener(deps, self.access, self._after_acks.submit)
 
     def approve(self, ack: Ack, body: dict[str, Any]) -> None:
         """Approve: a compare-and-set; a refusal is told to the clicker only."""
@@ -390,7 +217,7 @@ class Listeners:
                 raise ApprovalNotFound(approval_id[:40])
             approval = self.deps.approvals.get(approval_id)
             if not may_see(approval, actor):
-                self._check_visible(parse_run_id(approval.run_id), actor, channel_of(body))
+                self.access.check_visible(parse_run_id(approval.run_id), actor, channel_of(body))
         except (ApprovalNotFound, RunNotFound):
             self._tell(body, actor, "Sorry: there is no such approval, or it is not yours to see.")
             return None
@@ -437,7 +264,7 @@ class Listeners:
     def _history(self, body: dict[str, Any]) -> None:
         run_id, actor = _click(body)
         try:
-            self._check_visible(parse_run_id(run_id), actor, channel_of(body))
+            self.access.check_visible(parse_run_id(run_id), actor, channel_of(body))
         except SignoffError as exc:
             self._tell(body, actor, f"Sorry: {escape(str(exc))}")
             return
@@ -453,9 +280,9 @@ class Listeners:
         value, actor = _click(body)
         source, _, position = value.partition(":")
         try:
-            self._check_visible(parse_run_id(source), actor, channel_of(body))
+            self.access.check_visible(parse_run_id(source), actor, channel_of(body))
             run = self.deps.runtime.get(parse_run_id(source))
-            self._check_control(run, actor, "fork")
+            self.access.check_control(run, actor, "fork")
             forked = fork_run(self.deps.runtime, run.id, int(position), agent_run=True)
         except (SignoffError, ValueError) as exc:
             self._tell(body, actor, f"Sorry: {escape(str(exc))}")
@@ -606,10 +433,6 @@ class Listeners:
             },
         )
         self.deps.outbox.enqueue([notice], self.deps.clock.now())
-
-
-def _started(run_id: RunId) -> str:
-    return f"Started run `{run_id}`; follow it in the thread below."
 
 
 __all__ = ["SlackDeps", "build_app"]
