@@ -9,7 +9,12 @@ from agent_runtime.agent import Agent
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus, Decision
 from agent_runtime.budget import Budget, Consumption
 from agent_runtime.budget_ask import raised_arguments
-from agent_runtime.exceptions import ApprovalNotFound, InvalidRunState, UserError
+from agent_runtime.exceptions import (
+    ApprovalNotFound,
+    ApprovalNotPending,
+    InvalidRunState,
+    UserError,
+)
 from agent_runtime.ids import RunId
 from agent_runtime.models.base import Usage
 from agent_runtime.records import Run, RunStatus, StepKind, StepRecord
@@ -48,7 +53,8 @@ def decide_budget(
     is the hash of the arguments the person was shown, ``approval_id`` the approval they
     were shown: another one, asked since, is not decided in its place). Ending cancels the
     run with its approvals closed in one transaction, if ``actor`` could have decided the
-    approval.
+    approval and only while it is still pending in that transaction (a raise landing first
+    wins, and the person is told who decided).
     Runs that asked before raises were approvals get the decision delivered as then.
     """
     run = runtime.get(run_id)
@@ -64,7 +70,13 @@ def decide_budget(
         refused = approvals.refuse(asked.id, actor, Decision.REJECT)
         if refused is not None:
             return BudgetOutcome(accepted=False, message=refused.message, run=run)
-        ended = runtime.cancel(run.id, by=actor)
+        try:
+            ended = runtime.cancel(run.id, by=actor, while_pending=asked.id)
+        except ApprovalNotPending:
+            # decided since it was read: the refusal now says who decided what, and is audited
+            late = approvals.refuse(asked.id, actor, Decision.REJECT)
+            message = late.message if late is not None else "the budget approval was decided"
+            return BudgetOutcome(accepted=False, message=message, run=runtime.get(run.id))
         return BudgetOutcome(accepted=True, message=f"ended by {actor.label}", run=ended)
     chosen = {k: v for k, v in (limits or Budget()).to_json().items() if v is not None}
     result = approvals.decide(
