@@ -16,7 +16,13 @@ from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approval_service import Approvals, wake_key
 from agent_runtime.approvals import ApprovalKind
 from agent_runtime.budget import Budget, Consumption
-from agent_runtime.budget_ask import ModelCall, budget_tool, decided_limits, raise_request
+from agent_runtime.budget_ask import (
+    ModelCall,
+    budget_tool,
+    decided_limits,
+    ending,
+    raise_request,
+)
 from agent_runtime.context import RunContext
 from agent_runtime.exceptions import InvalidConfiguration, SignoffError, StepFailed
 from agent_runtime.json_limits import json_problem, refusal_of, refused_arguments
@@ -114,6 +120,7 @@ class AgentLoop:
             agent.system_prompt, [t.to_json() for t in agent.tools.specs()]
         )
         self._budget_waits = 0
+        self._budget_end: dict[str, Any] | None = None
         self._calls: list[ModelCall] = []
 
     def run(self) -> dict[str, Any]:
@@ -192,6 +199,7 @@ class AgentLoop:
                 return plan
             decision = self._wait_for_budget(plan)
             if decision.get("action") != "raise":
+                self._budget_end = decision.get("decision") or ending(decision)
                 return None
             self.budget = self.budget.raised(decision.get("limits") or {})
 
@@ -222,8 +230,11 @@ class AgentLoop:
             turns_left=self.agent.max_turns - self.used.model_calls,
         )
         asked = self.effects.request_approval(tool, args, kind=ApprovalKind.BUDGET)
-        limits = decided_limits(self.ctx.wait_for(wake_key(asked)))
-        return {"action": "end"} if limits is None else {"action": "raise", "limits": limits}
+        decided = self.ctx.wait_for(wake_key(asked))
+        limits = decided_limits(decided)
+        if limits is not None:
+            return {"action": "raise", "limits": limits}
+        return {"action": "end", "decision": ending(decided)}
 
     def _tool_turn(self, calls: tuple[ToolCall, ...]) -> list[Message]:
         """Run a turn's calls in order, each as soon as it (and every call before it) is decided.
@@ -288,12 +299,15 @@ class AgentLoop:
             return ToolResult.error(f"{failure.error_type}: {failure.message}")
 
     def _result(self, answer: str | None, *, ended: str | None = None) -> dict[str, Any]:
-        return {
+        result = {
             "answer": answer,
             "ended": ended,
             "usage": self.used.to_json(),
             "budget": self.budget.to_json(),
         }
+        if ended == "budget" and self._budget_end is not None:
+            result["ended_by"] = self._budget_end
+        return result
 
 
 class ToolPlan:

@@ -207,5 +207,18 @@ def decided_limits(decision: Mapping[str, Any]) -> dict[str, Any] | None:
     return dict(raised) if isinstance(raised, dict) else None
 
 
+def ending(decision: Mapping[str, Any]) -> dict[str, Any]:
+    """Return how a run's budget ended, for its result's ``ended_by``: the decision's status
+    (``expired``, ``rejected``; ``ended`` when delivered as an end), who decided, when and
+    why, from what the run received (an approval's summary or a delivered ``end``)."""
+    by = decision.get("decided_by", decision.get("by"))
+    return {
+        "status": str(decision.get("status") or "ended"),
+        "by": by if isinstance(by, dict) else None,
+        "at": decision.get("decided_at"),
+        "reason": decision.get("reason"),
+    }
+
+
 def _never_called(**_: Any) -> NoReturn:
     raise RuntimeError("a budget raise is applied by its run, never called as a tool")

@@ -24,7 +24,7 @@ from agent_runtime.notices import Notice
 from agent_runtime.records import StepKind
 from agent_runtime.rule_decisions import AUTOMATIC_ACTOR_PREFIXES
 from bot.slack.blocks import decision_line
-from bot.slack.budget_blocks import decided_line
+from bot.slack.budget_blocks import decided_line, ended_line
 from bot.slack.text import message, shown, tool_name
 
 ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE, BATCH = (
@@ -139,8 +139,8 @@ class SlackNotifier:
             answer = (run.output or {}).get("answer") if isinstance(run.output, dict) else None
             ended = (run.output or {}).get("ended") if isinstance(run.output, dict) else None
             text = (
-                f"🛑 Ended by a person ({shown(str(ended), 40)} budget)."
-                if ended
+                f"🛑 {ended_line(run.output)}."
+                if ended and isinstance(run.output, dict)
                 else f"✅ *Done:* {shown(str(answer or run.output), 2500)}"
             )
         else:
