@@ -164,6 +164,25 @@ def test_an_end_loses_to_a_raise_landing_after_its_check(monkeypatch: pytest.Mon
     ]
 
 
+def test_ending_or_raising_a_card_decided_since_says_who_decided_it() -> None:
+    """Clicking End or raising on a card another person has decided since tells who decided
+    what, and the attempt is audited as late; the run is left as the decision made it."""
+    h, run_id = exhausted()
+    [asked] = h.env.pending(run_id)
+    assert decide_budget(h.runtime, h.agent, run_id, OMAR, limits=Budget(model_calls=5)).accepted
+    ended = decide_budget(h.runtime, h.agent, run_id, DANA, end=True, approval_id=asked.id)
+    raised = decide_budget(
+        h.runtime, h.agent, run_id, DANA, limits=Budget(model_calls=9), approval_id=asked.id
+    )
+    assert [o.accepted for o in (ended, raised)] == [False, False]
+    assert ended.message.startswith("already approved by omar")
+    assert raised.message.startswith("already approved by omar")
+    assert h.run(run_id).status != RunStatus.CANCELLED
+    entries, _ = h.approval_store.audit_log()
+    late = [e.action for e in entries if e.actor == DANA.to_json()]
+    assert late == ["late", "late"]
+
+
 def test_a_raise_must_be_above_the_limit_and_for_the_approval_shown() -> None:
     """A raise to the current limit or below is refused; so is one for an older approval."""
     h, run_id = exhausted()
