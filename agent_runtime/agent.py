@@ -77,9 +77,7 @@ class Agent:
     def may_raise_budget(self, actor: Actor) -> bool:
         """Tell whether ``actor`` may raise or end an exhausted budget of this agent's runs."""
         policy = self.raise_policy()
-        return policy is not None and listed(
-            policy.snapshot(self.approver_groups)["approvers"], actor
-        )
+        return policy is not None and listed(policy.snapshot(self.approver_groups).approvers, actor)
 
     def raise_policy(self) -> ApprovalPolicy | None:
         """The policy a budget raise is approved under (None when nobody may raise one)."""
@@ -148,6 +146,15 @@ class AgentInput:
             context=data.get("context") or {},
             model=model,
         )
+
+    @classmethod
+    def of(cls, data: Any) -> AgentInput | None:
+        """Read a run's input if it is an agent's; None for another workflow's input (or one
+        that is no agent input: it cannot have started an agent run)."""
+        try:
+            return cls.from_json(data)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
 
 
 class Agents:

@@ -15,15 +15,17 @@ from typing import Any
 from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approval_service import Approvals, wake_key
 from agent_runtime.approvals import ApprovalKind
-from agent_runtime.budget import Budget, Consumption
-from agent_runtime.budget_ask import (
-    ModelCall,
-    budget_tool,
-    decided_limits,
-    ending,
-    raise_request,
+from agent_runtime.budget import (
+    Budget,
+    BudgetDecision,
+    Consumption,
+    EndRun,
+    RaiseBudget,
+    read_budget_decision,
 )
+from agent_runtime.budget_ask import ModelCall, budget_tool, decided_limits, ending, raise_request
 from agent_runtime.context import RunContext
+from agent_runtime.decisions import Approved, Decided, read_decision
 from agent_runtime.exceptions import InvalidConfiguration, SignoffError, StepFailed
 from agent_runtime.json_limits import json_problem, refusal_of, refused_arguments
 from agent_runtime.models.base import (
@@ -36,6 +38,7 @@ from agent_runtime.models.base import (
 )
 from agent_runtime.request_digest import ConversationDigest, is_chained, legacy_request_hash
 from agent_runtime.side_effects import SideEffects, ToolResult
+from agent_runtime.step_names import AS_DECIDED, BUDGET_EXHAUSTED, MODEL, budget_key
 from agent_runtime.tools import Tool
 from agent_runtime.workflows import WorkflowFn
 
@@ -43,9 +46,6 @@ from agent_runtime.workflows import WorkflowFn
 class TurnLimitReached(SignoffError):
     """The agent used all its turns without giving a final answer."""
 
-
-AS_DECIDED = "tools.as_decided"
-"""The journal mark of a turn whose calls each run once decided, not after every decision."""
 
 ModelResolver = Callable[[str], Model]
 """Builds the model a run's input names (``AgentInput.model``); ``ValueError`` if unknown."""
@@ -153,7 +153,7 @@ class AgentLoop:
             self._call_model,
             lambda: request,
             self._request_hash(request),
-            name="model",
+            name=MODEL,
             retry=self.agent.model_retry,
         )
         response = ModelResponse.from_json(output)
@@ -197,15 +197,16 @@ class AgentLoop:
             )
             if isinstance(plan, int):
                 return plan
-            decision = self._wait_for_budget(plan)
-            if decision.get("action") != "raise":
-                self._budget_end = decision.get("decision") or ending(decision)
-                return None
-            self.budget = self.budget.raised(decision.get("limits") or {})
+            match self._wait_for_budget(plan):
+                case RaiseBudget(limits=limits):
+                    self.budget = self.budget.raised(limits)
+                case EndRun(how=how):
+                    self._budget_end = how
+                    return None
 
-    def _wait_for_budget(self, limit: str) -> dict[str, Any]:
+    def _wait_for_budget(self, limit: str) -> BudgetDecision:
         self._budget_waits += 1
-        key = f"budget:{self._budget_waits}"
+        key = budget_key(self._budget_waits)
         self.ctx.step(
             _record,
             {
@@ -214,14 +215,13 @@ class AgentLoop:
                 "budget": self.budget.to_json(),
                 "wait_key": key,
             },
-            name="budget.exhausted",
+            name=BUDGET_EXHAUSTED,
         )
         tool = budget_tool(self.agent)
         if tool is None or (self.ctx.replaying and self.ctx.next_step_name() == key):
             # nobody may raise it, or a journal from before raises were approvals: the
             # run waits for ``budget_control.decide_budget`` to deliver the decision
-            decision: dict[str, Any] = self.ctx.wait_for(key)
-            return decision
+            return read_budget_decision(self.ctx.wait_for(key))
         args = raise_request(
             limit,
             self.budget,
@@ -230,11 +230,9 @@ class AgentLoop:
             turns_left=self.agent.max_turns - self.used.model_calls,
         )
         asked = self.effects.request_approval(tool, args, kind=ApprovalKind.BUDGET)
-        decided = self.ctx.wait_for(wake_key(asked))
+        decided = read_decision(self.ctx.wait_for(wake_key(asked)))
         limits = decided_limits(decided)
-        if limits is not None:
-            return {"action": "raise", "limits": limits}
-        return {"action": "end", "decision": ending(decided)}
+        return EndRun(how=ending(decided)) if limits is None else RaiseBudget(limits=limits)
 
     def _tool_turn(self, calls: tuple[ToolCall, ...]) -> list[Message]:
         """Run a turn's calls in order, each as soon as it (and every call before it) is decided.
@@ -257,9 +255,11 @@ class AgentLoop:
         self.ctx.step(_record, {}, name=AS_DECIDED)
         return True
 
-    def _decision(self, plan: ToolPlan) -> Any:
+    def _decision(self, plan: ToolPlan) -> Decided | None:
         """Wait for the person deciding ``plan``'s call, if it needs one."""
-        return self.ctx.wait_for(wake_key(plan.approval_id)) if plan.approval_id else None
+        if not plan.approval_id:
+            return None
+        return read_decision(self.ctx.wait_for(wake_key(plan.approval_id)))
 
     def _plan(self, call: ToolCall) -> ToolPlan:
         tool = self.agent.tools.get(call.name)
@@ -278,7 +278,7 @@ class AgentLoop:
             return ToolPlan(call, tool, None)
         return ToolPlan(call, tool, None, self.effects.request_approval(tool, call.arguments))
 
-    def _answer(self, plan: ToolPlan, decision: Any) -> Message:
+    def _answer(self, plan: ToolPlan, decision: Decided | None) -> Message:
         result = plan.result
         if result is None and plan.tool is not None:
             result = self._run_tool(plan.tool, plan.call.arguments, decision)
@@ -287,14 +287,18 @@ class AgentLoop:
             role="tool", tool_call_id=plan.call.id, content=result.content, is_error=result.is_error
         )
 
-    def _run_tool(self, tool: Tool, args: dict[str, Any], decision: Any) -> ToolResult:
-        if decision is not None and decision["status"] != "approved":
-            return ToolResult.declined(decision)
+    def _run_tool(self, tool: Tool, args: dict[str, Any], decision: Decided | None) -> ToolResult:
+        match decision:
+            case None:
+                approved, call_args = None, args
+            case Approved():
+                approved, call_args = decision, decision.args
+            case _:
+                return ToolResult.declined(decision)
         if not self.used.tool_call_allowed(self.budget):
             return ToolResult.error("the run's tool-call budget is used up; not executed")
-        call_args = args if decision is None else decision["args"]
         try:
-            return self.effects.execute(tool, call_args, decision)
+            return self.effects.execute(tool, call_args, approved)
         except StepFailed as failure:
             return ToolResult.error(f"{failure.error_type}: {failure.message}")
 

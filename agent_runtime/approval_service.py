@@ -6,7 +6,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from agent_runtime.approvals import (
@@ -28,11 +28,13 @@ from agent_runtime.exceptions import InvalidInput, StoreUnavailable
 from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice, Notifier, Silent
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.quorum import quorum_refusal, quorum_shortfall
 from agent_runtime.records import Event, Run
 from agent_runtime.rule_decisions import grant_ruling, ruling, shadow_drafts
 from agent_runtime.rules import RuleContext, Rules
 from agent_runtime.serialization import canonical_json
+from agent_runtime.step_names import wake_key
 from agent_runtime.store import ApprovalStore, Granting
 from agent_runtime.tools import Tool
 
@@ -43,14 +45,9 @@ SWEEP_BATCH = 100
 """How many due approvals the sweep reads at a time."""
 
 
-def wake_key(approval: str) -> str:
-    """Return the event key under which the waiting run receives the approval's decision."""
-    return f"approval:{approval}"
-
-
 def fingerprint(tool: Tool, groups: Mapping[str, tuple[str, ...]]) -> str:
     """Return a digest of what an approval is asked under: the tool's schema and its policy."""
-    policy = None if tool.approval is None else tool.approval.snapshot(groups)
+    policy = None if tool.approval is None else tool.approval.snapshot(groups).to_json()
     return args_hash({"tool": tool.name, "parameters": tool.parameters, "policy": policy})
 
 
@@ -131,7 +128,7 @@ class Approvals:
         position: int,
         tool: Tool,
         args: dict[str, Any],
-        policy: dict[str, Any],
+        policy: PolicySnapshot,
         requester: Actor,
         now: datetime,
         kind: ApprovalKind = ApprovalKind.TOOL_CALL,
@@ -144,7 +141,6 @@ class Approvals:
         ``agent_runtime.rules``) or, when no enforcing rule matches, a grant covers it (see
         ``agent_runtime.grants``). ``channel`` is the channel the run was started from, which
         rules may look at."""
-        interval = policy.get("remind_every_seconds")
         approval = Approval(
             id=approval_id(run_id, position),
             run_id=run_id,
@@ -157,9 +153,9 @@ class Approvals:
             policy=policy,
             requester=requester,
             requested_at=now,
-            deadline=now + timedelta(seconds=policy["deadline_seconds"]),
+            deadline=now + policy.deadline,
             reason_asked=question,
-            remind_at=None if interval is None else now + timedelta(seconds=interval),
+            remind_at=None if policy.remind_every is None else now + policy.remind_every,
         )
         audit = self._draft(
             approval,
@@ -170,7 +166,7 @@ class Approvals:
                 "tool": tool.name,
                 "args": args,
                 "args_hash": approval.args_hash,
-                "policy": policy,
+                "policy": policy.to_json(),
                 "deadline": approval.deadline.isoformat(),
             },
         )
@@ -437,17 +433,13 @@ class Approvals:
 
     def _expire_or_escalate(self, approval: Approval, now: datetime, result: SweepResult) -> None:
         policy = approval.policy
-        if policy.get("on_expiry") == "escalate" and not approval.escalated:
-            new = dataclasses.replace(
-                approval,
-                escalated=True,
-                deadline=now + timedelta(seconds=policy["deadline_seconds"]),
-            )
+        if policy.escalates and not approval.escalated:
+            new = dataclasses.replace(approval, escalated=True, deadline=now + policy.deadline)
             audit = self._draft(
                 approval,
                 "escalated",
                 None,
-                {"to": policy.get("escalate_to", []), "deadline": new.deadline.isoformat()},
+                {"to": list(policy.escalate_to), "deadline": new.deadline.isoformat()},
                 at=now,
             )
             if self.store.save_approval(
@@ -473,7 +465,8 @@ class Approvals:
             result.expired.append(new)
 
     def _remind(self, approval: Approval, now: datetime, result: SweepResult) -> None:
-        interval = timedelta(seconds=approval.policy["remind_every_seconds"])
+        interval = approval.policy.remind_every
+        assert interval is not None  # only an approval with reminders has a remind_at
         new = dataclasses.replace(approval, remind_at=now + interval)
         audit = self._draft(approval, "reminded", None, None, at=now)
         if self.store.save_approval(
@@ -509,7 +502,7 @@ class Approvals:
 
 def _accepted(approval: Approval) -> str:
     if approval.status == ApprovalStatus.PENDING:
-        needed = int(approval.policy.get("required", 1)) - len(approval.approvals)
+        needed = approval.policy.required - len(approval.approvals)
         return f"approval recorded; {needed} more needed"
     who = approval.decided_by.label if approval.decided_by else "deadline"
     return f"{approval.status.value} by {who}"

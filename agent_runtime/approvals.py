@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NewType
 
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.serialization import canonical_json
 
 ApprovalId = NewType("ApprovalId", str)
@@ -135,7 +136,7 @@ class Approval:
     args: dict[str, Any]
     args_hash: str
     fingerprint: str
-    policy: dict[str, Any]
+    policy: PolicySnapshot
     requester: Actor
     requested_at: datetime
     deadline: datetime
@@ -177,8 +178,7 @@ class Approval:
     @property
     def eligible(self) -> tuple[str, ...]:
         """User ids allowed to decide now (the escalation list once escalated)."""
-        key = "escalate_to" if self.escalated else "approvers"
-        return tuple(self.policy.get(key, ()))
+        return self.policy.escalate_to if self.escalated else self.policy.approvers
 
     def summary(self) -> dict[str, Any]:
         """Return the decision as the waiting run receives it."""
@@ -251,7 +251,7 @@ def _refusal(approval: Approval, actor: Actor, now: datetime) -> Refusal | None:
         return Refusal(message=_already(approval), audit="late")
     if now >= approval.deadline:
         return Refusal(message=f"this approval expired at {_hhmm(approval.deadline)}", audit="late")
-    if actor.user_id == approval.requester.user_id and not approval.policy.get("allow_requester"):
+    if actor.user_id == approval.requester.user_id and not approval.policy.allow_requester:
         return Refusal(
             message="you asked for this action, so someone else must decide", audit="unauthorized"
         )
@@ -276,7 +276,7 @@ def _vote(
     changed = replace(
         approval, approvals=votes, decided_args=args, decided_args_hash=digest, diff=diff or None
     )
-    if len(votes) < int(approval.policy.get("required", 1)):
+    if len(votes) < approval.policy.required:
         return changed
     return _decided(changed, ApprovalStatus.APPROVED, actor, now, reason=reason)
 

@@ -1,8 +1,19 @@
-"""The approvals audit log: append-only, each entry chained to the one before by its hash."""
+"""The approvals audit log: append-only chains, one per shard of runs, each entry chained to
+the one before it in its shard by its hash.
+
+A run's entries all go to one shard (a stable hash of its id), so a decision locks only its
+shard's head and decisions on runs of other shards append at the same time. Each shard's
+chain starts from its own genesis hash, which binds every entry to its shard: an entry (or
+a whole chain) moved to another shard no longer follows the entries before it. Shard 0's
+genesis is the one the single chain had, so a log written before there were shards is
+shard 0's history and verifies unchanged.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,7 +22,23 @@ from agent_runtime.audit_keys import AuditKeys
 from agent_runtime.serialization import canonical_json
 
 GENESIS = "0" * 64
-"""The ``prev_hash`` of the first entry."""
+"""The ``prev_hash`` of shard 0's first entry (the single chain's, before there were shards)."""
+AUDIT_SHARDS = 16
+"""How many chains the log has. The schema records it (one head row per shard, and a check
+on the shard numbers), so changing it takes a migration, never a silent re-sharding."""
+
+
+def shard_of(run_id: str) -> int:
+    """Return the shard whose chain holds ``run_id``'s entries (CRC-32 of the id, stable
+    across processes and versions)."""
+    return zlib.crc32(run_id.encode()) % AUDIT_SHARDS
+
+
+def genesis(shard: int) -> str:
+    """Return the ``prev_hash`` of the first entry of ``shard``'s chain."""
+    if shard == 0:
+        return GENESIS
+    return hashlib.sha256(f"signoff-audit-shard:{shard}".encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,7 +55,8 @@ class AuditDraft:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditEntry:
-    """A chained audit entry; ``kid`` and ``mac`` authenticate its hash when it was signed."""
+    """A chained audit entry: number ``seq`` of ``shard``'s chain; ``kid`` and ``mac``
+    authenticate its hash when it was signed."""
 
     seq: int
     at: datetime
@@ -41,11 +69,12 @@ class AuditEntry:
     hash: str
     kid: str | None = None
     mac: str | None = None
+    shard: int = 0
 
 
 def chain(draft: AuditDraft, seq: int, prev_hash: str, keys: AuditKeys | None = None) -> AuditEntry:
-    """Return ``draft`` as entry number ``seq`` following the entry whose hash is ``prev_hash``,
-    signed with the first of ``keys`` when there are keys."""
+    """Return ``draft`` as entry number ``seq`` of its run's shard, following the entry whose
+    hash is ``prev_hash``, signed with the first of ``keys`` when there are keys."""
     fields = dict(
         seq=seq,
         at=draft.at,
@@ -69,6 +98,7 @@ def chain(draft: AuditDraft, seq: int, prev_hash: str, keys: AuditKeys | None = 
         hash=digest,
         kid=kid,
         mac=mac,
+        shard=shard_of(draft.run_id),
     )
 
 
@@ -78,14 +108,17 @@ def entry_hash(prev_hash: str, fields: dict[str, Any]) -> str:
     return hashlib.sha256((prev_hash + canonical_json(content)).encode()).hexdigest()
 
 
-def verify(entries: list[AuditEntry], head: tuple[int, str] | None) -> list[str]:
-    """Return every break in the chain (edited, deleted or reordered entries); empty if sound.
+def verify(
+    entries: Sequence[AuditEntry], head: tuple[int, str] | None, shard: int = 0
+) -> list[str]:
+    """Return every break in ``shard``'s chain (edited, deleted or reordered entries); empty
+    if sound.
 
-    ``head`` is the (seq, hash) of the last entry as the store recorded it on each append,
-    so that removing entries from the end is detected too.
+    ``head`` is the (seq, hash) of the chain's last entry as the store recorded it on each
+    append, so that removing entries from the end is detected too.
     """
     problems: list[str] = []
-    prev_hash, expected_seq = GENESIS, 1
+    prev_hash, expected_seq = genesis(shard), 1
     for entry in entries:
         if entry.seq != expected_seq:
             problems.append(f"entry {expected_seq} is missing (next is {entry.seq})")

@@ -185,3 +185,30 @@ def budget_left(budget: Budget, used: Consumption) -> dict[str, Any]:
     if budget.model_calls is not None:
         left["model_calls"] = budget.model_calls - used.model_calls
     return left
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RaiseBudget:
+    """A person raised a run's exhausted budget: ``limits`` (JSON form) replace the old ones."""
+
+    limits: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndRun:
+    """A person ended the run whose budget was exhausted, or the raise was declined or
+    expired; ``how`` says which, who and when (the result's ``ended_by``), when known."""
+
+    how: dict[str, Any] | None = None
+
+
+BudgetDecision = RaiseBudget | EndRun
+"""What a person decided about an exhausted budget."""
+
+
+def read_budget_decision(data: Mapping[str, Any]) -> BudgetDecision:
+    """Read the decision a run waiting for its budget receives (anything but a raise ends it)."""
+    if data.get("action") == "raise":
+        return RaiseBudget(limits=data.get("limits") or {})
+    by = data.get("by")
+    return EndRun(how={"status": "ended", "by": by} if isinstance(by, dict) else None)

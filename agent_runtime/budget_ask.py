@@ -23,6 +23,14 @@ from typing import Any, NoReturn
 
 from agent_runtime.agent import Agent
 from agent_runtime.budget import Budget, Consumption, budget_left
+from agent_runtime.decisions import (
+    Approved,
+    Cancelled,
+    Decided,
+    Expired,
+    Rejected,
+    status_of,
+)
 from agent_runtime.exceptions import InvalidInput
 from agent_runtime.tools import Tool
 
@@ -197,26 +205,33 @@ def raised_arguments(asked: Mapping[str, Any], limits: Mapping[str, Any]) -> dic
     return {**asked, "raise_to": dict(limits)}
 
 
-def decided_limits(decision: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Return the limits a budget approval's decision (as the run receives it) raises to,
-    or None when it was not approved (the run ends)."""
-    if decision.get("status") != "approved":
-        return None
-    args = decision.get("args") or {}
-    raised = args.get("raise_to")
-    return dict(raised) if isinstance(raised, dict) else None
+def decided_limits(decision: Decided) -> dict[str, Any] | None:
+    """Return the limits a budget approval's decision raises to, or None when it was not
+    approved (the run ends)."""
+    match decision:
+        case Approved(args=args):
+            raised = args.get("raise_to")
+            return dict(raised) if isinstance(raised, dict) else None
+        case _:
+            return None
 
 
-def ending(decision: Mapping[str, Any]) -> dict[str, Any]:
-    """Return how a run's budget ended, for its result's ``ended_by``: the decision's status
-    (``expired``, ``rejected``; ``ended`` when delivered as an end), who decided, when and
-    why, from what the run received (an approval's summary or a delivered ``end``)."""
-    by = decision.get("decided_by", decision.get("by"))
+def ending(decision: Decided) -> dict[str, Any]:
+    """Return how a declined budget approval ended its run, for the result's ``ended_by``:
+    the status (``rejected``, ``expired``, ``cancelled``), who decided, when and why."""
+    by, reason = None, None
+    match decision:
+        case Rejected() | Cancelled():
+            by, reason = decision.by, decision.reason
+        case Expired():
+            reason = decision.reason
+        case Approved():
+            by = decision.by
     return {
-        "status": str(decision.get("status") or "ended"),
-        "by": by if isinstance(by, dict) else None,
-        "at": decision.get("decided_at"),
-        "reason": decision.get("reason"),
+        "status": status_of(decision).value,
+        "by": None if by is None else by.to_json(),
+        "at": None if decision.at is None else decision.at.isoformat(),
+        "reason": reason,
     }
 
 

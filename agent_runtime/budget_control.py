@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent_runtime.agent import Agent
+from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approval_service import Approvals
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus, Decision
 from agent_runtime.budget import Budget, Consumption
@@ -20,6 +20,7 @@ from agent_runtime.ids import RunId
 from agent_runtime.models.base import Usage
 from agent_runtime.records import Run, RunStatus, StepKind, StepRecord
 from agent_runtime.runtime import Runtime
+from agent_runtime.step_names import MODEL, TOOL, is_budget_key, tool_of
 
 
 class NotAllowed(UserError):
@@ -59,7 +60,7 @@ def decide_budget(
     Runs that asked before raises were approvals get the decision delivered as then.
     """
     run = runtime.get(run_id)
-    if (run.wait_key or "").startswith("budget:"):
+    if is_budget_key(run.wait_key):
         return _deliver(runtime, agent, run, actor, limits, end)
     asked = waiting_raise(runtime, run)
     late = None if asked is not None else _decided_meanwhile(runtime, run, actor, approval_id, end)
@@ -142,12 +143,8 @@ def _deliver(
 ) -> BudgetOutcome:
     """Deliver the decision to a run waiting under a ``budget:`` key (asked before raises
     were approvals): anyone ``may_raise_budget`` in the run's workspace decides."""
-    requester = run.input.get("requester") if isinstance(run.input, dict) else None
-    started_by = (
-        Actor.from_json(requester)
-        if isinstance(requester, dict) and "user_id" in requester
-        else None
-    )
+    started = AgentInput.of(run.input)
+    started_by = None if started is None else started.requester
     in_workspace = started_by is None or actor.shares_workspace(started_by)
     if not (in_workspace and agent.may_raise_budget(actor)):
         raise NotAllowed(f"{actor.label} may not change the budget of agent {agent.name!r}")
@@ -176,9 +173,9 @@ def usage_of(journal: list[StepRecord], agent: Agent) -> Consumption:
     for step in journal:
         if step.kind != StepKind.STEP or step.error is not None:
             continue
-        if step.name == "model":
+        if step.name == MODEL:
             usage, model = model_call_of(step)
             used.add_model_call(usage, agent.prices.get(model or agent.llm.name))
-        elif step.name.startswith("tool:"):
+        elif tool_of(TOOL, step.name) is not None:
             used.tool_calls += 1
     return used

@@ -342,7 +342,8 @@ def compare(
     recorded = recorded_trajectory(agent, approvals, run, journal, decided)
     recording = Recording.of(recorded.calls, stop_at_divergence=stop_at_divergence)
     rerun_trajectory = rerun(candidate, approvals, run, recording)
-    task = run.input.get("task", "") if isinstance(run.input, dict) else ""
+    data = AgentInput.of(run.input)
+    task = "" if data is None else data.task
     counts = approval_counts(
         lambda name: _needs_approval(candidate, name), recorded.calls, rerun_trajectory.calls
     )

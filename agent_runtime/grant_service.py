@@ -56,7 +56,7 @@ class Grants:
         """Tell why ``actor`` may not grant ``scope`` from ``approval`` (None if they may)."""
         if approval.kind != ApprovalKind.TOOL_CALL:
             return "only a tool call's approval can allow similar calls"
-        if int(approval.policy.get("required", 1)) != 1:
+        if approval.policy.required != 1:
             return "this tool needs more than one approver, so no one person can allow it ahead"
         if scope == GrantScope.DAY and actor.user_id not in self.day_granters:
             return "you may not allow calls for 24 hours; you can allow them for this run"
@@ -132,7 +132,7 @@ class Grants:
         if actor.user_id == grant.granted_by.user_id or actor.user_id in self.day_granters:
             return True
         source = self.approvals.get(grant.source_approval)
-        return actor.user_id in source.policy.get("approvers", ())
+        return actor.user_id in source.policy.approvers
 
     def _grant(
         self,

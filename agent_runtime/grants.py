@@ -148,8 +148,8 @@ def grantor_may_decide(grantor: Actor, approval: Approval) -> bool:
     return (
         listed(approval.eligible, grantor)
         and grantor.shares_workspace(approval.requester)
-        and int(policy.get("required", 1)) == 1
-        and (grantor.user_id != approval.requester.user_id or bool(policy.get("allow_requester")))
+        and policy.required == 1
+        and (grantor.user_id != approval.requester.user_id or policy.allow_requester)
     )
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_runtime.agent import Agent
+from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approvals import Approval
 from agent_runtime.budget import Budget, Consumption, budget_left
 from agent_runtime.budget_control import model_call_of
 from agent_runtime.records import AttemptRecord, Run, StepKind, StepRecord
+from agent_runtime.step_names import MODEL, TOOL, tool_of
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,9 +69,9 @@ def _entry(
     failures: list[str],
 ) -> Entry:
     detail: dict[str, Any] = {}
-    if step.kind == StepKind.STEP and step.name == "model" and step.error is None:
+    if step.kind == StepKind.STEP and step.name == MODEL and step.error is None:
         detail |= _model_detail(step, used, budget, agent)
-    if step.kind == StepKind.STEP and step.name.startswith("tool:") and step.error is None:
+    if step.kind == StepKind.STEP and tool_of(TOOL, step.name) is not None and step.error is None:
         used.tool_calls += 1
     if step.kind == StepKind.WAIT and isinstance(step.output, dict):
         data = step.output.get("data")
@@ -126,5 +127,5 @@ def _approval_detail(approval: Approval) -> dict[str, Any]:
 def _budget(run: Run, agent: Agent | None) -> Budget | None:
     if agent is None:
         return None
-    data = run.input.get("budget") if isinstance(run.input, dict) else None
-    return Budget.from_json(data) if isinstance(data, dict) else agent.budget
+    data = AgentInput.of(run.input)
+    return data.budget if data is not None and data.budget is not None else agent.budget

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus
-from agent_runtime.audit import GENESIS, AuditDraft, AuditEntry, chain
+from agent_runtime.audit import AUDIT_SHARDS, AuditDraft, AuditEntry, chain, genesis, shard_of
 from agent_runtime.audit_keys import AuditKeys
 from agent_runtime.exceptions import ApprovalNotFound, ApprovalNotPending, GrantNotFound
 from agent_runtime.grants import Grant
@@ -31,8 +31,7 @@ class InMemoryApprovalStore:
         self._runs = runs
         self._keys = audit_keys
         self._approvals: dict[str, Approval] = {}
-        self._audit: list[AuditEntry] = []
-        self._head: tuple[int, str] | None = None
+        self._chains: dict[int, list[AuditEntry]] = {s: [] for s in range(AUDIT_SHARDS)}
         self._grants: dict[str, Grant] = {}
 
     def _insert_once(
@@ -147,15 +146,16 @@ class InMemoryApprovalStore:
         with self._runs._lock:
             return self._append(audit)
 
-    def audit_log(self) -> tuple[list[AuditEntry], tuple[int, str] | None]:
-        """Return the log and its head."""
+    def audit_log(self) -> tuple[list[AuditEntry], dict[int, tuple[int, str]]]:
+        """Return the chains' entries, by shard, and their heads."""
         with self._runs._lock:
-            return list(self._audit), self._head
+            entries = [entry for chain in self._chains.values() for entry in chain]
+            return entries, {shard: self._head(shard) for shard in self._chains}
 
-    def last_audit_entry(self) -> AuditEntry | None:
-        """Return the newest audit entry, or None while the log is empty."""
+    def newest_audit_entries(self) -> list[AuditEntry]:
+        """Return the newest entry of every chain that has one, by shard."""
         with self._runs._lock:
-            return self._audit[-1] if self._audit else None
+            return [chain[-1] for chain in self._chains.values() if chain]
 
     def cancel_run(
         self,
@@ -268,11 +268,15 @@ class InMemoryApprovalStore:
         ):
             self._runs.deliver_event(run_id, wake.key, wake.data, wake.delivered_at)
 
+    def _head(self, shard: int) -> tuple[int, str]:
+        chain = self._chains[shard]
+        return (chain[-1].seq, chain[-1].hash) if chain else (0, genesis(shard))
+
     def _append(self, audit: AuditDraft) -> AuditEntry:
-        seq, prev_hash = self._head or (0, GENESIS)
+        shard = shard_of(audit.run_id)
+        seq, prev_hash = self._head(shard)
         entry = chain(audit, seq + 1, prev_hash, self._keys)
-        self._audit.append(entry)
-        self._head = (entry.seq, entry.hash)
+        self._chains[shard].append(entry)
         return entry
 
 

@@ -23,13 +23,12 @@ from agent_runtime.records import Run, StepKind, StepRecord
 from agent_runtime.replay import replay_agent
 from agent_runtime.request_digest import request_hash
 from agent_runtime.serialization import canonical_json
-
-MODEL_STEP = "model"
+from agent_runtime.step_names import MODEL
 
 
 def is_model_step(step: StepRecord) -> bool:
     """Tell whether ``step`` records a model call."""
-    return step.kind == StepKind.STEP and step.name == MODEL_STEP
+    return step.kind == StepKind.STEP and step.name == MODEL
 
 
 def model_positions(journal: Sequence[StepRecord]) -> list[int]:
@@ -93,7 +92,7 @@ def model_input(
         )
     replayed = replay_agent(agent, approvals, run, journal[:position])
     end = replayed.end
-    if end is None or end.position != position or end.name != MODEL_STEP:
+    if end is None or end.position != position or end.name != MODEL:
         raise InvalidInput(
             "inspect",
             f"replaying run {run.id} with agent {agent.name} does not "

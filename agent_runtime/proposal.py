@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_runtime.agent import Agent
+from agent_runtime.agent import Agent, AgentInput
 from agent_runtime.approval_service import Approvals
 from agent_runtime.exceptions import InvalidInput, SignoffError
 from agent_runtime.model_input import is_model_step, model_input
@@ -50,7 +50,8 @@ def proposal(
     """Return the model step that proposed the call asked about at journal ``position``."""
     step = proposing_step(journal, position)
     message = _message(journal[step])
-    task = str(run.input.get("task", "")) if isinstance(run.input, dict) else ""
+    data = AgentInput.of(run.input)
+    task = "" if data is None else data.task
     try:
         seen = model_input(agent, approvals, run, journal, step)
     except SignoffError:

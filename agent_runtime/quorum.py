@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
 
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus, Decision, local_people
 from agent_runtime.notices import Notice
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.records import Event
 from agent_runtime.rule_decisions import POLICY_ACTOR_PREFIX, Drafter
 from agent_runtime.store import Ruling
@@ -24,12 +24,12 @@ QUORUM_ACTOR = Actor(user_id=f"{POLICY_ACTOR_PREFIX}quorum", name="the approval 
 """Who the audit log and the cards name as rejecting an approval no quorum could give."""
 
 
-def quorum_shortfall(policy: dict[str, Any], requester: Actor) -> str | None:
+def quorum_shortfall(policy: PolicySnapshot, requester: Actor) -> str | None:
     """Why the policy's quorum can never be met in ``requester``'s workspace (None if it can)."""
-    required = int(policy.get("required", 1))
-    people = len(local_people(policy.get("approvers", ()), requester))
-    if policy.get("on_expiry") == "escalate":  # the escalation list decides after the deadline
-        people = max(people, len(local_people(policy.get("escalate_to", ()), requester)))
+    required = policy.required
+    people = len(local_people(policy.approvers, requester))
+    if policy.escalates:  # the escalation list decides after the deadline
+        people = max(people, len(local_people(policy.escalate_to, requester)))
     if required <= people:
         return None
     where = requester.workspace or "this workspace"

@@ -15,12 +15,10 @@ from agent_runtime.notices import Notifier, Silent
 from agent_runtime.observers import StepObserver, guard
 from agent_runtime.records import AttemptRecord, Fork, Run, RunStatus, StepRecord
 from agent_runtime.serialization import round_trip
+from agent_runtime.step_names import RESERVED_KEYS
 from agent_runtime.store import Store
 from agent_runtime.worker import Worker, WorkerOptions
 from agent_runtime.workflows import Workflows
-
-RESERVED_KEYS = ("approval:", "budget:")
-"""Event keys that people cannot signal: decisions deliver them."""
 
 
 class Runtime:

@@ -19,8 +19,25 @@ from agent_runtime.approvals import Actor, ApprovalKind, ApprovalStatus, args_ha
 from agent_runtime.budget import Consumption
 from agent_runtime.budget_ask import budget_tool, is_budget_approval_tool
 from agent_runtime.context import RunContext
+from agent_runtime.decisions import (
+    Approved,
+    Cancelled,
+    Declined,
+    Expired,
+    Rejected,
+    read_decision,
+    status_of,
+)
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.policy import ApprovalPolicy
+from agent_runtime.step_names import (
+    APPROVAL_REQUEST,
+    TOOL,
+    TOOL_STARTED,
+    TOOL_UNKNOWN_OUTCOME,
+    TOOL_VERIFY,
+    of_tool,
+)
 from agent_runtime.tools import Tool, UnknownOutcome
 
 
@@ -51,15 +68,16 @@ class ToolResult:
         return cls(message, is_error=True)
 
     @classmethod
-    def declined(cls, decision: dict[str, Any]) -> ToolResult:
+    def declined(cls, decision: Declined) -> ToolResult:
         """The call was not approved: say by whom and why, so the agent can adapt."""
-        who = (
-            (decision.get("decided_by") or {}).get("name")
-            or (decision.get("decided_by") or {}).get("user_id")
-            or "the deadline"
-        )
-        reason = decision.get("reason") or "no reason given"
-        return cls(f"not executed: {decision['status']} by {who}: {reason}", is_error=True)
+        match decision:
+            case Rejected(by=by) | Cancelled(by=by):
+                who = by.label if by is not None else ""
+            case Expired():
+                who = ""
+        reason = decision.reason or "no reason given"
+        status = status_of(decision).value
+        return cls(f"not executed: {status} by {who or 'the deadline'}: {reason}", is_error=True)
 
 
 class SideEffects:
@@ -100,7 +118,7 @@ class SideEffects:
             question,
             now,
             self.ctx.position,
-            name=f"approval.request:{tool.name}",
+            name=of_tool(APPROVAL_REQUEST, tool.name),
         )
         approval: str = output["approval_id"]
         return approval
@@ -123,9 +141,7 @@ class SideEffects:
         )
         return {"approval_id": approval.id, "deadline": approval.deadline.isoformat()}
 
-    def execute(
-        self, tool: Tool, args: dict[str, Any], decision: dict[str, Any] | None
-    ) -> ToolResult:
+    def execute(self, tool: Tool, args: dict[str, Any], approved: Approved | None) -> ToolResult:
         """Run the tool once; side-effecting tools get started/finished records and a key."""
         self.used.tool_calls += 1
         if not tool.side_effect:
@@ -135,13 +151,13 @@ class SideEffects:
         from_journal = self.ctx.replaying
         position = self.ctx.position
         key = idempotency_key(self.ctx.run_id, position)
-        approval = None if decision is None else decision["approval_id"]
+        approval = None if approved is None else approved.approval_id
         started = self.ctx.step(
-            self._start, tool.name, args, approval, position, name=f"tool.started:{tool.name}"
+            self._start, tool.name, args, approval, position, name=of_tool(TOOL_STARTED, tool.name)
         )
         if started.get("refused"):
             return ToolResult.error(f"not executed: {started['refused']}")
-        marker = f"tool.unknown_outcome:{tool.name}"
+        marker = of_tool(TOOL_UNKNOWN_OUTCOME, tool.name)
         if from_journal and self.ctx.next_step_name() in (None, marker):
             return self._unknown_outcome(tool, args, key)
         return ToolResult.of(self._run(tool, args, key))
@@ -181,7 +197,12 @@ class SideEffects:
 
     def _run(self, tool: Tool, args: dict[str, Any], key: str) -> Any:
         return self.ctx.step(
-            tool.call, args, key, name=f"tool:{tool.name}", retry=tool.retry, timeout=tool.timeout
+            tool.call,
+            args,
+            key,
+            name=of_tool(TOOL, tool.name),
+            retry=tool.retry,
+            timeout=tool.timeout,
         )
 
     def _unknown_outcome(self, tool: Tool, args: dict[str, Any], key: str) -> ToolResult:
@@ -189,10 +210,10 @@ class SideEffects:
         self.ctx.step(
             _record,
             {"key": key, "strategy": strategy.value},
-            name=f"tool.unknown_outcome:{tool.name}",
+            name=of_tool(TOOL_UNKNOWN_OUTCOME, tool.name),
         )  # marker: see execute()
         if strategy == UnknownOutcome.VERIFY and tool.verify is not None:
-            found = self.ctx.step(tool.verify, key, name=f"tool.verify:{tool.name}")
+            found = self.ctx.step(tool.verify, key, name=of_tool(TOOL_VERIFY, tool.name))
             if found is not None:
                 return ToolResult.of(found)
         elif strategy == UnknownOutcome.ASK:
@@ -207,12 +228,15 @@ class SideEffects:
             "Approve = yes, it happened; Reject = no, run it again."
         )
         asked = self.request_approval(tool, args, kind=ApprovalKind.OUTCOME, question=question)
-        decision: dict[str, Any] = self.ctx.wait_for(wake_key(asked))
-        if decision["status"] == "approved":
-            return ToolResult.of({"status": "confirmed by a person", "idempotency_key": key})
-        if decision["status"] == "rejected":
-            return None
-        return ToolResult.error(f"outcome of {tool.name} unknown and unconfirmed; not retried")
+        match read_decision(self.ctx.wait_for(wake_key(asked))):
+            case Approved():
+                return ToolResult.of({"status": "confirmed by a person", "idempotency_key": key})
+            case Rejected():
+                return None
+            case _:
+                return ToolResult.error(
+                    f"outcome of {tool.name} unknown and unconfirmed; not retried"
+                )
 
     def _policy(self, tool: Tool) -> ApprovalPolicy:
         if tool.approval is not None:

@@ -279,12 +279,14 @@ class ApprovalStore(Protocol):
         """Append an entry that records an attempt which changed nothing."""
         ...
 
-    def audit_log(self) -> tuple[list[AuditEntry], tuple[int, str] | None]:
-        """Return every audit entry in order and the recorded head (seq, hash)."""
+    def audit_log(self) -> tuple[list[AuditEntry], dict[int, tuple[int, str]]]:
+        """Return every audit entry, by shard then number, and each shard's recorded head
+        (seq, hash), (0, its genesis hash) while its chain is empty."""
         ...
 
-    def last_audit_entry(self) -> AuditEntry | None:
-        """Return the newest audit entry (what an anchor records), or None if there is none."""
+    def newest_audit_entries(self) -> list[AuditEntry]:
+        """Return the newest entry of every shard's chain that has one (what an anchor
+        records), by shard."""
         ...
 
     def due_approvals(self, now: datetime, limit: int = 100) -> list[Approval]:

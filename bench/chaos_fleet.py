@@ -99,13 +99,13 @@ class Member:
         return death
 
     def front(self) -> ServeProcess | None:
-        """This member's serve process if it answers ``/healthz`` (a quick probe)."""
+        """This member's serve process if ``/healthz`` says it is up (a quick probe)."""
         if not isinstance(self.process, ServeProcess):
             return None
         if not self.healthy:
             try:
                 answer = requests.get(self.process.health_url, timeout=HEALTH_PROBE_S)
-                self.healthy = answer.status_code == 200
+                self.healthy = answer.status_code == 200 and answer.json()["status"] == "ok"
             except requests.RequestException:
                 return None
         return self.process if self.healthy else None

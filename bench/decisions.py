@@ -1,43 +1,41 @@
-"""Decisions per second on PostgreSQL: ``Approvals.decide`` beside the raw SQL it must run.
+"""Decisions per second: ``Approvals.decide`` beside the raw SQL it must run, on PostgreSQL
+and SQLite.
 
 Run ``python -m bench.decisions`` (``--quick`` for fewer decisions per repeat).
 
 Set-up, torn down at the end: a fresh PostgreSQL database on ``SIGNOFF_BENCH_PG_URL`` (default:
-the local server, as the other benchmarks), migrated; runs started from a Slack channel, each
-with one pending approval of a gated tool (two approvers, one needed), exactly as the agent
-loop asks for them, so each decision writes what a click's does: the compare-and-set on the
-approval, its audit entry (chained, and signed with an audit key), the card updates and
-thread reply for the outbox, and the wake-up event for the run.
+the local server, as the other benchmarks) and a SQLite file, migrated; runs started from a
+Slack channel, each with one pending approval of a gated tool (two approvers, one needed),
+exactly as the agent loop asks for them, so each decision writes what a click's does: the
+compare-and-set on the approval, its audit entry (chained in its run's shard, and signed
+with an audit key), the card updates and thread reply for the outbox, and the wake-up event
+for the run.
 
-For 1 and 8 deciding threads, repeat by repeat and interleaved, it times:
+For 1 and 8 deciding threads, repeat by repeat and interleaved (the order rotating), it
+times ``decide`` (each thread takes the next approval and calls ``Approvals.decide``, which
+reads the approval, judges it and saves it, as a click's listener does) and the raw limits
+of ``bench.decision_raw``: the same transaction's statements chained through the shard's
+head row (``raw``), through one head row for every decision (``raw, one head``: the limit
+before chains were sharded) and unchained.
 
-* ``decide``: each thread takes the next approval and calls ``Approvals.decide`` (which reads
-  the approval, judges it and saves it, as a click's listener does);
-* ``raw``: the physical limit on the same machine and server — one connection per thread, each
-  decision one transaction of the statements a decision cannot do without: the approval's
-  compare-and-set UPDATE, the audit head's row lock, the audit INSERT and the head UPDATE;
-* ``raw, no chain``: the compare-and-set UPDATE and the audit INSERT alone, what the same
-  transactions could do if audit entries were not chained through one head row.
-
-It prints the median decisions/s of each with the spread (lowest-highest repeat) and the
-ratio of the medians, against the goal of 1,000 decisions/s with 8 deciders. Numbers move
-with the machine's load: rerun before concluding.
+It prints the median decisions/s of each with the spread (lowest-highest repeat), and the
+median with the spread of decide/raw taken pair by pair, against the goal of 1,000
+decisions/s with 8 deciders on PostgreSQL. Numbers move with the machine's load: rerun
+before concluding.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
-
-import psycopg
-from psycopg import sql
 
 from agent_runtime import (
     Actor,
@@ -52,7 +50,8 @@ from agent_runtime import (
     tool,
 )
 from agent_runtime.audit_keys import AuditKey, AuditKeys
-from bench._common import scratch_database, sqlalchemy_pg_url
+from bench._common import scratch_database, sqlalchemy_pg_url, take_turns
+from bench.decision_raw import Chaining, RawDecisions
 from bot.slack.notifier import SlackNotifier
 from store import open_store
 from store.approval_store import SqlApprovalStore
@@ -79,11 +78,14 @@ GATED = tool(side_effect=True, approval=POLICY)(refund)
 
 @dataclass
 class Bench:
-    """A migrated database, the approvals service over it, and a raw connection string."""
+    """A migrated database and the approvals service over it."""
 
-    dsn: str
     approvals: Approvals
     runtime: Runtime
+
+    def dispose(self) -> None:
+        """Close the database's connections."""
+        self.runtime.store.engine.dispose()  # type: ignore[attr-defined]
 
     def pending(self, count: int) -> list[str]:
         """Start ``count`` runs, each with one pending approval; return the approval ids."""
@@ -116,9 +118,14 @@ def idle(context: RunContext, data: Any) -> None:
     """A workflow that is never run: the runs only carry the approvals."""
 
 
-def open_bench(dsn: str) -> Bench:
-    """Migrate the database at ``dsn`` and wire the approvals service as ``serve`` does."""
-    store = open_store(sqlalchemy_pg_url(dsn).replace("postgresql://", "postgresql+psycopg://"))
+def pg_url(dsn: str) -> str:
+    """The SQLAlchemy URL of the PostgreSQL database at ``dsn``."""
+    return sqlalchemy_pg_url(dsn).replace("postgresql://", "postgresql+psycopg://")
+
+
+def open_bench(url: str) -> Bench:
+    """Migrate the database at ``url`` and wire the approvals service as ``serve`` does."""
+    store = open_store(url)
     keys = AuditKeys((AuditKey("bench", b"b" * 32),))
     lookup = ToolLookup()
     lookup.add(GATED)
@@ -128,7 +135,6 @@ def open_bench(dsn: str) -> Bench:
     workflows = Workflows()
     workflows.add("bench.idle", idle)
     return Bench(
-        dsn=dsn,
         approvals=approvals,
         runtime=Runtime(store, workflows, notifier=SlackNotifier(store)),
     )
@@ -170,55 +176,13 @@ def decide_rate(bench: Bench, count: int, threads: int) -> float:
     return in_threads(ids, threads, one)
 
 
-RAW = [
-    "UPDATE raw_approvals SET status = 'approved', version = version + 1 "
-    "WHERE id = %s AND version = 0",
-    "SELECT seq, hash FROM raw_head WHERE id = 1 FOR UPDATE",
-    "INSERT INTO raw_audit (seq, approval_id, detail, prev_hash, hash) "
-    "VALUES ((SELECT seq + 1 FROM raw_head WHERE id = 1), %s, %s, 'p', 'h')",
-    "UPDATE raw_head SET seq = seq + 1, hash = 'h' WHERE id = 1",
-]
-
-
-UNCHAINED = (
-    "INSERT INTO raw_entries (approval_id, detail, prev_hash, hash) VALUES (%s, %s, 'p', 'h')"
-)
-
-
-def raw_rate(dsn: str, count: int, threads: int, *, chained: bool = True) -> float:
-    """Decisions/s of the raw statements, one connection per thread (without the audit head
-    row unless ``chained``)."""
-    ids = [uuid.uuid4().hex[:24] for _ in range(count)]
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO raw_approvals (id, status, version) "
-                "SELECT unnest(%s::text[]), 'pending', 0"
-            ),
-            (ids,),
-        )
-    local = threading.local()
-    connections: list[psycopg.Connection[Any]] = []
-
-    def one(approval: str) -> None:
-        conn = getattr(local, "conn", None)
-        if conn is None:
-            conn = local.conn = psycopg.connect(dsn)
-            connections.append(conn)
-        with conn.transaction():
-            assert conn.execute(RAW[0], (approval,)).rowcount == 1
-            if not chained:
-                conn.execute(UNCHAINED, (approval, '{"decision": "approve"}'))
-                return
-            conn.execute(RAW[1])
-            conn.execute(RAW[2], (approval, '{"decision": "approve"}'))
-            conn.execute(RAW[3])
-
+def raw_rate(raw: RawDecisions, count: int, threads: int, chaining: Chaining) -> float:
+    """Decisions/s of the raw statements, one connection per thread."""
+    ids = raw.pending(count)
     try:
-        return in_threads(ids, threads, one)
+        return in_threads(ids, threads, lambda approval: raw.decide(approval, chaining))
     finally:
-        for conn in connections:
-            conn.close()
+        raw.close()
 
 
 def spread(rates: list[float]) -> str:
@@ -226,52 +190,82 @@ def spread(rates: list[float]) -> str:
     return f"{statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f})"
 
 
-def create_raw_tables(dsn: str) -> None:
-    """The raw baseline's tables, beside Signoff's."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE raw_approvals (id text PRIMARY KEY, status text, version int)")
-        conn.execute(
-            "CREATE TABLE raw_audit (seq int PRIMARY KEY, approval_id text, "
-            "detail jsonb, prev_hash text, hash text)"
-        )
-        conn.execute("CREATE TABLE raw_head (id int PRIMARY KEY, seq int, hash text)")
-        conn.execute(
-            "CREATE TABLE raw_entries (seq serial PRIMARY KEY, approval_id text, "
-            "detail jsonb, prev_hash text, hash text)"
-        )
-        conn.execute("INSERT INTO raw_head VALUES (1, 0, 'g')")
+def ratio(decided: list[float], raw: list[float]) -> str:
+    """The median of decide/raw, pair by pair, with its lowest-highest pair."""
+    pairs = [d / r for d, r in zip(decided, raw, strict=True)]
+    return f"{statistics.median(pairs):.2f} ({min(pairs):.2f}-{max(pairs):.2f})"
+
+
+def measure(
+    bench: Bench, raw: RawDecisions, variants: dict[str, Chaining], count: int, repeats: int
+) -> list[list[str]]:
+    """The table's rows for one database: every contestant, interleaved, per deciders."""
+    return [_row(bench, raw, variants, count, repeats, threads) for threads in THREADS]
+
+
+def _row(
+    bench: Bench,
+    raw: RawDecisions,
+    variants: dict[str, Chaining],
+    count: int,
+    repeats: int,
+    threads: int,
+) -> list[str]:
+    def raw_with(chaining: Chaining) -> Callable[[], float]:
+        return lambda: raw_rate(raw, count, threads, chaining)
+
+    contestants = {
+        "decide": lambda: decide_rate(bench, count, threads),
+        **{name: raw_with(chaining) for name, chaining in variants.items()},
+    }
+    rates = take_turns(contestants, repeats)
+    spreads = [spread(rates[name]) for name in contestants]
+    return [str(threads), *spreads, ratio(rates["decide"], rates["raw"])]
+
+
+PG_VARIANTS: dict[str, Chaining] = {
+    "raw": "sharded",
+    "raw, one head": "one head",
+    "raw, no chain": "none",
+}
+SQLITE_VARIANTS: dict[str, Chaining] = {"raw": "sharded"}
 
 
 def main() -> None:
-    """Measure and print the table."""
+    """Measure and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer decisions per repeat")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--only", choices=("postgresql", "sqlite"), help="one database only")
     options = parser.parse_args()
     count = 200 if options.quick else 1000
-    with scratch_database() as dsn:
-        bench = open_bench(dsn)
-        create_raw_tables(dsn)
-        print(
-            f"decisions/s on PostgreSQL, {count} decisions a repeat, median of "
-            f"{options.repeats} interleaved repeats"
-        )
-        print("| deciders | decide/s | raw/s | raw, no chain/s | decide/raw |")
-        print("|---|---|---|---|---|")
-        for threads in THREADS:
-            decided, raw, unchained = [], [], []
-            for _ in range(options.repeats):
-                decided.append(decide_rate(bench, count, threads))
-                raw.append(raw_rate(dsn, count, threads))
-                unchained.append(raw_rate(dsn, count, threads, chained=False))
-            d, r = statistics.median(decided), statistics.median(raw)
-            print(
-                f"| {threads} | {spread(decided)} | {spread(raw)} | {spread(unchained)} "
-                f"| {d / r:.2f} |"
-            )
-        verdict = "met" if d >= GOAL else "not met"
-        print(f"goal: {GOAL:,} decisions/s with {THREADS[-1]} deciders: {verdict}")
-        bench.runtime.store.engine.dispose()  # type: ignore[attr-defined]
+    print(f"{count} decisions a repeat, median (lowest-highest) of {options.repeats} repeats")
+    if options.only != "sqlite":
+        with scratch_database() as dsn:
+            bench = open_bench(pg_url(dsn))
+            rows = measure(bench, RawDecisions(dsn=dsn), PG_VARIANTS, count, options.repeats)
+            bench.dispose()
+        _print("PostgreSQL", PG_VARIANTS, rows)
+        eight = float(rows[-1][1].split()[0].replace(",", ""))
+        verdict = "met" if eight >= GOAL else "not met"
+        print(f"goal: {GOAL:,} decisions/s with {THREADS[-1]} deciders on PostgreSQL: {verdict}")
+    if options.only != "postgresql":
+        with tempfile.TemporaryDirectory() as scratch:
+            path = str(Path(scratch) / "signoff.db")
+            bench = open_bench(f"sqlite:///{path}")
+            raw = RawDecisions(path=str(Path(scratch) / "raw.db"))
+            rows = measure(bench, raw, SQLITE_VARIANTS, count, options.repeats)
+            bench.dispose()
+        _print("SQLite", SQLITE_VARIANTS, rows)
+
+
+def _print(database: str, variants: dict[str, Chaining], rows: list[list[str]]) -> None:
+    headers = ["deciders", "decide/s", *(f"{name}/s" for name in variants), "decide/raw"]
+    print(f"\n{database}")
+    print("| " + " | ".join(headers) + " |")
+    print("|" + "---|" * len(headers))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from sqlalchemy import Engine, event
 
 from agent_runtime import ApprovalStatus, RunId, RunStatus, SystemClock
 from bench._common import scratch_database
-from bench.decisions import Bench, open_bench
+from bench.decisions import Bench, open_bench, pg_url
 from store import SqlStore
 from store.run_sql import claim_statement
 
@@ -69,12 +69,12 @@ WHERE t.id = %(template)s AND (i > %(finished)s OR i %% 2 = 0)
 """
 
 
-def seed(bench: Bench, finished: int, waiting: int) -> None:
+def seed(bench: Bench, dsn: str, finished: int, waiting: int) -> None:
     """Copy one engine-made run and approval into ``finished`` + ``waiting`` of each."""
     (template,) = bench.pending(1)
     run_id = bench.approvals.store.get_approval(template).run_id
     params = {"finished": finished, "total": finished + waiting}
-    with psycopg.connect(bench.dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(SEED_RUNS, params | {"template": uuid.UUID(hex=run_id)})
         conn.execute(SEED_APPROVALS, params | {"template": template})
         conn.execute("ANALYZE")
@@ -199,9 +199,9 @@ def main() -> None:
     options = parser.parse_args()
     repeats = 50 if options.quick else 300
     with scratch_database() as dsn:
-        bench = open_bench(dsn)
+        bench = open_bench(pg_url(dsn))
         started = time.perf_counter()
-        seed(bench, options.finished, options.waiting)
+        seed(bench, dsn, options.finished, options.waiting)
         print(
             f"{options.finished:,} finished and {options.waiting:,} waiting runs on PostgreSQL "
             f"(seeded in {time.perf_counter() - started:.1f} s); {repeats} interleaved repeats"

@@ -86,7 +86,7 @@ class Serve:
         )
 
     def wait_healthy(self) -> None:
-        """Wait until ``/healthz`` answers 200."""
+        """Wait until ``/healthz`` answers 200 with status ``ok`` (up, not starting)."""
         deadline = time.monotonic() + START_TIMEOUT_S
         with requests.Session() as http:
             http.trust_env = False
@@ -94,7 +94,8 @@ class Serve:
                 if self.process.poll() is not None:
                     raise RuntimeError(f"serve {self.name} exited:\n{self.tail()}")
                 with contextlib.suppress(requests.RequestException):
-                    if http.get(self.health_url, timeout=1.0).status_code == 200:
+                    answer = http.get(self.health_url, timeout=1.0)
+                    if answer.status_code == 200 and answer.json()["status"] == "ok":
                         return
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"serve {self.name} not healthy:\n{self.tail()}")

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from agent_runtime import Run, RunNotFound, Runtime, parse_run_id
+from agent_runtime import AgentInput, Run, RunNotFound, Runtime, parse_run_id
 from devkit.demo.ledger import Ledger
 from devkit.demo.records import LedgerEntry
 from devkit.worker_supervisor import WorkerSupervisor
@@ -106,7 +106,8 @@ class DevPanel:
 
 
 def _run_json(run: Run) -> dict[str, Any]:
-    task = run.input.get("task", "") if isinstance(run.input, dict) else ""
+    data = AgentInput.of(run.input)
+    task = "" if data is None else data.task
     return {
         "id": run.id,
         "workflow": run.workflow,

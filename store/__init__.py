@@ -10,6 +10,7 @@ from store.approval_store import SqlApprovalStore
 from store.archive import ArchiveError, ImportResult, PruneResult
 from store.engine import DEFAULT_URL, build_engine
 from store.errors import translated
+from store.home_tabs import HOME_REFRESH, SqlHomeTabs
 from store.migrate import latest_revision, upgrade
 from store.notify import WakeListener
 from store.outbox import WEBHOOK, SqlOutbox
@@ -39,6 +40,7 @@ def open_store(url: str = DEFAULT_URL, *, migrate: bool = True) -> SqlStore:
 
 __all__ = [
     "DEFAULT_URL",
+    "HOME_REFRESH",
     "WEBHOOK",
     "ApiKey",
     "ApiRequest",
@@ -49,6 +51,7 @@ __all__ = [
     "SchemaStatus",
     "SqlApiStore",
     "SqlApprovalStore",
+    "SqlHomeTabs",
     "SqlInstallations",
     "SqlOutbox",
     "SqlReplayGuard",

@@ -18,7 +18,6 @@ from sqlalchemy import (
     bindparam,
     false,
     func,
-    insert,
     or_,
     select,
     update,
@@ -26,20 +25,22 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus
-from agent_runtime.audit import AuditDraft, AuditEntry, chain
+from agent_runtime.audit import AuditDraft, AuditEntry
 from agent_runtime.audit_keys import AuditKeys
 from agent_runtime.exceptions import ApprovalNotFound, ApprovalNotPending, GrantNotFound
 from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.records import Event, Run
 from agent_runtime.store import Closing, Granting, Ruling, ruled_since
+from store.audit_chains import Chains, newest_entries, read_log
 from store.connections import reading, writing
 from store.engine import reader
 from store.errors import translated
 from store.grant_rows import insert_grant, locked_grant, mark_revoked, read_grant, select_grants
 from store.json_filters import array_has, in_workspace
-from store.models import approvals, audit_head, audit_log, runs
+from store.models import approvals, runs
 from store.outbox import write_notices
 from store.pages import after as page_after
 from store.pages import newest_first
@@ -54,21 +55,12 @@ SAVE_IF_VERSION = update(approvals).where(
     approvals.c.id == bindparam("b_id"), approvals.c.version == bindparam("b_version")
 )
 DECIDE_IF_VERSION = SAVE_IF_VERSION.where(approvals.c.deadline > bindparam("b_before"))
-LOCK_HEAD = select(audit_head.c.seq, audit_head.c.hash).where(audit_head.c.id == 1)
 DUE = (
     select(approvals)
     .where(approvals.c.next_due_at <= bindparam("now", type_=approvals.c.next_due_at.type))
     .order_by(approvals.c.next_due_at)
     .limit(bindparam("limit"))
 )
-ENTRY_FIELDS = tuple(c.name for c in audit_log.c)
-ADD_ENTRY = insert(audit_log).values({name: bindparam(f"e_{name}") for name in ENTRY_FIELDS})
-MOVE_HEAD = (
-    update(audit_head)
-    .where(audit_head.c.id == 1)
-    .values(seq=bindparam("e_seq"), hash=bindparam("e_hash"))
-)
-APPEND = MOVE_HEAD.add_cte(ADD_ENTRY.cte("appended"))
 """Every statement of a decision is built once, so each call only binds its values."""
 
 
@@ -101,7 +93,7 @@ class SqlApprovalStore:
             if existing is not None:
                 return existing
             write_notices(conn, notices, audit.at)
-            _append(conn, _lock_head(conn), audit, self._keys)  # the chain's lock last
+            Chains(conn, self._keys).append(audit)  # the chain's lock last
         return approval
 
     def create_ruled_approval(
@@ -109,26 +101,29 @@ class SqlApprovalStore:
     ) -> Approval:
         """Store the approval and, if its limits allow, the ruling, in one transaction.
 
-        The rules' earlier approvals are read after the audit head is locked: every
-        ruling holds that lock until it commits, so the count includes all of them.
+        The rules' earlier approvals are read after the rulings' lock is taken: every
+        ruling holds it until it commits, so the count includes all of them. (Decisions of
+        runs in other shards append at the same time, so a chain's head cannot be that lock.)
         """
         with self._tx() as conn:
             existing = _insert(conn, approval)
             if existing is not None:
                 return existing
+            chains = Chains(conn, self._keys)
+            chains.serialise_rulings()
             if ruling.wake is not None:  # a decision's lock order: the run before the head
                 conn.execute(
                     select(runs.c.id).where(runs.c.id == approval.run_id).with_for_update()
                 )
-            entry = _append(conn, _lock_head(conn), audit, self._keys)
+            chains.append(audit)
             for draft in ruling.shadows:
-                entry = _append(conn, (entry.seq, entry.hash), draft, self._keys)
+                chains.append(draft)
             allowed = ruling.allowed(_ruled(conn, approval, ruling.since)) and (
                 ruling.grant is None or ruling.still_granted(locked_grant(conn, ruling.grant))
             )
             last = ruling.decision if allowed else ruling.limited
             if last is not None:
-                _append(conn, (entry.seq, entry.hash), last, self._keys)
+                chains.append(last)
             if not allowed or ruling.decided is None:
                 write_notices(conn, notices, audit.at)
                 return approval
@@ -236,12 +231,15 @@ class SqlApprovalStore:
             write_notices(conn, notices, audit.at)
             if wake is not None:
                 deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at, strict=False)
-            # every decision locks the chain's head row: lock it last, so that it is held for
-            # the append and the commit only
-            entry = _append(conn, _lock_head(conn), audit, self._keys)
+            # every decision locks its run's chain's head row: lock it last, so that it is
+            # held for the append and the commit only
+            chains = Chains(conn, self._keys)
+            if grant is not None:
+                chains.lock(audit.run_id, grant[1].run_id)
+            chains.append(audit)
             if grant is not None and insert_grant(conn, grant[0]) is None:
                 write_notices(conn, grant[2], grant[1].at)
-                _append(conn, (entry.seq, entry.hash), grant[1], self._keys)
+                chains.append(grant[1])
         return True
 
     def consume_approval(self, approval_id: str, position: int) -> bool:
@@ -260,21 +258,17 @@ class SqlApprovalStore:
     def append_audit(self, audit: AuditDraft) -> AuditEntry:
         """Append an attempt to the audit log."""
         with self._tx() as conn:
-            return _append(conn, _lock_head(conn), audit, self._keys)
+            return Chains(conn, self._keys).append(audit)
 
-    def audit_log(self) -> tuple[list[AuditEntry], tuple[int, str] | None]:
-        """Return the log in order and its recorded head."""
+    def audit_log(self) -> tuple[list[AuditEntry], dict[int, tuple[int, str]]]:
+        """Return the entries by shard then number, and every shard's recorded head."""
         with self._read() as conn:
-            rows = conn.execute(select(audit_log).order_by(audit_log.c.seq)).all()
-            head = conn.execute(select(audit_head.c.seq, audit_head.c.hash)).first()
-        entries = [_entry(row) for row in rows]
-        return entries, None if head is None or head.seq == 0 else (head.seq, head.hash)
+            return read_log(conn)
 
-    def last_audit_entry(self) -> AuditEntry | None:
-        """Return the newest audit entry, or None while the log is empty."""
+    def newest_audit_entries(self) -> list[AuditEntry]:
+        """Return the newest entry of every chain that has one, by shard."""
         with self._read() as conn:
-            row = conn.execute(select(audit_log).order_by(audit_log.c.seq.desc()).limit(1)).first()
-        return None if row is None else _entry(row)
+            return newest_entries(conn)
 
     def cancel_run(
         self,
@@ -288,9 +282,9 @@ class SqlApprovalStore:
         """Cancel the run and close its pending approvals in one transaction (only while
         ``while_pending`` is one of them, if named: ``ApprovalNotPending`` otherwise).
 
-        Locks are taken in a decision's order (approvals, audit head, run), so a decision
-        racing the cancel waits for it or is refused, never deadlocks; on PostgreSQL the
-        locked read sees a decision committed meanwhile.
+        Locks are taken in a decision's order (approvals, the run's audit head, run), so a
+        decision racing the cancel waits for it or is refused, never deadlocks; on PostgreSQL
+        the locked read sees a decision committed meanwhile.
         """
         pending = (
             select(approvals)
@@ -303,7 +297,8 @@ class SqlApprovalStore:
             found = [_approval(row) for row in conn.execute(pending)]
             if while_pending is not None and while_pending not in {a.id for a in found}:
                 raise ApprovalNotPending(while_pending)
-            head = _lock_head(conn)
+            chains = Chains(conn, self._keys)
+            chains.lock(run_id)
             run = cancel_in(conn, run_id, now, notices)
             for approval in found:
                 closed, audit, more = close(approval)
@@ -312,8 +307,7 @@ class SqlApprovalStore:
                     .where(approvals.c.id == approval.id)
                     .values(_row(closed) | {"version": approval.version + 1})
                 )
-                entry = _append(conn, head, audit, self._keys)
-                head = (entry.seq, entry.hash)
+                chains.append(audit)
                 write_notices(conn, more, audit.at)
         return run
 
@@ -324,7 +318,7 @@ class SqlApprovalStore:
             if existing is not None:
                 return existing
             write_notices(conn, notices, audit.at)
-            _append(conn, _lock_head(conn), audit, self._keys)
+            Chains(conn, self._keys).append(audit)
         return grant
 
     def get_grant(self, grant_id: str) -> Grant:
@@ -359,11 +353,12 @@ class SqlApprovalStore:
         taken in a ruling's order (the audit head, then the grant), so the two never deadlock.
         """
         with self._tx() as conn:
-            head = _lock_head(conn)
+            chains = Chains(conn, self._keys)
+            chains.lock(audit.run_id)
             if not mark_revoked(conn, revoked):
                 return None
             write_notices(conn, notices, audit.at)
-            _append(conn, head, audit, self._keys)
+            chains.append(audit)
         return revoked
 
     def _decidable_by(self, user_id: str) -> ColumnElement[bool]:
@@ -412,42 +407,6 @@ def _ruled(conn: Connection, new: Approval, since: datetime) -> list[Approval]:
     return [approval for approval in found if ruled_since(approval, since, new)]
 
 
-def _lock_head(conn: Connection) -> tuple[int, str]:
-    """Lock the audit head row: appends are serialised, so the chain never forks."""
-    query = LOCK_HEAD.with_for_update() if conn.dialect.name == "postgresql" else LOCK_HEAD
-    row = conn.execute(query).one()
-    return row.seq, row.hash
-
-
-def _append(
-    conn: Connection, head: tuple[int, str], audit: AuditDraft, keys: AuditKeys | None
-) -> AuditEntry:
-    entry = chain(audit, head[0] + 1, head[1], keys)
-    values = {f"e_{name}": getattr(entry, name) for name in ENTRY_FIELDS}
-    if conn.dialect.name == "postgresql":
-        conn.execute(APPEND, values)  # one round trip under the lock
-    else:
-        conn.execute(ADD_ENTRY, values)
-        conn.execute(MOVE_HEAD, values)
-    return entry
-
-
-def _entry(row: Row[Any]) -> AuditEntry:
-    return AuditEntry(
-        seq=row.seq,
-        at=row.at,
-        approval_id=row.approval_id,
-        run_id=row.run_id,
-        action=row.action,
-        actor=row.actor,
-        detail=row.detail,
-        prev_hash=row.prev_hash,
-        hash=row.hash,
-        kid=row.kid,
-        mac=row.mac,
-    )
-
-
 CHANGING = (
     "deadline",
     "status",
@@ -481,7 +440,7 @@ def _row(approval: Approval) -> dict[str, Any]:
         "args": approval.args,
         "args_hash": approval.args_hash,
         "fingerprint": approval.fingerprint,
-        "policy": approval.policy,
+        "policy": approval.policy.to_json(),
         "requester": approval.requester.to_json(),
         "requested_at": approval.requested_at,
         "deadline": approval.deadline,
@@ -512,7 +471,7 @@ def _approval(row: Row[Any]) -> Approval:
         args=row.args,
         args_hash=row.args_hash,
         fingerprint=row.fingerprint,
-        policy=row.policy,
+        policy=PolicySnapshot.from_json(row.policy),
         requester=Actor.from_json(row.requester),
         requested_at=row.requested_at,
         deadline=row.deadline,

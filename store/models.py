@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     Boolean,
+    CheckConstraint,
     ForeignKey,
     Index,
     Integer,
@@ -20,11 +21,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from agent_runtime.audit import AUDIT_SHARDS
 from store.json_filters import ValueAt, item_at
 from store.types import HexUuid, JSONValue, UTCDateTime
 
 DUE_SET = text("next_due_at IS NOT NULL")
 """The rows of the approvals' due-time index: the pending ones."""
+
+SHARD_RANGE = f"shard >= 0 AND shard < {AUDIT_SHARDS}"
+"""The audit shards' numbers: the log has ``AUDIT_SHARDS`` chains."""
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -182,7 +187,8 @@ class GrantRow(Base):
 
 
 class AuditRow(Base):
-    """One entry of the approvals audit log, chained to the previous one by its hash.
+    """One entry of the approvals audit log: number ``seq`` of ``shard``'s chain, chained to
+    the one before it by its hash.
 
     ``mac`` is an HMAC of the hash under the key named ``kid``, which the database never
     holds; both are NULL for entries written before a key was configured.
@@ -190,6 +196,7 @@ class AuditRow(Base):
 
     __tablename__ = "audit_log"
 
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     at: Mapped[datetime] = mapped_column(UTCDateTime)
     approval_id: Mapped[str] = mapped_column(String(24))
@@ -202,17 +209,21 @@ class AuditRow(Base):
     kid: Mapped[str | None] = mapped_column(String(32), nullable=True)
     mac: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
-    __table_args__ = (Index(None, "action"),)
+    __table_args__ = (Index(None, "action"), CheckConstraint(SHARD_RANGE, name="shard"))
 
 
 class AuditHeadRow(Base):
-    """The last audit entry's number and hash, so that removing entries from the end shows."""
+    """Each shard's last entry number and hash, so that removing entries from a chain's end
+    shows. There is one row per shard, written by the migrations: the rows and the check on
+    their numbers are how the schema records how many shards there are."""
 
     __tablename__ = "audit_head"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     seq: Mapped[int] = mapped_column(Integer)
     hash: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (CheckConstraint(SHARD_RANGE, name="shard"),)
 
 
 class OutboxRow(Base):
@@ -335,6 +346,20 @@ class SlackOAuthStateRow(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class SlackHomeTabRow(Base):
+    """A person who has opened the app's Home tab in a workspace (their Grid organization, on
+    Grid): changes that concern them re-publish it. ``refreshes`` numbers their latest
+    refresh notice; ``refresh_due_at`` is when it was due (the next is spaced after it)."""
+
+    __tablename__ = "slack_home_tabs"
+
+    workspace: Mapped[str] = mapped_column(String(40), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    opened_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    refreshes: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    refresh_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
 runs: Table = Base.metadata.tables["runs"]
 steps: Table = Base.metadata.tables["steps"]
 attempts: Table = Base.metadata.tables["attempts"]
@@ -349,6 +374,7 @@ api_keys: Table = Base.metadata.tables["api_keys"]
 api_approvals: Table = Base.metadata.tables["api_approvals"]
 slack_installations: Table = Base.metadata.tables["slack_installations"]
 slack_oauth_states: Table = Base.metadata.tables["slack_oauth_states"]
+slack_home_tabs: Table = Base.metadata.tables["slack_home_tabs"]
 
 INDEXED_INPUT_PATHS = {"channel": "context.slack.channel", "requester": "requester.user_id"}
 """Strings of a run's input that lists of runs filter on (``/agent list``, ``/agent status``),

@@ -8,45 +8,23 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, exists, func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.notices import DeadNotice, Delivery, Notice, QueuedNotice
 from store.connections import writing
+from store.home_tabs import HOME_REFRESH, queue_refreshes
 from store.models import outbox
+from store.outbox_rows import DEAD, PENDING, SENT, insert_notices
 
-PENDING, SENT, DEAD = "pending", "sent", "dead"
 WEBHOOK = "webhook"
 """The kind of notice the webhook sender delivers; every other kind goes to Slack."""
 
 
-QUEUE = {
-    name: dialect.insert(outbox).on_conflict_do_nothing(index_elements=["key"])
-    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
-}
-"""The notice INSERT of each dialect, built once; each call sends its rows in one batch."""
-
-
 def write_notices(conn: Connection, notices: Sequence[Notice], now: datetime) -> None:
-    """Queue ``notices`` inside the caller's transaction; keys already queued are skipped."""
-    if not notices:
-        return
-    rows = [
-        {
-            "key": n.key,
-            "run_id": n.run_id,
-            "kind": n.kind,
-            "data": n.data,
-            "created_at": now,
-            "status": PENDING,
-            "attempts": 0,
-            "next_at": now,
-            "fence": 0,
-            "team_id": n.team_id,
-            "enterprise_id": n.enterprise_id,
-        }
-        for n in notices
-    ]
-    conn.execute(QUEUE[conn.dialect.name], rows)
+    """Queue ``notices`` inside the caller's transaction; keys already queued are skipped,
+    and Home tab refreshes are kept to the people who opened theirs, one waiting each."""
+    refreshes = [n for n in notices if n.kind == HOME_REFRESH]
+    insert_notices(conn, [n for n in notices if n.kind != HOME_REFRESH], now)
+    queue_refreshes(conn, refreshes, now)
 
 
 class SqlOutbox:
@@ -208,4 +186,4 @@ def _queued(row: Any) -> QueuedNotice:
     )
 
 
-__all__ = ["WEBHOOK", "SqlOutbox", "write_notices"]
+__all__ = ["DEAD", "PENDING", "SENT", "WEBHOOK", "SqlOutbox", "write_notices"]

@@ -14,6 +14,7 @@ from store.api_store import SqlApiStore
 from store.approval_store import SqlApprovalStore
 from store.archive import ImportResult, PruneResult, import_archive, prune
 from store.errors import translated
+from store.home_tabs import SqlHomeTabs
 from store.migrate import current_revision, is_current, latest_revision, upgrade
 from store.notify import WakeListener
 from store.outbox import SqlOutbox
@@ -47,6 +48,7 @@ class Stores:
     api: SqlApiStore
     replays: SqlReplayGuard
     installations: SqlInstallations
+    home_tabs: SqlHomeTabs
 
     @classmethod
     def over(cls, engine: Engine, audit_keys: AuditKeys | None = None) -> Stores:
@@ -59,6 +61,7 @@ class Stores:
             api=SqlApiStore(engine),
             replays=SqlReplayGuard(engine),
             installations=SqlInstallations(engine),
+            home_tabs=SqlHomeTabs(engine),
         )
 
     def wake_listener(self, on_wake: Callable[[], object]) -> WakeListener:

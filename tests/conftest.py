@@ -11,14 +11,14 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, settings
 from psycopg import sql
-from sqlalchemy import text
+from sqlalchemy import Connection, delete, insert, text
 from sqlalchemy.engine import make_url
 
 from agent_runtime import Store
-from agent_runtime.audit import GENESIS
+from agent_runtime.audit import AUDIT_SHARDS, genesis
 from agent_runtime.testing import InMemoryStore
 from store import SqlStore, build_engine, open_store
-from store.models import Base
+from store.models import Base, audit_head
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 EVERY_TABLE = tuple(t.name for t in Base.metadata.sorted_tables if t.name != "audit_head")
@@ -68,9 +68,19 @@ def pg_store(pg_url: str) -> Iterator[SqlStore]:
     store = open_store(pg_url, migrate=False)
     with store.engine.begin() as conn:
         conn.execute(text(f"TRUNCATE {', '.join(EVERY_TABLE)}"))
-        conn.execute(text("UPDATE audit_head SET seq = 0, hash = :genesis"), {"genesis": GENESIS})
+        reset_audit_heads(conn)
     yield store
     store.engine.dispose()
+
+
+def reset_audit_heads(conn: Connection) -> None:
+    """Give every audit shard the head of its empty chain (after its entries were removed),
+    a head row a test deleted included."""
+    conn.execute(delete(audit_head))
+    conn.execute(
+        insert(audit_head),
+        [{"shard": shard, "seq": 0, "hash": genesis(shard)} for shard in range(AUDIT_SHARDS)],
+    )
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from agent_runtime.approvals import args_hash
 from agent_runtime.exceptions import InvalidConfiguration
+from agent_runtime.policy import PolicySnapshot
 from bot.api.exceptions import BadRequest
 from bot.mcp.policy import GatePolicy, ToolRule, read_rule
 
@@ -39,7 +40,7 @@ class Ask:
 
     def policy(
         self, policies: GatePolicy, approvers: tuple[str, ...], groups: dict[str, tuple[str, ...]]
-    ) -> dict[str, Any]:
+    ) -> PolicySnapshot:
         """Return the approval policy snapshot: the request's rule (or the named one) over
         the default of ``policies``, with ``approvers`` when neither names any."""
         if isinstance(self.rule, str) and self.rule not in policies.tools:

@@ -9,8 +9,9 @@ from pathlib import Path
 from agent_runtime.audit_anchors import Anchor, anchor_of
 from agent_runtime.store import ApprovalStore
 
-TAIL_BYTES = 4096
-"""How much of the file's end is read to find its last anchor (a line is ~250 bytes)."""
+TAIL_BYTES = 16384
+"""How much of the file's end is read to find its last anchor (a line of 16 signed heads is
+~3,500 bytes)."""
 
 
 def append_anchor(path: str, anchor: Anchor) -> None:
@@ -24,21 +25,17 @@ def append_anchor(path: str, anchor: Anchor) -> None:
 
 
 def anchor_now(store: ApprovalStore, path: str, now: datetime) -> Anchor:
-    """Append the anchor of the log's newest entry to ``path`` and return it."""
-    anchor = anchor_of(store.last_audit_entry(), now)
+    """Append the anchor of the chains' newest entries to ``path`` and return it."""
+    anchor = anchor_of(store.newest_audit_entries(), now)
     append_anchor(path, anchor)
     return anchor
 
 
 def anchor_if_changed(store: ApprovalStore, path: str, now: datetime) -> Anchor | None:
-    """Append the log's anchor unless the file's last line already anchors the same entry."""
-    anchor = anchor_of(store.last_audit_entry(), now)
+    """Append the log's anchor unless the file's last line already anchors the same heads."""
+    anchor = anchor_of(store.newest_audit_entries(), now)
     last = last_anchor(path)
-    if last is not None and (last.seq, last.hash, last.mac) == (
-        anchor.seq,
-        anchor.hash,
-        anchor.mac,
-    ):
+    if last is not None and last.heads == anchor.heads:
         return None
     append_anchor(path, anchor)
     return anchor

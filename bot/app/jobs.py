@@ -4,7 +4,7 @@ A process does some of three things, and each brings its jobs:
 
     serving Slack      dispatch      outbox messages to Slack
                        intake        start acknowledged commands whose listener died
-                       audit-anchor  the audit log's head to SIGNOFF_AUDIT_ANCHOR_FILE, if set
+                       audit-anchor  the audit chains' heads to SIGNOFF_AUDIT_ANCHOR_FILE, if set
     executing runs     approvals     deadlines, reminders and escalation of approvals
     sending webhooks   webhooks      the approvals API's due webhooks
 
@@ -115,7 +115,7 @@ def intake_sweep(services: Services) -> IntakeSweep:
 
 
 def _anchor_job(services: Services) -> list[Job]:
-    """Anchor the audit log's head in ``SIGNOFF_AUDIT_ANCHOR_FILE``, if set, when it changed."""
+    """Anchor the audit chains' heads in ``SIGNOFF_AUDIT_ANCHOR_FILE``, if set, once changed."""
     path, store, clock = (
         services.settings.audit_anchor_file,
         services.approvals.store,

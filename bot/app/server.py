@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import errno
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,19 +18,29 @@ from agent_runtime import SystemClock, Worker
 from bot.api.http import api_app
 from bot.api.service import ApiApprovals
 from bot.app.jobs import SERVE, jobs
-from bot.app.request_hygiene import MAX_BODY_BYTES, WSGIApp, guarded
+from bot.app.request_hygiene import WSGIApp, guarded
 from bot.app.scheduler import build_scheduler
+from bot.app.serving import waitress_wsgi
 from bot.app.settings import Settings, SettingsError
 from bot.app.slack_mode import allowed_workspaces, bolt_auth, is_oauth, uninstalls, web_client
+from bot.app.starting import starting_slack
 from bot.app.wiring import Services, worker_options
-from bot.ops.http import Ops, ops_app, ops_port
-from bot.ops.supervision import Supervision, drain_deadline, supervised_services
+from bot.ops.http import Front, Ops, ops_app, ops_port
+from bot.ops.supervision import (
+    Starting,
+    Supervision,
+    drain_deadline,
+    starting,
+    supervised_services,
+)
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.form_request import SlackWsgiHandler
 from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
 from store import WakeListener
 
 logger = logging.getLogger(__name__)
+
+EVENTS = "/slack/events"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,10 +56,16 @@ class Parts:
     """Where to answer ``/healthz``, ``/readyz`` and ``/metrics`` without the HTTP front."""
 
 
+def signing_secret(settings: Settings) -> str:
+    """Return the secret Slack signs its requests with, which must be set."""
+    if not settings.slack_signing_secret:
+        raise SettingsError("SLACK_SIGNING_SECRET is not set: Slack requests cannot be verified")
+    return settings.slack_signing_secret
+
+
 def slack_app(services: Services, client: WebClient) -> App:
     """The Bolt app over the services."""
-    if not services.settings.slack_signing_secret:
-        raise SettingsError("SLACK_SIGNING_SECRET is not set: Slack requests cannot be verified")
+    secret = signing_secret(services.settings)
     deps = SlackDeps(
         runtime=services.runtime,
         approvals=services.approvals,
@@ -58,12 +74,13 @@ def slack_app(services: Services, client: WebClient) -> App:
         outbox=services.outbox,
         clock=SystemClock(),
         replays=services.stores.replays,
+        home_tabs=services.stores.home_tabs,
         models=services.models,
     )
     return build_app(
         deps,
         client,
-        services.settings.slack_signing_secret,
+        secret,
         auth=bolt_auth(services, client),
         uninstalls=uninstalls(services),
         allowed=allowed_workspaces(services.settings),
@@ -104,39 +121,44 @@ def serve(settings: Settings, parts: Parts) -> int:
             "Socket Mode serves the one workspace of SLACK_BOT_TOKEN; "
             "SIGNOFF_SLACK_MODE=oauth needs the HTTP front (drop --socket-mode)"
         )
-    services, supervision = supervised_services(settings)
-    client = web_client(settings)
-    options = worker_options(
-        settings,
-        concurrency=parts.concurrency,
-        on_takeover=supervision.metrics.took_over,
-        on_claim=supervision.metrics.claimed,
-    )
-    worker = services.runtime.worker(options)
-    threads = (
-        [threading.Thread(target=worker.run, name="signoff-worker", daemon=True)]
-        if parts.worker
-        else []
-    )
-    if parts.worker:
-        supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
-    scheduler = (
-        build_scheduler(jobs(services, SERVE, supervision.metrics), supervision.loops)
-        if parts.scheduler
-        else None
-    )
-    listener = services.stores.wake_listener(worker.wake) if parts.worker else None
-    for thread in threads:
-        thread.start()
-    if scheduler is not None:
-        scheduler.start()
-    if listener is not None:
-        listener.start()
-    supervision.watchdog.start()
-    try:
-        _front(services, client, settings, parts, supervision.ops)
-    finally:
-        _drain(services, supervision, worker, threads, scheduler, listener)
+    http = parts.http and not parts.socket_mode
+    start = starting(starting_slack(signing_secret(settings)) if http else None)
+    with ExitStack() as listener:
+        listener.enter_context(_listening(start.front, settings, parts, http=http))
+        services, supervision = supervised_services(settings, start)
+        client = web_client(settings)
+        options = worker_options(
+            settings,
+            concurrency=parts.concurrency,
+            on_takeover=supervision.metrics.took_over,
+            on_claim=supervision.metrics.claimed,
+        )
+        worker = services.runtime.worker(options)
+        threads = (
+            [threading.Thread(target=worker.run, name="signoff-worker", daemon=True)]
+            if parts.worker
+            else []
+        )
+        if parts.worker:
+            supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
+        scheduler = (
+            build_scheduler(jobs(services, SERVE, supervision.metrics), supervision.loops)
+            if parts.scheduler
+            else None
+        )
+        wake = services.stores.wake_listener(worker.wake) if parts.worker else None
+        for thread in threads:
+            thread.start()
+        if scheduler is not None:
+            scheduler.start()
+        if wake is not None:
+            wake.start()
+        supervision.watchdog.start()
+        try:
+            _front(services, client, parts, supervision.ops, start)
+        finally:
+            listener.close()  # no more requests, then drain
+            _drain(services, supervision, worker, threads, scheduler, wake)
     return 0
 
 
@@ -163,39 +185,31 @@ def _drain(
     logger.info("drained", extra={"action": "drain"})
 
 
-def _front(
-    services: Services, client: WebClient, settings: Settings, parts: Parts, ops: Ops
-) -> None:
+def _front(services: Services, client: WebClient, parts: Parts, ops: Ops, start: Starting) -> None:
+    """Hand the listener over to the process's own app, then serve until stopped."""
     if parts.socket_mode:
-        with ops_port(ops, parts.metrics_port):
-            _socket_mode(slack_app(services, client), settings)
-    elif parts.http:
-        _http(wsgi(slack_app(services, client), ops, api_approvals(services)), settings.port)
+        app = slack_app(services, client)
+        start.up(ops_app(ops))
+        _socket_mode(app, services.settings)
+        return
+    if parts.http:
+        start.up(wsgi(slack_app(services, client), ops, api_approvals(services)))
     else:
-        with ops_port(ops, parts.metrics_port):
-            _wait_forever()
+        start.up(ops_app(ops))
+    _wait_forever()
 
 
-def _http(application: WSGIApp, port: int) -> None:
-    from waitress.server import create_server
-
-    try:
-        server = create_server(
-            application,
-            host="0.0.0.0",  # noqa: S104
-            port=port,
-            threads=8,
-            max_request_body_size=MAX_BODY_BYTES,
-        )
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise SettingsError(f"port {port} is already in use (set SIGNOFF_PORT)") from None
-        raise
-    logger.info("listening", extra={"action": f"http://0.0.0.0:{port}/slack/events"})
-    try:
-        server.run()
-    finally:
-        server.close()
+@contextmanager
+def _listening(front: Front, settings: Settings, parts: Parts, *, http: bool) -> Iterator[None]:
+    """Listen with ``front`` while the block runs: on ``SIGNOFF_PORT`` for the HTTP front,
+    else on ``--metrics-port`` if given."""
+    if http:
+        host = "0.0.0.0"  # noqa: S104
+        with waitress_wsgi(front, settings.port, host, flag="set SIGNOFF_PORT", path=EVENTS):
+            yield
+    else:
+        with ops_port(front, parts.metrics_port):
+            yield
 
 
 def _socket_mode(app: App, settings: Settings) -> None:

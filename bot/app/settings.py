@@ -149,8 +149,8 @@ class Settings:
     """``SIGNOFF_WEBHOOK_ALLOWED_NETWORKS``: private networks (``10.1.0.0/16,127.0.0.1``)
     that the approvals API's webhooks may reach. Empty: public addresses only."""
     audit_anchor_file: str = ""
-    """``SIGNOFF_AUDIT_ANCHOR_FILE``: ``signoff serve`` appends the audit log's head to this
-    append-only file (one JSON line) whenever it changed, every
+    """``SIGNOFF_AUDIT_ANCHOR_FILE``: ``signoff serve`` appends the audit chains' heads to this
+    append-only file (one JSON line) whenever they changed, every
     ``SIGNOFF_AUDIT_ANCHOR_INTERVAL_SECONDS`` (default 60). Empty: no anchoring."""
     audit_anchor_interval: timedelta = timedelta(seconds=60)
     log_format: str = "text"

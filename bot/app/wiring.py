@@ -164,7 +164,7 @@ def _require_approvers(agent: Agent) -> None:
     for tool in agent.tools:
         if tool.approval is None:
             continue
-        found = tool.approval.snapshot(agent.approver_groups)["approvers"]
+        found = tool.approval.snapshot(agent.approver_groups).approvers
         if len(found) < tool.approval.required:
             gaps.append(f"{tool.name} needs {tool.approval.required}, has {len(found)}")
     if gaps:

@@ -1,4 +1,5 @@
-"""``signoff audit``: verify the approvals audit log, and anchor its head outside the database."""
+"""``signoff audit``: verify the approvals audit log's chains, and anchor their heads outside
+the database."""
 
 from __future__ import annotations
 
@@ -25,16 +26,18 @@ def add_commands(commands: Any) -> None:
     audit = commands.add_parser("audit", help="the approvals audit log")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True, parser_class=Parser)
     verify = audit_commands.add_parser(
-        "verify", help="check the hash chain, the entries' MACs (with the audit keys) and anchors"
+        "verify",
+        help="check every shard's hash chain, the entries' MACs (with the audit keys) and anchors",
     )
     verify.add_argument(
         "--anchors",
         metavar="PATH",
-        help="an anchor file: every anchored entry must still be in the log",
+        help="an anchor file: every anchored entry must still be in its chain",
     )
     json_flag(verify).set_defaults(handler=cmd_audit_verify)
     anchor = audit_commands.add_parser(
-        "anchor", help="append the log's head (seq, hash, MAC) to an append-only file"
+        "anchor",
+        help="append every chain's head (seq, hash, MAC) as one line to an append-only file",
     )
     anchor.add_argument("--file", required=True, metavar="PATH")
     json_flag(anchor).set_defaults(handler=cmd_audit_anchor)
@@ -43,8 +46,8 @@ def add_commands(commands: Any) -> None:
 def cmd_audit_verify(args: argparse.Namespace, settings: Settings) -> int:
     """Verify the audit log; exit 1 on any problem."""
     anchor_lines = None if args.anchors is None else _lines(args.anchors)
-    entries, head = build_services(settings).approvals.store.audit_log()
-    report = examine(entries, head, keys=settings.audit_keys, anchor_lines=anchor_lines)
+    entries, heads = build_services(settings).approvals.store.audit_log()
+    report = examine(entries, heads, keys=settings.audit_keys, anchor_lines=anchor_lines)
     emit(args, report_json(report), "\n".join(report_lines(report, settings)))
     return 0 if report.ok else 1
 
@@ -56,7 +59,8 @@ def cmd_audit_anchor(args: argparse.Namespace, settings: Settings) -> int:
         anchor = anchor_now(store, args.file, datetime.now(UTC))
     except OSError as exc:
         raise UsageError(f"--file {args.file}: {exc.strerror}") from None
-    emit(args, anchor_json(anchor), f"anchored entry {anchor.seq} in {args.file}")
+    chains = len(anchor.heads)
+    emit(args, anchor_json(anchor), f"anchored {chains} chains' heads in {args.file}")
     return 0
 
 
@@ -67,26 +71,35 @@ def report_json(report: AuditReport) -> dict[str, Any]:
         "ok": report.ok,
         "problems": report.problems,
         "macs_verified": report.macs_verified,
-        "signed_from": report.signed_from,
         "unsigned": report.unsigned,
         "anchors": report.anchors,
+        "chains": [
+            {
+                "shard": chain.shard,
+                "entries": chain.entries,
+                "head": chain.head,
+                "ok": chain.ok,
+                "signed_from": chain.signed_from,
+                "unsigned": chain.unsigned,
+            }
+            for chain in report.chains
+        ],
     }
 
 
 def anchor_json(anchor: Anchor) -> dict[str, Any]:
-    """The JSON of an anchor, as the file holds it."""
-    return {
-        "seq": anchor.seq,
-        "hash": anchor.hash,
-        "at": anchor.at.isoformat(),
-        "kid": anchor.kid,
-        "mac": anchor.mac,
-    }
+    """The JSON of an anchor, as the file holds it (with every head's key id and MAC)."""
+    heads = [
+        {"shard": h.shard, "seq": h.seq, "hash": h.hash, "kid": h.kid, "mac": h.mac}
+        for h in anchor.heads
+    ]
+    return {"at": anchor.at.isoformat(), "heads": heads}
 
 
 def report_lines(report: AuditReport, settings: Settings) -> list[str]:
     """The human-readable report: the problems, or that the log is intact, and what was checked."""
-    lines = list(report.problems) or [f"audit log intact: {report.entries} entries"]
+    intact = f"audit log intact: {report.entries} entries in {len(report.chains)} chains"
+    lines = list(report.problems) or [intact]
     if settings.audit_keys is not None:
         lines.append(f"MACs verified with keys {', '.join(settings.audit_keys.kids)}")
     else:

@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from agent_runtime import Agent, InvalidInput, Run
+from agent_runtime import Agent, AgentInput, InvalidInput, Run
 from agent_runtime.agent_loop import with_model
 from agent_runtime.evals import EvalReport, compare
 from agent_runtime.forking import agent_can_continue, fork_run
@@ -89,9 +89,9 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     services = build_services(settings)
     run = services.runtime.get(args.run)
     agent = _agent_of(services, run)
-    spec = run.input.get("model") if isinstance(run.input, dict) else None
+    data = AgentInput.of(run.input)
     seen = model_input(
-        with_model(agent, spec, services.models),
+        with_model(agent, None if data is None else data.model, services.models),
         services.approvals,
         run,
         services.runtime.journal(run.id),

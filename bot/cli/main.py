@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
@@ -36,13 +37,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(settings, argv).parse_args(argv)
     try:
         handler: Callable[[argparse.Namespace, Settings], int] = args.handler
-        return handler(args, settings)
+        status = handler(args, settings)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
     except UserError as exc:
         return _fail(2, exc)
     except SignoffError as exc:
         return _fail(1, exc)
     except KeyboardInterrupt:
         return 0 if args.command == "serve" else 130
+
+
+def _reader_gone() -> int:
+    """The reader of our output went away (``signoff runs | head -1``): stop quietly, as
+    command-line tools do, with stdout pointed at /dev/null so the exit flush cannot fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 1
 
 
 def build_parser(

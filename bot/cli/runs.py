@@ -6,7 +6,7 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_runtime import RunStatus
 from agent_runtime.budget_control import usage_of
@@ -37,6 +37,9 @@ from bot.cli.render import (
     step_json,
 )
 from bot.ops import logs
+
+if TYPE_CHECKING:
+    from bot.ops.supervision import Starting
 
 
 def add_commands(commands: Any) -> None:
@@ -115,13 +118,24 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     approvals API's webhooks (``bot.app.jobs``); SIGTERM or Ctrl-C drains (steps in flight
     finish, their runs are released, the trace stream is flushed) within
     ``SIGNOFF_DRAIN_SECONDS`` and exits."""
-    from bot.app.jobs import WORKER, WORKER_UNTIL_IDLE, jobs
-    from bot.app.scheduler import build_scheduler
     from bot.ops.http import ops_port
-    from bot.ops.supervision import drain_deadline, supervised_services
+    from bot.ops.supervision import starting
 
     logs.configure(log_format=settings.log_format, secrets=settings.secrets())
-    services, supervision = supervised_services(settings)
+    start = starting()
+    with ops_port(start.front, args.metrics_port):
+        return _work(args, settings, start)
+
+
+def _work(args: argparse.Namespace, settings: Settings, start: Starting) -> int:
+    """Reach the database, then run the worker and its periodic jobs until drained."""
+    from bot.app.jobs import WORKER, WORKER_UNTIL_IDLE, jobs
+    from bot.app.scheduler import build_scheduler
+    from bot.ops.http import ops_app
+    from bot.ops.supervision import drain_deadline, supervised_services
+
+    services, supervision = supervised_services(settings, start)
+    start.up(ops_app(supervision.ops))
     options = worker_options(
         settings,
         concurrency=args.concurrency,
@@ -144,13 +158,12 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     scheduler = build_scheduler(jobs(services, duties, supervision.metrics), supervision.loops)
     supervision.watchdog.start()
     scheduler.start()
-    with ops_port(supervision.ops, args.metrics_port):
-        try:
-            with services.stores.wake_listener(worker.wake):
-                worker.run(until_idle=args.until_idle)
-        finally:
-            scheduler.shutdown(wait=True)
-            services.shutdown()
+    try:
+        with services.stores.wake_listener(worker.wake):
+            worker.run(until_idle=args.until_idle)
+    finally:
+        scheduler.shutdown(wait=True)
+        services.shutdown()
     for deadline in deadlines:
         deadline.cancel()
     return 0

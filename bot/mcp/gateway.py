@@ -26,6 +26,7 @@ from mcp.server.lowlevel import Server
 
 from agent_runtime import LeaseLost, RunId
 from agent_runtime.approvals import args_hash
+from agent_runtime.decisions import Approved, read_decision
 from agent_runtime.side_effects import ToolResult
 from bot.app.wiring import Services
 from bot.mcp.calls import Call
@@ -122,9 +123,11 @@ class Gateway:
                 "so whether it happened is unknown"
             )
         if call.gated:
-            decision = await self._wait_for_decision(ctx, signoffs, call)
-            if decision["status"] != "approved":
-                return _error(ToolResult.declined(decision).content)
+            match read_decision(await self._wait_for_decision(ctx, signoffs, call)):
+                case Approved():
+                    pass
+                case declined:
+                    return _error(ToolResult.declined(declined).content)
         go = await anyio.to_thread.run_sync(signoffs.start, call, definition)
         if isinstance(go, str):
             return _error(f"not executed: {go}")
@@ -172,7 +175,7 @@ class Gateway:
                 self.services.settings.approver_groups
             )
             if gated
-            else {}
+            else None
         )
         digest = args_hash(
             {
@@ -180,7 +183,7 @@ class Gateway:
                 if definition is None
                 else definition.model_dump(mode="json", by_alias=True, exclude_none=True),
                 "gated": gated,
-                "policy": policy,
+                "policy": {} if policy is None else policy.to_json(),
             }
         )
         return CallRequest(

@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_runtime import Actor, Approval, ApprovalStatus, RunId
 from agent_runtime.approvals import args_hash
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.side_effects import idempotency_key
 from bot.mcp.calls import (
     CALL,
@@ -40,8 +41,8 @@ class CallRequest:
     gated: bool
     definition: str
     """A digest of the tool's upstream definition and the policy it is called under."""
-    policy: dict[str, Any]
-    """The approval policy snapshot for a gated call."""
+    policy: PolicySnapshot | None
+    """The approval policy snapshot for a gated call (None for another)."""
     read_only: bool = False
     """The tool's annotations say it only reads."""
 
@@ -159,7 +160,8 @@ class SignOffs:
         self._unanswered.append(call)
         return call
 
-    def _request(self, call: Call, policy: dict[str, Any]) -> None:
+    def _request(self, call: Call, policy: PolicySnapshot | None) -> None:
+        assert policy is not None  # a gated call has a policy
         position = self._run.next_position
         approval = self._approvals.request(
             run_id=self._run.run_id,

@@ -17,26 +17,35 @@ from agent_runtime.exceptions import StoreUnavailable
 from bot.ops.loops import Loops
 
 OK = "ok"
+STARTING = "starting"
+"""A liveness result: the process is alive and still reaching its database."""
 
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """The result of each check by name: ``ok``, or what is wrong."""
+    """The result of each check by name: ``ok``, ``starting`` (passing, but the process is
+    not up yet), or what is wrong."""
 
     checks: dict[str, str]
 
     @property
     def ok(self) -> bool:
         """Tell whether every check passed."""
-        return all(result == OK for result in self.checks.values())
+        return all(result in (OK, STARTING) for result in self.checks.values())
+
+    @property
+    def status(self) -> str:
+        """Return ``ok``, ``starting`` or ``fail``."""
+        if not self.ok:
+            return "fail"
+        return STARTING if STARTING in self.checks.values() else OK
 
     def body(self) -> bytes:
         """Return the JSON body: the status, the checks, and the names of the failing ones."""
-        failing = sorted(name for name, result in self.checks.items() if result != OK)
+        passing = (OK, STARTING)
+        failing = sorted(name for name, result in self.checks.items() if result not in passing)
         return (
-            json.dumps(
-                {"status": OK if self.ok else "fail", "failing": failing, "checks": self.checks}
-            ).encode()
+            json.dumps({"status": self.status, "failing": failing, "checks": self.checks}).encode()
             + b"\n"
         )
 

@@ -1,34 +1,62 @@
 """The operator's endpoints: ``/healthz``, ``/readyz`` and ``/metrics``, as WSGI.
 
 ``signoff serve`` answers them next to ``/slack/events``; ``signoff worker
---metrics-port`` answers them on a small server of its own.
+--metrics-port`` answers them on a small server of its own. Either listener is up before the
+database is reached: it serves a ``Front``, which answers for the starting process (its
+``Startup`` is the health it reports) until the process is up, then passes to its own app.
 """
 
 from __future__ import annotations
 
-import errno
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from socketserver import ThreadingMixIn
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from typing import Any, Protocol
 
 from bot.app.request_hygiene import WSGIApp
-from bot.app.serving import ServingThread
-from bot.app.settings import SettingsError
-from bot.ops.health import Health, Report
+from bot.app.serving import serve_wsgi
+from bot.ops.health import Report
 from bot.ops.metrics import CONTENT_TYPE, Metrics
 
 JSON = "application/json"
+
+
+class Probes(Protocol):
+    """What ``/healthz`` and ``/readyz`` report: ``Health`` once the process is up, its
+    ``Startup`` before."""
+
+    def liveness(self) -> Report:
+        """Tell whether the process is alive, and if not why."""
+        ...
+
+    def readiness(self) -> Report:
+        """Tell whether the process can serve, and if not why."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
 class Ops:
     """What the endpoints report on."""
 
-    health: Health
+    health: Probes
     metrics: Metrics
+
+
+class Front:
+    """The WSGI app of a listener opened before the process is up: ``starting`` answers
+    until ``up`` hands over the process's own app, on the same listener."""
+
+    def __init__(self, starting: WSGIApp) -> None:
+        self._application = starting
+
+    def up(self, application: WSGIApp) -> None:
+        """Answer every request from now on with ``application``."""
+        self._application = application
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        return self._application(environ, start_response)
 
 
 def ops_app(ops: Ops, fallback: WSGIApp | None = None) -> WSGIApp:
@@ -41,71 +69,46 @@ def ops_app(ops: Ops, fallback: WSGIApp | None = None) -> WSGIApp:
         if path == "/readyz":
             return _report(ops.health.readiness(), start_response)
         if path == "/metrics":
-            return _reply(start_response, "200 OK", CONTENT_TYPE, ops.metrics.exposition())
+            return reply(start_response, "200 OK", CONTENT_TYPE, ops.metrics.exposition())
         if fallback is not None:
             return fallback(environ, start_response)
-        return _reply(start_response, "404 Not Found", "text/plain", b"not found\n")
+        return reply(start_response, "404 Not Found", "text/plain", b"not found\n")
 
     return application
 
 
 def _report(report: Report, start_response: Callable[..., Any]) -> Iterable[bytes]:
     status = "200 OK" if report.ok else "503 Service Unavailable"
-    return _reply(start_response, status, JSON, report.body())
+    return reply(start_response, status, JSON, report.body())
 
 
-def _reply(
-    start_response: Callable[..., Any], status: str, content_type: str, body: bytes
+def reply(
+    start_response: Callable[..., Any],
+    status: str,
+    content_type: str,
+    body: bytes,
+    headers: tuple[tuple[str, str], ...] = (),
 ) -> Iterable[bytes]:
+    """Answer with ``body``, never cached, with ``headers`` besides."""
     start_response(
         status,
         [
             ("Content-Type", content_type),
             ("Content-Length", str(len(body))),
             ("Cache-Control", "no-store"),
+            *headers,
         ],
     )
     return [body]
 
 
-class _Quiet(WSGIRequestHandler):
-    """Leaves request lines out of stderr (the process's log has its own format)."""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Log nothing."""
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    """A WSGI server answering each request on a thread of its own."""
-
-    daemon_threads = True
-    request_queue_size = 128
-
-
-def serve_wsgi(
-    application: WSGIApp, port: int, host: str, *, name: str, flag: str
-) -> ServingThread:
-    """Serve ``application`` on ``port`` on a background thread, a thread per request
-    (``flag`` names the setting to change when the port is taken)."""
-    try:
-        server = make_server(host, port, application, server_class=_Server, handler_class=_Quiet)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise SettingsError(f"port {port} is already in use ({flag})") from None
-        raise
-    return ServingThread(server, name)
-
-
-def serve_ops(ops: Ops, port: int, host: str = "0.0.0.0") -> ServingThread:  # noqa: S104
-    """Answer the operator's endpoints on ``port`` on a background thread."""
-    return serve_wsgi(ops_app(ops), port, host, name="signoff-ops", flag="--metrics-port")
-
-
 @contextmanager
-def ops_port(ops: Ops, port: int | None) -> Iterator[None]:
-    """Answer the operator's endpoints on ``port``, if given, while the block runs."""
+def ops_port(application: WSGIApp, port: int | None) -> Iterator[None]:
+    """Answer the operator's endpoints (``application``: an ``ops_app`` or a ``Front`` over
+    one) on ``port``, if given, while the block runs."""
     if port is None:
         yield
         return
-    with serve_ops(ops, port):
+    host = "0.0.0.0"  # noqa: S104
+    with serve_wsgi(application, port, host, name="signoff-ops", flag="--metrics-port"):
         yield

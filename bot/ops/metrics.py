@@ -19,7 +19,9 @@ from slack_sdk.errors import SlackApiError
 from agent_runtime import Clock
 from agent_runtime.exceptions import StoreUnavailable
 from agent_runtime.records import Run, StepRecord
+from agent_runtime.step_names import MODEL
 from bot.ops.loops import Loops
+from bot.ops.startup import Startup
 from bot.slack.delivery_errors import is_rate_limited, slack_error
 from store import Stats
 
@@ -84,6 +86,11 @@ class Metrics:
         """Also expose what ``read`` counts in the database and when each loop last ticked."""
         self.registry.register(StoreCollector(read, loops, clock))
 
+    def watch_startup(self, startup: Startup) -> None:
+        """Also expose whether the process is still starting and how often it failed to
+        reach its database meanwhile."""
+        self.registry.register(StartupCollector(startup))
+
     def slack_refused(self, method: str, exc: SlackApiError) -> None:
         """Count one Slack call refused (and, for a 429, rate limited)."""
         status = exc.response.status_code if exc.response is not None else 0
@@ -117,7 +124,7 @@ class MetricsObserver:
         seconds = (step.finished_at - step.started_at).total_seconds()
         self._metrics.step_seconds.labels(kind).observe(max(0.0, seconds))
         usage = step.output.get("usage") if isinstance(step.output, dict) else None
-        if step.name == "model" and isinstance(usage, dict):
+        if step.name == MODEL and isinstance(usage, dict):
             for direction in ("input", "output"):
                 self._metrics.tokens.labels(direction).inc(
                     max(0, int(usage.get(f"{direction}_tokens") or 0))
@@ -163,6 +170,26 @@ class StoreCollector(Collector):
         for name, at in sorted(self._loops.last_ticks().items()):
             ticks.add_metric([name], at)
         return ticks
+
+
+class StartupCollector(Collector):
+    """Reads the progress of the process's start at each scrape."""
+
+    def __init__(self, startup: Startup) -> None:
+        self._startup = startup
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """Yield ``signoff_starting`` and ``signoff_startup_database_failures_total``."""
+        yield GaugeMetricFamily(
+            "signoff_starting",
+            "1 while the process is still reaching its database at start, then 0",
+            value=0 if self._startup.up else 1,
+        )
+        yield CounterMetricFamily(
+            "signoff_startup_database_failures",
+            "Attempts to reach the database at start that failed",
+            value=self._startup.failures,
+        )
 
 
 def families(stats: Stats, now: datetime) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

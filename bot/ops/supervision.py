@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from agent_runtime import SystemClock
+from bot.app.request_hygiene import WSGIApp
 from bot.app.settings import Settings
 from bot.app.wiring import Services, build_services
 from bot.ops.health import Health
-from bot.ops.http import Ops
+from bot.ops.http import Front, Ops, ops_app
 from bot.ops.loops import Loops
 from bot.ops.metrics import Metrics, MetricsObserver
-from bot.ops.startup import when_reachable
+from bot.ops.startup import Startup, when_reachable
 from bot.ops.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
@@ -36,14 +37,42 @@ class Supervision:
     watchdog: Watchdog
 
 
-def supervised_services(settings: Settings) -> tuple[Services, Supervision]:
+@dataclass(frozen=True, slots=True)
+class Starting:
+    """What a process has before it reaches its database: the progress of its start, its
+    metrics, and the ``Front`` its listener serves (the operator's endpoints reporting on
+    ``startup``, anything else to the fallback given)."""
+
+    startup: Startup
+    metrics: Metrics
+    front: Front
+
+    def up(self, application: WSGIApp) -> None:
+        """The process is up: ``application`` answers from now on."""
+        self.front.up(application)
+        self.startup.finished()
+
+
+def starting(fallback: WSGIApp | None = None) -> Starting:
+    """Begin a process's start: probes and metrics answer from now on, once listened to."""
+    startup, metrics = Startup(), Metrics()
+    metrics.watch_startup(startup)
+    return Starting(startup, metrics, Front(ops_app(Ops(startup, metrics), fallback)))
+
+
+def supervised_services(
+    settings: Settings, start: Starting | None = None
+) -> tuple[Services, Supervision]:
     """Build the services of a long-running process with its metrics and health wired in,
-    waiting up to ``SIGNOFF_STARTUP_DB_WAIT_SECONDS`` for the database to answer."""
-    metrics = Metrics()
+    waiting up to ``SIGNOFF_STARTUP_DB_WAIT_SECONDS`` for the database to answer (and
+    reporting how it goes to ``start``, whose metrics it goes on with)."""
+    start = start or starting()
+    metrics = start.metrics
     services = when_reachable(
         lambda: build_services(settings, stream_traces=True, observer=MetricsObserver(metrics)),
         url=settings.database_url,
         wait=settings.startup_db_wait,
+        startup=start.startup,
     )
     stores, clock, loops = services.stores, SystemClock(), Loops()
     metrics.watch(lambda: stores.stats(clock.now()), loops, clock)

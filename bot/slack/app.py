@@ -52,12 +52,24 @@ from bot.slack.batch_blocks import (
 from bot.slack.batch_listeners import BatchListeners
 from bot.slack.budget_blocks import AMOUNT_SUBMIT, BUDGET_END, BUDGET_RAISE, CONFIRM_SUBMIT
 from bot.slack.budget_listeners import BudgetListeners
-from bot.slack.commands import HELP, BadCommand, Command, parse
+from bot.slack.commands import (
+    HELP,
+    BadCommand,
+    CancelRun,
+    Command,
+    ListPending,
+    ListRuns,
+    ShowHelp,
+    ShowHistory,
+    ShowStatus,
+    StartRun,
+    parse,
+)
 from bot.slack.grant_blocks import DAY_SUBMIT, GRANT_REVOKE
 from bot.slack.grant_listeners import GrantListeners
 from bot.slack.guard import MAX_ARGS_DEPTH, guard_errors, is_approval_id, too_deep
 from bot.slack.home import from_home, marked, unmarked
-from bot.slack.home_listener import HomeListener
+from bot.slack.home_listener import HomeListener, HomeTabs
 from bot.slack.intake import CONTEXT_KEY, Intake, carry_out, run_id_for
 from bot.slack.middleware import ReplayGuard, drop_retries, refuse_replays
 from bot.slack.notifier import EPHEMERAL, slack_context
@@ -92,6 +104,7 @@ class SlackDeps:
     outbox: Outbox
     clock: Clock
     replays: ReplayGuard
+    home_tabs: HomeTabs
     models: ModelResolver | None = None
     """Resolves the model a run names, to rebuild what that model saw ("Why?")."""
 
@@ -159,7 +172,9 @@ def build_app(
     app.action(BUDGET_END)(budgets.end)
     app.view(AMOUNT_SUBMIT)(budgets.submit_amount)
     app.view(CONFIRM_SUBMIT)(budgets.submit_confirm)
-    grants = GrantListeners(deps.grants, tell, visible, open_modal, listeners.later)
+    grants = GrantListeners(
+        deps.grants, tell, visible, open_modal, listeners.later, listeners.refresh_home
+    )
     app.action(blocks.GRANT_RUN)(grants.approve_for_run)
     app.action(blocks.GRANT_DAY)(grants.open_day)
     app.action(GRANT_REVOKE)(grants.revoke)
@@ -172,7 +187,7 @@ class Listeners:
 
     def __init__(self, deps: SlackDeps) -> None:
         self.deps = deps
-        self.home = HomeListener(deps.outbox, deps.clock)
+        self.home = HomeListener(deps.home_tabs, deps.outbox, deps.clock)
         # What follows an ack (decisions waiting on database locks, modals waiting on Slack,
         # runs being created) runs here, so that the request's answer never waits for it.
         self._after_acks = ThreadPoolExecutor(AFTER_ACK_THREADS, thread_name_prefix="signoff-after")
@@ -183,7 +198,7 @@ class Listeners:
             return None
         try:
             parsed = parse(str(body.get("text", "")))
-            if parsed.name != "run":
+            if not isinstance(parsed, StartRun):
                 return None
             workflow, data = self._agent_input(parsed.task, command_actor(body), body)
         except (BadCommand, SignoffError):
@@ -198,12 +213,11 @@ class Listeners:
             ack(response_type="ephemeral", text=str(exc))
             return
         intake = context.get(CONTEXT_KEY)
-        if parsed.name == "run" and isinstance(intake, Intake):
+        if isinstance(parsed, StartRun) and isinstance(intake, Intake):
             self._start_after_ack(ack, intake, command)
             return
         try:
-            if parsed.name == "history":
-                assert parsed.run_id is not None
+            if isinstance(parsed, ShowHistory):
                 self._check_visible(
                     parsed.run_id, command_actor(command), command.get("channel_id", "")
                 )
@@ -216,21 +230,25 @@ class Listeners:
 
     def _answer(self, parsed: Command, command: dict[str, Any]) -> str:
         actor = command_actor(command)
-        runtime = self.deps.runtime
-        if parsed.name == "run":
-            return self._start(parsed.task, actor, command)
-        if parsed.name == "help":
-            return HELP
-        if parsed.name == "status":
-            if parsed.run_id is not None:
-                self._check_visible(parsed.run_id, actor, command.get("channel_id", ""))
-            return status_text(runtime, parsed.run_id, actor)
-        if parsed.name == "list":
-            return list_text(runtime, command.get("channel_id", ""), actor)
-        if parsed.name == "pending":
-            return pending_text(self.deps.approvals, actor)
-        assert parsed.run_id is not None
-        return self._cancel(parsed.run_id, actor, command.get("channel_id", ""))
+        runtime, channel = self.deps.runtime, command.get("channel_id", "")
+        match parsed:
+            case StartRun(task=task):
+                return self._start(task, actor, command)
+            case ShowHelp():
+                return HELP
+            case ShowStatus(run_id=run_id):
+                if run_id is not None:
+                    self._check_visible(run_id, actor, channel)
+                return status_text(runtime, run_id, actor)
+            case ListRuns():
+                return list_text(runtime, channel, actor)
+            case ListPending():
+                return pending_text(self.deps.approvals, actor)
+            case ShowHistory(run_id=run_id):
+                self._check_visible(run_id, actor, channel)
+                return history_message(runtime, run_id)[0]
+            case CancelRun(run_id=run_id):
+                return self._cancel(run_id, actor, channel)
 
     def _cancel(self, run_id: RunId, actor: Actor, channel: str) -> str:
         self._check_visible(run_id, actor, channel)
@@ -249,9 +267,9 @@ class Listeners:
             raise RunNotFound(run_id)
 
     def _may_control(self, run: Run, actor: Actor) -> bool:
-        requester = (run.input.get("requester") or {}) if isinstance(run.input, dict) else {}
+        data = AgentInput.of(run.input)
         agent = self.deps.agents.for_workflow(run.workflow)
-        return requester.get("user_id") == actor.user_id or (
+        return (data is not None and data.requester.user_id == actor.user_id) or (
             agent is not None and agent.may_raise_budget(actor)
         )
 
@@ -518,9 +536,14 @@ class Listeners:
         if result.accepted or own_decision(result.approval, actor):
             ack()
             if home:
-                self._after_acks.submit(self.home.refresh, body, actor)
+                self.refresh_home(body, actor)
         else:
             ack(response_action="errors", errors={block: result.message})
+
+    def refresh_home(self, body: dict[str, Any], actor: Actor) -> None:
+        """Publish ``actor``'s Home tab again after their submission ``body`` of a modal
+        opened there (off the listener's thread: the submission is answered at once)."""
+        self._after_acks.submit(self.home.refresh, body, actor)
 
     def _open_if_allowed(
         self, body: dict[str, Any], client: WebClient, modal: Callable[[str], dict[str, Any]]

@@ -371,7 +371,7 @@ def _progress(approval: Approval) -> str:
         fields = _fields(approval.diff)
         parts.append(f"✏️ Edited ({fields}); earlier approvals were reset")
     if approval.approvals:
-        needed = int(approval.policy.get("required", 1))
+        needed = approval.policy.required
         who = ", ".join(user(v["user_id"]) for v in approval.approvals)
         parts.append(f"Approved by {who} ({len(approval.approvals)} of {needed})")
     return " · ".join(parts)
@@ -380,7 +380,7 @@ def _progress(approval: Approval) -> str:
 def _grant_buttons(approval: Approval) -> list[Block]:
     """Approve and allow similar calls (for the run, or for 24 h): not where one approval
     is not enough."""
-    if int(approval.policy.get("required", 1)) != 1:
+    if approval.policy.required != 1:
         return []
     ref = approval_ref(approval)
     return [

@@ -199,7 +199,7 @@ def confirm_modal(approval: Approval, raise_to: dict[str, Any], ref: str) -> dic
     approval and the hash of the arguments the amount modal was opened on)."""
     key = limit_key(approval)
     current, new = _current(approval.args, key), raise_to[key]
-    needed = int(approval.policy.get("required", 1))
+    needed = approval.policy.required
     agree = "" if needed == 1 else f" once {needed} approvers agree on the same amount"
     return {
         "type": "modal",
@@ -294,7 +294,7 @@ def _projection(approval: Approval, key: str) -> str:
         return text
     if approval.status != ApprovalStatus.PENDING or not approval.approvals:
         return text + f" Proposed: raise {UNITS[key]} to {amount(key, proposed)}."
-    needed = int(approval.policy.get("required", 1))
+    needed = approval.policy.required
     who = ", ".join(user(v["user_id"]) for v in approval.approvals)
     return text + (
         f" *Voting on*: raise {UNITS[key]} to {amount(key, proposed)}, "

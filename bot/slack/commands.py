@@ -17,16 +17,53 @@ HELP = """*Signoff* runs an agent on your task; anything irreversible waits for 
 • `/agent help` — this message"""
 
 MAX_TASK_CHARS = 3000
-SUBCOMMANDS = ("run", "status", "history", "list", "cancel", "pending", "help")
 
 
 @dataclass(frozen=True, slots=True)
-class Command:
-    """A parsed ``/agent`` command: the subcommand and its argument (a task or a run id)."""
+class StartRun:
+    """``/agent <task>`` or ``/agent run <task>``: start a run on ``task``."""
 
-    name: str
-    task: str = ""
+    task: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShowStatus:
+    """``/agent status [RUN]``: a run's status (None: the person's latest run)."""
+
     run_id: RunId | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShowHistory:
+    """``/agent history RUN``: a compact timeline of the run."""
+
+    run_id: RunId
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRun:
+    """``/agent cancel RUN``: cancel the run."""
+
+    run_id: RunId
+
+
+@dataclass(frozen=True, slots=True)
+class ListRuns:
+    """``/agent list``: recent runs in this channel."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListPending:
+    """``/agent pending``: approvals waiting on the person."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShowHelp:
+    """``/agent help``: what the command can do."""
+
+
+Command = StartRun | ShowStatus | ShowHistory | CancelRun | ListRuns | ListPending | ShowHelp
+"""A parsed ``/agent`` command."""
 
 
 class BadCommand(UserError):
@@ -41,25 +78,32 @@ def parse(text: str) -> Command:
             "Tell me what to do, e.g. `/agent refund order 1042`. `/agent help` lists the commands."
         )
     word, rest = [*text.split(maxsplit=1), ""][:2]
-    name = word.lower()
-    if name not in SUBCOMMANDS:
-        return _run(text)
-    if name == "run":
-        return _run(rest)
-    if name in ("list", "pending", "help"):
-        return Command(name)
-    if name == "status" and not rest.strip():
-        return Command(name)
-    return Command(name, run_id=_run_id(rest, name))
+    match word.lower():
+        case "run":
+            return _run(rest)
+        case "list":
+            return ListRuns()
+        case "pending":
+            return ListPending()
+        case "help":
+            return ShowHelp()
+        case "status":
+            return ShowStatus(_run_id(rest, "status") if rest.strip() else None)
+        case "history":
+            return ShowHistory(_run_id(rest, "history"))
+        case "cancel":
+            return CancelRun(_run_id(rest, "cancel"))
+        case _:
+            return _run(text)
 
 
-def _run(task: str) -> Command:
+def _run(task: str) -> StartRun:
     task = task.strip()
     if not task:
         raise BadCommand("The task is empty: `/agent run <task>`.")
     if len(task) > MAX_TASK_CHARS:
         raise BadCommand(f"The task is longer than {MAX_TASK_CHARS} characters.")
-    return Command("run", task=task)
+    return StartRun(task)
 
 
 def _run_id(text: str, name: str) -> RunId:

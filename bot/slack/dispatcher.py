@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -51,6 +50,7 @@ from bot.slack.delivery_errors import (
     retry_after,
     slack_error,
 )
+from bot.slack.dispatch_options import DispatchOptions, sending_client
 from bot.slack.grant_blocks import grant_message
 from bot.slack.home import HOME
 from bot.slack.notifier import (
@@ -70,9 +70,18 @@ from bot.slack.notifier import (
 from bot.slack.pacing import ChannelPacing, Pace
 from bot.slack.rate_limits import EVERYTHING, PER_CHANNEL, Lane, RateLimits
 from bot.slack.run_status import status_line
+from bot.slack.send_outcomes import (
+    Held,
+    IncompleteAnswer,
+    LostClaim,
+    NotReady,
+    Undeliverable,
+    delivery_of,
+)
 from bot.slack.sent_lookup import find_sent, metadata
 from bot.slack.surfaces import HomeRefused, publish_home, set_thread_status
 from bot.slack.workspaces import NotInstalled, OneWorkspace, WorkspaceClients
+from store import HOME_REFRESH
 
 logger = logging.getLogger(__name__)
 
@@ -81,72 +90,11 @@ T = TypeVar("T")
 NOT_READY_DELAY = timedelta(milliseconds=500)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DispatchOptions:
-    """How long a claim lasts, how far backoff grows, how many notices one round claims.
-
-    Slack calls time out at a quarter of the claim, so a call in flight always ends
-    (answered or failed) well before anyone else may claim its notice.
-    """
-
-    claim_for: timedelta = timedelta(seconds=60)
-    backoff_cap: timedelta = timedelta(minutes=5)
-    batch: int = 10
-    pace: Pace = field(default_factory=Pace)
-    on_refused: Callable[[str, SlackApiError], object] | None = None
-    """Told of each Slack call refused, with its method (metrics count them)."""
-    thread_status: bool = False
-    """Also show what a waiting run waits for as its thread's status (Slack's AI-app
-    surface); the root message's status line says it either way."""
-
-    @property
-    def call_timeout(self) -> float:
-        """Seconds one Slack call may take."""
-        return self.claim_for.total_seconds() / 4
-
-
-class NotReady(Exception):
-    """The message this notice depends on (its thread root, or the card to update) is not out."""
-
-
-class Undeliverable(Exception):
-    """The message this notice depends on was given up: this one can never be delivered."""
-
-
-class LostClaim(Exception):
-    """Another dispatcher has claimed the notice since: this one must not call Slack for it."""
-
-
-class IncompleteAnswer(Exception):
-    """Slack answered ``ok`` without saying where the message is: not a delivery."""
-
-
 Live = tuple[Run, list[Approval], list[Approval]]
 """A run as it stands: the run, its pending and its approved approvals, oldest first."""
 
 ChannelRefused = Callable[[Notice, str], None]
 """Told of a run's post that Slack refused for good, with Slack's error code."""
-
-
-class Held(Exception):
-    """The call's lane is held back (a 429, or Slack unreachable) until ``until``."""
-
-    def __init__(self, until: datetime, reason: str) -> None:
-        super().__init__(reason)
-        self.until = until
-        self.reason = reason
-
-
-def sending_client(client: WebClient, options: DispatchOptions) -> WebClient:
-    """The dispatcher's own client: no automatic retries (a retried post could land twice)
-    and a timeout well inside a claim."""
-    return WebClient(
-        token=client.token,
-        base_url=client.base_url,
-        retry_handlers=[],
-        timeout=max(1, int(options.call_timeout)),
-        logger=client.logger,
-    )
 
 
 class Dispatcher:
@@ -359,7 +307,7 @@ class Dispatcher:
                 ),
             )
             return None
-        if notice.kind == HOME:
+        if notice.kind in (HOME, HOME_REFRESH):
             self._publish_home(item)
             return None
         if notice.kind == EPHEMERAL:
@@ -492,6 +440,8 @@ class Dispatcher:
             )
 
     def _publish_home(self, item: QueuedNotice) -> None:
+        """Publish a person's tab, built only once the send has begun: a refresh the store
+        kept waiting shows every change committed before then (``store.home_tabs``)."""
         if self._runs is None:
             return
         runs, store, now = self._runs, self._approvals.store, self._clock.now()
@@ -576,15 +526,6 @@ class Dispatcher:
             until = now + retry_after(exc)
             self._limits.hold(lane, until)
             raise Held(until, describe(exc)) from exc
-
-
-def delivery_of(answer: Any) -> Delivery:
-    """Where ``chat.postMessage`` says the message is; an answer without it is no delivery."""
-    channel = answer.get("channel") if isinstance(answer, dict) else None
-    ts = answer.get("ts") if isinstance(answer, dict) else None
-    if not (isinstance(channel, str) and channel and isinstance(ts, str) and ts):
-        raise IncompleteAnswer("slack: ok without channel and ts")
-    return Delivery(channel=channel, ts=ts)
 
 
 __all__ = [

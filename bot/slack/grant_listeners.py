@@ -23,6 +23,7 @@ from agent_runtime.rules import parse_predicate
 from bot.slack.blocks import parse_approval_ref
 from bot.slack.grant_blocks import day_modal
 from bot.slack.guard import MAX_ARGS_DEPTH, is_approval_id, too_deep
+from bot.slack.home import from_home, marked, unmarked
 from bot.slack.payloads import actor_of, click, input_value
 from bot.slack.reconnect import BEFORE_ACK
 from bot.slack.text import escape
@@ -34,6 +35,8 @@ Visible = Callable[[dict[str, Any], str, Actor], Approval | None]
 OpenModal = Callable[[dict[str, Any], Actor, WebClient, dict[str, Any]], None]
 Submit = Callable[[dict[str, Any], Callable[[dict[str, Any]], None], str], None]
 """Runs a click's work after the ack, off the listener thread."""
+Refresh = Callable[[dict[str, Any], Actor], None]
+"""Publishes the Home tab again after a submission from a modal opened there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,7 @@ class GrantListeners:
     visible: Visible
     open_modal: OpenModal
     submit: Submit
+    refresh_home: Refresh
 
     def approve_for_run(self, ack: Ack, body: dict[str, Any]) -> None:
         """Approve and allow similar calls for the rest of the run."""
@@ -80,7 +84,8 @@ class GrantListeners:
             self.tell(body, actor, f"Sorry: {escape(refusal)}.")
             return
         offer = self.grants.offer(approval, actor, GrantScope.DAY)
-        self.open_modal(body, actor, client, day_modal(offer, value))
+        modal = day_modal(offer, value)
+        self.open_modal(body, actor, client, marked(modal) if from_home(body) else modal)
 
     def submit_day(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         """The 24-hour modal's submit: the predicate as shown (or narrowed) becomes the grant."""
@@ -92,7 +97,8 @@ class GrantListeners:
         except (json.JSONDecodeError, InvalidConfiguration) as exc:
             ack(response_action="errors", errors={"predicate": str(exc)[:300]})
             return
-        approval_id, seen_hash = parse_approval_ref(str(view.get("private_metadata")))
+        metadata, home = unmarked(str(view.get("private_metadata")))
+        approval_id, seen_hash = parse_approval_ref(metadata)
         actor = actor_of(body)
         try:
             if not is_approval_id(approval_id):
@@ -109,6 +115,8 @@ class GrantListeners:
             ack(response_action="errors", errors={"predicate": result.decision.message})
             return
         ack()
+        if home:
+            self.refresh_home(body, actor)
 
     def revoke(self, ack: Ack, body: dict[str, Any]) -> None:
         """Revoke a grant from its message: it stops deciding at once, on every instance."""

@@ -1,7 +1,8 @@
 """The App Home tab: what waits on the person looking, their recent runs, their grants.
 
 The tab is a view of the database published for one person (``views.publish``) through the
-outbox: when they open it, and after they decide from it. Its approvals are the cards
+outbox: when they open it, after they decide from it, and, once they have opened it, after
+every change that concerns them (``bot.slack.home_refreshes``). Its approvals are the cards
 themselves (``budget_blocks.card_for``), so their buttons carry the same values, the arguments'
 hash among them, and reach the same listeners as on a card.
 """

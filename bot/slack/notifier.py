@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent_runtime import (
+    AgentInput,
     Approval,
     ApprovalStatus,
     Run,
@@ -17,14 +18,22 @@ from agent_runtime import (
     StepRecord,
     Store,
 )
-from agent_runtime.agent_loop import AS_DECIDED
 from agent_runtime.approvals import ApprovalKind, local_people
 from agent_runtime.grants import Grant
 from agent_runtime.notices import Notice
 from agent_runtime.records import StepKind
 from agent_runtime.rule_decisions import AUTOMATIC_ACTOR_PREFIXES
+from agent_runtime.step_names import (
+    AS_DECIDED,
+    BUDGET_EXHAUSTED,
+    MODEL,
+    TOOL,
+    TOOL_UNKNOWN_OUTCOME,
+    tool_of,
+)
 from bot.slack.blocks import decision_line
 from bot.slack.budget_blocks import decided_line, ended_line
+from bot.slack.home_refreshes import approval_refreshes, grant_refreshes
 from bot.slack.text import message, shown, tool_name
 
 ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE, BATCH = (
@@ -64,10 +73,10 @@ def in_place(where: dict[str, Any] | None, notices: Sequence[Notice]) -> list[No
 
 def root_fields(run: Run) -> dict[str, Any]:
     """What the root message says of a run besides its status: task, requester, agent, fork."""
-    data = run.input if isinstance(run.input, dict) else {}
+    data = AgentInput.of(run.input)
     return {
-        "task": data.get("task", ""),
-        "requester": (data.get("requester") or {}).get("user_id", ""),
+        "task": "" if data is None else data.task,
+        "requester": "" if data is None else data.requester.user_id,
         "agent": run.workflow.removeprefix("agent:"),
         "fork": None if run.forked_from is None else {"from": run.forked_from, "at": run.fork_at},
     }
@@ -163,13 +172,14 @@ class SlackNotifier:
         status = _root_update(run_id, f"approval:{approval.id}:{action}:v{approval.version}")
         here = approval.requester
         automatic = decided_automatically(approval)
+        tabs = approval_refreshes(approval, action, where, automatic=automatic)
         if action == "requested":
             deciders = () if automatic else local_people(approval.eligible, here)
             cards = [_card(approval, None), *(_card(approval, u) for u in deciders)]
-            return in_place(where, [*cards, status])
-        approvers = approval.policy.get("approvers", [])
+            return [*in_place(where, [*cards, status]), *tabs]
+        approvers = approval.policy.approvers
         dms = [] if automatic else list(local_people(approvers, here))
-        escalated = local_people(approval.policy.get("escalate_to", []), here)
+        escalated = local_people(approval.policy.escalate_to, here)
         if approval.escalated and action != "escalated":
             dms += escalated
         notices = [_update(approval, None), *(_update(approval, u) for u in dms)]
@@ -190,21 +200,24 @@ class SlackNotifier:
                 else f"*{tool_name(approval.tool)}*: {decision_line(approval)}"
             )
             notices.append(_reply(run_id, f"decided:{approval.id}", line))
-        return in_place(where, [*notices, status])
+        return [*in_place(where, [*notices, status]), *tabs]
 
     def grant_changed(self, grant: Grant, action: str) -> Sequence[Notice]:
-        """Post the grant's message in the thread it came from; update it once revoked."""
+        """Post the grant's message in the thread it came from; update it once revoked; and
+        refresh the grantor's Home tab."""
         try:
-            run = self._runs.get_run(RunId(grant.run_id))
+            where = self._place(grant.run_id)
         except RunNotFound:
             return ()
-        if slack_context(run) is None:
+        if where is None:
             return ()
         data = {"grant_id": grant.id, "target": grant_key(grant.id)}
         if action == "created":
-            return [Notice(key=grant_key(grant.id), run_id=run.id, kind=GRANT, data=data)]
-        key = f"{grant_key(grant.id)}:{action}"
-        return [Notice(key=key, run_id=run.id, kind=GRANT_UPDATE, data=data)]
+            told = Notice(key=grant_key(grant.id), run_id=grant.run_id, kind=GRANT, data=data)
+        else:
+            key = f"{grant_key(grant.id)}:{action}"
+            told = Notice(key=key, run_id=grant.run_id, kind=GRANT_UPDATE, data=data)
+        return [*in_place(where, [told]), *grant_refreshes(grant, where)]
 
 
 def grant_key(grant_id: str) -> str:
@@ -221,7 +234,7 @@ def decided_automatically(approval: Approval) -> bool:
 
 def describe_step(step: StepRecord) -> str | None:
     """One line for a journal entry, or None for entries not worth a message."""
-    if step.name == "model":
+    if step.name == MODEL:
         calls = (step.output or {}).get("message", {}).get("tool_calls") or []
         if not calls:
             return None
@@ -231,16 +244,18 @@ def describe_step(step: StepRecord) -> str | None:
         )
         more = len(calls) - PLANS_SHOWN
         return f"🤖 Plans: {plans}" + (f" and {more} more calls" if more > 0 else "")
-    if step.name.startswith("tool:"):
-        tool = tool_name(step.name.removeprefix("tool:"))
+    called = tool_of(TOOL, step.name)
+    if called is not None:
+        tool = tool_name(called)
         if step.error is not None:
             return f"⚠️ `{tool}` failed: {shown(step.error.message, REPLY_LIMIT)}"
         return f"🔧 `{tool}` → {shown(_args(step.output), REPLY_LIMIT)}"
-    if step.name == "budget.exhausted":
+    if step.name == BUDGET_EXHAUSTED:
         limit = shown(str((step.output or {}).get("limit")), 80)
         return f"💸 Budget exhausted ({limit}). An approver can raise it or end the run."
-    if step.name.startswith("tool.unknown_outcome:"):
-        tool = tool_name(step.name.removeprefix("tool.unknown_outcome:"))
+    interrupted = tool_of(TOOL_UNKNOWN_OUTCOME, step.name)
+    if interrupted is not None:
+        tool = tool_name(interrupted)
         strategy = shown(str((step.output or {}).get("strategy")), 40)
         return f"⚠️ A crash interrupted `{tool}`; its outcome is unknown ({strategy})."
     return None
@@ -258,7 +273,7 @@ def _reply(run_id: str, suffix: str, text: str) -> Notice:
 
 def _waits(step: StepRecord) -> bool:
     """Whether the step puts the run in a wait its root message should show."""
-    return step.name == "budget.exhausted"
+    return step.name == BUDGET_EXHAUSTED
 
 
 def _batch(run_id: str, before: int) -> Notice:

@@ -7,6 +7,7 @@ from typing import Any
 
 from agent_runtime import Approval, Run, RunStatus
 from agent_runtime.approvals import ApprovalKind, local_people
+from agent_runtime.step_names import is_budget_key
 from bot.slack.budget_blocks import ended_line
 from bot.slack.text import shown, tool_name, truncate, user, visible
 
@@ -34,7 +35,7 @@ def status_line(run: Run, pending: Sequence[Approval], approved: Sequence[Approv
             + "; ".join(_sign_off(a) for a in pending)
             + _queued(pending, approved)
         )
-    if run.status == RunStatus.WAITING and (run.wait_key or "").startswith("budget:"):
+    if run.status == RunStatus.WAITING and is_budget_key(run.wait_key):
         return "💸 *Waiting* for an approver to raise the budget or end the run"
     if run.status == RunStatus.WAITING and run.wait_key is None:
         return "⏳ *Waiting* until a set time"
@@ -76,7 +77,7 @@ def thread_status(run: Run, pending: Sequence[Approval]) -> str:
     if run.status != RunStatus.WAITING:
         return ""
     budget = any(a.kind == ApprovalKind.BUDGET for a in pending)
-    if budget or (run.wait_key or "").startswith("budget:"):
+    if budget or is_budget_key(run.wait_key):
         return "is waiting for an approver to raise the budget or end the run"
     if pending:
         tools = ", ".join(dict.fromkeys(visible(a.tool) for a in pending))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from agent_runtime import Actor, Approvals, RunId, Runtime
+from agent_runtime import Actor, AgentInput, Approvals, RunId, Runtime
 from agent_runtime.records import Run, StepRecord
+from agent_runtime.step_names import MODEL
 from bot.slack.blocks import Block, history_blocks
 from bot.slack.notifier import describe_step
 from bot.slack.text import escape, shown, tool_name, truncate, user
@@ -36,7 +37,7 @@ def history_message(runtime: Runtime, run_id: RunId) -> tuple[str, list[Block]]:
     for step in runtime.journal(run_id):
         text = _history_line(step)
         if text is not None:
-            model = step.name == "model" and step.error is None
+            model = step.name == MODEL and step.error is None
             lines.append((f"{step.finished_at:%H:%M:%S} {text}", step.position if model else None))
     if run.error is not None:
         lines.append((f"❌ {shown(run.error.message, 500)}", None))
@@ -46,7 +47,7 @@ def history_message(runtime: Runtime, run_id: RunId) -> tuple[str, list[Block]]:
 
 def _history_line(step: StepRecord) -> str | None:
     text = describe_step(step)
-    if text is None and step.name == "model" and isinstance(step.output, dict):
+    if text is None and step.name == MODEL and isinstance(step.output, dict):
         answer = str((step.output.get("message") or {}).get("content") or "")
         return f"🤖 Answers: {shown(answer, 200)}"
     return text
@@ -89,4 +90,5 @@ def _latest(runtime: Runtime, actor: Actor) -> Run | None:
 
 def task_of(run: Run) -> str:
     """The task a run was asked (its workflow's name if it has none)."""
-    return str(run.input.get("task", "")) if isinstance(run.input, dict) else run.workflow
+    data = AgentInput.of(run.input)
+    return run.workflow if data is None else data.task

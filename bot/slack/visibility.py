@@ -30,7 +30,7 @@ def may_see(approval: Approval, actor: Actor) -> bool:
     """Whether ``actor`` may see the approval anywhere (of its workspace): its requester and
     everyone who may decide it."""
     policy = approval.policy
-    deciders = (*policy.get("approvers", ()), *policy.get("escalate_to", ()))
+    deciders = (*policy.approvers, *policy.escalate_to)
     return actor.shares_workspace(approval.requester) and (
         actor.user_id == approval.requester.user_id or listed(deciders, actor)
     )

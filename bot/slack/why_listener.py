@@ -9,6 +9,7 @@ from slack_bolt import Ack
 from slack_sdk import WebClient
 
 from agent_runtime import (
+    AgentInput,
     Agents,
     Approval,
     Approvals,
@@ -57,9 +58,9 @@ class WhyListener:
         agent = self.agents.for_workflow(run.workflow)
         if agent is None:
             raise InvalidInput("why", f"run {run.id} is not an agent run")
-        spec = run.input.get("model") if isinstance(run.input, dict) else None
+        data = AgentInput.of(run.input)
         return proposal(
-            with_model(agent, spec, self.models),
+            with_model(agent, None if data is None else data.model, self.models),
             self.approvals,
             run,
             self.runtime.journal(run.id),

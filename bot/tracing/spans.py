@@ -41,6 +41,7 @@ from agent_runtime import (
     StepRecord,
 )
 from agent_runtime.budget_control import model_call_of
+from agent_runtime.step_names import MODEL, TOOL, tool_of
 from bot.tracing.events import Attributes, approval_events, attempt_events
 from bot.tracing.ids import JournalIds, span_id_for, trace_id_for
 
@@ -198,11 +199,11 @@ def _describe_step(step: StepRecord) -> tuple[str, SpanKind, Attributes]:
     }
     if step.error is not None:
         attributes["error.type"] = step.error.type
-    if step.kind == StepKind.STEP and step.name == "model":
+    if step.kind == StepKind.STEP and step.name == MODEL:
         name, model = _model_call(step)
         return name, SpanKind.CLIENT, attributes | model
-    if step.kind == StepKind.STEP and step.name.startswith("tool:"):
-        tool = step.name.removeprefix("tool:")
+    tool = tool_of(TOOL, step.name)
+    if step.kind == StepKind.STEP and tool is not None:
         return (
             f"execute_tool {tool}",
             SpanKind.INTERNAL,

@@ -1,4 +1,4 @@
-"""The demo payment provider over HTTP: a threading server on loopback, threaded or foreground.
+"""The demo payment provider over HTTP: a WSGI app on loopback, threaded or foreground.
 
 ``start_in_thread`` returns a ``RunningProvider`` (tests, the dev loop); ``serve`` runs one
 until SIGTERM, Ctrl-C or a stop event (the ``demo provider`` command).
@@ -6,18 +6,17 @@ until SIGTERM, Ctrl-C or a stop event (the ``demo provider`` command).
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
-import socketserver
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
-from bot.app.serving import ServingThread
+from bot.app.request_hygiene import WSGIApp
+from bot.app.serving import PortInUse as ServingPortInUse
+from bot.app.serving import ServingThread, WsgiServer, bind_wsgi, status_line
 from devkit.demo.errors import PortInUse, ProviderError
 from devkit.demo.ledger import Ledger
 from devkit.demo.provider import MAX_BODY_BYTES, Provider, Reply, error_body
@@ -28,120 +27,75 @@ DEFAULT_HOST: Final = "127.0.0.1"
 Log = Callable[[str], None]
 
 
-class _Server(ThreadingHTTPServer):
-    """Threading server that joins its request threads on close and skips the DNS lookup."""
+def provider_app(provider: Provider, log: Log | None = None) -> WSGIApp:
+    """A WSGI app answering every request from ``provider`` (``log``: a line per request)."""
 
-    daemon_threads = False
-    block_on_close = True
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], provider: Provider, log: Log | None) -> None:
-        self.provider = provider
-        self.log = log
-        super().__init__(address, _Handler)
-
-    def server_bind(self) -> None:
-        """Bind without ``HTTPServer``'s reverse DNS lookup of the host."""
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.socket.getsockname()[:2]
-        self.server_name, self.server_port = str(host), int(port)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    timeout = 10.0
-    server_version = "SignoffDemoProvider/1"
-
-    def do_GET(self) -> None:
-        """Serve a GET."""
-        self._serve()
-
-    def do_POST(self) -> None:
-        """Serve a POST."""
-        self._serve()
-
-    def do_PUT(self) -> None:
-        """Answer 405 (recorded)."""
-        self._serve()
-
-    def do_PATCH(self) -> None:
-        """Answer 405 (recorded)."""
-        self._serve()
-
-    def do_DELETE(self) -> None:
-        """Answer 405 (recorded)."""
-        self._serve()
-
-    def _serve(self) -> None:
-        provider = self.server.provider
-        key = self.headers.get("Idempotency-Key")
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        target = _target(environ)
+        key = environ.get("HTTP_IDEMPOTENCY_KEY")
         try:
-            reply = provider.handle(self.command, self.path, key, self._read_body())
+            reply = provider.handle(method, target, key, _read_body(environ))
         except Exception as exc:
             reply = Reply(500, error_body("internal_error", f"{type(exc).__name__}: {exc}"))
-        if self.server.log is not None:
+        if log is not None:
             made = f" created {reply.created_charge}" if reply.created_charge else ""
-            self.server.log(f"{self.command} {self.path} key={key or '-'} -> {reply.status}{made}")
+            log(f"{method} {target} key={key or '-'} -> {reply.status}{made}")
         if reply.created_charge:
             provider.pause_if_armed(reply.created_charge)
-        self._send(reply)
-
-    def _read_body(self) -> bytes | None:
-        header = self.headers.get("Content-Length")
-        if not header:
-            return b""
-        try:
-            length = int(header)
-        except ValueError:
-            return None
-        if not 0 <= length <= MAX_BODY_BYTES:
-            return None
-        return self.rfile.read(length)
-
-    def _send(self, reply: Reply) -> None:
         payload = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
-        try:
-            self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in reply.headers:
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
+        start_response(status_line(reply.status), [*headers, *reply.headers])
+        return [payload]
 
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        """Stay quiet: ``_serve`` logs each request itself."""
+    return application
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Send the server's own complaints (bad request lines, timeouts) to the log."""
-        if self.server.log is not None:
-            self.server.log(f"{self.address_string()} {format % args}")
+
+def _target(environ: dict[str, Any]) -> str:
+    """Return the request target as sent: its path and query string."""
+    if "REQUEST_URI" in environ:
+        return str(environ["REQUEST_URI"])
+    query = environ.get("QUERY_STRING", "")
+    return str(environ.get("PATH_INFO", "/")) + (f"?{query}" if query else "")
+
+
+def _read_body(environ: dict[str, Any]) -> bytes | None:
+    header = environ.get("CONTENT_LENGTH")
+    if not header:
+        return b""
+    try:
+        length = int(header)
+    except ValueError:
+        return None
+    if not 0 <= length <= MAX_BODY_BYTES:
+        return None
+    body: bytes = environ["wsgi.input"].read(length)
+    return body
 
 
 class RunningProvider(ServingThread):
     """A provider serving in a background thread; ``stop()`` (or the ``with`` block) ends it."""
 
-    def __init__(self, server: _Server) -> None:
+    def __init__(self, server: WsgiServer, provider: Provider) -> None:
         self._server = server
+        self._provider = provider
         super().__init__(server, "demo-provider")
 
     @property
     def url(self) -> str:
         """Return its base URL, e.g. ``http://127.0.0.1:8765``."""
-        return f"http://{self._server.server_name}:{self.port}"
+        return self._server.url
 
     @property
     def ledger(self) -> Ledger:
         """Return the ledger it writes."""
-        return self._server.provider.ledger
+        return self._provider.ledger
 
     def stop(self) -> None:
         """End pauses, stop accepting, wait for requests in flight, close the ledger."""
         if self.stopped:
             return
-        self._server.provider.release()
+        self._provider.release()
         super().stop()
         self.ledger.close()
 
@@ -162,15 +116,16 @@ def start_in_thread(
     ledger = Ledger(ledger_path)
     provider = Provider(ledger, orders=orders, pause_after_charge_file=pause_after_charge_file)
     try:
-        server = _Server((host, port), provider, log)
+        server = bind_wsgi(provider_app(provider, log), port, host, wait_for_requests=True)
+    except ServingPortInUse:
+        ledger.close()
+        raise PortInUse(
+            f"port {port} on {host} is already in use (is another demo provider running?)"
+        ) from None
     except OSError as exc:
         ledger.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise PortInUse(
-                f"port {port} on {host} is already in use (is another demo provider running?)"
-            ) from None
         raise ProviderError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    return RunningProvider(server)
+    return RunningProvider(server, provider)
 
 
 def serve(

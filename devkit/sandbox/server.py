@@ -1,100 +1,72 @@
-"""The sandbox Slack Web API over HTTP: a ``ThreadingHTTPServer`` in a background thread."""
+"""The sandbox Slack Web API over HTTP: a WSGI app served in a background thread."""
 
 from __future__ import annotations
 
 import json
-import logging
-import socket
-from collections.abc import Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
-from urllib.parse import urlsplit
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from slack_sdk import WebClient
 
-from bot.app.serving import ServingThread
+from bot.app.request_hygiene import WSGIApp
+from bot.app.serving import DropConnection, ServingThread, bind_wsgi, status_line
 from bot.slack.scopes import BOT_SCOPES
 from devkit.sandbox.web_api import DEFAULT_TOKEN, ApiResponse, SlackWebApi
 from devkit.sandbox.workspace import Workspace
-
-log = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
 JSON_TYPE = "application/json; charset=utf-8"
 
 
-class _ApiHttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128  # a burst of clients must not overflow the listen backlog
+def slack_api_app(api: SlackWebApi) -> WSGIApp:
+    """A WSGI app answering ``/api/<method>`` from ``api``; everything else is a 404."""
 
-    def __init__(self, address: tuple[str, int], api: SlackWebApi) -> None:
-        self.api = api
-        super().__init__(address, _ApiRequestHandler)
-
-
-class _ApiRequestHandler(BaseHTTPRequestHandler):
-    """Serves ``/api/<method>``; everything else is a 404."""
-
-    server_version = "SignoffSandboxSlack/1.0"
-
-    def do_POST(self) -> None:
-        """Answer a Web API call with a body."""
-        self._serve()
-
-    def do_GET(self) -> None:
-        """Answer a Web API call with a query string."""
-        self._serve()
-
-    def _serve(self) -> None:
-        parts = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length > 0 else b""
-        if not parts.path.startswith(API_PREFIX) or len(parts.path) == len(API_PREFIX):
-            self._send(ApiResponse(404, {"ok": False, "error": "not_found"}))
-            return
-        api = cast(_ApiHttpServer, self.server).api
-        self._send(
-            api.handle_http(
-                parts.path[len(API_PREFIX) :],
-                content_type=self.headers.get("Content-Type"),
-                body=body,
-                query=parts.query,
-                authorization=self.headers.get("Authorization"),
-            )
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if not path.startswith(API_PREFIX) or len(path) == len(API_PREFIX):
+            return _send(ApiResponse(404, {"ok": False, "error": "not_found"}), start_response)
+        response = api.handle_http(
+            path[len(API_PREFIX) :],
+            content_type=environ.get("CONTENT_TYPE"),
+            body=request_body(environ),
+            query=environ.get("QUERY_STRING", ""),
+            authorization=environ.get("HTTP_AUTHORIZATION"),
         )
+        return _send(response, start_response)
 
-    def _send(self, response: ApiResponse) -> None:
-        if response.dropped:
-            self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
-            return
-        if response.html is not None:
-            data, content_type = response.html.encode("utf-8"), "text/html"
-        else:
-            data, content_type = json.dumps(response.body).encode("utf-8"), JSON_TYPE
-        self.send_response(response.status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in response.headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+    return application
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Log requests at debug level instead of printing them to stderr."""
-        log.debug("%s - " + format, self.address_string(), *args)
+
+def request_body(environ: dict[str, Any]) -> bytes:
+    """Return the request's body (empty without a ``Content-Length``)."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return b""
+    return environ["wsgi.input"].read(length) if length > 0 else b""
+
+
+def _send(response: ApiResponse, start_response: Callable[..., Any]) -> list[bytes]:
+    if response.dropped:
+        raise DropConnection
+    if response.html is not None:
+        data, content_type = response.html.encode("utf-8"), "text/html"
+    else:
+        data, content_type = json.dumps(response.body).encode("utf-8"), JSON_TYPE
+    headers = [("Content-Type", content_type), ("Content-Length", str(len(data)))]
+    start_response(status_line(response.status), [*headers, *response.headers.items()])
+    return [data]
 
 
 class RunningSlackApi(ServingThread):
     """A Slack Web API serving in a background thread; ``stop()`` (or ``with``) ends it."""
 
-    def __init__(self, server: _ApiHttpServer, host: str, token: str) -> None:
-        self._server = server
+    def __init__(self, api: SlackWebApi, host: str, port: int, token: str) -> None:
+        self._api = api
         self._host = host
-        self._port = int(server.server_address[1])
         self.token = token
-        super().__init__(server, "sandbox-slack-api")
+        super().__init__(bind_wsgi(slack_api_app(api), port, host), "sandbox-slack-api")
+        self._port = self.port
 
     def go_offline(self) -> None:
         """Close the listening socket: every call is refused until ``go_online()``."""
@@ -104,8 +76,7 @@ class RunningSlackApi(ServingThread):
         """Listen again, on the same port, serving the same API."""
         if not self.stopped:
             return
-        self._server = _ApiHttpServer((self._host, self._port), self._server.api)
-        self.serve(self._server)
+        self.serve(bind_wsgi(slack_api_app(self._api), self._port, self._host))
 
     @property
     def url(self) -> str:
@@ -120,12 +91,12 @@ class RunningSlackApi(ServingThread):
     @property
     def api(self) -> SlackWebApi:
         """Return the transport-independent API it serves."""
-        return self._server.api
+        return self._api
 
     @property
     def workspace(self) -> Workspace:
         """Return the workspace it serves."""
-        return self._server.api.workspace
+        return self._api.workspace
 
     def client(self, **kwargs: Any) -> WebClient:
         """Return a ``slack_sdk.WebClient`` for this server (keyword arguments pass through)."""
@@ -149,9 +120,9 @@ def start_slack_api(
     api = SlackWebApi(
         workspace if workspace is not None else Workspace(), tokens=(token,), scopes=scopes
     )
-    return RunningSlackApi(_ApiHttpServer((host, port), api), host, token)
+    return RunningSlackApi(api, host, port, token)
 
 
 def start_api(api: SlackWebApi, *, port: int = 0, host: str = "127.0.0.1") -> RunningSlackApi:
     """Serve ``api`` (several workspaces, say) in a background thread; port 0 picks one."""
-    return RunningSlackApi(_ApiHttpServer((host, port), api), host, "")
+    return RunningSlackApi(api, host, port, "")

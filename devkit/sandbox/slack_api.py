@@ -9,7 +9,7 @@ Three layers, usable on their own:
 - ``SlackWebApi``: Slack's Web API conventions over a workspace, independent of any transport:
   bearer-token auth, ``{"ok": ...}`` bodies, Slack's error codes, Block Kit limits, HTTP 429 with
   ``Retry-After`` for injected rate limits.
-- ``start_slack_api()``: a ``ThreadingHTTPServer`` answering ``POST /api/<method>`` (form,
+- ``start_slack_api()``: a WSGI app (``bot.app.serving``) answering ``POST /api/<method>`` (form,
   multipart or JSON bodies; GET with a query string too) in a background thread.
 
 How slack_sdk 3.x sends each method (the server accepts every form for every method):

@@ -1,6 +1,6 @@
 """The sandbox web server: the page, its API, the Slack Web API and ``response_url``s.
 
-One loopback HTTP server answers:
+One loopback WSGI app (served by ``bot.app.serving``) answers:
 
 - ``/`` and ``/static/*``: the page (plain HTML, CSS and JavaScript, nothing from elsewhere);
 - ``/api/<method>``: the Slack Web API the app's ``slack_sdk`` client calls (bearer token);
@@ -16,13 +16,13 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import socketserver
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
-from bot.app.serving import ServingThread
+from bot.app.serving import PortInUse, ServingThread, bind_wsgi, status_line
 from devkit.sandbox.records import WorkspaceError
 from devkit.sandbox.server import API_PREFIX
 from devkit.sandbox.ui_api import Answer, SandboxUi
@@ -49,29 +49,20 @@ class PortTaken(OSError):
     """The sandbox's port is already in use."""
 
 
-class SandboxServer(ThreadingHTTPServer):
-    """A threading HTTP server for the sandbox; routes are attached by ``start()``."""
+class SandboxServer:
+    """The sandbox's WSGI app on its claimed port; routes are attached by ``start()``."""
 
-    daemon_threads = True
-    allow_reuse_address = True  # a restart must not wait out the TIME_WAIT of the last run
-    request_queue_size = 64
-
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, host: str, port: int) -> None:
         self.api: SlackWebApi | None = None
         self.ui: SandboxUi | None = None
         self._serving: ServingThread | None = None
-        super().__init__(address, _Handler)
-
-    def server_bind(self) -> None:
-        """Bind without ``HTTPServer``'s reverse DNS lookup of the host."""
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.socket.getsockname()[:2]
-        self.server_name, self.server_port = str(host), int(port)
+        self._server = bind_wsgi(self._application, port, host)
+        self.server_port = self._server.server_port
 
     @property
     def url(self) -> str:
         """Return the page's URL, e.g. ``http://127.0.0.1:3000/``."""
-        return f"http://{self.server_name}:{self.server_port}/"
+        return self._server.url + "/"
 
     @property
     def api_url(self) -> str:
@@ -86,7 +77,7 @@ class SandboxServer(ThreadingHTTPServer):
     def start(self, api: SlackWebApi, ui: SandboxUi) -> None:
         """Serve ``api`` and ``ui`` in a background thread."""
         self.api, self.ui = api, ui
-        self._serving = ServingThread(self, "sandbox-web", poll_interval=0.1)
+        self._serving = ServingThread(self._server, "sandbox-web", poll_interval=0.1)
 
     def stop(self) -> None:
         """Stop serving and close the socket (idempotent)."""
@@ -94,100 +85,111 @@ class SandboxServer(ThreadingHTTPServer):
             self._serving.stop()
             self._serving = None
         else:
-            self.server_close()
+            self._server.server_close()
+
+    def _application(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> list[bytes]:
+        reply = _Request(self, environ).route()
+        start_response(status_line(reply.status), reply.headers)
+        return [reply.data]
 
 
 def bind_sandbox(port: int, host: str = "127.0.0.1") -> SandboxServer:
     """Claim ``host:port`` for the sandbox (0: any free port); PortTaken if it is in use."""
     try:
-        return SandboxServer((host, port))
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise PortTaken(errno.EADDRINUSE, f"port {port} on {host} is already in use") from None
-        raise
+        return SandboxServer(host, port)
+    except PortInUse:
+        raise PortTaken(errno.EADDRINUSE, f"port {port} on {host} is already in use") from None
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: SandboxServer
-    server_version = "SignoffSandbox/1.0"
-    protocol_version = "HTTP/1.1"
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    status: int
+    data: bytes
+    headers: list[tuple[str, str]]
 
-    def do_GET(self) -> None:
-        """Serve the page, static files, the page's API and GET Web API calls."""
-        self._route("GET")
 
-    def do_POST(self) -> None:
-        """Serve the Web API, the page's actions and response URLs."""
-        self._route("POST")
+class _Request:
+    """One request to the sandbox, routed to the page, its API, the Web API or a response URL."""
 
-    def _route(self, method: str) -> None:
-        parts = urlsplit(self.path)
-        path = parts.path
+    def __init__(self, server: SandboxServer, environ: dict[str, Any]) -> None:
+        self.server = server
+        self.environ = environ
+        self.method = environ.get("REQUEST_METHOD", "GET")
+
+    def header(self, name: str) -> str | None:
+        """Return a request header (``Content-Type``, ``Host``, …), if sent."""
+        key = name.upper().replace("-", "_")
+        if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            key = "HTTP_" + key
+        value = self.environ.get(key)
+        return str(value) if value else None
+
+    def route(self) -> _Reply:
+        """Answer the request."""
+        if self.method not in ("GET", "POST"):
+            return self._json(501, {"ok": False, "error": "unsupported_method"})
+        path = self.environ.get("PATH_INFO", "")
+        query = self.environ.get("QUERY_STRING", "")
         body = self._body()
         if body is None:
-            self._json(413, {"ok": False, "error": "request_too_large"})
-            return
+            return self._json(413, {"ok": False, "error": "request_too_large"})
         if path.startswith(API_PREFIX) and self.server.api is not None:
-            self._api(path[len(API_PREFIX) :], parts.query, body)
-            return
+            return self._api(path[len(API_PREFIX) :], query, body)
         if not self._trusted_host():
-            self._json(403, {"ok": False, "error": "forbidden_host"})
-            return
-        if method == "POST" and path.startswith(RESPONSE_PREFIX):
-            self._respond(path[len(RESPONSE_PREFIX) :], body)
-        elif method == "GET" and (path == "/" or path.startswith("/static/")):
-            self._static("index.html" if path == "/" else path.removeprefix("/static/"))
-        elif path.startswith("/ui/") and self.server.ui is not None:
-            self._ui(method, path.removeprefix("/ui/"), dict(parse_qsl(parts.query)), body)
-        else:
-            self._json(404, {"ok": False, "error": "not_found"})
+            return self._json(403, {"ok": False, "error": "forbidden_host"})
+        if self.method == "POST" and path.startswith(RESPONSE_PREFIX):
+            return self._respond(path[len(RESPONSE_PREFIX) :], body)
+        if self.method == "GET" and (path == "/" or path.startswith("/static/")):
+            return self._static("index.html" if path == "/" else path.removeprefix("/static/"))
+        if path.startswith("/ui/") and self.server.ui is not None:
+            return self._ui(path.removeprefix("/ui/"), dict(parse_qsl(query)), body)
+        return self._json(404, {"ok": False, "error": "not_found"})
 
-    def _api(self, method: str, query: str, body: bytes) -> None:
+    def _api(self, method: str, query: str, body: bytes) -> _Reply:
         assert self.server.api is not None
         response: ApiResponse = self.server.api.handle_http(
             method,
-            content_type=self.headers.get("Content-Type"),
+            content_type=self.header("Content-Type"),
             body=body,
             query=query,
-            authorization=self.headers.get("Authorization"),
+            authorization=self.header("Authorization"),
         )
-        self._json(response.status, response.body, response.headers)
+        return self._json(response.status, response.body, response.headers)
 
-    def _respond(self, token: str, body: bytes) -> None:
+    def _respond(self, token: str, body: bytes) -> _Reply:
         assert self.server.ui is not None
         try:
             decoded = json.loads(body.decode("utf-8")) if body else {}
         except (UnicodeDecodeError, ValueError):
-            self._json(400, {"ok": False, "error": "invalid_json"})
-            return
+            return self._json(400, {"ok": False, "error": "invalid_json"})
         if not isinstance(decoded, dict):
-            self._json(400, {"ok": False, "error": "invalid_json"})
-            return
+            return self._json(400, {"ok": False, "error": "invalid_json"})
         status, answer = self.server.ui.link.respond(token, decoded)
-        self._json(status, answer)
+        return self._json(status, answer)
 
-    def _ui(self, method: str, name: str, query: dict[str, str], body: bytes) -> None:
+    def _ui(self, name: str, query: dict[str, str], body: bytes) -> _Reply:
         ui = self.server.ui
         assert ui is not None
-        if method == "POST" and not self._same_origin_json():
-            self._json(403, {"ok": False, "error": "json_from_this_page_only"})
-            return
-        decoded = _json_object(body) if method == "POST" else {}
+        if self.method == "POST" and not self._same_origin_json():
+            return self._json(403, {"ok": False, "error": "json_from_this_page_only"})
+        decoded = _json_object(body) if self.method == "POST" else {}
         if decoded is None:
-            self._json(400, {"ok": False, "error": "invalid_json"})
-            return
+            return self._json(400, {"ok": False, "error": "invalid_json"})
         try:
-            answer = self._ui_answer(ui, method, name, query, decoded)
+            answer = self._ui_answer(ui, name, query, decoded)
         except WorkspaceError as exc:
             answer = 400, {"ok": False, "error": exc.error}
         except Exception:
-            log.exception("sandbox page request failed: %s %s", method, name)
+            log.exception("sandbox page request failed: %s %s", self.method, name)
             answer = 500, {"ok": False, "error": "internal_error"}
-        self._json(*answer)
+        return self._json(*answer)
 
     def _ui_answer(
-        self, ui: SandboxUi, method: str, name: str, query: dict[str, str], body: dict[str, Any]
+        self, ui: SandboxUi, name: str, query: dict[str, str], body: dict[str, Any]
     ) -> Answer:
+        method = self.method
         if method == "GET" and name == "bootstrap":
             return 200, ui.bootstrap()
         if method == "GET" and name == "state":
@@ -202,62 +204,56 @@ class _Handler(BaseHTTPRequestHandler):
             return ui.act(name, body)
         return 404, {"ok": False, "error": "not_found"}
 
-    def _static(self, name: str) -> None:
+    def _static(self, name: str) -> _Reply:
         suffix = name[name.rfind(".") :] if "." in name else ""
         if "/" in name or name.startswith(".") or suffix not in STATIC_TYPES:
-            self._json(404, {"ok": False, "error": "not_found"})
-            return
+            return self._json(404, {"ok": False, "error": "not_found"})
         resource = resources.files("devkit.sandbox").joinpath("static", name)
         if not resource.is_file():
-            self._json(404, {"ok": False, "error": "not_found"})
-            return
+            return self._json(404, {"ok": False, "error": "not_found"})
         data = resource.read_bytes()
         headers = {"Content-Security-Policy": CSP} if suffix == ".html" else {}
-        self._send(200, data, STATIC_TYPES[suffix], headers)
+        return _reply(200, data, STATIC_TYPES[suffix], headers)
 
     def _trusted_host(self) -> bool:
         """Refuse other host names (DNS rebinding): only loopback names, on our port."""
-        host = (self.headers.get("Host") or "").lower()
+        host = (self.header("Host") or "").lower()
         port = self.server.server_port
         return host in {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
 
     def _same_origin_json(self) -> bool:
         """Accept actions only as JSON from this page (a cross-site form cannot send JSON)."""
-        media = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-        origin = self.headers.get("Origin")
-        host = self.headers.get("Host") or ""
+        media = (self.header("Content-Type") or "").split(";")[0].strip().lower()
+        origin = self.header("Origin")
+        host = self.header("Host") or ""
         return media == "application/json" and (origin is None or origin == f"http://{host}")
 
     def _body(self) -> bytes | None:
         try:
-            length = int(self.headers.get("Content-Length") or 0)
+            length = int(self.environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
             return None
         if length < 0 or length > MAX_BODY:
             return None
-        return self.rfile.read(length) if length else b""
+        return self.environ["wsgi.input"].read(length) if length else b""
 
-    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> _Reply:
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        self._send(status, data, "application/json; charset=utf-8", headers or {})
+        return _reply(status, data, "application/json; charset=utf-8", headers or {})
 
-    def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str]) -> None:
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Log requests at debug level instead of printing them."""
-        log.debug("%s - " + format, self.address_string(), *args)
+def _reply(status: int, data: bytes, content_type: str, headers: dict[str, str]) -> _Reply:
+    return _Reply(
+        status,
+        data,
+        [
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(data))),
+            ("Cache-Control", "no-store"),
+            ("X-Content-Type-Options", "nosniff"),
+            *headers.items(),
+        ],
+    )
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:

@@ -27,10 +27,11 @@ from agent_runtime.approvals import (
     approval_id,
     args_hash,
 )
-from agent_runtime.audit import AuditDraft, verify
+from agent_runtime.audit import AUDIT_SHARDS, AuditDraft, shard_of
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.audit_report import examine
 from agent_runtime.notices import Notice
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.records import Event
 from agent_runtime.store import ApprovalStore, Ruling
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
@@ -73,7 +74,7 @@ def _approval(run_id: str, position: int = 3, deadline: timedelta = timedelta(ho
         args=args,
         args_hash=args_hash(args),
         fingerprint="f" * 64,
-        policy={"approvers": ["U_DANA"], "required": 1},
+        policy=PolicySnapshot(approvers=("U_DANA",)),
         requester=Actor(user_id="U_REQ"),
         requested_at=T0,
         deadline=T0 + deadline,
@@ -228,9 +229,41 @@ def test_audit_chain_verifies(stores: tuple[Store, ApprovalStore]) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    entries, head = approvals.audit_log()
+    entries, heads = approvals.audit_log()
     assert len(entries) == 21
-    assert verify(entries, head) == []
+    assert examine(entries, heads).problems == []
+
+
+def test_each_runs_entries_go_to_its_shards_chain(stores: tuple[Store, ApprovalStore]) -> None:
+    """Concurrent decisions on runs of several shards: each run's entries are numbered in its
+    shard's chain, the newest of each chain is what an anchor records, and all verify."""
+    runs, approvals = stores
+    asked = [_approval(_waiting_run(runs)) for _ in range(8)]
+    for approval in asked:
+        approvals.create_approval(approval, _draft(approval, "requested"))
+
+    def decide(approval: Approval) -> None:
+        assert approvals.save_approval(
+            _approved(approval), audit=_draft(approval, "approve"), decided_before=T0, wake=None
+        )
+        approvals.append_audit(_draft(approval, "late"))
+
+    threads = [threading.Thread(target=decide, args=(a,)) for a in asked]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    entries, heads = approvals.audit_log()
+    assert sorted(heads) == list(range(AUDIT_SHARDS))
+    assert all(e.shard == shard_of(e.run_id) for e in entries)
+    assert [(e.shard, e.seq) for e in entries] == sorted((e.shard, e.seq) for e in entries)
+    for shard in {e.shard for e in entries}:
+        chain = [e for e in entries if e.shard == shard]
+        assert [e.seq for e in chain] == list(range(1, len(chain) + 1))
+        assert heads[shard] == (chain[-1].seq, chain[-1].hash)
+    newest = approvals.newest_audit_entries()
+    assert [e.shard for e in newest] == sorted({e.shard for e in entries})
+    assert examine(entries, heads).problems == []
 
 
 def _signing(runs: Store, keys: AuditKeys) -> ApprovalStore:
@@ -245,18 +278,19 @@ def test_a_store_with_keys_signs_every_entry(stores: tuple[Store, ApprovalStore]
     """With audit keys every entry carries the first key's id and a MAC that verifies."""
     runs, _ = stores
     approvals = _signing(runs, KEYS)
-    assert approvals.last_audit_entry() is None
+    assert approvals.newest_audit_entries() == []
     approval = _approval(_waiting_run(runs))
     approvals.create_approval(approval, _draft(approval, "requested"))
     approvals.save_approval(
         _approved(approval), audit=_draft(approval, "approve"), decided_before=T0, wake=None
     )
     approvals.append_audit(_draft(approval, "late"))
-    entries, head = approvals.audit_log()
+    entries, heads = approvals.audit_log()
     assert [(e.kid, e.mac is not None) for e in entries] == [("k1", True)] * 3
-    assert approvals.last_audit_entry() == entries[-1]
-    report = examine(entries, head, keys=KEYS)
-    assert (report.ok, report.unsigned, report.signed_from) == (True, 0, 1)
+    assert approvals.newest_audit_entries() == entries[-1:]
+    report = examine(entries, heads, keys=KEYS)
+    assert (report.ok, report.unsigned) == (True, 0)
+    assert [c.signed_from for c in report.chains if c.entries] == [1]
 
 
 def _closed(approval: Approval) -> tuple[Approval, AuditDraft, list[Notice]]:
@@ -281,9 +315,10 @@ def test_cancel_run_closes_its_pending_approvals_with_it(
         ApprovalStatus.REJECTED,
         ApprovalStatus.PENDING,
     ]
-    entries, head = approvals.audit_log()
-    assert [e.action for e in entries][-2:] == ["closed", "closed"]
-    assert verify(entries, head) == []
+    entries, heads = approvals.audit_log()
+    mine = [e.action for e in entries if e.run_id == run_id]
+    assert mine == ["requested", "requested", "closed", "closed"]
+    assert examine(entries, heads).problems == []
 
 
 def test_a_failed_cancel_changes_nothing(stores: tuple[Store, ApprovalStore]) -> None:
@@ -379,8 +414,8 @@ def test_a_decision_racing_a_cancel_while_pending_one_wins(
     runs, approvals = stores
     for _ in range(5):
         _race_decision_and_cancel(runs, approvals)
-    entries, head = approvals.audit_log()
-    assert verify(entries, head) == []
+    entries, heads = approvals.audit_log()
+    assert examine(entries, heads).problems == []
 
 
 def test_list_approvals_finds_those_a_person_may_decide(
@@ -390,11 +425,11 @@ def test_list_approvals_finds_those_a_person_may_decide(
     runs, approvals = stores
     run_id = _waiting_run(runs)
     mine, theirs, escalated = (_approval(run_id, p) for p in (3, 5, 7))
-    theirs = dataclasses.replace(theirs, policy={"approvers": ["U_OMAR"], "required": 1})
+    theirs = dataclasses.replace(theirs, policy=PolicySnapshot(approvers=("U_OMAR",)))
     escalated = dataclasses.replace(
         escalated,
         escalated=True,
-        policy={"approvers": ["U_DANA"], "escalate_to": ["U_BOSS"], "required": 1},
+        policy=PolicySnapshot(approvers=("U_DANA",), escalate_to=("U_BOSS",)),
     )
     for approval in (mine, theirs, escalated):
         approvals.create_approval(approval, _draft(approval, "requested"))
@@ -417,10 +452,10 @@ def test_lists_of_what_waits_on_a_person_page_oldest_first_and_count(
     grid = Actor(user_id="U_REQ", team_id="T9", enterprise_id="E1")
     plain = dataclasses.replace(plain, requester=here)
     scoped = dataclasses.replace(
-        scoped, requester=grid, policy={"approvers": ["U_DANA@E1"], "required": 1}
+        scoped, requester=grid, policy=PolicySnapshot(approvers=("U_DANA@E1",))
     )
     elsewhere = dataclasses.replace(elsewhere, requester=there)
-    other = dataclasses.replace(other, policy={"approvers": ["U_OMAR"], "required": 1})
+    other = dataclasses.replace(other, policy=PolicySnapshot(approvers=("U_OMAR",)))
     for approval in (plain, scoped, elsewhere, unscoped, other):
         approvals.create_approval(approval, _draft(approval, "requested"))
     dana = ("U_DANA", "U_DANA@E1")
@@ -499,9 +534,9 @@ def test_a_ruling_within_its_limit_decides_and_wakes_the_run(
     assert (stored.status, stored.version) == (ApprovalStatus.APPROVED, 1)
     assert approvals.get_approval(approval.id) == stored
     assert runs.get_run(run_id).status == RunStatus.PENDING
-    entries, head = approvals.audit_log()
+    entries, heads = approvals.audit_log()
     assert [e.action for e in entries] == ["requested", "rule.shadow", "approve"]
-    assert verify(entries, head) == []
+    assert examine(entries, heads).problems == []
     again = approvals.create_ruled_approval(
         approval, _draft(approval, "requested"), (), _ruling(approval)
     )
@@ -565,5 +600,5 @@ def test_concurrent_rulings_never_exceed_a_limit_of_one(
     assert [r.status for r in results].count(ApprovalStatus.APPROVED) == 1
     stored = [approvals.get_approval(a.id).status for a in asked]
     assert stored.count(ApprovalStatus.APPROVED) == 1
-    entries, head = approvals.audit_log()
-    assert verify(entries, head) == []
+    entries, heads = approvals.audit_log()
+    assert examine(entries, heads).problems == []

@@ -9,7 +9,8 @@ import pytest
 
 from agent_runtime import RunId, Store, new_run_id
 from agent_runtime.approvals import Actor
-from agent_runtime.audit import AuditDraft, verify
+from agent_runtime.audit import AuditDraft
+from agent_runtime.audit_report import examine
 from agent_runtime.exceptions import GrantNotFound
 from agent_runtime.grants import Grant, GrantScope, similar
 from agent_runtime.store import ApprovalStore, Granting
@@ -84,9 +85,9 @@ def test_grants_round_trip_list_and_revoke_once(stores: tuple[Store, ApprovalSto
     assert approvals.revoke_grant(revoked, _draft(first, "grant.revoked"), []) is None
     assert approvals.get_grant(first.id) == revoked
     assert approvals.list_grants(active_at=T0 + timedelta(hours=2)) == [second]
-    entries, head = approvals.audit_log()
+    entries, heads = approvals.audit_log()
     assert [e.action for e in entries] == ["grant.created", "grant.created", "grant.revoked"]
-    assert verify(entries, head) == []
+    assert examine(entries, heads).problems == []
 
 
 def test_grants_list_by_grantor_in_their_workspace(stores: tuple[Store, ApprovalStore]) -> None:
@@ -133,6 +134,6 @@ def test_a_decision_stores_its_grant_in_the_same_transaction(
         grant=granting,
     )
     assert approvals.get_grant(grant.id) == grant
-    entries, head = approvals.audit_log()
+    entries, heads = approvals.audit_log()
     assert [e.action for e in entries] == ["requested", "approve", "grant.created"]
-    assert verify(entries, head) == []
+    assert examine(entries, heads).problems == []

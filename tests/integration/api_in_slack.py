@@ -12,8 +12,8 @@ from agent_runtime import Approval, ApprovalStatus, SystemClock
 from bot.api.http import api_app
 from bot.api.keys import create_key
 from bot.api.service import ApiApprovals
+from bot.app.serving import serve_wsgi
 from bot.client import SignoffClient
-from bot.ops.http import serve_wsgi
 from bot.slack.blocks import APPROVE, EDIT, REJECT
 from store.api_store import SqlApiStore
 from tests.integration.api_server import not_found

@@ -16,9 +16,9 @@ from agent_runtime import SystemClock
 from bot.api.http import api_app
 from bot.api.keys import NewKey, create_key
 from bot.api.service import WAITERS, ApiApprovals
+from bot.app.serving import serve_wsgi
 from bot.app.settings import DEMO_APPROVERS, Settings
 from bot.app.wiring import Services, build_services
-from bot.ops.http import serve_wsgi
 from store.api_store import SqlApiStore
 from tests.integration import signoff_env
 from tests.integration.webhook_receiver import LOOPBACK

@@ -1,4 +1,5 @@
-"""Fixtures of the Slack scenario tests: ``slack_harness`` worlds on SQLite or PostgreSQL."""
+"""Fixtures of the Slack scenario tests (``slack_harness`` worlds on SQLite or PostgreSQL) and
+of the start-up tests (a PostgreSQL server of the test's own, stopped)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.private_postgres import PrivatePostgres, server_binaries
 from tests.integration.slack_harness import (
     APPROVER,
     SECOND_APPROVER,
@@ -36,3 +38,14 @@ def pg_world(tmp_path: Path, pg_url: str) -> Iterator[SlackWorld]:
     empty_postgres(pg_url)
     with SlackWorld(tmp_path, pg_url, approvers=(APPROVER, SECOND_APPROVER)) as built:
         yield built
+
+
+@pytest.fixture
+def stopped_pg() -> Iterator[PrivatePostgres]:
+    """A PostgreSQL server of this test's own, stopped: nothing listens on its port yet."""
+    binaries = server_binaries()
+    if binaries is None:
+        pytest.fail("no PostgreSQL server binaries under /usr/lib/postgresql")
+    with PrivatePostgres(binaries) as server:
+        server.stop()
+        yield server

@@ -6,7 +6,7 @@
 - the sandbox Slack Web API on loopback (``devkit.sandbox``), with the people of the scenarios,
 - one or more ``BotInstance``\\ s: ``build_services(settings)``, ``web_client(settings)`` pointed
   at the fake, the real Bolt app from ``slack_app`` served by ``wsgi`` under
-  ``wsgiref.simple_server`` in a thread on ``127.0.0.1:0``.
+  ``bot.app.serving`` in a thread on ``127.0.0.1:0``.
 
 Requests reach the app as Slack sends them: form bodies signed with
 ``v0=HMAC-SHA256(secret, "v0:{ts}:{body}")`` and posted with ``requests``. The worker and the
@@ -26,11 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import urlencode
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import requests
 from slack_bolt import App
@@ -46,10 +44,10 @@ from agent_runtime import (
     StoreUnavailable,
     WorkerOptions,
 )
-from agent_runtime.audit import GENESIS
 from agent_runtime.clock import SystemClock
 from bot.app.jobs import dispatcher
 from bot.app.server import slack_app, wsgi
+from bot.app.serving import serve_wsgi
 from bot.app.settings import Settings
 from bot.app.slack_mode import web_client
 from bot.app.wiring import Services, build_services
@@ -69,6 +67,7 @@ from devkit.sandbox.slack_api import (
     start_slack_api,
 )
 from store import build_engine
+from tests.conftest import reset_audit_heads
 from tests.integration.slack_readers import find_button, is_card_of, run_id_of
 
 T = TypeVar("T")
@@ -144,16 +143,6 @@ class ShiftedClock:
         return False
 
 
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    block_on_close = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Stay quiet."""
-
-
 @dataclass(frozen=True)
 class Ack:
     """The HTTP answer to a request, and how long Slack would have waited for it."""
@@ -192,21 +181,10 @@ class BotInstance:
                 poll_interval=timedelta(milliseconds=20),
             )
         )
-        self._server = make_server(
-            "127.0.0.1",
-            0,
-            wsgi(self.app),
-            server_class=_ThreadingWSGIServer,
-            handler_class=_QuietHandler,
+        self._serving = serve_wsgi(
+            wsgi(self.app), 0, "127.0.0.1", name="bolt-wsgi", wait_for_requests=True
         )
-        self.url = f"http://127.0.0.1:{self._server.server_port}/slack/events"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name=f"bolt-wsgi-{self._server.server_port}",
-            daemon=True,
-        )
-        self._thread.start()
+        self.url = f"http://127.0.0.1:{self._serving.port}/slack/events"
         self._http = requests.Session()
         self._http.trust_env = False  # loopback only: no proxy may capture these requests
 
@@ -458,9 +436,7 @@ class BotInstance:
 
     def close(self) -> None:
         """Stop serving, let listeners in flight finish, release the database."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self._serving.stop()
         self.app.listener_runner.listener_executor.shutdown(wait=True)
         self._http.close()
         self.services.store.engine.dispose()
@@ -621,12 +597,10 @@ def empty_postgres(url: str) -> None:
             conn.execute(
                 text(
                     "TRUNCATE runs, steps, attempts, events, approvals, audit_log, "
-                    "outbox, api_approvals, api_keys, grants"
+                    "outbox, api_approvals, api_keys, grants, slack_home_tabs"
                 )
             )
-            conn.execute(
-                text("UPDATE audit_head SET seq = 0, hash = :genesis"), {"genesis": GENESIS}
-            )
+            reset_audit_heads(conn)
     finally:
         engine.dispose()
 

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -182,8 +183,8 @@ def test_a_request_may_name_a_policy_of_the_servers_policy_file(
         named = api.services.approvals.get(_ask(api, policy="payments")["id"]).policy
         default = api.services.approvals.get(_ask(api)["id"]).policy
         unknown = api.post({"tool": "refund", "arguments": ARGS, "policy": "nope"})
-        assert (named["approvers"], named["deadline_seconds"]) == (["U_FIN"], 120)
-        assert (default["approvers"], default["deadline_seconds"]) == (["U_DANA"], 600)
+        assert (named.approvers, named.deadline) == (("U_FIN",), timedelta(seconds=120))
+        assert (default.approvers, default.deadline) == (("U_DANA",), timedelta(seconds=600))
         assert unknown.status_code == 400
         assert "nope" in unknown.json()["error"]
         assert len(api.services.approvals.store.list_approvals()) == 2

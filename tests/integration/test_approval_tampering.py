@@ -28,7 +28,8 @@ from sqlalchemy import Connection, delete, insert, select, text, update
 
 from agent_runtime import Actor, Approval, ApprovalStatus, Decision, RunId, RunStatus
 from agent_runtime.approvals import args_hash
-from agent_runtime.audit import verify
+from agent_runtime.audit import shard_of
+from agent_runtime.audit_report import examine
 from bot.app.wiring import Services
 from store import SqlStore
 from store.models import approvals, audit_log, events
@@ -464,7 +465,7 @@ def _verify(env: dict[str, str]) -> tuple[int, dict[str, Any]]:
 
 def intact(services: Services) -> bool:
     """Check the chain in this process, as ``signoff audit verify`` does."""
-    return not verify(*services.approvals.store.audit_log())
+    return examine(*services.approvals.store.audit_log()).ok
 
 
 def _row(conn: Connection, seq: int) -> dict[str, Any]:
@@ -494,6 +495,7 @@ def test_audit_verify_catches_edited_and_deleted_entries(
             setup.email(), Actor(user_id=APPROVER), Decision.REJECT, reason="we call instead"
         ).accepted
         engine = services.store.engine
+        shard = f"shard {shard_of(setup.run_id)}"
 
         code, report = _verify(env)
         assert (code, report["ok"], report["entries"], report["problems"]) == (0, True, 5, [])
@@ -501,7 +503,10 @@ def test_audit_verify_catches_edited_and_deleted_entries(
         with engine.begin() as conn:  # an outsider's refused attempt rewritten as an approval
             conn.execute(text("UPDATE audit_log SET action = 'approve' WHERE seq = 2"))
         code, report = _verify(env)
-        assert (code, report["problems"]) == (1, ["entry 2 was altered after it was written"])
+        assert (code, report["problems"]) == (
+            1,
+            [f"{shard}: entry 2 was altered after it was written"],
+        )
         with engine.begin() as conn:
             conn.execute(text("UPDATE audit_log SET action = 'unauthorized' WHERE seq = 2"))
         assert intact(services), "restored, the log is intact again"
@@ -511,7 +516,7 @@ def test_audit_verify_catches_edited_and_deleted_entries(
             conn.execute(text("DELETE FROM audit_log WHERE seq = 3"))
         code, report = _verify(env)
         assert code == 1
-        assert "entry 3 is missing (next is 4)" in report["problems"]
+        assert f"{shard}: entry 3 is missing (next is 4)" in report["problems"]
         with engine.begin() as conn:
             conn.execute(insert(audit_log).values(**kept))
         assert intact(services), "restored, the log is intact again"
@@ -521,5 +526,5 @@ def test_audit_verify_catches_edited_and_deleted_entries(
         code, report = _verify(env)
         assert (code, report["problems"]) == (
             1,
-            ["the log ends at entry 4 but its head is entry 5"],
+            [f"{shard}: the log ends at entry 4 but its head is entry 5"],
         )

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, delete, insert, select, update
 
-from agent_runtime.audit import GENESIS, AuditDraft, chain
+from agent_runtime.audit import AuditDraft, chain, genesis
 from agent_runtime.audit_report import REWRITTEN
 from bot.app.settings import Settings
 from bot.app.wiring import Services, build_services
@@ -32,6 +32,9 @@ pytestmark = pytest.mark.postgres
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KEY = "k1:0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 ACTIONS = ["requested", "unauthorized", "approve", "requested", "reject"]
+SHARD = "shard 1"
+"""Where run r1's entries are."""
+MISSING = "is missing from the log (deleted, or the log truncated)"
 
 
 def env_with(pg_url: str, **extra: str) -> dict[str, str]:
@@ -75,10 +78,11 @@ def write_log(services: Services, count: int = len(ACTIONS)) -> None:
 
 
 def rechain(engine: Engine) -> None:
-    """Recompute every entry's hash from its stored content, in order, and the head: what
-    anyone with the chain function and write access can do (the MACs stay as they are)."""
+    """Recompute every entry's hash of r1's chain from its stored content, in order, and the
+    head: what anyone with the chain function and write access can do (the MACs stay as
+    they are)."""
     with engine.begin() as conn:
-        prev_hash, last = GENESIS, 0
+        prev_hash, last = genesis(1), 0
         for row in conn.execute(select(audit_log).order_by(audit_log.c.seq)).all():
             draft = AuditDraft(
                 at=row.at,
@@ -95,7 +99,9 @@ def rechain(engine: Engine) -> None:
                 .values(prev_hash=entry.prev_hash, hash=entry.hash)
             )
             prev_hash, last = entry.hash, row.seq
-        conn.execute(update(audit_head).values(seq=last, hash=prev_hash))
+        conn.execute(
+            update(audit_head).where(audit_head.c.shard == 1).values(seq=last, hash=prev_hash)
+        )
 
 
 def rewrite(engine: Engine, seq: int, **values: Any) -> None:
@@ -133,7 +139,7 @@ def test_rewritten_and_rechained_approver_is_caught_with_the_key(
     code, report = verify(env)
     assert code == 1
     assert report["ok"] is False
-    assert report["problems"] == [f"entry {seq}: {REWRITTEN}" for seq in (3, 4, 5)]
+    assert report["problems"] == [f"{SHARD}: entry {seq}: {REWRITTEN}" for seq in (3, 4, 5)]
 
 
 def anchor(env: dict[str, str], path: Path) -> dict[str, Any]:
@@ -167,7 +173,7 @@ def test_anchors_catch_a_rewrite_and_a_truncation_without_the_key(
     write_log(services)
     anchors = tmp_path / "anchors.jsonl"
     written = anchor(env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY), anchors)
-    assert (written["seq"], written["kid"]) == (5, "k1")
+    assert [(h["shard"], h["seq"], h["kid"]) for h in written["heads"]] == [(1, 5, "k1")]
     env = env_with(pg_url)
     assert verify(env, "--anchors", str(anchors))[0] == 0
 
@@ -175,7 +181,7 @@ def test_anchors_catch_a_rewrite_and_a_truncation_without_the_key(
     code, report = verify(env, "--anchors", str(anchors))
     assert (code, report["anchors"]) == (1, 1)
     assert report["problems"] == [
-        "anchor line 1: entry 5 no longer has the anchored hash (the log was rewritten)"
+        f"{SHARD}: anchor line 1: entry 5 no longer has the anchored hash (the log was rewritten)"
     ]
 
     with services.store.engine.begin() as conn:
@@ -184,7 +190,7 @@ def test_anchors_catch_a_rewrite_and_a_truncation_without_the_key(
     code, report = verify(env, "--anchors", str(anchors))
     assert (code, report["problems"]) == (
         1,
-        ["anchor line 1: entry 5 is missing from the log (deleted, or the log truncated)"],
+        [f"{SHARD}: anchor line 1: entry 5 {MISSING}"],
     )
 
 
@@ -202,10 +208,10 @@ def test_stripping_every_mac_is_caught_by_the_anchors(
     assert verify(env)[1]["unsigned"] == 5, "without anchors: indistinguishable"
     code, report = verify(env, "--anchors", str(anchors))
 
-    assert (code, report["signed_from"]) == (1, 5)
+    assert (code, report["chains"][1]["signed_from"]) == (1, 5)
     assert report["problems"] == [
-        "entry 5: unsigned, though signing began at entry 5",
-        "anchor line 1: entry 5 no longer has the anchored MAC",
+        f"{SHARD}: entry 5: unsigned, though signing began at entry 5",
+        f"{SHARD}: anchor line 1: entry 5 no longer has the anchored MAC",
     ]
 
 
@@ -225,7 +231,7 @@ def test_rotated_keys_verify_old_entries_and_a_removed_key_is_unknown(
     code, report = verify(env_with(pg_url, SIGNOFF_AUDIT_KEYS=f"k2:{'ab' * 16}"))
     assert (code, report["problems"]) == (
         1,
-        ["entry 1: signed with unknown key id 'k1'", "entry 2: signed with unknown key id 'k1'"],
+        [f"{SHARD}: entry {seq}: signed with unknown key id 'k1'" for seq in (1, 2)],
     )
 
 
@@ -239,7 +245,10 @@ def test_deleted_inserted_and_reordered_entries_are_caught(services: Services, p
     renumber(engine, [4, 5], -1)
     rechain(engine)
     code, report = verify(env)
-    assert (code, report["problems"]) == (1, [f"entry {seq}: {REWRITTEN}" for seq in (3, 4)])
+    assert (code, report["problems"]) == (
+        1,
+        [f"{SHARD}: entry {seq}: {REWRITTEN}" for seq in (3, 4)],
+    )
 
     renumber(engine, [4, 3], +1)  # a forged approval inserted at 3
     with engine.begin() as conn:
@@ -254,8 +263,8 @@ def test_deleted_inserted_and_reordered_entries_are_caught(services: Services, p
     assert (code, report["problems"]) == (
         1,
         [
-            "entry 3: unsigned, though signing began at entry 1",
-            *(f"entry {seq}: {REWRITTEN}" for seq in (4, 5)),
+            f"{SHARD}: entry 3: unsigned, though signing began at entry 1",
+            *(f"{SHARD}: entry {seq}: {REWRITTEN}" for seq in (4, 5)),
         ],
     )
 
@@ -266,7 +275,7 @@ def test_deleted_inserted_and_reordered_entries_are_caught(services: Services, p
     rechain(engine)
     code, report = verify(env)
     assert code == 1
-    assert report["problems"][:2] == [f"entry {seq}: {REWRITTEN}" for seq in (1, 2)]
+    assert report["problems"][:2] == [f"{SHARD}: entry {seq}: {REWRITTEN}" for seq in (1, 2)]
 
 
 def test_a_mac_copied_from_another_entry_is_caught(services: Services, pg_url: str) -> None:
@@ -280,7 +289,7 @@ def test_a_mac_copied_from_another_entry_is_caught(services: Services, pg_url: s
 
     code, report = verify(env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY))
 
-    assert (code, report["problems"]) == (1, [f"entry 3: {REWRITTEN}"])
+    assert (code, report["problems"]) == (1, [f"{SHARD}: entry 3: {REWRITTEN}"])
 
 
 def test_the_secret_is_neither_stored_nor_printed(
@@ -333,8 +342,8 @@ def scheduler_only(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[
 
 
 def anchored_seqs(path: Path) -> list[int]:
-    """The entry numbers anchored in ``path`` so far, in file order."""
-    return [json.loads(line)["seq"] for line in lines(path)]
+    """How many entries each anchor line of ``path`` anchored, in file order."""
+    return [sum(h["seq"] for h in json.loads(line)["heads"]) for line in lines(path)]
 
 
 def test_serve_anchors_the_head_whenever_it_changed(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from agent_runtime import SignoffError, UserError
 from bot.cli.main import main
+from tests.integration import CLI_TIMEOUT_S, cli_ok, demo_input, signoff_command, signoff_env
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -74,3 +78,26 @@ def test_every_user_error_of_the_product_descends_from_one_root() -> None:
     )  # fmt: skip
     assert all(issubclass(kind, UserError) for kind in found)
     assert issubclass(UserError, SignoffError)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`signoff runs | head -1` with the reader already gone: exit 1, no traceback on stderr."""
+    env = signoff_env(f"sqlite:///{tmp_path / 'signoff.db'}")
+    for n in range(1, 4):
+        cli_ok(env, "start", "demo.steps", "--input", json.dumps(demo_input(tmp_path / "o", n, 0)))
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [*signoff_command(), "runs"],
+            env=env,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=CLI_TIMEOUT_S,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1
+    assert done.stderr == ""

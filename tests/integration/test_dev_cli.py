@@ -206,3 +206,27 @@ def test_dev_restarted_on_its_port_keeps_the_cards_and_they_still_work(tmp_path:
         )
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
+
+
+def _held_connection(url: str) -> socket.socket:
+    """A browser's connection: one page request answered, the socket left open on our side."""
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    assert sock.recv(64).startswith(b"HTTP/1.")
+    return sock
+
+
+def test_dev_stopped_with_ctrl_c_while_a_browser_is_connected_restarts_at_once(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C with a browser's connection still open, then at once the same port: it starts."""
+    with _dev(tmp_path) as (proc, url), closing(_held_connection(url)):
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        with _dev(tmp_path, port) as (again, second_url):
+            assert second_url == url
+            assert '<script type="module" src="/static/app.js">' in _get(url)
+            again.send_signal(signal.SIGINT)
+            assert again.wait(30) == 0

@@ -13,7 +13,7 @@ import pytest
 from agent_runtime import ApprovalPolicy, Approvals, SystemClock, new_run_id, tool
 from agent_runtime.approval_service import ToolLookup
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus
-from agent_runtime.audit import verify
+from agent_runtime.audit_report import examine
 from agent_runtime.grant_service import Grants
 from agent_runtime.grants import Grant, GrantScope
 from store import SqlStore, open_store
@@ -112,8 +112,8 @@ def test_no_call_is_decided_by_a_grant_after_its_revocation(
     thread.join(timeout=120)
     assert after, "the asker finished before the revocation; raise ASKS"
     assert {a.status for a in after} == {ApprovalStatus.PENDING}
-    entries, head = SqlApprovalStore(pg_store.engine).audit_log()
-    assert verify(entries, head) == []
+    entries, heads = SqlApprovalStore(pg_store.engine).audit_log()
+    assert examine(entries, heads).problems == []
     (revocation,) = [e for e in entries if e.action == "grant.revoked"]
     by_grant = [e for e in entries if (e.actor or {}).get("user_id") == f"grant:{grant.id}"]
     assert all(e.seq < revocation.seq for e in by_grant if e.action == "approve")
@@ -154,6 +154,6 @@ def test_a_grant_revoked_after_it_was_read_decides_nothing(
     asked = Asker(Grants(stale, SystemClock()), run_id)
     next(asked.positions)
     assert asked.ask().status == ApprovalStatus.PENDING
-    entries, head = SqlApprovalStore(pg_store.engine).audit_log()
-    assert verify(entries, head) == []
+    entries, heads = SqlApprovalStore(pg_store.engine).audit_log()
+    assert examine(entries, heads).problems == []
     assert [e.action for e in entries][-2:] == ["requested", "grant.lapsed"]

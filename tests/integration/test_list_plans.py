@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from bench._common import scratch_database
-from bench.decisions import Bench, open_bench
+from bench.decisions import Bench, open_bench, pg_url
 from bench.lists import explain, last_statement, lists, seed
 from store import open_store
 
@@ -57,9 +57,9 @@ def seeded(pg_server_url: str) -> Iterator[Bench]:
     """A database of its own holding the benchmark's runs and approvals, analyzed."""
     admin = make_url(pg_server_url).set(drivername="postgresql")
     with scratch_database(admin.render_as_string(hide_password=False), "signoff_plans") as dsn:
-        bench = open_bench(dsn)
+        bench = open_bench(pg_url(dsn))
         try:
-            seed(bench, FINISHED, WAITING)
+            seed(bench, dsn, FINISHED, WAITING)
             yield bench
         finally:
             _engine(bench).dispose()

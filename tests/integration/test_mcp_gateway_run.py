@@ -129,7 +129,7 @@ def test_a_new_gateway_answers_the_last_call_again_once(sqlite_url: str) -> None
     """The first identical call in a new gateway gets the last call's journaled answer (the
     client may never have received it); a further identical call is a new call."""
     services = build_services(Settings(database_url=sqlite_url))
-    request = CallRequest(tool="wipe", args={"n": 1}, gated=False, definition="d", policy={})
+    request = CallRequest(tool="wipe", args={"n": 1}, gated=False, definition="d", policy=None)
     client = Actor(user_id="U_AGENT")
     run = attach(services, KEY, patience=timedelta(0))
     signoffs = SignOffs(run, client)
@@ -176,7 +176,7 @@ def test_an_approved_call_runs_only_as_approved_and_once(sqlite_url: str) -> Non
         assert go.args == {"n": 2}
         assert services.approvals.get(call.approval_id).consumed_by == call.position
         ungated = signoffs.open(
-            CallRequest(tool="wipe", args={"n": 3}, gated=False, definition="before", policy={})
+            CallRequest(tool="wipe", args={"n": 3}, gated=False, definition="before", policy=None)
         )
         assert isinstance(signoffs.start(ungated, "after"), str)
     finally:

@@ -52,9 +52,9 @@ def test_worker_probes_and_metrics_then_sigterm_releases_its_step_for_another_wo
     cli_ok(env, "db", "upgrade")
     with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port)) as worker:
         loops = {"loop:worker": "ok", "loop:approvals": "ok", "loop:webhooks": "ok"}
-        assert answering(worker, port, "/healthz", 200)["checks"] == loops
         ready = answering(worker, port, "/readyz", 200)["checks"]
         assert ready == {"database": "ok", "migrations": "ok", **loops}
+        assert answering(worker, port, "/healthz", 200)["checks"] == loops
         run_id = cli_ok(
             env,
             "start",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,15 +16,21 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from psycopg import sql
-from sqlalchemy import Engine, insert, inspect, select
+from sqlalchemy import Engine, column, insert, inspect, select, table, text
 from sqlalchemy.engine import make_url
 
 from agent_runtime import new_run_id
+from agent_runtime.audit import GENESIS, AuditDraft, AuditEntry, chain
+from agent_runtime.audit_keys import AuditKey, AuditKeys
+from agent_runtime.audit_report import examine
 from store import build_engine
+from store.approval_store import SqlApprovalStore
 from store.migrate import alembic_config, downgrade, upgrade
 from store.models import Base, approvals, runs
+from store.types import UTCDateTime
 
 MODEL_TABLES = set(Base.metadata.tables)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -169,6 +177,45 @@ def test_upgrade_gives_pending_approvals_their_next_due_time(empty_engine: Engin
         "unreminded": t0 + timedelta(hours=1),
         "decided": None,
     }
+
+
+def test_the_single_audit_chain_becomes_shard_0_and_still_verifies(empty_engine: Engine) -> None:
+    """A log and an anchor written at 0014 (one chain, entries of runs of any shard) verify
+    unchanged as shard 0 after the upgrade; new entries go to their runs' shards."""
+    upgrade(empty_engine, "0014")
+    keys = AuditKeys((AuditKey("k1", b"k" * 32),))
+    old: list[AuditEntry] = []
+    for seq, run_id in enumerate(("r1", "x", "b"), start=1):
+        draft = AuditDraft(at=T0, approval_id="ap", run_id=run_id, action="approve", actor=None)
+        old.append(chain(draft, seq, old[-1].hash if old else GENESIS, keys))
+    line = json.dumps(  # an anchor line as 0014's `signoff audit anchor` wrote it
+        {"at": T0.isoformat(), "hash": old[-1].hash, "kid": "k1", "mac": old[-1].mac, "seq": 3}
+    )
+    names = ("seq", "approval_id", "run_id", "action", "prev_hash", "hash", "kid", "mac")
+    old_log = table("audit_log", column("at", UTCDateTime), *(column(n) for n in names))
+    with empty_engine.begin() as conn:
+        for e in old:
+            values = {name: getattr(e, name) for name in names}
+            conn.execute(insert(old_log).values(values | {"at": e.at}))
+        conn.execute(text("UPDATE audit_head SET seq = 3, hash = :hash"), {"hash": old[-1].hash})
+    upgrade(empty_engine)
+    store = SqlApprovalStore(empty_engine, keys)
+    entries, heads = store.audit_log()
+    assert [(e.shard, e.seq, e.hash) for e in entries] == [(0, e.seq, e.hash) for e in old]
+    assert examine(entries, heads, keys=keys, anchor_lines=[line]).ok
+
+    added = [
+        store.append_audit(dataclasses.replace(_draft(old[0]), run_id=r)) for r in ("run", "r1")
+    ]
+    assert [(e.shard, e.seq) for e in added] == [(0, 4), (1, 1)]
+    report = examine(*store.audit_log(), keys=keys, anchor_lines=[line])
+    assert (report.ok, report.entries) == (True, 5)
+
+
+def _draft(entry: AuditEntry) -> AuditDraft:
+    return AuditDraft(
+        at=entry.at, approval_id=entry.approval_id, run_id=entry.run_id, action=entry.action
+    )
 
 
 def _old_approval(name: str, run_id: str, position: int, t0: datetime) -> dict[str, Any]:

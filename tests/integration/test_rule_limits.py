@@ -11,7 +11,7 @@ import pytest
 from agent_runtime import ApprovalPolicy, Approvals, SystemClock, new_run_id, tool
 from agent_runtime.approval_service import ToolLookup
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus
-from agent_runtime.audit import verify
+from agent_runtime.audit_report import examine
 from agent_runtime.rules import Rules
 from store import SqlStore, open_store
 from store.approval_store import SqlApprovalStore
@@ -91,6 +91,6 @@ def test_two_requesters_racing_a_limit_of_one_get_one_auto_approval(
         runs: list[str] = [pg_store.create_run(new_run_id(), "wf", None, now).id for _ in services]
         got = _race(services, runs, now)
         assert sorted(a.status for a in got) == [ApprovalStatus.APPROVED, ApprovalStatus.PENDING]
-    entries, head = SqlApprovalStore(pg_store.engine).audit_log()
-    assert verify(entries, head) == []
+    entries, heads = SqlApprovalStore(pg_store.engine).audit_log()
+    assert examine(entries, heads).problems == []
     assert [e.action for e in entries].count("rule.limited") == ROUNDS

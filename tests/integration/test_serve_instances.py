@@ -113,12 +113,14 @@ class ServeProcess(BotInstance):
         )
 
     def wait_healthy(self) -> None:
-        """Wait until ``/healthz`` answers 200 (the process fails the test if it exits)."""
+        """Wait until ``/healthz`` answers 200 with status ``ok``, not ``starting`` (the
+        process fails the test if it exits)."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             self.assert_alive()
             try:
-                if self._http.get(self.health_url, timeout=1.0).status_code == 200:
+                answer = self._http.get(self.health_url, timeout=1.0)
+                if answer.status_code == 200 and answer.json()["status"] == "ok":
                     return
             except requests.RequestException:
                 pass

@@ -29,7 +29,7 @@ from agent_runtime import Actor, Approval, ApprovalStatus, Decision
 from agent_runtime.json_limits import strict_loads
 from bot.app.request_hygiene import MAX_BODY_BYTES
 from bot.slack.blocks import APPROVE, EDIT, FORK, HISTORY, REJECT, VIEW_ARGS
-from bot.slack.commands import parse
+from bot.slack.commands import StartRun, parse
 from bot.slack.text import user as mention
 from devkit.sandbox.slack_api import View
 from store import models
@@ -186,7 +186,9 @@ def test_any_command_is_answered_and_stored_whole_or_not_at_all(
         assert ack.text, "an answer says what happened"
     if "Started run" in ack.text:
         run = bot.services.runtime.get(run_id_of(ack))
-        assert run.input["task"] == parse(text).task
+        started = parse(text)
+        assert isinstance(started, StartRun)
+        assert run.input["task"] == started.task
     assert_nothing_half_stored(bot)
     assert_no_markup_posted(world, bot, seen, user)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from tests.integration import (
     wait_until,
 )
 from tests.integration.ops_probes import probe
-from tests.integration.private_postgres import PrivatePostgres, server_binaries
+from tests.integration.private_postgres import PrivatePostgres
 from tests.integration.test_serve_instances import free_port
 
 pytestmark = pytest.mark.postgres
@@ -31,17 +30,6 @@ pytestmark = pytest.mark.postgres
 TIMEOUT_S = 60.0
 PASSWORD = "pg-startup-secret"
 RETRY = "database unreachable at start"
-
-
-@pytest.fixture
-def stopped_pg() -> Iterator[PrivatePostgres]:
-    """A PostgreSQL server of this test's own, stopped: nothing listens on its port yet."""
-    binaries = server_binaries()
-    if binaries is None:
-        pytest.fail("no PostgreSQL server binaries under /usr/lib/postgresql")
-    with PrivatePostgres(binaries) as server:
-        server.stop()
-        yield server
 
 
 def env_for(server: PrivatePostgres, wait_s: float) -> dict[str, str]:
@@ -55,6 +43,13 @@ def ready(port: int) -> bool:
     """Tell whether the process on ``port`` answers ``/readyz`` with 200."""
     found = probe(port, "/readyz")
     return found is not None and found[0] == 200
+
+
+def not_ready(port: int) -> bool:
+    """Tell whether the process on ``port`` answers ``/readyz`` with 503, naming the
+    database (it listens before it reaches the database)."""
+    found = probe(port, "/readyz")
+    return found is not None and found[0] == 503 and "database" in found[1]["failing"]
 
 
 def completes_a_run(env: dict[str, str], tmp_path: Path, alive: WorkerProcess | None) -> None:
@@ -85,8 +80,8 @@ def assert_logged_masked(log: str) -> None:
 def test_a_worker_started_before_its_database_waits_then_runs_work(
     tmp_path: Path, stopped_pg: PrivatePostgres
 ) -> None:
-    """The worker keeps trying while the database is down (probes unanswered), then becomes
-    ready and completes a run, the same process throughout."""
+    """The worker keeps trying while the database is down (``/readyz`` 503 on its metrics
+    port), then becomes ready and completes a run, the same process throughout."""
     env, port = env_for(stopped_pg, TIMEOUT_S), free_port()
     with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port)) as worker:
         wait_until(
@@ -95,7 +90,7 @@ def test_a_worker_started_before_its_database_waits_then_runs_work(
             what="two failed attempts",
             alive=worker,
         )
-        assert probe(port, "/readyz") is None
+        assert not_ready(port)
         stopped_pg.start()
         wait_until(lambda: ready(port), timeout=TIMEOUT_S, what="/readyz 200", alive=worker)
         completes_a_run(env, tmp_path, worker)
@@ -125,7 +120,7 @@ def test_serve_started_before_its_database_waits_then_serves_and_runs_work(
                 return log_path.read_text(encoding="utf-8", errors="replace")
 
             wait_until(lambda: output().count(RETRY) >= 2, timeout=TIMEOUT_S, what="two tries")
-            assert probe(port, "/readyz") is None
+            assert not_ready(port)
             stopped_pg.start()
             wait_until(lambda: output() and ready(port), timeout=TIMEOUT_S, what="/readyz 200")
             completes_a_run(env, tmp_path, None)

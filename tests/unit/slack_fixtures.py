@@ -9,6 +9,7 @@ from typing import Any
 
 from agent_runtime import Actor, Approval, ApprovalStatus
 from agent_runtime.approvals import ApprovalId, ApprovalKind, args_hash
+from agent_runtime.policy import PolicySnapshot
 from bot.slack.text import is_hiding
 
 ASKED = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
@@ -42,11 +43,9 @@ def approval(
         args_hash=args_hash(args),
         fingerprint="f",
         requester=ALEX,
-        policy={
-            "approvers": [DANA.user_id, OMAR.user_id],
-            "required": 2,
-            "escalate_to": ["U_BOSS"],
-        },
+        policy=PolicySnapshot(
+            approvers=(DANA.user_id, OMAR.user_id), required=2, escalate_to=("U_BOSS",)
+        ),
         requested_at=ASKED,
         deadline=ASKED + timedelta(hours=4),
         reason_asked="",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -36,11 +37,11 @@ def test_the_requests_rule_goes_over_the_servers_default() -> None:
     server = GatePolicy(default=ToolRule(required=2, approvers=("U_A", "U_B", "U_C")))
     ask = read_ask({"tool": "t", "arguments": {"x": 1}, "policy": {"deadline_seconds": 30}})
     policy = ask.policy(server, ("U_CONFIGURED",), {})
-    assert (policy["approvers"], policy["required"], policy["deadline_seconds"]) == (
-        ["U_A", "U_B", "U_C"],
+    assert (policy.approvers, policy.required, policy.deadline) == (
+        ("U_A", "U_B", "U_C"),
         2,
-        30,
+        timedelta(seconds=30),
     )
     bare = read_ask({"tool": "t"}).policy(GatePolicy(), ("U_CONFIGURED",), {})
-    assert bare["approvers"] == ["U_CONFIGURED"]
+    assert bare.approvers == ("U_CONFIGURED",)
     assert read_ask({"tool": "t"}).idempotency_key != read_ask({"tool": "t"}).idempotency_key

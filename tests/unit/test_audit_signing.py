@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_runtime.audit import GENESIS, AuditDraft, AuditEntry, chain
+from agent_runtime.audit import AUDIT_SHARDS, GENESIS, AuditDraft, AuditEntry, chain, genesis
 from agent_runtime.audit_anchors import anchor_of
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.audit_report import examine
@@ -25,7 +25,7 @@ def log(*signed: bool) -> list[AuditEntry]:
         draft = AuditDraft(
             at=T0 + timedelta(seconds=seq),
             approval_id="ap",
-            run_id="r",
+            run_id="run",  # shard 0
             action="approve",
             actor={"user_id": "U_DANA"},
         )
@@ -35,23 +35,24 @@ def log(*signed: bool) -> list[AuditEntry]:
     return entries
 
 
-def head(entries: list[AuditEntry]) -> tuple[int, str]:
-    """The head of ``entries``."""
-    return entries[-1].seq, entries[-1].hash
+def head(entries: list[AuditEntry]) -> dict[int, tuple[int, str]]:
+    """The heads of a log whose only entries are ``entries``, in shard 0."""
+    empty = {shard: (0, genesis(shard)) for shard in range(AUDIT_SHARDS)}
+    return empty | {0: (entries[-1].seq, entries[-1].hash)}
 
 
 def test_entries_from_before_signing_are_unsigned_not_tampered() -> None:
     """Two entries written before a key was set, then signed ones: intact, two unsigned."""
     entries = log(False, False, True, True)
     report = examine(entries, head(entries), keys=KEYS)
-    assert (report.ok, report.unsigned, report.signed_from) == (True, 2, 3)
+    assert (report.ok, report.unsigned, report.chains[0].signed_from) == (True, 2, 3)
 
 
 def test_an_unsigned_entry_after_signing_began_is_a_problem() -> None:
     """An unsigned entry after the first signed one is reported; it could be forged."""
     entries = log(False, True, False, True)
     report = examine(entries, head(entries), keys=KEYS)
-    assert report.problems == ["entry 3: unsigned, though signing began at entry 2"]
+    assert report.problems == ["shard 0: entry 3: unsigned, though signing began at entry 2"]
     assert report.unsigned == 1
 
 
@@ -75,20 +76,20 @@ def test_an_anchor_with_a_mac_moves_the_start_of_signing_back() -> None:
             for e in signed[1:]
         ),
     ]
-    line = anchor_of(signed[1], T0).to_line()
+    line = anchor_of([signed[1]], T0).to_line()
     report = examine(stripped, head(stripped), anchor_lines=[line])
-    assert report.signed_from == 2
+    assert report.chains[0].signed_from == 2
     assert report.problems == [
-        "entry 2: unsigned, though signing began at entry 2",
-        "entry 3: unsigned, though signing began at entry 2",
-        "anchor line 1: entry 2 no longer has the anchored MAC",
+        "shard 0: entry 2: unsigned, though signing began at entry 2",
+        "shard 0: entry 3: unsigned, though signing began at entry 2",
+        "shard 0: anchor line 1: entry 2 no longer has the anchored MAC",
     ]
 
 
 def test_anchor_lines_that_are_not_anchors_are_problems() -> None:
     """A line of the anchor file that is not an anchor is reported with its number."""
     entries = log(True)
-    lines = [anchor_of(entries[0], T0).to_line(), '{"seq": 1}', "", "garbage"]
+    lines = [anchor_of(entries, T0).to_line(), '{"seq": 1}', "", "garbage"]
     report = examine(entries, head(entries), anchor_lines=lines)
     assert report.problems == ["anchor line 2 is not an anchor", "anchor line 4 is not an anchor"]
     assert report.anchors == 1
@@ -97,10 +98,10 @@ def test_anchor_lines_that_are_not_anchors_are_problems() -> None:
 def test_an_edited_anchor_is_caught_with_the_key() -> None:
     """An anchor whose MAC does not match its (seq, hash) is reported when keys are given."""
     entries = log(True, True)
-    forged = anchor_of(entries[1], T0).to_line().replace(entries[1].mac or "", "0" * 64)
+    forged = anchor_of([entries[1]], T0).to_line().replace(entries[1].mac or "", "0" * 64)
     report = examine(entries, head(entries), keys=KEYS, anchor_lines=[forged])
     assert report.problems[-1] == (
-        "anchor line 1: its MAC does not verify (the anchor file was edited)"
+        "shard 0: anchor line 1: its MAC does not verify (the anchor file was edited)"
     )
 
 

@@ -60,7 +60,7 @@ def states() -> Iterator[tuple[str, Approval]]:
         decided_args=raised,
         decided_args_hash=args_hash(raised),
         approvals=(vote,),
-        policy=pending.policy | {"required": 2},
+        policy=dataclasses.replace(pending.policy, required=2),
     )
     at = pending.requested_at
     yield "pending", pending

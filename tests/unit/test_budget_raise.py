@@ -26,7 +26,7 @@ from agent_runtime import (
     tool,
 )
 from agent_runtime.approvals import ApprovalKind
-from agent_runtime.audit import verify
+from agent_runtime.audit_report import examine
 from agent_runtime.budget import Consumption
 from agent_runtime.budget_ask import projection, round_up, suggested_limit
 from agent_runtime.budget_control import BudgetOutcome, decide_budget
@@ -81,7 +81,7 @@ def test_exhaustion_asks_for_a_raise_listing_each_model_call_from_the_journal() 
     assert asked.args["left"]["model_calls"] == 0
     assert asked.args["projection"]["more_calls"] == 2
     assert asked.args["raise_to"] == {"model_calls": 4}
-    assert asked.policy["approvers"] == ["U_DANA", "U_OMAR"]
+    assert asked.policy.approvers == ("U_DANA", "U_OMAR")
     assert h.model.calls == 2
 
 
@@ -96,8 +96,8 @@ def test_a_raise_resumes_the_run_with_the_raised_limit_and_is_audited() -> None:
     assert run.status == RunStatus.COMPLETED
     assert run.output["budget"]["model_calls"] == 5
     assert h.model.calls == 4
-    entries, head = h.approval_store.audit_log()
-    assert verify(entries, head) == []
+    entries, heads = h.approval_store.audit_log()
+    assert examine(entries, heads).problems == []
     [raise_entry] = [e for e in entries if e.approval_id == asked.id and e.action == "edit"]
     assert raise_entry.actor is not None
     assert raise_entry.actor["user_id"] == DANA.user_id
@@ -155,8 +155,8 @@ def test_an_end_loses_to_a_raise_landing_after_its_check(monkeypatch: pytest.Mon
     assert (raised.status, raised.decided_by) == (ApprovalStatus.APPROVED, OMAR)
     h.work()
     assert h.run(run_id).status == RunStatus.COMPLETED
-    entries, head = h.approval_store.audit_log()
-    assert verify(entries, head) == []
+    entries, heads = h.approval_store.audit_log()
+    assert examine(entries, heads).problems == []
     actions = [(e.action, (e.actor or {}).get("user_id")) for e in entries]
     assert [a for a in actions if a[0] in ("edit", "late", "closed")] == [
         ("edit", "U_OMAR"),
@@ -289,4 +289,4 @@ def test_a_raise_is_decided_by_the_approvals_service_like_any_approval() -> None
     h.work()
     assert h.run(run_id).status == RunStatus.COMPLETED
     assert h.run(run_id).output["budget"]["model_calls"] == 4
-    assert REQUESTER.user_id not in asked.policy["approvers"]
+    assert REQUESTER.user_id not in asked.policy.approvers

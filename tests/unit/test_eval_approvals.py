@@ -12,6 +12,7 @@ from agent_runtime.budget import Consumption
 from agent_runtime.eval_approvals import ApprovalCounts, approval_counts
 from agent_runtime.evals import Call, Comparison, EvalReport, Trajectory, calls_of
 from agent_runtime.models.base import Message, ToolCall
+from agent_runtime.policy import PolicySnapshot
 from bot.cli.eval_report import render_html
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
@@ -39,7 +40,7 @@ def _approval(
         args=args,
         args_hash=args_hash(args),
         fingerprint="f",
-        policy={},
+        policy=PolicySnapshot(),
         requester=Actor(user_id="U_REQ"),
         requested_at=at,
         deadline=at + timedelta(hours=1),

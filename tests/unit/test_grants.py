@@ -11,11 +11,12 @@ import pytest
 from agent_runtime import ApprovalPolicy, Approvals, new_run_id, tool
 from agent_runtime.approval_service import ToolLookup
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus
-from agent_runtime.audit import verify
+from agent_runtime.audit_report import examine
 from agent_runtime.clock import FrozenClock
 from agent_runtime.exceptions import GrantRefused
 from agent_runtime.grant_service import Grants
 from agent_runtime.grants import Grant, GrantScope, describe, similar
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.rules import Rules
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
 
@@ -68,7 +69,7 @@ class World:
             position=self.position,
             tool=found,
             args=args,
-            policy=found.approval.snapshot({}) if found.approval else {},
+            policy=found.approval.snapshot({}) if found.approval else PolicySnapshot(),
             requester=by,
             now=self.clock.now(),
         )
@@ -107,8 +108,8 @@ def test_grants_are_in_the_audit_chain_with_who_when_scope_and_expiry() -> None:
     run_id = world.run()
     grant = world.grant(world.ask(run_id, _refund(4999)), DANA, GrantScope.RUN)
     world.ask(run_id, _refund(10))
-    entries, head = world.store.audit_log()
-    assert verify(entries, head) == []
+    entries, heads = world.store.audit_log()
+    assert examine(entries, heads).problems == []
     assert [e.action for e in entries] == [
         "requested",
         "approve",

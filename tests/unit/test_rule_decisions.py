@@ -6,7 +6,7 @@ from typing import Any
 
 from agent_runtime import Agent, ApprovalPolicy, RunStatus, Tools, tool
 from agent_runtime.approvals import ApprovalStatus
-from agent_runtime.audit import verify
+from agent_runtime.audit_report import examine
 from agent_runtime.models import ScriptedModel, ToolCall, text_reply, tool_reply
 from agent_runtime.rules import Rules
 from agent_runtime.testing import AgentEnvironment, ToolCallRecord
@@ -56,8 +56,8 @@ def _rules(action: str, *, mode: str = "enforce", **limits: Any) -> Rules:
 
 
 def _actions(env: AgentEnvironment) -> list[str]:
-    entries, head = env.approval_store.audit_log()
-    assert verify(entries, head) == []
+    entries, heads = env.approval_store.audit_log()
+    assert examine(entries, heads).problems == []
     return [entry.action for entry in entries]
 
 

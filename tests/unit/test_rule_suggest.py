@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus, args_hash
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.rule_suggest import suggest
 from agent_runtime.rules import RuleContext, RuleMode
 
@@ -26,7 +27,7 @@ def _approval(
         args=args,
         args_hash=args_hash(args),
         fingerprint="f",
-        policy={"approvers": ["U_DANA"]},
+        policy=PolicySnapshot(approvers=("U_DANA",)),
         requester=Actor(user_id="U_REQ"),
         requested_at=at,
         deadline=at + timedelta(hours=1),

@@ -18,6 +18,7 @@ from agent_runtime.approvals import (
     args_hash,
 )
 from agent_runtime.exceptions import InvalidConfiguration
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.rules import RuleAction, RuleContext, Rules
 from bot.app.settings import Settings, SettingsError
 
@@ -148,7 +149,7 @@ def _given(run_id: str, minutes_ago: int, amount: int) -> Approval:
         args=args,
         args_hash=args_hash(args),
         fingerprint="f",
-        policy={},
+        policy=PolicySnapshot(),
         requester=Actor(user_id="U_SAM"),
         requested_at=T0,
         deadline=T0,

@@ -22,6 +22,7 @@ from agent_runtime import ApprovalStatus, RunId, RunStatus
 from agent_runtime.approvals import Approval, ApprovalId, ApprovalKind
 from agent_runtime.batches import BATCH_LIMIT
 from agent_runtime.models import ToolCall, text_reply, tool_reply
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.proposal import Proposal, proposal
 from agent_runtime.records import ErrorInfo, StepKind, StepRecord
 from agent_runtime.testing import InMemoryStore
@@ -170,7 +171,7 @@ def hostile_batch(tool: str) -> list[Approval]:
     return [
         replace(
             approval(tool, HOSTILE, id=ApprovalId(f"{i:024x}")),
-            policy={"approvers": approvers, "required": 1},
+            policy=PolicySnapshot(approvers=tuple(approvers)),
         )
         for i in range(BATCH_LIMIT)
     ]

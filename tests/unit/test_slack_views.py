@@ -9,6 +9,7 @@ import pytest
 from agent_runtime import Actor, RunId
 from agent_runtime.approvals import Approval, ApprovalKind, approval_id, args_hash
 from agent_runtime.audit import AuditDraft
+from agent_runtime.policy import PolicySnapshot
 from agent_runtime.testing import AgentEnvironment
 from bot.slack.views import list_text, pending_text, status_text
 from tests.unit.agent_harness import AgentHarness
@@ -61,7 +62,7 @@ def _ask(env: AgentEnvironment, run_id: RunId, approvers: tuple[str, ...], posit
         args=args,
         args_hash=args_hash(args),
         fingerprint="f" * 64,
-        policy={"approvers": list(approvers), "required": 1},
+        policy=PolicySnapshot(approvers=tuple(approvers)),
         requester=ANN,
         requested_at=now,
         deadline=now + timedelta(hours=1),

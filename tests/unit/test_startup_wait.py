@@ -1,5 +1,5 @@
 """Waiting for the database at start: backoff, one log line per failed attempt with the
-password masked, and a clear error past the bound."""
+password masked, a clear error past the bound, and what the probes are told meanwhile."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from agent_runtime import StoreUnavailable
 from bot.app.settings import Settings, SettingsError
-from bot.ops.startup import masked, when_reachable
+from bot.ops.startup import Startup, masked, when_reachable
 
 URL = "postgresql+psycopg://signoff:hunter2@db.internal:5432/signoff"
 
@@ -117,3 +117,49 @@ def test_the_bound_is_a_setting_of_60_seconds_by_default() -> None:
     assert found == timedelta(seconds=5)
     with pytest.raises(SettingsError, match="SIGNOFF_STARTUP_DB_WAIT_SECONDS must be positive"):
         Settings.from_env({"SIGNOFF_STARTUP_DB_WAIT_SECONDS": "0"})
+
+
+def test_startup_reports_each_failure_by_its_class_and_the_time_left() -> None:
+    """Alive while starting; not ready, naming the driver error's class (never its message)
+    and how long the process keeps trying, nor once the database answered until it is up."""
+    time = FakeTime()
+    startup = Startup(clock=lambda: time.now)
+    assert startup.liveness().status == "starting"
+    assert startup.liveness().ok
+    assert startup.readiness().checks == {"database": "connecting", "startup": "first attempt"}
+    _, open_database = failing(2)
+
+    def open_with_cause() -> str:
+        try:
+            return open_database()
+        except StoreUnavailable:
+            raise StoreUnavailable("connection failed: hunter2@db") from ConnectionRefusedError()
+
+    seen: list[dict[str, str]] = []
+
+    def sleep(seconds: float) -> None:
+        seen.append(startup.readiness().checks)
+        time.sleep(seconds)
+
+    when_reachable(
+        open_with_cause,
+        url=URL,
+        wait=timedelta(seconds=10),
+        sleep=sleep,
+        clock=lambda: time.now,
+        startup=startup,
+    )
+    assert seen == [
+        {"database": "unreachable (ConnectionRefusedError)", "startup": _tried(1, 10.0)},
+        {"database": "unreachable (ConnectionRefusedError)", "startup": _tried(2, 9.5)},
+    ]
+    assert startup.failures == 2
+    assert startup.readiness().checks == {"database": "ok", "startup": "starting its parts"}
+    assert not startup.up
+    startup.finished()
+    assert startup.readiness().ok
+    assert startup.liveness().status == "ok"
+
+
+def _tried(failures: int, left: float) -> str:
+    return f"{failures} attempts failed, giving up in {left:.1f} s"
