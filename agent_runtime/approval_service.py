@@ -29,6 +29,7 @@ from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice, Notifier, Silent
 from agent_runtime.policy import PolicySnapshot
+from agent_runtime.previews import Shown, compute
 from agent_runtime.quorum import quorum_refusal, quorum_shortfall
 from agent_runtime.records import Event, Run
 from agent_runtime.rule_decisions import grant_ruling, ruling, shadow_drafts
@@ -134,13 +135,15 @@ class Approvals:
         kind: ApprovalKind = ApprovalKind.TOOL_CALL,
         question: str = "",
         channel: str = "",
+        preview: Shown | None = None,
     ) -> Approval:
         """Record an approval (idempotent: the id comes from run and position), pending unless
         its quorum cannot be met in the requester's workspace (rejected at once, see
         ``agent_runtime.quorum``), a rule about the tool decides it at once (see
         ``agent_runtime.rules``) or, when no enforcing rule matches, a grant covers it (see
         ``agent_runtime.grants``). ``channel`` is the channel the run was started from, which
-        rules may look at."""
+        rules may look at; ``preview`` what the call would do, as the tool's preview said
+        when asked."""
         approval = Approval(
             id=approval_id(run_id, position),
             run_id=run_id,
@@ -156,6 +159,8 @@ class Approvals:
             deadline=now + policy.deadline,
             reason_asked=question,
             remind_at=None if policy.remind_every is None else now + policy.remind_every,
+            preview=None if preview is None else preview.to_json(),
+            preview_digest=None if preview is None else preview.digest,
         )
         audit = self._draft(
             approval,
@@ -168,7 +173,8 @@ class Approvals:
                 "args_hash": approval.args_hash,
                 "policy": policy.to_json(),
                 "deadline": approval.deadline.isoformat(),
-            },
+            }
+            | _preview_detail(approval),
         )
         notices = self.notifier.approval_changed(approval, "requested")
         shortfall = quorum_shortfall(policy, requester)
@@ -257,6 +263,8 @@ class Approvals:
             verdict = self._judge(current, actor, decision, now, reason, edited_args, seen_hash)
             if isinstance(verdict, Refusal):
                 return self._refuse(current, actor, decision, verdict, now)
+            if decision == Decision.EDIT:
+                verdict = self._previewed(verdict)
             granting = (
                 grant(verdict)
                 if grant is not None and verdict.status == ApprovalStatus.APPROVED
@@ -265,6 +273,43 @@ class Approvals:
             if self._save(current, verdict, actor, decision, now, seen_hash, granting):
                 return DecisionResult(accepted=True, message=_accepted(verdict), approval=verdict)
         raise StoreUnavailable(f"approval {approval} kept changing; try again")
+
+    def _previewed(self, edited: Approval) -> Approval:
+        """The edited approval with the preview of its edited arguments: a decision binds to
+        what the call would do with the arguments it approves."""
+        tool = self._tools.get(edited.tool)
+        if tool is None or tool.preview is None:
+            return edited
+        shown = compute(tool.preview, edited.proposed_args)
+        return dataclasses.replace(edited, preview=shown.to_json(), preview_digest=shown.digest)
+
+    def supersede(self, approval: Approval, preview: Shown, note: str) -> bool:
+        """Close an approved, unused approval as superseded: what the call would do is now
+        ``preview``, which nobody approved. Its card shows ``note``; the audit log records
+        the new preview. False if it was no longer approved and unused."""
+        for _ in range(CAS_ATTEMPTS):
+            current = self.store.get_approval(approval.id)
+            if current.status != ApprovalStatus.APPROVED or current.consumed_by is not None:
+                return current.status == ApprovalStatus.SUPERSEDED
+            now = self._clock.now()
+            new = dataclasses.replace(
+                current, status=ApprovalStatus.SUPERSEDED, reason=note, remind_at=None
+            )
+            detail = {
+                "reason": note,
+                "preview_digest": current.preview_digest,
+                "new_preview": preview.to_json(),
+                "new_preview_digest": preview.digest,
+            }
+            if self.store.save_approval(
+                new,
+                audit=self._draft(current, "superseded", None, detail, at=now),
+                decided_before=None,
+                wake=None,
+                notices=self.notifier.approval_changed(new, "superseded"),
+            ):
+                return True
+        raise StoreUnavailable(f"approval {approval.id} kept changing; try again")
 
     def cancel_run(
         self,
@@ -419,7 +464,7 @@ class Approvals:
             "args_hash": new.decided_args_hash,
             "reason": new.reason,
             "diff": new.diff,
-        }
+        } | _preview_detail(new)
         audit = self._draft(current, decision.value, actor, detail, at=now)
         wake = self._wake(new, now) if final else None
         return self.store.save_approval(
@@ -498,6 +543,13 @@ class Approvals:
             actor=None if actor is None else actor.to_json(),
             detail=detail,
         )
+
+
+def _preview_detail(approval: Approval) -> dict[str, Any]:
+    """The audit detail of what the call would do, when the tool says (nothing otherwise)."""
+    if approval.preview is None:
+        return {}
+    return {"preview": approval.preview, "preview_digest": approval.preview_digest}
 
 
 def _accepted(approval: Approval) -> str:

@@ -35,6 +35,9 @@ class ApprovalStatus(enum.StrEnum):
     EXPIRED = "expired"
     CANCELLED = "cancelled"
     """Closed unanswered because its run was cancelled."""
+    SUPERSEDED = "superseded"
+    """Approved, then closed unused: what the call would do changed before it ran (its
+    preview), so the approval was asked again."""
 
 
 class ApprovalKind(enum.StrEnum):
@@ -153,6 +156,12 @@ class Approval:
     remind_at: datetime | None = None
     consumed_by: int | None = None
     """The journal position of the one tool execution this approval allowed."""
+    preview: dict[str, Any] | None = None
+    """What the call would do with ``proposed_args``, as shown to approvers (JSON of
+    ``agent_runtime.previews.Shown``); None when the tool declared no preview."""
+    preview_digest: str | None = None
+    """The digest of ``preview`` (None if it failed or there is none): the call runs only if
+    its preview, computed again just before, has this digest."""
     version: int = 0
 
     @property

@@ -73,6 +73,9 @@ def _entry(
         detail |= _model_detail(step, used, budget, agent)
     if step.kind == StepKind.STEP and tool_of(TOOL, step.name) is not None and step.error is None:
         used.tool_calls += 1
+    started = step.name.startswith("tool.started:") and isinstance(step.output, dict)
+    if started and step.output.get("refused"):
+        detail["refused"] = step.output["refused"]
     if step.kind == StepKind.WAIT and isinstance(step.output, dict):
         data = step.output.get("data")
         approval = approvals.get(data.get("approval_id", "")) if isinstance(data, dict) else None
@@ -121,7 +124,7 @@ def _approval_detail(approval: Approval) -> dict[str, Any]:
         "at": None if approval.decided_at is None else approval.decided_at.isoformat(),
         "args_hash": approval.decided_args_hash or approval.args_hash,
         "reason": approval.reason,
-    }
+    } | ({} if approval.preview_digest is None else {"preview_digest": approval.preview_digest})
 
 
 def _budget(run: Run, agent: Agent | None) -> Budget | None:

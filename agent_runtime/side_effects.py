@@ -4,6 +4,10 @@ A side-effecting call journals "started" (with its idempotency key) before the t
 and its result after. Found started but not finished on resume, the outcome is unknown:
 the tool's policy decides whether to retry with the same key, ask ``verify(key)``, or ask a
 person whether it happened.
+
+A tool with a preview has it computed when its approval is asked and again as the call
+starts: if what the call would do changed since it was approved, it does not run; the
+approval is closed as superseded and asked again with the new preview.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from agent_runtime.agent import Agent
 from agent_runtime.approval_service import Approvals, wake_key
-from agent_runtime.approvals import Actor, ApprovalKind, ApprovalStatus, args_hash
+from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus, args_hash
 from agent_runtime.budget import Consumption
 from agent_runtime.budget_ask import budget_tool, is_budget_approval_tool
 from agent_runtime.context import RunContext
@@ -30,6 +34,7 @@ from agent_runtime.decisions import (
 )
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.policy import ApprovalPolicy
+from agent_runtime.previews import Shown, compute
 from agent_runtime.step_names import (
     APPROVAL_REQUEST,
     TOOL,
@@ -39,6 +44,12 @@ from agent_runtime.step_names import (
     of_tool,
 )
 from agent_runtime.tools import Tool, UnknownOutcome
+
+PREVIEW_CHANGED = (
+    "what the call would do changed since it was approved (its preview differs from the "
+    "one the approver saw); nothing was run and the approval is asked again"
+)
+PREVIEW_FAILED = "its preview could not be computed again just before running, so nothing ran"
 
 
 def idempotency_key(run_id: str, position: int) -> str:
@@ -127,6 +138,7 @@ class SideEffects:
         self, name: str, args: dict[str, Any], kind: str, question: str, now: str, position: int
     ) -> dict[str, Any]:
         tool = self._tool(name)
+        preview = None if tool.preview is None else compute(tool.preview, args)
         approval = self.approvals.request(
             run_id=self.ctx.run_id,
             position=position,
@@ -138,6 +150,7 @@ class SideEffects:
             kind=ApprovalKind(kind),
             question=question,
             channel=self.channel,
+            preview=preview if kind == ApprovalKind.TOOL_CALL.value else None,
         )
         return {"approval_id": approval.id, "deadline": approval.deadline.isoformat()}
 
@@ -148,6 +161,11 @@ class SideEffects:
             return ToolResult.of(
                 self._run(tool, args, idempotency_key(self.ctx.run_id, self.ctx.position))
             )
+        return self._side_effect(tool, args, approved)
+
+    def _side_effect(
+        self, tool: Tool, args: dict[str, Any], approved: Approved | None
+    ) -> ToolResult:
         from_journal = self.ctx.replaying
         position = self.ctx.position
         key = idempotency_key(self.ctx.run_id, position)
@@ -155,6 +173,8 @@ class SideEffects:
         started = self.ctx.step(
             self._start, tool.name, args, approval, position, name=of_tool(TOOL_STARTED, tool.name)
         )
+        if started.get("ask_again"):
+            return self._ask_again(tool, args)
         if started.get("refused"):
             return ToolResult.error(f"not executed: {started['refused']}")
         marker = of_tool(TOOL_UNKNOWN_OUTCOME, tool.name)
@@ -169,14 +189,25 @@ class SideEffects:
         digest = args_hash(args)
         key = idempotency_key(self.ctx.run_id, position)
         if self._tool(name).approval is not None:
-            refused = self._check_approval(approval, name, digest, position)
+            refused = self._check_approval(approval, name, args, digest, position)
+            if isinstance(refused, dict):
+                return refused | {"key": key}
             if refused:
                 return {"refused": refused, "key": key}
         return {"key": key, "args_hash": digest, "approval_id": approval}
 
+    def _ask_again(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
+        """Ask for a new approval of the call (showing its new preview) and run it once given."""
+        asked = self.request_approval(tool, args)
+        match read_decision(self.ctx.wait_for(wake_key(asked))):
+            case Approved() as approved:
+                return self._side_effect(tool, approved.args, approved)
+            case declined:
+                return ToolResult.declined(declined)
+
     def _check_approval(
-        self, approval: str | None, tool: str, digest: str, position: int
-    ) -> str | None:
+        self, approval: str | None, tool: str, args: dict[str, Any], digest: str, position: int
+    ) -> str | dict[str, Any] | None:
         if approval is None:
             return "this tool needs an approval and none was given"
         try:
@@ -185,15 +216,40 @@ class SideEffects:
             return "no such approval"
         if record.run_id != self.ctx.run_id or record.tool != tool:
             return "the approval was given for another call"
+        if record.status == ApprovalStatus.SUPERSEDED and record.consumed_by is None:
+            return {"refused": PREVIEW_CHANGED, "ask_again": True}  # superseded, then a crash
         if record.status != ApprovalStatus.APPROVED:
             return f"the approval is {record.status.value}"
         if record.decided_args_hash != digest:
             return "the arguments differ from the approved ones"
         if self.approvals.is_stale(record):
             return "the approval is stale: the tool or its policy changed since it was given"
+        drift = self._preview_drift(record, args)
+        if drift is not None:
+            return drift
         if not self.approvals.store.consume_approval(approval, position):
             return "the approval was already used by another call"
         return None
+
+    def _preview_drift(self, record: Approval, args: dict[str, Any]) -> dict[str, Any] | None:
+        """Compute the preview of the call about to run (``args``, whose hash is the approved
+        one) again; refuse the call if it is not the preview approved.
+
+        Approvals asked without a preview (before the tool had one) are not checked.
+        """
+        if record.preview is None:
+            return None
+        tool = self._tool(record.tool)
+        if tool.preview is None:
+            shown = Shown(None, "the tool no longer declares a preview")
+        else:
+            shown = compute(tool.preview, args)
+        if shown.preview is None:
+            return {"refused": f"{PREVIEW_FAILED}: {shown.error}", "preview": shown.to_json()}
+        if shown.digest == record.preview_digest:
+            return None
+        self.approvals.supersede(record, shown, PREVIEW_CHANGED)
+        return {"refused": PREVIEW_CHANGED, "ask_again": True, "preview": shown.to_json()}
 
     def _run(self, tool: Tool, args: dict[str, Any], key: str) -> Any:
         return self.ctx.step(

@@ -13,6 +13,7 @@ import jsonschema
 
 from agent_runtime.models.base import ToolSpec
 from agent_runtime.policy import ApprovalPolicy
+from agent_runtime.previews import PreviewFn
 from agent_runtime.retry import NO_RETRY, RetryPolicy
 from agent_runtime.schema import RUNTIME_PARAMETERS, describe
 
@@ -45,12 +46,16 @@ class Tool:
     timeout: timedelta | None = None
     on_unknown_outcome: UnknownOutcome = UnknownOutcome.ASK
     verify: Verifier | None = None
+    preview: PreviewFn | None = None
+    """What a call would do, shown first on its card and checked again before it runs."""
     takes_key: bool = field(default=False)
     _validator: jsonschema.Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.approval is not None and not self.side_effect:
             raise ValueError(f"tool {self.name}: only side-effecting tools take an approval")
+        if self.preview is not None and self.approval is None:
+            raise ValueError(f"tool {self.name}: only tools that need an approval take a preview")
         if self.on_unknown_outcome == UnknownOutcome.VERIFY and self.verify is None:
             raise ValueError(f"tool {self.name}: on_unknown_outcome=VERIFY needs verify=")
         if self.side_effect and self.timeout is not None:
@@ -90,6 +95,7 @@ def tool(
     timeout: timedelta | None = None,
     on_unknown_outcome: UnknownOutcome | None = None,
     verify: Verifier | None = None,
+    preview: PreviewFn | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -104,6 +110,7 @@ def tool(
     timeout: timedelta | None = None,
     on_unknown_outcome: UnknownOutcome | None = None,
     verify: Verifier | None = None,
+    preview: PreviewFn | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a typed function; its schema comes from the hints and the docstring.
 
@@ -111,6 +118,8 @@ def tool(
     call's key, stable across retries, resumes and instances. ``timeout`` is for tools
     without side effects: a timed-out call cannot be stopped and keeps running in its
     thread while the retry starts, so a side-effecting tool with a timeout is refused.
+    ``preview`` (tools that need an approval only) says what a call would do; see
+    ``agent_runtime.previews``.
     """
 
     def make(function: Callable[..., Any]) -> Tool:
@@ -127,6 +136,7 @@ def tool(
             timeout=timeout,
             on_unknown_outcome=outcome,
             verify=verify,
+            preview=preview,
             takes_key=_takes_key(function),
         )
 

@@ -420,8 +420,11 @@ CHANGING = (
     "escalated",
     "remind_at",
     "next_due_at",
+    "preview",
+    "preview_digest",
 )
-"""What deciding, expiring, escalating or reminding may change of an approval."""
+"""What deciding, expiring, escalating or reminding may change of an approval (an edit
+changes the preview with the arguments)."""
 
 
 def _changes(approval: Approval) -> dict[str, Any]:
@@ -457,6 +460,8 @@ def _row(approval: Approval) -> dict[str, Any]:
         "remind_at": approval.remind_at,
         "next_due_at": approval.next_due_at,
         "consumed_by": approval.consumed_by,
+        "preview": approval.preview,
+        "preview_digest": approval.preview_digest,
         "version": approval.version,
     }
 
@@ -487,5 +492,7 @@ def _approval(row: Row[Any]) -> Approval:
         escalated=row.escalated,
         remind_at=row.remind_at,
         consumed_by=row.consumed_by,
+        preview=row.preview,
+        preview_digest=row.preview_digest,
         version=row.version,
     )

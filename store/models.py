@@ -153,6 +153,9 @@ class ApprovalRow(Base):
     """The earlier of deadline and reminder while pending, NULL once decided (the sweep's
     partial index)."""
     consumed_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    preview: Mapped[Any] = mapped_column(JSONValue, nullable=True)
+    """What the call would do, as shown to approvers (NULL: the tool declared no preview)."""
+    preview_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
     version: Mapped[int] = mapped_column(Integer)
 
     __table_args__ = (

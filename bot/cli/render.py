@@ -8,6 +8,8 @@ from typing import Any
 
 from agent_runtime import Approval, AttemptRecord, ErrorInfo, Run, StepRecord
 from agent_runtime.history import Entry
+from agent_runtime.previews import stored, stored_error
+from bot.slack.text import visible
 
 
 def run_json(run: Run) -> dict[str, Any]:
@@ -70,6 +72,8 @@ def approval_json(approval: Approval) -> dict[str, Any]:
         "reason": approval.reason,
         "diff": approval.diff,
         "question": approval.reason_asked or None,
+        "preview": approval.preview,
+        "preview_digest": approval.preview_digest,
     }
 
 
@@ -79,7 +83,25 @@ def approval_line(approval: Approval) -> str:
     return (
         f"{approval.id}  {approval.status.value:<8}{who:<14}  {approval.tool:<14} "
         f"{_compact(approval.decided_args or approval.args, 60)}  run {approval.run_id}"
-    )
+    ) + _preview_lines(approval)
+
+
+def _preview_lines(approval: Approval, indent: str = "    ") -> str:
+    """What the call would do, as its preview said, on the lines below ('' without one).
+
+    The preview comes from live data: invisible and direction-changing characters are shown
+    as escapes, so it reads on a terminal as it is.
+    """
+    error = stored_error(approval.preview)
+    if error is not None:
+        return f"\n{indent}preview failed: {visible(error)}"
+    preview = stored(approval.preview)
+    if preview is None:
+        return ""
+    lines = [visible(line) for line in preview.text.splitlines()]
+    lines += [f"{visible(label)}: {visible(value)}" for label, value in preview.table]
+    digest = f" (preview sha256 {approval.preview_digest[:12]}…)" if approval.preview_digest else ""
+    return "".join(f"\n{indent}{line}" for line in lines) + digest
 
 
 def history_line(entry: Entry) -> str:
@@ -99,6 +121,7 @@ def history_line(entry: Entry) -> str:
             + (f": {a['reason']}" if a["reason"] else "")
         )
     extras += [f"error {data['error']}"] if "error" in data else []
+    extras += [f"not run: {data['refused']}"] if "refused" in data else []
     extras += data.get("retries", [])
     return (
         f"  {entry.position:>4}  {entry.kind:<13} {entry.name:<28} {entry.duration_ms:>9.1f} ms"
@@ -170,7 +193,8 @@ def _approval_detail(approval: Approval) -> str:
         text += f" by {approval.decided_by.label} at {_short(approval.decided_at)}"
     digest = approval.decided_args_hash or approval.args_hash
     text += f" (args sha256 {digest[:12]}…)"
-    return text + (f": {approval.reason}" if approval.reason else "")
+    text += f": {approval.reason}" if approval.reason else ""
+    return text + _preview_lines(approval, "      ")
 
 
 def _step_line(step: StepRecord, attempts: list[AttemptRecord]) -> str:

@@ -20,6 +20,7 @@ from bot.slack.blocks import (
     plain,
     section,
 )
+from bot.slack.preview_blocks import preview_line
 from bot.slack.text import message, tool_name, user
 
 APPROVE_ALL, REJECT_ALL, REJECT_ALL_SUBMIT = (
@@ -28,13 +29,15 @@ APPROVE_ALL, REJECT_ALL, REJECT_ALL_SUBMIT = (
     "batch.reject_all_submit",
 )
 SEPARATOR = ","
+PREVIEW_CHARS = 80
+"""How much of each call's preview the batch shows (its own card shows all of it)."""
 
 
 def batch_card(before: int, approvals: Sequence[Approval]) -> tuple[str, list[Block]]:
     """The batch message of the turn whose approvals end just before step ``before``."""
     count = len(approvals)
     lines = [
-        f"{i}. *{tool_name(a.tool)}* · args sha256 `{a.proposed_hash[:12]}` · approvers "
+        f"{i}. *{tool_name(a.tool)}*{_said(a)} · args sha256 `{a.proposed_hash[:12]}` · approvers "
         + (", ".join(user(u) for u in a.eligible) or "nobody")
         for i, a in enumerate(approvals, 1)
     ]
@@ -64,6 +67,12 @@ def batch_card(before: int, approvals: Sequence[Approval]) -> tuple[str, list[Bl
         },
     ]
     return message(f"{count} calls from one model turn wait for sign-off"), blocks
+
+
+def _said(approval: Approval) -> str:
+    """What the call would do, as its preview says (empty without one)."""
+    line = preview_line(approval, PREVIEW_CHARS)
+    return f": {line}" if line else ""
 
 
 def parse_batch(value: str) -> list[str]:

@@ -8,6 +8,7 @@ from typing import Any
 from agent_runtime import Approval, ApprovalStatus
 from agent_runtime.approvals import ApprovalKind, local_people
 from agent_runtime.rule_decisions import AUTOMATIC_ACTOR_PREFIXES
+from bot.slack.preview_blocks import preview_blocks, preview_hides
 from bot.slack.text import (
     SECTION_LIMIT,
     chunks,
@@ -50,6 +51,7 @@ ICONS = {
     ApprovalStatus.REJECTED: "❌",
     ApprovalStatus.EXPIRED: "⌛",
     ApprovalStatus.CANCELLED: "🛑",
+    ApprovalStatus.SUPERSEDED: "🔁",
 }
 
 
@@ -164,12 +166,15 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
     """The card asking for a decision, or showing the decision once taken.
 
     A pending card shows the arguments an approval would now count for: after an edit,
-    the edited ones, with who edited what and the votes cast on them.
+    the edited ones, with who edited what and the votes cast on them. When the tool says
+    what the call would do (its preview), that comes first and the raw arguments are
+    behind "View arguments".
     """
     if approval.status != ApprovalStatus.PENDING:
         return decided_card(approval)
-    preview = canonical(approval.proposed_args)
-    too_long = _fitting(preview, ARGS_PREVIEW) is None
+    arguments = canonical(approval.proposed_args)
+    previewed = preview_blocks(approval)
+    too_long = bool(previewed) or _fitting(arguments, ARGS_PREVIEW) is None
     title = (
         "Did this happen?"
         if approval.kind == ApprovalKind.OUTCOME
@@ -178,7 +183,7 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
     blocks: list[Block] = [
         {"type": "header", "text": plain(title)},
         section(_facts(approval)),
-        preformatted(preview, ARGS_PREVIEW),
+        *(previewed or [preformatted(arguments, ARGS_PREVIEW)]),
     ]
     if approval.reason_asked:
         blocks.insert(2, section(shown(approval.reason_asked, SECTION_LIMIT)))
@@ -205,7 +210,8 @@ def approval_card(approval: Approval) -> tuple[str, list[Block]]:
         buttons.append(button("Edit", EDIT, approval.id))
         buttons += _grant_buttons(approval)
     if too_long:
-        buttons.append(button("View full arguments", VIEW_ARGS, approval.id))
+        label = "View arguments" if previewed else "View full arguments"
+        buttons.append(button(label, VIEW_ARGS, approval.id))
     buttons.append(button("Why?", WHY, approval.id))
     blocks.append({"type": "actions", "block_id": f"approval:{approval.id}", "elements": buttons})
     asker = user(approval.requester.user_id)
@@ -218,6 +224,7 @@ def decided_card(approval: Approval) -> tuple[str, list[Block]]:
     args = approval.decided_args or approval.args
     blocks: list[Block] = [
         section(f"*{tool_name(approval.tool)}* · {line}"),
+        *preview_blocks(approval),
         preformatted(canonical(args), ARGS_PREVIEW),
         context(f"requested by {user(approval.requester.user_id)} · approval `{approval.id}`"),
     ]
@@ -246,6 +253,8 @@ def _verdict(approval: Approval) -> str:
         cancelled = approval.status == ApprovalStatus.CANCELLED
         return "Closed: run cancelled" if cancelled else approval.status.value.capitalize()
     by = approval.decided_by.user_id
+    if approval.status == ApprovalStatus.SUPERSEDED:
+        return f"Superseded (approved by {user(by)}, not run)"
     if by.startswith(AUTOMATIC_ACTOR_PREFIXES):
         return f"{approval.status.value.capitalize()}, decided by {escape(by)}"
     return f"{approval.status.value.capitalize()} by {user(by)}"
@@ -348,8 +357,10 @@ def _fitting(text: str, limit: int) -> str | None:
 
 
 def _hides(approval: Approval, args: dict[str, Any]) -> bool:
-    """Tell whether the tool name, question or arguments hold hidden characters."""
-    return has_hidden(approval.tool + approval.reason_asked + canonical(args))
+    """Tell whether the tool name, question, arguments or preview hold hidden characters."""
+    return has_hidden(approval.tool + approval.reason_asked + canonical(args)) or preview_hides(
+        approval
+    )
 
 
 def _facts(approval: Approval) -> str:

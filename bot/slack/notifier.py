@@ -28,6 +28,7 @@ from agent_runtime.step_names import (
     BUDGET_EXHAUSTED,
     MODEL,
     TOOL,
+    TOOL_STARTED,
     TOOL_UNKNOWN_OUTCOME,
     tool_of,
 )
@@ -250,6 +251,10 @@ def describe_step(step: StepRecord) -> str | None:
         if step.error is not None:
             return f"⚠️ `{tool}` failed: {shown(step.error.message, REPLY_LIMIT)}"
         return f"🔧 `{tool}` → {shown(_args(step.output), REPLY_LIMIT)}"
+    refused = tool_of(TOOL_STARTED, step.name)
+    if refused is not None and (step.output or {}).get("refused"):
+        why = shown(str(step.output["refused"]), REPLY_LIMIT)
+        return f"🚫 `{tool_name(refused)}` was not run: {why}"
     if step.name == BUDGET_EXHAUSTED:
         limit = shown(str((step.output or {}).get("limit")), 80)
         return f"💸 Budget exhausted ({limit}). An approver can raise it or end the run."

@@ -9,6 +9,9 @@ check that a crashed-and-resumed agent never charged twice.
 Endpoints (every body is JSON; errors are ``{"error": {"type": ..., "message": ...}}``):
 
 - ``GET /v1/orders/<id>``: a fixture order, or 404.
+- ``PATCH /v1/orders/<id>`` ``{amount_cents?, currency?, status?, customer_name?}``: 200 and
+  the order changed (in memory, until the provider stops): how a demo or a test makes an
+  order change between a refund's approval and its execution.
 - ``POST /v1/refunds`` ``{order_id, amount_cents, currency?}`` with ``Idempotency-Key``:
   201 and the new refund; 200 and the same refund with ``Idempotent-Replayed: true`` for the
   same key and the same order, amount and currency; 409 for the same key with other values;
@@ -54,6 +57,8 @@ MAX_BODY_BYTES: Final = 64 * 1024
 MAX_KEY_LENGTH: Final = 255
 PAUSE_LIMIT_S: Final = 300.0
 _PAUSE_POLL_S: Final = 0.02
+ORDER_CHANGES: Final = frozenset({"amount_cents", "currency", "status", "customer_name"})
+"""What ``PATCH /v1/orders/<id>`` may change of an order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +98,8 @@ class Provider:
         pause_after_charge_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.ledger = ledger
-        self._orders = orders
+        self._orders = dict(orders)
+        self._orders_lock = threading.Lock()
         self._pause_file = (
             None if pause_after_charge_file is None else Path(pause_after_charge_file)
         )
@@ -161,6 +167,8 @@ class Provider:
             return self._send_email(received, raw)
         if method == "GET" and path.startswith("/v1/orders/"):
             return Reply(200, self._order(path.removeprefix("/v1/orders/")).to_json())
+        if method == "PATCH" and path.startswith("/v1/orders/"):
+            return self._change_order(path.removeprefix("/v1/orders/"), raw)
         if path in ("/v1/refunds", "/v1/emails") or path.startswith("/v1/orders/"):
             raise _Rejection(405, "method_not_allowed", f"{method} is not allowed on {path}")
         raise _Rejection(404, "not_found", f"no endpoint {path}")
@@ -170,6 +178,24 @@ class Provider:
         if order is None:
             raise _Rejection(404, "not_found", f"no order {order_id!r}")
         return order
+
+    def _change_order(self, order_id: str, raw: bytes) -> Reply:
+        body = _json_object(raw)
+        unknown = set(body) - ORDER_CHANGES
+        if unknown:
+            raise _Rejection(400, "invalid_request", f"cannot change {sorted(unknown)}")
+        changes: dict[str, Any] = {}
+        if "amount_cents" in body:
+            changes["amount_cents"] = _positive_int(body["amount_cents"], "amount_cents")
+        if "currency" in body:
+            changes["currency"] = _currency(body["currency"])
+        for name in ("status", "customer_name"):
+            if name in body:
+                changes[name] = _string(body[name], name)
+        with self._orders_lock:
+            order = replace(self._order(order_id), **changes)
+            self._orders[order.id] = order
+        return Reply(200, order.to_json())
 
     def _create_refund(self, received: Received, raw: bytes) -> Reply:
         key = _checked_key(received.idempotency_key, "the Idempotency-Key header")

@@ -1,4 +1,8 @@
-"""The demo agent's tools: they call the demo payment provider over HTTP."""
+"""The demo agent's tools: they call the demo payment provider over HTTP.
+
+The refund and the email say what they would do (their previews): the refund's reads the
+order from the provider, so an order that changes after the approval stops the refund.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 import requests
 
 from agent_runtime import ApprovalPolicy, RetryPolicy, Tool, Tools, UnknownOutcome, tool
+from agent_runtime.previews import Preview
 
 TIMEOUT_S = 10
 HTTP_RETRY = RetryPolicy(max_attempts=3, initial_interval=timedelta(milliseconds=200))
@@ -66,13 +71,43 @@ def _issue_refund(base: str, policy: ApprovalPolicy) -> Tool:
         )
         return None if response.status_code == 404 else _answer(response)
 
+    def preview(args: dict[str, Any]) -> Preview:
+        order = _answer(requests.get(f"{base}/v1/orders/{args['order_id']}", timeout=TIMEOUT_S))
+        return refund_preview(order, int(args["amount_cents"]))
+
     return tool(
         side_effect=True,
         approval=policy,
         retry=HTTP_RETRY,
         verify=verify,
         on_unknown_outcome=UnknownOutcome.RETRY,
+        preview=preview,
     )(issue_refund)
+
+
+def refund_preview(order: dict[str, Any], amount_cents: int) -> Preview:
+    """What refunding ``amount_cents`` of ``order`` (as the provider shows it) would do."""
+    currency = str(order["currency"])
+    name = str(order["customer"]["name"])
+    refund, total = _money(amount_cents, currency), _money(order["amount_cents"], currency)
+    return Preview(
+        text=f"Refund {refund} to {name} for order {order['id']}",
+        table=(
+            ("Customer", f"{name} ({order['customer']['email']})"),
+            ("Refund", refund),
+            ("Order total", total),
+            ("Order status", str(order["status"])),
+        ),
+    )
+
+
+def _cut(value: Any, limit: int) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _money(cents: int, currency: str) -> str:
+    return f"{cents // 100}.{cents % 100:02d} {currency}"
 
 
 def _send_email(base: str, policy: ApprovalPolicy) -> Tool:
@@ -87,8 +122,19 @@ def _send_email(base: str, policy: ApprovalPolicy) -> Tool:
         payload = {"to": to, "subject": subject, "body": body, "dedupe_id": idempotency_key}
         return _answer(requests.post(f"{base}/v1/emails", json=payload, timeout=TIMEOUT_S))
 
+    def preview(args: dict[str, Any]) -> Preview:
+        to, subject = _cut(args["to"], 200), _cut(args["subject"], 500)
+        return Preview(
+            text=f"Email {to}: “{subject}”",
+            table=(("To", to), ("Subject", subject), ("Body", _cut(args["body"], 1000))),
+        )
+
     return tool(
-        side_effect=True, approval=policy, retry=HTTP_RETRY, on_unknown_outcome=UnknownOutcome.RETRY
+        side_effect=True,
+        approval=policy,
+        retry=HTTP_RETRY,
+        on_unknown_outcome=UnknownOutcome.RETRY,
+        preview=preview,
     )(send_email)
 
 

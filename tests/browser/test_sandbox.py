@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import requests
 from selenium.webdriver.common.by import By
 
 from agent_runtime import ApprovalStatus
@@ -113,3 +114,25 @@ def test_fork_from_here_on_the_ephemeral_history_forks_the_run(
     (run,) = [r for r in dev_stack.services.runtime.runs() if r.forked_from is None]
     (forked,) = dev_stack.services.runtime.forks(run.id)
     assert f"Forked run {forked.id} from step {forked.fork_at} of {run.id}" in told
+
+
+def test_a_refund_whose_order_changed_since_its_card_is_refused_and_asked_again(
+    page: SandboxPage, dev_stack: DevStack
+) -> None:
+    """The card says "Refund 49.99 USD"; the order turns to EUR before Dana approves: the
+    worker refuses the refund, the card shows it superseded, and a new card asks again."""
+    page.send(TASK)
+    page.open_thread()
+    page.act_as("U_DANA")
+    (refund,) = page.approval_cards(1)
+    assert "Refund 49.99 USD to Dana Example for order 1042" in page.text_of("thread")
+    changed = requests.patch(
+        f"{dev_stack.provider.url}/v1/orders/1042", json={"currency": "EUR"}, timeout=10
+    )
+    assert changed.ok, changed.text
+    page.click_in_thread(APPROVE, refund)
+    page.wait_for_text("thread", "🔁 Superseded (approved by @Dana, not run)")
+    page.wait_for_text("thread", "Refund 49.99 EUR to Dana Example for order 1042")
+    (again,) = page.approval_cards(1)
+    assert again != refund
+    assert [e.created_charge for e in dev_stack.provider.ledger.entries()].count(True) == 0

@@ -86,6 +86,24 @@ def test_orders_are_fixtures_and_unknown_ones_are_404(provider: RunningProvider)
     assert missing.json()["error"]["type"] == "not_found"
 
 
+def test_an_order_changed_by_patch_is_what_later_requests_see(provider: RunningProvider) -> None:
+    """PATCH changes an order's currency for lookups and refunds; unknown fields, bad values
+    and unknown orders are refused and change nothing."""
+    url = f"{provider.url}/v1/orders/1042"
+    changed = requests.patch(url, json={"currency": "eur"}, timeout=TIMEOUT_S)
+    refused = [
+        requests.patch(url, json={"id": "7"}, timeout=TIMEOUT_S),
+        requests.patch(url, json={"amount_cents": -1}, timeout=TIMEOUT_S),
+        requests.patch(f"{provider.url}/v1/orders/9999", json={}, timeout=TIMEOUT_S),
+    ]
+
+    assert (changed.status_code, changed.json()["currency"]) == (200, "EUR")
+    assert [r.status_code for r in refused] == [400, 400, 404]
+    order = requests.get(url, timeout=TIMEOUT_S).json()
+    assert (order["amount_cents"], order["currency"]) == (4999, "EUR")
+    assert refund(provider.url, "key-eur").json()["currency"] == "EUR"
+
+
 def test_first_refund_creates_a_charge(provider: RunningProvider) -> None:
     """A new key creates one succeeded refund and answers 201 without the replay header."""
     response = refund(provider.url, "key-1")

@@ -249,12 +249,15 @@ def test_fork_before_the_actions_asks_again_and_acts_once(recorded: Recorded) ->
     forked = RunId(_json(recorded.env, "fork", source, "--at", str(at))["id"])
     cli_ok(recorded.env, "worker", "--until-idle")
     assert recorded.services.runtime.get(forked).status == RunStatus.WAITING
-    assert recorded.provider.ledger() == ledger, "the prefix's lookup was not made again"
+    new = recorded.provider.ledger()[len(ledger) :]
+    assert [(e["method"], e["path"]) for e in new] == [("GET", "/v1/orders/1044")], (
+        "only the refund's preview read the order: the prefix's lookup was not made again"
+    )
     _settle(recorded.env, recorded.services, [forked])
     assert recorded.services.runtime.get(forked).status == RunStatus.COMPLETED
     entries = recorded.provider.ledger()
     assert len(refund_requests(entries, forked)) == len(email_requests(entries, forked)) == 1
-    assert len(entries) == len(ledger) + 2
+    assert len(entries) == len(ledger) + 4, "two reads by the refund's preview, two actions"
 
 
 def test_fork_under_another_model_is_refused_when_unknown(recorded: Recorded) -> None:

@@ -19,7 +19,7 @@ from psycopg import sql
 from sqlalchemy import Engine, column, insert, inspect, select, table, text
 from sqlalchemy.engine import make_url
 
-from agent_runtime import new_run_id
+from agent_runtime import ApprovalStatus, new_run_id
 from agent_runtime.audit import GENESIS, AuditDraft, AuditEntry, chain
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.audit_report import examine
@@ -238,3 +238,27 @@ def _old_approval(name: str, run_id: str, position: int, t0: datetime) -> dict[s
         "escalated": False,
         "version": 0,
     }
+
+
+def test_approvals_from_before_previews_read_back_without_one(empty_engine: Engine) -> None:
+    """An approval stored before 0017 reads back with no preview and no preview digest, which
+    the executor takes as "asked without a preview": it runs unchecked."""
+    upgrade(empty_engine, "0016")
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    run_id = new_run_id()
+    with empty_engine.begin() as conn:
+        conn.execute(
+            insert(runs).values(
+                id=run_id, workflow="wf", status="waiting", created_at=t0, updated_at=t0, fence=0
+            )
+        )
+        conn.execute(
+            insert(approvals).values(_old_approval("old", run_id, 0, t0) | {"status": "approved"})
+        )
+    upgrade(empty_engine)
+    found = SqlApprovalStore(empty_engine).get_approval("old")
+    assert (found.status, found.preview, found.preview_digest) == (
+        ApprovalStatus.APPROVED,
+        None,
+        None,
+    )

@@ -13,7 +13,17 @@ import re
 import uuid
 
 from agent_runtime import ApprovalStatus, RunStatus
-from bot.slack.blocks import APPROVE, EDIT, FORK, GRANT_DAY, GRANT_RUN, HISTORY, REJECT, WHY
+from bot.slack.blocks import (
+    APPROVE,
+    EDIT,
+    FORK,
+    GRANT_DAY,
+    GRANT_RUN,
+    HISTORY,
+    REJECT,
+    VIEW_ARGS,
+    WHY,
+)
 from bot.slack.commands import HELP
 from tests.integration.slack_harness import (
     APPROVER,
@@ -29,8 +39,6 @@ from tests.integration.slack_readers import (
     approvals_of,
     block_texts,
     buttons,
-    canonical_args,
-    preformatted_text,
     run_id_of,
     unescaped_markup,
 )
@@ -76,7 +84,9 @@ def test_slash_command_starts_a_run_and_posts_the_thread_cards_and_dms(
         header = card.blocks[0] if card.blocks else {}
         assert header["type"] == "header"
         assert header["text"]["text"] == f"Approval needed: {tool}"
-        assert preformatted_text(card) == canonical_args(approval.args)
+        assert "*What it will do*\nRefund 49.99 USD to Dana Example for order 1042" in (
+            block_texts(card)
+        )
         shown = f"{approval.id}:{approval.args_hash}"
         assert buttons(card) == [
             (APPROVE, shown),
@@ -84,6 +94,7 @@ def test_slash_command_starts_a_run_and_posts_the_thread_cards_and_dms(
             (EDIT, approval.id),
             (GRANT_RUN, shown),
             (GRANT_DAY, shown),
+            (VIEW_ARGS, approval.id),
             (WHY, approval.id),
         ]
         assert f"<@{APPROVER}>" in block_texts(card)

@@ -23,8 +23,11 @@ from agent_runtime.approvals import Approval, ApprovalId, ApprovalKind
 from agent_runtime.batches import BATCH_LIMIT
 from agent_runtime.models import ToolCall, text_reply, tool_reply
 from agent_runtime.policy import PolicySnapshot
+from agent_runtime.previews import TABLE_ROWS, Preview
+from agent_runtime.previews import TEXT_LIMIT as PREVIEW_LIMIT
 from agent_runtime.proposal import Proposal, proposal
 from agent_runtime.records import ErrorInfo, StepKind, StepRecord
+from agent_runtime.side_effects import PREVIEW_CHANGED
 from agent_runtime.testing import InMemoryStore
 from bot.slack import blocks
 from bot.slack.batch_blocks import batch_card, reject_all_modal
@@ -48,6 +51,9 @@ from tests.unit.slack_fixtures import (
 )
 
 MESSAGE_BLOCKS, MODAL_BLOCKS = 50, 100
+HOSTILE_CELL = ("<!channel> *x* " + SPOOF + HIDDEN + "&" * 3000)[:PREVIEW_LIMIT]
+HOSTILE_PREVIEW = Preview(text=HOSTILE_CELL, table=((HOSTILE_CELL, HOSTILE_CELL),) * TABLE_ROWS)
+"""The largest preview a tool may give, of live data that mentions, links and hides."""
 NAMES = {
     "plain name": "issue_refund",
     "long name": LONG_NAME,
@@ -73,6 +79,11 @@ def card_states(tool: str) -> Iterator[tuple[str, Any]]:
         "outcome question",
         approval(tool, HOSTILE, kind=ApprovalKind.OUTCOME, reason_asked="Did it happen? " + HIDDEN),
     )
+    previewed = replace(asked, preview=HOSTILE_PREVIEW.to_json(), preview_digest="d" * 64)
+    yield "previewed", previewed
+    yield "previewed, edited", edited(previewed, {**HOSTILE, "amount_cents": 1})
+    yield "preview failed", replace(asked, preview={"error": "<!here> " + SPOOF + HIDDEN * 300})
+    yield "superseded", decided(previewed, ApprovalStatus.SUPERSEDED, reason=PREVIEW_CHANGED)
 
 
 def steps(tool: str) -> list[StepRecord]:
@@ -84,6 +95,7 @@ def steps(tool: str) -> list[StepRecord]:
         _step(2, f"tool:{tool}", None, error=ErrorInfo(type="E", message=SPOOF * 900)),
         _step(3, "budget.exhausted", {"limit": HIDDEN * 900}),
         _step(4, f"tool.unknown_outcome:{tool}", {"strategy": "<!channel>" * 900}),
+        _step(5, f"tool.started:{tool}", {"refused": SPOOF + HIDDEN * 900}),
     ]
 
 

@@ -4,8 +4,8 @@ The single chain becomes shard 0's history unchanged (its genesis hash is shard 
 log written before keeps verifying; shards 1-15 start empty. A decision then locks only its
 run's shard's head. The 16 head rows and the checks on the shard numbers record the count.
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-12-01
 """
 
@@ -16,8 +16,8 @@ import hashlib
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015"
-down_revision = "0014"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 
