@@ -9,6 +9,7 @@ from agent_runtime.context import RunContext
 from agent_runtime.deployment import Deployment
 from agent_runtime.exceptions import (
     ApprovalNotFound,
+    ApprovalNotPending,
     AttemptConflict,
     EventAlreadyDelivered,
     InvalidConfiguration,
@@ -60,6 +61,7 @@ __all__ = [
     "Approval",
     "ApprovalId",
     "ApprovalNotFound",
+    "ApprovalNotPending",
     "ApprovalPolicy",
     "ApprovalStatus",
     "ApprovalStore",

@@ -23,7 +23,7 @@ from agent_runtime.budget import (
     RaiseBudget,
     read_budget_decision,
 )
-from agent_runtime.budget_ask import ModelCall, budget_tool, decided_limits, raise_request
+from agent_runtime.budget_ask import ModelCall, budget_tool, decided_limits, ending, raise_request
 from agent_runtime.context import RunContext
 from agent_runtime.decisions import Approved, Decided, read_decision
 from agent_runtime.exceptions import InvalidConfiguration, SignoffError, StepFailed
@@ -120,6 +120,7 @@ class AgentLoop:
             agent.system_prompt, [t.to_json() for t in agent.tools.specs()]
         )
         self._budget_waits = 0
+        self._budget_end: dict[str, Any] | None = None
         self._calls: list[ModelCall] = []
 
     def run(self) -> dict[str, Any]:
@@ -199,7 +200,8 @@ class AgentLoop:
             match self._wait_for_budget(plan):
                 case RaiseBudget(limits=limits):
                     self.budget = self.budget.raised(limits)
-                case EndRun():
+                case EndRun(how=how):
+                    self._budget_end = how
                     return None
 
     def _wait_for_budget(self, limit: str) -> BudgetDecision:
@@ -228,8 +230,9 @@ class AgentLoop:
             turns_left=self.agent.max_turns - self.used.model_calls,
         )
         asked = self.effects.request_approval(tool, args, kind=ApprovalKind.BUDGET)
-        limits = decided_limits(read_decision(self.ctx.wait_for(wake_key(asked))))
-        return EndRun() if limits is None else RaiseBudget(limits=limits)
+        decided = read_decision(self.ctx.wait_for(wake_key(asked)))
+        limits = decided_limits(decided)
+        return EndRun(how=ending(decided)) if limits is None else RaiseBudget(limits=limits)
 
     def _tool_turn(self, calls: tuple[ToolCall, ...]) -> list[Message]:
         """Run a turn's calls in order, each as soon as it (and every call before it) is decided.
@@ -300,12 +303,15 @@ class AgentLoop:
             return ToolResult.error(f"{failure.error_type}: {failure.message}")
 
     def _result(self, answer: str | None, *, ended: str | None = None) -> dict[str, Any]:
-        return {
+        result = {
             "answer": answer,
             "ended": ended,
             "usage": self.used.to_json(),
             "budget": self.budget.to_json(),
         }
+        if ended == "budget" and self._budget_end is not None:
+            result["ended_by"] = self._budget_end
+        return result
 
 
 class ToolPlan:

@@ -312,10 +312,17 @@ class Approvals:
         raise StoreUnavailable(f"approval {approval.id} kept changing; try again")
 
     def cancel_run(
-        self, run_id: RunId, actor: Actor | None, notices: Sequence[Notice], now: datetime
+        self,
+        run_id: RunId,
+        actor: Actor | None,
+        notices: Sequence[Notice],
+        now: datetime,
+        *,
+        while_pending: str | None = None,
     ) -> Run:
         """Cancel the run and close its pending approvals (as cancelled) in one transaction,
-        so no card of a cancelled run can still be approved."""
+        so no card of a cancelled run can still be approved. With ``while_pending``, only if
+        that approval is still pending then (``ApprovalNotPending`` otherwise)."""
         reason = "the run was cancelled" + ("" if actor is None else f" by {actor.label}")
 
         def close(pending: Approval) -> tuple[Approval, AuditDraft, Sequence[Notice]]:
@@ -330,7 +337,7 @@ class Approvals:
             audit = self._draft(pending, "closed", actor, {"reason": reason}, at=now)
             return new, audit, self.notifier.approval_changed(new, "closed")
 
-        return self.store.cancel_run(run_id, now, notices, close)
+        return self.store.cancel_run(run_id, now, notices, close, while_pending=while_pending)
 
     def refusal_for(self, approval: str, actor: Actor) -> str | None:
         """Tell why ``actor`` could not decide the approval now (None if they could)."""

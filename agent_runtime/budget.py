@@ -196,7 +196,10 @@ class RaiseBudget:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EndRun:
-    """A person ended the run whose budget was exhausted."""
+    """A person ended the run whose budget was exhausted, or the raise was declined or
+    expired; ``how`` says which, who and when (the result's ``ended_by``), when known."""
+
+    how: dict[str, Any] | None = None
 
 
 BudgetDecision = RaiseBudget | EndRun
@@ -207,4 +210,5 @@ def read_budget_decision(data: Mapping[str, Any]) -> BudgetDecision:
     """Read the decision a run waiting for its budget receives (anything but a raise ends it)."""
     if data.get("action") == "raise":
         return RaiseBudget(limits=data.get("limits") or {})
-    return EndRun()
+    by = data.get("by")
+    return EndRun(how={"status": "ended", "by": by} if isinstance(by, dict) else None)

@@ -23,7 +23,14 @@ from typing import Any, NoReturn
 
 from agent_runtime.agent import Agent
 from agent_runtime.budget import Budget, Consumption, budget_left
-from agent_runtime.decisions import Approved, Decided
+from agent_runtime.decisions import (
+    Approved,
+    Cancelled,
+    Decided,
+    Expired,
+    Rejected,
+    status_of,
+)
 from agent_runtime.exceptions import InvalidInput
 from agent_runtime.tools import Tool
 
@@ -207,6 +214,25 @@ def decided_limits(decision: Decided) -> dict[str, Any] | None:
             return dict(raised) if isinstance(raised, dict) else None
         case _:
             return None
+
+
+def ending(decision: Decided) -> dict[str, Any]:
+    """Return how a declined budget approval ended its run, for the result's ``ended_by``:
+    the status (``rejected``, ``expired``, ``cancelled``), who decided, when and why."""
+    by, reason = None, None
+    match decision:
+        case Rejected() | Cancelled():
+            by, reason = decision.by, decision.reason
+        case Expired():
+            reason = decision.reason
+        case Approved():
+            by = decision.by
+    return {
+        "status": status_of(decision).value,
+        "by": None if by is None else by.to_json(),
+        "at": None if decision.at is None else decision.at.isoformat(),
+        "reason": reason,
+    }
 
 
 def _never_called(**_: Any) -> NoReturn:

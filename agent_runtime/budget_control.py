@@ -6,10 +6,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_runtime.agent import Agent, AgentInput
+from agent_runtime.approval_service import Approvals
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus, Decision
 from agent_runtime.budget import Budget, Consumption
 from agent_runtime.budget_ask import raised_arguments
-from agent_runtime.exceptions import ApprovalNotFound, InvalidRunState, UserError
+from agent_runtime.exceptions import (
+    ApprovalNotFound,
+    ApprovalNotPending,
+    InvalidRunState,
+    UserError,
+)
 from agent_runtime.ids import RunId
 from agent_runtime.models.base import Usage
 from agent_runtime.records import Run, RunStatus, StepKind, StepRecord
@@ -49,24 +55,24 @@ def decide_budget(
     is the hash of the arguments the person was shown, ``approval_id`` the approval they
     were shown: another one, asked since, is not decided in its place). Ending cancels the
     run with its approvals closed in one transaction, if ``actor`` could have decided the
-    approval.
+    approval and only while it is still pending in that transaction (a raise landing first
+    wins, and the person is told who decided).
     Runs that asked before raises were approvals get the decision delivered as then.
     """
     run = runtime.get(run_id)
     if is_budget_key(run.wait_key):
         return _deliver(runtime, agent, run, actor, limits, end)
     asked = waiting_raise(runtime, run)
+    late = None if asked is not None else _decided_meanwhile(runtime, run, actor, approval_id, end)
+    if late is not None:
+        return late
     if asked is None or runtime.approvals is None or approval_id not in (None, asked.id):
         raise InvalidRunState(
             run_id, run.status.value + " (its budget is not exhausted)", "raise the budget of"
         )
     approvals = runtime.approvals
     if end:
-        refused = approvals.refuse(asked.id, actor, Decision.REJECT)
-        if refused is not None:
-            return BudgetOutcome(accepted=False, message=refused.message, run=run)
-        ended = runtime.cancel(run.id, by=actor)
-        return BudgetOutcome(accepted=True, message=f"ended by {actor.label}", run=ended)
+        return _end(runtime, approvals, run, asked, actor)
     chosen = {k: v for k, v in (limits or Budget()).to_json().items() if v is not None}
     result = approvals.decide(
         asked.id,
@@ -76,6 +82,45 @@ def decide_budget(
         seen_hash=seen_hash,
     )
     return BudgetOutcome(accepted=result.accepted, message=result.message, run=runtime.get(run.id))
+
+
+def _end(
+    runtime: Runtime, approvals: Approvals, run: Run, asked: Approval, actor: Actor
+) -> BudgetOutcome:
+    """Cancel the run if ``actor`` may decide ``asked`` and only while it is still pending
+    (in the cancel's transaction); otherwise say who decided what."""
+    refused = approvals.refuse(asked.id, actor, Decision.REJECT)
+    if refused is not None:
+        return BudgetOutcome(accepted=False, message=refused.message, run=run)
+    try:
+        ended = runtime.cancel(run.id, by=actor, while_pending=asked.id)
+    except ApprovalNotPending:
+        # decided since it was read: the refusal now says who decided what, and is audited
+        late = approvals.refuse(asked.id, actor, Decision.REJECT)
+        message = late.message if late is not None else "the budget approval was decided"
+        return BudgetOutcome(accepted=False, message=message, run=runtime.get(run.id))
+    return BudgetOutcome(accepted=True, message=f"ended by {actor.label}", run=ended)
+
+
+def _decided_meanwhile(
+    runtime: Runtime, run: Run, actor: Actor, approval_id: str | None, end: bool
+) -> BudgetOutcome | None:
+    """If the budget approval ``actor`` was shown has been decided (raised, ended, expired),
+    say who decided what, the attempt audited as late like any decision's; else None."""
+    if approval_id is None or runtime.approvals is None:
+        return None
+    try:
+        shown = runtime.approvals.get(approval_id)
+    except ApprovalNotFound:
+        return None
+    if shown.run_id != run.id or shown.kind != ApprovalKind.BUDGET:
+        return None
+    if shown.status == ApprovalStatus.PENDING:
+        return None
+    refused = runtime.approvals.refuse(shown.id, actor, Decision.REJECT if end else Decision.EDIT)
+    if refused is None:
+        return None
+    return BudgetOutcome(accepted=False, message=refused.message, run=run)
 
 
 def waiting_raise(runtime: Runtime, run: Run) -> Approval | None:

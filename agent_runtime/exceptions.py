@@ -175,6 +175,14 @@ class ApprovalNotFound(UserError):
         self.approval_id = approval_id
 
 
+class ApprovalNotPending(UserError):
+    """The approval an operation depended on was decided or closed before it could happen."""
+
+    def __init__(self, approval_id: str) -> None:
+        super().__init__(f"approval {approval_id} is no longer pending")
+        self.approval_id = approval_id
+
+
 class ModelError(SignoffError):
     """A model provider refused or failed a request; ``retry_after`` is the pause it asked
     for before the next try, if it named one."""

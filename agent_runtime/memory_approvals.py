@@ -10,7 +10,7 @@ from typing import TypeVar
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus
 from agent_runtime.audit import AUDIT_SHARDS, AuditDraft, AuditEntry, chain, genesis, shard_of
 from agent_runtime.audit_keys import AuditKeys
-from agent_runtime.exceptions import ApprovalNotFound, GrantNotFound
+from agent_runtime.exceptions import ApprovalNotFound, ApprovalNotPending, GrantNotFound
 from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.memory_store import InMemoryStore
@@ -158,13 +158,22 @@ class InMemoryApprovalStore:
             return [chain[-1] for chain in self._chains.values() if chain]
 
     def cancel_run(
-        self, run_id: RunId, now: datetime, notices: Sequence[Notice], close: Closing
+        self,
+        run_id: RunId,
+        now: datetime,
+        notices: Sequence[Notice],
+        close: Closing,
+        *,
+        while_pending: str | None = None,
     ) -> Run:
-        """Cancel the run and close its pending approvals under one lock."""
+        """Cancel the run and close its pending approvals under one lock (only while
+        ``while_pending`` is one of them, if named)."""
         with self._runs._lock:
             found = self.list_approvals(
                 run_id=run_id, status=ApprovalStatus.PENDING, limit=len(self._approvals)
             )
+            if while_pending is not None and while_pending not in {a.id for a in found}:
+                raise ApprovalNotPending(while_pending)
             closings = [(pending, *close(pending)) for pending in found]
             run = self._runs.cancel(run_id, now, notices)
             for pending, closed, audit, more in closings:

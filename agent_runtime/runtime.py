@@ -107,10 +107,14 @@ class Runtime:
         """Return the run's failed attempts, oldest first."""
         return self.store.list_attempts(run_id)
 
-    def cancel(self, run_id: RunId, by: Actor | None = None) -> Run:
+    def cancel(
+        self, run_id: RunId, by: Actor | None = None, *, while_pending: str | None = None
+    ) -> Run:
         """Cancel a pending, running or waiting run; its worker can write nothing more.
 
         Its pending approvals are closed in the same transaction (as cancelled ``by``).
+        With ``while_pending`` (one of them) the cancel happens only if that approval is
+        still pending in that transaction, else ``ApprovalNotPending`` and nothing changes.
         The observer hears of the end here unless the run was running: then its worker,
         refused its next write, tells its own observer.
         """
@@ -121,7 +125,7 @@ class Runtime:
         ended = (
             self.store.cancel(run_id, now, notices)
             if self.approvals is None
-            else self.approvals.cancel_run(run_id, by, notices, now)
+            else self.approvals.cancel_run(run_id, by, notices, now, while_pending=while_pending)
         )
         if self.observer is not None and _unheld(run, ended):
             self.observer.run_ended(ended)

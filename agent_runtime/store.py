@@ -295,10 +295,20 @@ class ApprovalStore(Protocol):
         ...
 
     def cancel_run(
-        self, run_id: RunId, now: datetime, notices: Sequence[Notice], close: Closing
+        self,
+        run_id: RunId,
+        now: datetime,
+        notices: Sequence[Notice],
+        close: Closing,
+        *,
+        while_pending: str | None = None,
     ) -> Run:
         """Cancel the run as ``Store.cancel`` does and, in the same transaction, store what
-        ``close`` makes of each of its pending approvals (with its audit entry and notices)."""
+        ``close`` makes of each of its pending approvals (with its audit entry and notices).
+
+        With ``while_pending`` (an approval id of the run) this is a compare-and-set: if that
+        approval is not pending when the transaction reads it, change nothing and raise
+        ``ApprovalNotPending``."""
         ...
 
     def create_ruled_approval(

@@ -27,7 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry
 from agent_runtime.audit_keys import AuditKeys
-from agent_runtime.exceptions import ApprovalNotFound, GrantNotFound
+from agent_runtime.exceptions import ApprovalNotFound, ApprovalNotPending, GrantNotFound
 from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
@@ -271,12 +271,20 @@ class SqlApprovalStore:
             return newest_entries(conn)
 
     def cancel_run(
-        self, run_id: RunId, now: datetime, notices: Sequence[Notice], close: Closing
+        self,
+        run_id: RunId,
+        now: datetime,
+        notices: Sequence[Notice],
+        close: Closing,
+        *,
+        while_pending: str | None = None,
     ) -> Run:
-        """Cancel the run and close its pending approvals in one transaction.
+        """Cancel the run and close its pending approvals in one transaction (only while
+        ``while_pending`` is one of them, if named: ``ApprovalNotPending`` otherwise).
 
         Locks are taken in a decision's order (approvals, the run's audit head, run), so a
-        decision racing the cancel waits for it or is refused, never deadlocks.
+        decision racing the cancel waits for it or is refused, never deadlocks; on PostgreSQL
+        the locked read sees a decision committed meanwhile.
         """
         pending = (
             select(approvals)
@@ -287,6 +295,8 @@ class SqlApprovalStore:
             if conn.dialect.name == "postgresql":
                 pending = pending.with_for_update()
             found = [_approval(row) for row in conn.execute(pending)]
+            if while_pending is not None and while_pending not in {a.id for a in found}:
+                raise ApprovalNotPending(while_pending)
             chains = Chains(conn, self._keys)
             chains.lock(run_id)
             run = cancel_in(conn, run_id, now, notices)

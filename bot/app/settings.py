@@ -8,6 +8,7 @@ plain from the name say so where they are declared.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -63,6 +64,9 @@ class Settings:
     demo_provider_url: str = "http://127.0.0.1:8765"
     demo_provider_port: int = 8765
     demo_ledger_path: str = "signoff-demo-ledger.db"
+    demo_budget_usd: float = 0.50
+    """``SIGNOFF_DEMO_BUDGET_USD``: the demo agent's cost limit per run (only the demo agent
+    reads it; 0.002 lets one demo model call through and stops the run at its second)."""
     model_provider: str = "scripted"
     model_name: str = ""
     model_base_url: str = ""
@@ -212,6 +216,7 @@ class Settings:
             demo_provider_url=env.get("SIGNOFF_DEMO_PROVIDER_URL") or "http://127.0.0.1:8765",
             demo_provider_port=_port(env, "SIGNOFF_DEMO_PROVIDER_PORT", 8765),
             demo_ledger_path=env.get("SIGNOFF_DEMO_LEDGER_PATH") or "signoff-demo-ledger.db",
+            demo_budget_usd=_usd(env, "SIGNOFF_DEMO_BUDGET_USD", 0.50),
             otlp_endpoint=_traces_endpoint(env, "SIGNOFF_OTLP_ENDPOINT"),
             audit_keys=_audit_keys(env),
             audit_anchor_file=env.get("SIGNOFF_AUDIT_ANCHOR_FILE", ""),
@@ -507,3 +512,16 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:
     if seconds <= 0:
         raise SettingsError(f"{name} must be positive, not {raw!r}")
     return timedelta(seconds=seconds)
+
+
+def _usd(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        amount = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be an amount in USD, not {raw!r}") from None
+    if not math.isfinite(amount) or amount <= 0:
+        raise SettingsError(f"{name} must be a positive amount, not {raw!r}")
+    return amount

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from agent_runtime import Approval, ApprovalStatus
@@ -74,7 +75,7 @@ def budget_card(approval: Approval) -> tuple[str, list[Block]]:
         {"type": "header", "text": plain(f"💸 {title}")},
         section(_facts(approval)),
         preformatted(spend_table(asked)),
-        section(_limits(asked) + "\n" + _projection(asked, key)),
+        section(_limits(asked) + "\n" + _projection(approval, key)),
     ]
     text = f"{title} (run `{approval.run_id}`)"
     where = context(f"run `{approval.run_id}` · approval `{approval.id}`")
@@ -82,9 +83,6 @@ def budget_card(approval: Approval) -> tuple[str, list[Block]]:
         blocks += [section(decided_line(approval)), where]
         return message(f"{text}: {decided_line(approval)}"), blocks
     blocks.append(where)
-    progress = _votes(approval)
-    if progress:
-        blocks.append(context(progress))
     ref = approval_ref(approval)
     blocks.append(
         {
@@ -106,6 +104,30 @@ def decided_line(approval: Approval) -> str:
         limits = ", ".join(f"{UNITS.get(k, k)} to {amount(k, v)}" for k, v in raised.items())
         return f"Raised {shown(limits, 300)} · {decision_line(approval)}"
     return decision_line(approval)
+
+
+def ended_line(output: Mapping[str, Any]) -> str:
+    """How a run's exhausted budget ended it, from its result: the raise expired, or who
+    declined it and why (a run from before results said how: ended by a person)."""
+    how = output.get("ended_by")
+    found = how if isinstance(how, Mapping) else {}
+    status, by = found.get("status"), found.get("by")
+    at = _moment(found.get("at"))
+    if status == "expired":
+        return "Ended: the budget raise expired" + (f" at {date(at)}" if at else "")
+    who = user(str(by["user_id"])) if isinstance(by, Mapping) and by.get("user_id") else None
+    if who is None:
+        return f"Ended by a person ({shown(str(output.get('ended')), 40)} budget)"
+    reason = found.get("reason")
+    why = f" ({shown(str(reason), 300)})" if reason else ""
+    return f"Ended: {who} declined to raise the budget{why}"
+
+
+def _moment(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def spend_table(asked: Mapping[str, Any]) -> str:
@@ -155,7 +177,7 @@ def amount_modal(approval: Approval) -> dict[str, Any]:
         "submit": plain("Next", 24),
         "close": plain("Cancel", 24),
         "blocks": [
-            section(_limits(approval.args) + "\n" + _projection(approval.args, key)),
+            section(_limits(approval.args) + "\n" + _projection(approval, key)),
             {
                 "type": "input",
                 "block_id": AMOUNT_BLOCK,
@@ -254,10 +276,12 @@ def _limits(asked: Mapping[str, Any]) -> str:
     return "\n".join(lines) or "No limits recorded."
 
 
-def _projection(asked: Mapping[str, Any], key: str) -> str:
-    ahead = asked.get("projection") or {}
+def _projection(approval: Approval, key: str) -> str:
+    """What the run's calls cost so far and would cost ahead, then the raise now on the
+    table: the one proposed, or, once someone voted (quorum above one), the amount voted on
+    and who voted for it."""
+    ahead = approval.args.get("projection") or {}
     made, more = ahead.get("calls_so_far", 0), ahead.get("more_calls", 1)
-    proposed = (asked.get("raise_to") or {}).get(key)
     text = (
         f"*Projection*: {made} model calls averaged "
         f"{amount('cost_usd', ahead.get('cost_usd_per_call', 0))} and "
@@ -265,20 +289,17 @@ def _projection(asked: Mapping[str, Any], key: str) -> str:
         f"at most the turns left) would take about {amount('cost_usd', ahead.get('cost_usd', 0))} "
         f"and {ahead.get('tokens', 0):,} tokens."
     )
-    if isinstance(proposed, int | float):
-        text += f" Proposed: raise {UNITS[key]} to {amount(key, proposed)}."
-    return text
-
-
-def _votes(approval: Approval) -> str:
-    if not approval.approvals:
-        return ""
+    proposed = (approval.proposed_args.get("raise_to") or {}).get(key)
+    if not isinstance(proposed, int | float):
+        return text
+    if approval.status != ApprovalStatus.PENDING or not approval.approvals:
+        return text + f" Proposed: raise {UNITS[key]} to {amount(key, proposed)}."
     needed = approval.policy.required
-    key = limit_key(approval)
-    new = (approval.proposed_args.get("raise_to") or {}).get(key)
     who = ", ".join(user(v["user_id"]) for v in approval.approvals)
-    shown_new = amount(key, new) if isinstance(new, int | float) else "?"
-    return f"Raise to {shown_new} approved by {who} ({len(approval.approvals)} of {needed})"
+    return text + (
+        f" *Voting on*: raise {UNITS[key]} to {amount(key, proposed)}, "
+        f"approved by {who} ({len(approval.approvals)} of {needed})."
+    )
 
 
 def card_for(approval: Approval) -> tuple[str, list[Block]]:

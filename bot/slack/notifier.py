@@ -33,7 +33,7 @@ from agent_runtime.step_names import (
     tool_of,
 )
 from bot.slack.blocks import decision_line
-from bot.slack.budget_blocks import decided_line
+from bot.slack.budget_blocks import decided_line, ended_line
 from bot.slack.home_refreshes import approval_refreshes, grant_refreshes
 from bot.slack.text import message, shown, tool_name
 
@@ -149,8 +149,8 @@ class SlackNotifier:
             answer = (run.output or {}).get("answer") if isinstance(run.output, dict) else None
             ended = (run.output or {}).get("ended") if isinstance(run.output, dict) else None
             text = (
-                f"🛑 Ended by a person ({shown(str(ended), 40)} budget)."
-                if ended
+                f"🛑 {ended_line(run.output)}."
+                if ended and isinstance(run.output, dict)
                 else f"✅ *Done:* {shown(str(answer or run.output), 2500)}"
             )
         else:

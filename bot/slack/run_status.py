@@ -8,6 +8,7 @@ from typing import Any
 from agent_runtime import Approval, Run, RunStatus
 from agent_runtime.approvals import ApprovalKind, local_people
 from agent_runtime.step_names import is_budget_key
+from bot.slack.budget_blocks import ended_line
 from bot.slack.text import shown, tool_name, truncate, user, visible
 
 ANSWER_SHOWN = 1500
@@ -44,7 +45,7 @@ def status_line(run: Run, pending: Sequence[Approval], approved: Sequence[Approv
 def _completed(output: Any) -> str:
     found = output if isinstance(output, dict) else {}
     if found.get("ended"):
-        return f"🛑 *Ended by a person* ({shown(str(found['ended']), 40)} budget)"
+        return f"🛑 *{ended_line(found)}*"
     answer = found.get("answer") if "answer" in found else output
     return f"✅ *Completed:* {shown(str(answer), ANSWER_SHOWN)}"
 

@@ -24,8 +24,10 @@ def demo_agent(
     model: Model | None = None,
     groups: dict[str, tuple[str, ...]] | None = None,
     required: int = 1,
+    budget_usd: float = 0.50,
 ) -> Agent:
-    """Return the demo agent calling the provider at ``provider_url``."""
+    """Return the demo agent calling the provider at ``provider_url``; a priced model's runs
+    may cost ``budget_usd`` each."""
     chosen = model or demo_model()
     prices = DEFAULT_PRICES.with_prices({"demo-scripted": DEMO_PRICE})
     priced = chosen.name in prices
@@ -34,7 +36,7 @@ def demo_agent(
         model=chosen,
         system_prompt=SYSTEM_PROMPT,
         tools=demo_tools(provider_url, approvers, required=required),
-        budget=Budget(cost_usd=0.50 if priced else None, model_calls=20),
+        budget=Budget(cost_usd=budget_usd if priced else None, model_calls=20),
         prices=prices,
         approver_groups=groups or {},
     )
@@ -48,4 +50,5 @@ def agent_from_settings(settings: Settings) -> Agent:
         model=configured_model(settings),
         groups=settings.approver_groups,
         required=settings.approvals_required,
+        budget_usd=settings.demo_budget_usd,
     )

@@ -10,7 +10,15 @@ from typing import cast
 
 import pytest
 
-from agent_runtime import ApprovalNotFound, RunId, RunStatus, Store, Wait, new_run_id
+from agent_runtime import (
+    ApprovalNotFound,
+    ApprovalNotPending,
+    RunId,
+    RunStatus,
+    Store,
+    Wait,
+    new_run_id,
+)
 from agent_runtime.approvals import (
     Actor,
     Approval,
@@ -327,6 +335,87 @@ def test_a_failed_cancel_changes_nothing(stores: tuple[Store, ApprovalStore]) ->
         approvals.cancel_run(run_id, T0, [], broken)
     assert runs.get_run(run_id).status == RunStatus.WAITING
     assert approvals.get_approval(approval.id).status == ApprovalStatus.PENDING
+
+
+def test_a_cancel_while_pending_changes_nothing_once_the_approval_is_decided(
+    stores: tuple[Store, ApprovalStore],
+) -> None:
+    """A cancel conditioned on a decided approval raises ApprovalNotPending and changes nothing."""
+    runs, approvals = stores
+    run_id = _waiting_run(runs)
+    approval, other = _approval(run_id, 3), _approval(run_id, 5)
+    for each in (approval, other):
+        approvals.create_approval(each, _draft(each, "requested"))
+    decided = _approved(approval)
+    assert approvals.save_approval(
+        decided, audit=_draft(decided, "approve"), decided_before=T0, wake=None
+    )
+    with pytest.raises(ApprovalNotPending):
+        approvals.cancel_run(run_id, T0, [], _closed, while_pending=approval.id)
+    assert runs.get_run(run_id).status == RunStatus.WAITING
+    assert approvals.get_approval(other.id).status == ApprovalStatus.PENDING
+    assert [e.action for e in approvals.audit_log()[0]][-1] == "approve"
+
+
+def test_a_cancel_while_pending_closes_the_pending_approval(
+    stores: tuple[Store, ApprovalStore],
+) -> None:
+    """A cancel conditioned on a still pending approval cancels the run and closes it."""
+    runs, approvals = stores
+    run_id = _waiting_run(runs)
+    approval = _approval(run_id)
+    approvals.create_approval(approval, _draft(approval, "requested"))
+    ended = approvals.cancel_run(run_id, T0, [], _closed, while_pending=approval.id)
+    assert ended.status == RunStatus.CANCELLED
+    assert approvals.get_approval(approval.id).status == ApprovalStatus.REJECTED
+
+
+def _race_decision_and_cancel(runs: Store, approvals: ApprovalStore) -> None:
+    """Start a decision and a conditioned cancel on one approval at once; check one won."""
+    run_id = _waiting_run(runs)
+    approval = _approval(run_id)
+    approvals.create_approval(approval, _draft(approval, "requested"))
+    start = threading.Barrier(2)
+    outcome: dict[str, bool] = {}
+
+    def decide() -> None:
+        start.wait(timeout=30)
+        decided = _approved(approval)
+        outcome["decided"] = approvals.save_approval(
+            decided, audit=_draft(decided, "approve"), decided_before=T0, wake=None
+        )
+
+    def cancel() -> None:
+        start.wait(timeout=30)
+        try:
+            approvals.cancel_run(run_id, T0, [], _closed, while_pending=approval.id)
+            outcome["cancelled"] = True
+        except ApprovalNotPending:
+            outcome["cancelled"] = False
+
+    threads = [threading.Thread(target=decide), threading.Thread(target=cancel)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcome.values()) == [False, True]
+    stored, run = approvals.get_approval(approval.id).status, runs.get_run(run_id).status
+    if outcome["decided"]:
+        assert (stored, run) == (ApprovalStatus.APPROVED, RunStatus.WAITING)
+    else:
+        assert (stored, run) == (ApprovalStatus.REJECTED, RunStatus.CANCELLED)
+
+
+def test_a_decision_racing_a_cancel_while_pending_one_wins(
+    stores: tuple[Store, ApprovalStore],
+) -> None:
+    """A decision and a conditioned cancel racing on one approval: exactly one takes effect,
+    and the run and the audit chain agree with it."""
+    runs, approvals = stores
+    for _ in range(5):
+        _race_decision_and_cancel(runs, approvals)
+    entries, heads = approvals.audit_log()
+    assert examine(entries, heads).problems == []
 
 
 def test_list_approvals_finds_those_a_person_may_decide(

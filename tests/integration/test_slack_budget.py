@@ -249,3 +249,59 @@ def test_two_simultaneous_raises_on_two_instances_raise_once(pg_world: SlackWorl
     assert first.services.runtime.get(run_id).status == RunStatus.WAITING, "the refund's card"
     env = signoff_env(world.database_url)
     assert json.loads(cli_ok(env, "audit", "verify", "--json"))["ok"] is True
+
+
+def test_a_raise_and_an_end_racing_on_two_instances_one_wins(pg_world: SlackWorld) -> None:
+    """Dana's raise on one instance and Erin's End the run on another, at once: exactly one
+    takes effect, the other is told who decided, and the audit chain and the run agree."""
+    world = pg_world
+    first, second = world.instance(), world.instance(migrate=False)
+    run_id, asked = start_exhausting_run(world, first)
+    dana = confirm_view(world, first, APPROVER, asked, "0.05")
+    end, _ = second.click_body(SECOND_APPROVER, BUDGET_END, world.card(asked.id))
+    raised, clicked = race((first, submission(world, APPROVER, dana)), (second, end))
+    acked(clicked)
+    decided = first.decision(asked.id)
+    assert decided.decided_by is not None
+    run = first.services.runtime.get(run_id)
+
+    def decisions() -> list[tuple[str, str]]:
+        return [a for a in audit_actions(first, asked.id) if a[0] in ("edit", "closed", "late")]
+
+    if decided.status == ApprovalStatus.APPROVED:
+        assert decided.decided_by.user_id == APPROVER
+        assert acked(raised).body == ""
+        [told] = world.new_ephemerals(SECOND_APPROVER, 0, drain=second)
+        assert told.startswith("Not recorded: already approved by")
+        assert decisions() == [("edit", APPROVER), ("late", SECOND_APPROVER)]
+        assert run.status != RunStatus.CANCELLED
+        first.work()
+        second.work()
+        assert first.services.runtime.get(run_id).status == RunStatus.WAITING, "the refund"
+    else:
+        assert (decided.status, decided.decided_by.user_id) == (
+            ApprovalStatus.CANCELLED,
+            SECOND_APPROVER,
+        )
+        assert "already cancelled by" in json.dumps(acked(raised).json()["view"])
+        assert decisions() == [("closed", SECOND_APPROVER), ("late", APPROVER)]
+        assert run.status == RunStatus.CANCELLED
+    env = signoff_env(world.database_url)
+    assert json.loads(cli_ok(env, "audit", "verify", "--json"))["ok"] is True
+
+
+def test_a_raise_confirmed_after_the_run_was_ended_is_told_who_ended_it(
+    pg_world: SlackWorld,
+) -> None:
+    """Dana's raise, confirmed once Erin has ended the run, changes nothing and says so."""
+    world = pg_world
+    bot = world.instance()
+    run_id, asked = start_exhausting_run(world, bot)
+    dana = confirm_view(world, bot, APPROVER, asked, "0.05")
+    acked(bot.click(SECOND_APPROVER, BUDGET_END, world.card(asked.id)))
+    assert bot.decision(asked.id).status == ApprovalStatus.CANCELLED
+    answer = acked(bot.post(submission(world, APPROVER, dana))).json()
+    assert "already cancelled by" in json.dumps(answer["view"])
+    assert bot.services.runtime.get(run_id).status == RunStatus.CANCELLED
+    decisions = [a for a in audit_actions(bot, asked.id) if a[0] in ("edit", "closed", "late")]
+    assert decisions == [("closed", SECOND_APPROVER), ("late", APPROVER)]

@@ -170,3 +170,51 @@ def test_the_thread_status_says_the_run_waits_for_a_raise() -> None:
         "is waiting for an approver to raise the budget or end the run"
     )
     assert "to raise the budget or end the run" in status_line(run, [pending])
+
+
+def test_after_a_vote_the_card_shows_the_amount_voted_on_and_its_votes() -> None:
+    """With quorum two, a vote for 7 calls replaces the first proposal (4) on the card."""
+    voted = dict(STATES)["one vote of two"]
+    assert voted.args["raise_to"] == {"model_calls": 4}
+    shown = json.dumps(budget_card(voted)[1]) + json.dumps(amount_modal(voted)["blocks"])
+    assert "Proposed: raise model calls to 4" not in shown
+    assert "*Voting on*: raise model calls to 7, approved by <@U_DANA> (1 of 2)." in shown
+    fresh = json.dumps(budget_card(asked())[1])
+    assert "Proposed: raise model calls to 4." in fresh
+
+
+def ended_run(output: dict[str, Any]) -> Run:
+    """A run that its exhausted budget ended with ``output``."""
+    at = dict(STATES)["pending"].requested_at
+    return Run(
+        id=RunId("r" * 24),
+        workflow="agent:t",
+        status=RunStatus.COMPLETED,
+        input={},
+        output={"answer": None, "ended": "budget"} | output,
+        created_at=at,
+        updated_at=at,
+    )
+
+
+def test_an_ended_budget_says_whether_the_raise_expired_or_who_declined_it() -> None:
+    """Expired: when; rejected: who and why (escaped); nobody is said to have ended it."""
+    at = "2026-03-01T12:30:00+00:00"
+    expired = ended_run({"ended_by": {"status": "expired", "by": None, "at": at}})
+    declined = ended_run(
+        {
+            "ended_by": {
+                "status": "rejected",
+                "by": DANA.to_json(),
+                "at": at,
+                "reason": "too dear <!channel>",
+            }
+        }
+    )
+    assert status_line(expired, []) == (
+        "🛑 *Ended: the budget raise expired at "
+        "<!date^1772368200^{date_short_pretty} {time}|12:30 UTC Mar 01>*"
+    )
+    assert status_line(declined, []) == (
+        "🛑 *Ended: <@U_DANA> declined to raise the budget (too dear &lt;!channel&gt;)*"
+    )

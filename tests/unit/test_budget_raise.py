@@ -133,6 +133,56 @@ def test_ending_cancels_the_run_with_its_approval_closed() -> None:
     assert h.model.calls == 2
 
 
+def test_an_end_loses_to_a_raise_landing_after_its_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A raise decided between End's check and its cancel wins: the run goes on, the
+    approval stays raised, and the person ending is told who raised it (and audited)."""
+    h, run_id = exhausted()
+    [asked] = h.env.pending(run_id)
+    checked = h.approvals.refuse
+
+    def check_then_raise(approval: str, actor: Actor, decision: Decision) -> object:
+        verdict = checked(approval, actor, decision)
+        if verdict is None:  # Omar's raise lands before Dana's cancel
+            decide_budget(h.runtime, h.agent, run_id, OMAR, limits=Budget(model_calls=5))
+        return verdict
+
+    monkeypatch.setattr(h.approvals, "refuse", check_then_raise)
+    ended = decide_budget(h.runtime, h.agent, run_id, DANA, end=True)
+    monkeypatch.undo()
+    assert not ended.accepted
+    assert ended.message.startswith("already approved by omar")
+    raised = h.approvals.get(asked.id)
+    assert (raised.status, raised.decided_by) == (ApprovalStatus.APPROVED, OMAR)
+    h.work()
+    assert h.run(run_id).status == RunStatus.COMPLETED
+    entries, heads = h.approval_store.audit_log()
+    assert examine(entries, heads).problems == []
+    actions = [(e.action, (e.actor or {}).get("user_id")) for e in entries]
+    assert [a for a in actions if a[0] in ("edit", "late", "closed")] == [
+        ("edit", "U_OMAR"),
+        ("late", "U_DANA"),
+    ]
+
+
+def test_ending_or_raising_a_card_decided_since_says_who_decided_it() -> None:
+    """Clicking End or raising on a card another person has decided since tells who decided
+    what, and the attempt is audited as late; the run is left as the decision made it."""
+    h, run_id = exhausted()
+    [asked] = h.env.pending(run_id)
+    assert decide_budget(h.runtime, h.agent, run_id, OMAR, limits=Budget(model_calls=5)).accepted
+    ended = decide_budget(h.runtime, h.agent, run_id, DANA, end=True, approval_id=asked.id)
+    raised = decide_budget(
+        h.runtime, h.agent, run_id, DANA, limits=Budget(model_calls=9), approval_id=asked.id
+    )
+    assert [o.accepted for o in (ended, raised)] == [False, False]
+    assert ended.message.startswith("already approved by omar")
+    assert raised.message.startswith("already approved by omar")
+    assert h.run(run_id).status != RunStatus.CANCELLED
+    entries, _ = h.approval_store.audit_log()
+    late = [e.action for e in entries if e.actor == DANA.to_json()]
+    assert late == ["late", "late"]
+
+
 def test_a_raise_must_be_above_the_limit_and_for_the_approval_shown() -> None:
     """A raise to the current limit or below is refused; so is one for an older approval."""
     h, run_id = exhausted()
@@ -209,7 +259,26 @@ def test_an_expired_raise_ends_the_run_fail_closed() -> None:
     run = h.run(run_id)
     assert run.status == RunStatus.COMPLETED
     assert run.output["ended"] == "budget"
+    assert run.output["ended_by"] == {
+        "status": "expired",
+        "by": None,
+        "at": asked.deadline.isoformat(),
+        "reason": "no decision before the deadline",
+    }
     assert h.model.calls == 2
+
+
+def test_a_declined_raise_ends_the_run_saying_who_declined_and_why() -> None:
+    """A rejected raise ends the run; its result names who rejected it and the reason."""
+    h, run_id = exhausted()
+    [asked] = h.env.pending(run_id)
+    assert h.approvals.decide(asked.id, OMAR, Decision.REJECT, reason="too dear").accepted
+    h.work()
+    run = h.run(run_id)
+    assert (run.status, run.output["ended"]) == (RunStatus.COMPLETED, "budget")
+    assert run.output["ended_by"]["status"] == "rejected"
+    assert run.output["ended_by"]["by"]["user_id"] == OMAR.user_id
+    assert run.output["ended_by"]["reason"] == "too dear"
 
 
 def test_a_raise_is_decided_by_the_approvals_service_like_any_approval() -> None:
