@@ -20,7 +20,7 @@ from agent_runtime.ids import RunId
 from agent_runtime.models.base import Usage
 from agent_runtime.records import Run, RunStatus, StepKind, StepRecord
 from agent_runtime.runtime import Runtime
-from agent_runtime.step_names import MODEL, TOOL, is_budget_key, tool_of
+from agent_runtime.step_names import MODEL, TOOL, approval_waited, is_budget_key, tool_of
 
 
 class NotAllowed(UserError):
@@ -125,13 +125,11 @@ def _decided_meanwhile(
 
 def waiting_raise(runtime: Runtime, run: Run) -> Approval | None:
     """Return the pending budget approval ``run`` waits for, if it waits for one."""
-    key = run.wait_key or ""
-    if run.status != RunStatus.WAITING or runtime.approvals is None:
-        return None
-    if not key.startswith("approval:"):
+    approval = approval_waited(run.wait_key)
+    if run.status != RunStatus.WAITING or runtime.approvals is None or approval is None:
         return None
     try:
-        found = runtime.approvals.get(key.removeprefix("approval:"))
+        found = runtime.approvals.get(approval)
     except ApprovalNotFound:
         return None
     pending = found.status == ApprovalStatus.PENDING

@@ -57,6 +57,12 @@ def wake_key(approval: str) -> str:
     return f"{APPROVAL_WAIT}:{approval}"
 
 
+def approval_waited(key: str | None) -> str | None:
+    """Return the approval a run waiting on ``key`` waits for; None if it waits for another."""
+    prefix = f"{APPROVAL_WAIT}:"
+    return key.removeprefix(prefix) if key and key.startswith(prefix) else None
+
+
 def budget_key(wait: int) -> str:
     """Return the event key of the run's ``wait``-th wait for an exhausted budget."""
     return f"{BUDGET_WAIT}:{wait}"

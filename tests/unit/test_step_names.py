@@ -9,6 +9,7 @@ from agent_runtime.step_names import (
     TOOL_STARTED,
     TOOL_UNKNOWN_OUTCOME,
     TOOL_VERIFY,
+    approval_waited,
     budget_key,
     is_budget_key,
     of_tool,
@@ -44,3 +45,11 @@ def test_a_tool_step_name_gives_back_its_tool_and_no_other_step_does() -> None:
     assert is_budget_key("budget:1")
     assert not is_budget_key("approval:1")
     assert not is_budget_key(None)
+
+
+def test_an_approval_wait_key_gives_back_its_approval_and_no_other_key_does() -> None:
+    """`approval:ID` names the approval waited for; budget and plain keys name none."""
+    assert approval_waited(wake_key("ap1")) == "ap1"
+    assert approval_waited(budget_key(2)) is None
+    assert approval_waited("approved") is None
+    assert approval_waited(None) is None
