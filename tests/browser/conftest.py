@@ -6,7 +6,6 @@ The browser is Debian's ``chromium`` driven by Selenium through Debian's ``chrom
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -16,8 +15,9 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-from devkit.dev import DevOptions, DevStack, start_dev
+from devkit.dev import DevStack
 from tests.browser.page import SandboxPage
+from tests.browser.stacks import running_dev
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -37,13 +37,9 @@ FLAGS = (
 
 @pytest.fixture
 def dev_stack(tmp_path: Path) -> Iterator[DevStack]:
-    """``signoff dev``'s parts in this process (the worker is a child process) on free ports."""
-    env = dict(os.environ) | {"SIGNOFF_LEASE_TTL_SECONDS": "2"}
-    stack = start_dev(DevOptions(port=0, data_dir=tmp_path / "dev", concurrency=2), env)
-    try:
+    """The ``signoff dev`` stack with its default settings."""
+    with running_dev(tmp_path) as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +15,9 @@ from selenium.webdriver.common.by import By
 
 from agent_runtime import ApprovalStatus, RunStatus, parse_run_id
 from agent_runtime.approvals import ApprovalKind
-from devkit.dev import DevOptions, DevStack, start_dev
+from devkit.dev import DevStack
 from tests.browser.page import APPROVE, SandboxPage
+from tests.browser.stacks import running_dev
 
 RAISE, END = "budget.raise", "budget.end"
 PENDING = f'#thread button[data-action-id="{RAISE}"], #thread button[data-action-id="{APPROVE}"]'
@@ -26,15 +26,8 @@ PENDING = f'#thread button[data-action-id="{RAISE}"], #thread button[data-action
 @pytest.fixture
 def budget_stack(tmp_path: Path) -> Iterator[DevStack]:
     """A ``signoff dev`` stack whose demo agent may spend $0.0015 a run."""
-    env = dict(os.environ) | {
-        "SIGNOFF_LEASE_TTL_SECONDS": "2",
-        "SIGNOFF_DEMO_BUDGET_USD": "0.0015",
-    }
-    stack = start_dev(DevOptions(port=0, data_dir=tmp_path / "dev", concurrency=2), env)
-    try:
+    with running_dev(tmp_path, SIGNOFF_DEMO_BUDGET_USD="0.0015") as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 def next_card(page: SandboxPage) -> tuple[str, str] | None:

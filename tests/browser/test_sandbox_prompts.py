@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,8 +10,9 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 
 from agent_runtime import ApprovalStatus
-from devkit.dev import DevOptions, DevStack, start_dev
+from devkit.dev import DevStack
 from tests.browser.page import APPROVE, SandboxPage
+from tests.browser.stacks import running_dev
 
 APPROVE_ALL = "batch.approve_all"
 WHY = "approval.why"
@@ -23,15 +23,8 @@ REVOKE = "grant.revoke"
 @pytest.fixture
 def granting_stack(tmp_path: Path) -> Iterator[DevStack]:
     """A ``signoff dev`` stack where Dana may allow similar calls for 24 hours."""
-    env = dict(os.environ) | {
-        "SIGNOFF_LEASE_TTL_SECONDS": "2",
-        "SIGNOFF_GRANT_APPROVERS": "U_DANA",
-    }
-    stack = start_dev(DevOptions(port=0, data_dir=tmp_path / "dev", concurrency=2), env)
-    try:
+    with running_dev(tmp_path, SIGNOFF_GRANT_APPROVERS="U_DANA") as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 def open_thread(page: SandboxPage, number: int) -> None:
