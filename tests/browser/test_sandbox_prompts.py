@@ -124,3 +124,36 @@ def test_a_24_hour_grant_approves_a_smaller_refund_until_it_is_revoked(
     assert len(page.approval_cards(1)) == 1
     page.click_in_thread(APPROVE, page.approval_cards(1)[0])
     page.wait_for_text("thread", "issue_refund · ✅ Approved by @Dana")
+
+
+SMALL_REFUNDS = """\
+rules:
+  - id: small-refunds
+    tool: issue_refund
+    action: auto_approve
+    reason: small refunds are fine
+    when: [{field: args.amount_cents, op: "<=", value: 5000}]
+"""
+
+
+def test_a_rule_approves_a_small_refund_and_leaves_a_large_one_to_people(
+    browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    """With a small-refunds rule, a 25.00 refund's card reads "decided by rule:small-refunds"
+    and is charged with no click; a 129.00 refund still waits for a person."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(SMALL_REFUNDS, encoding="utf-8")
+    with running_dev(tmp_path, SIGNOFF_RULES_FILE=str(rules)) as stack:
+        page = SandboxPage.open(browser, stack.url)
+        page.send("/agent refund order 1044")
+        open_thread(page, 1)
+        page.wait_for_text("thread", "issue_refund · ✅ Approved, decided by rule:small-refunds")
+        page.wait_for_text("ledger-summary", "1 charge")
+        page.send("/agent refund order 1043")
+        open_thread(page, 2)
+        page.act_as("U_DANA")
+        (card,) = page.approval_cards(1)
+        assert "decided by rule:" not in page.text_of("thread")
+        page.click_in_thread(APPROVE, card)
+        page.wait_for_text("thread", "issue_refund · ✅ Approved by @Dana")
+        page.wait_for_text("ledger-summary", "2 charges")
