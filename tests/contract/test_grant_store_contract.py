@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -14,27 +14,11 @@ from agent_runtime.audit_report import examine
 from agent_runtime.exceptions import GrantNotFound
 from agent_runtime.grants import Grant, GrantScope, similar
 from agent_runtime.store import ApprovalStore, Granting
-from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
-from store import SqlStore
-from store.approval_store import SqlApprovalStore
-from tests.contract.test_approval_store_contract import _approval as approval_row
-from tests.contract.test_approval_store_contract import _approved as approved
-from tests.contract.test_approval_store_contract import _draft as approval_draft
+from tests.contract.approvals import DANA, T0, approved, stores
+from tests.contract.approvals import an_approval as approval_row
+from tests.contract.approvals import draft as approval_draft
 
-T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-DANA = Actor(user_id="U_DANA", team_id="T1", name="dana")
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def stores(request: pytest.FixtureRequest) -> tuple[Store, ApprovalStore]:
-    """A run store and the approval store beside it, for each implementation."""
-    if request.param == "memory":
-        runs = InMemoryStore()
-        return runs, InMemoryApprovalStore(runs)
-    sql: SqlStore = request.getfixturevalue(
-        "sqlite_store" if request.param == "sqlite" else "pg_store"
-    )
-    return sql, SqlApprovalStore(sql.engine)
+__all__ = ["stores"]  # the fixture, for pytest
 
 
 def _grant(run_id: RunId, n: int, tool: str = "issue_refund") -> Grant:
