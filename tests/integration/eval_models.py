@@ -57,7 +57,9 @@ def unguarded_agent() -> Agent:
     """Another agent whose ``issue_refund`` needs no approval: it may not share the name."""
     agent = terse_agent()
     tools = [
-        replace(t, approval=None, side_effect=False) if t.name == "issue_refund" else t
+        replace(t, approval=None, side_effect=False, preview=None)
+        if t.name == "issue_refund"
+        else t
         for t in agent.tools
     ]
     return replace(agent, name="demo-unguarded", tools=Tools(*tools))
