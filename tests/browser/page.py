@@ -18,6 +18,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 WAIT_S = 30.0
 APPROVE = "approval.approve"
+NOT_OPENED = "Slack did not open the dialog"
 T = TypeVar("T")
 RETRY = (NoSuchElementException, StaleElementReferenceException, ElementClickInterceptedException)
 
@@ -95,6 +96,28 @@ class SandboxPage:
         """Click a card's button in the thread."""
         selector = f'#thread button[data-action-id="{action_id}"][data-block-id="{block_id}"]'
         self.wait(lambda: self._click_last(selector), what=f"{action_id} on {block_id}")
+
+    def open_modal(self, action_id: str, block_id: str, text: str, tries: int = 3) -> str:
+        """Click a card's button until the modal showing ``text`` opens; return its text.
+
+        On a loaded machine a modal may come after the click's trigger expired (3 s, as on
+        Slack): the clicker is then told to click again, and does, as a person would."""
+        for _ in range(tries):
+            told = self._told()
+            self.click_in_thread(action_id, block_id)
+
+            def answered(told: int = told) -> str | None:
+                if text in self.text_of("modal-root"):
+                    return "opened"
+                return "again" if self._told() > told else None
+
+            if self.wait(answered, what=f"{text!r} in a modal, or word to click again") == "opened":
+                return self.text_of("modal-root")
+        raise AssertionError(f"the modal with {text!r} did not open in {tries} clicks")
+
+    def _told(self) -> int:
+        """How many times the page has told the person that a dialog did not open."""
+        return str(self.driver.find_element(By.TAG_NAME, "body").text).count(NOT_OPENED)
 
     def click_last(self, selector: str) -> None:
         """Click the last element matching a CSS selector, once the page shows one."""

@@ -48,8 +48,7 @@ def next_card(page: SandboxPage) -> tuple[str, str] | None:
 
 def raise_by_the_proposed_amount(page: SandboxPage, block: str) -> None:
     """Raise by …, keep the amount the modal proposes, confirm, and wait for the card."""
-    page.click_in_thread(RAISE, block)
-    modal = page.wait_for_text("modal-root", "Raise cost (USD) by")
+    modal = page.open_modal(RAISE, block, "Raise cost (USD) by")
     assert "Projection" in modal
     page.click("modal-submit")
     assert "Raise cost (USD) from" in page.wait_for_text("modal-root", "Confirm the raise")

@@ -75,8 +75,7 @@ def test_why_shows_the_model_step_with_what_came_from_outside_marked(
     page.open_thread()
     page.act_as("U_DANA")
     (refund,) = page.approval_cards(1)
-    page.click_in_thread(WHY, refund)
-    modal = page.wait_for_text("modal-root", "Why this call?")
+    modal = page.open_modal(WHY, refund, "Why this call?")
     assert "was proposed by the model at step" in modal
     assert "Untrusted · the task, from @Rita" in modal
     assert "<i id=planted>now</i>" in modal
@@ -97,8 +96,7 @@ def test_a_24_hour_grant_approves_a_smaller_refund_until_it_is_revoked(
     page.open_thread()
     page.act_as("U_DANA")
     (refund,) = page.approval_cards(1)
-    page.click_in_thread(GRANT_DAY, refund)
-    modal = page.wait_for_text("modal-root", "Allow for 24 hours")
+    modal = page.open_modal(GRANT_DAY, refund, "Allow for 24 hours")
     assert "args.amount_cents <= 4999" in modal
     page.click("modal-submit")
     page.wait_for_text("thread", "issue_refund · ✅ Approved by @Dana")
