@@ -13,7 +13,6 @@ from store import SqlStore
 from tests.integration import (
     TEST_WORKFLOWS,
     WorkerProcess,
-    demo_input,
     expected_steps,
     lines,
     owner_pid,
@@ -39,24 +38,30 @@ def test_two_workers_finish_every_run_exactly_once(
     """20 runs on two workers: both take runs, each run is claimed once and each step runs once."""
     n = 5
     runtime = _runtime(pg_store)
+    gate = tmp_path / "gate"
     outs = [tmp_path / f"out-{i}.txt" for i in range(20)]
-    run_ids = [runtime.start("demo.steps", demo_input(out, n=n, delay_ms=80)).id for out in outs]
+    # Every run waits for the gate inside step 2, so neither worker can finish all 20 before
+    # the other has started, whichever of them starts first.
+    run_ids = [
+        runtime.start("test.held", {"path": str(out), "n": n, "gate": str(gate)}).id for out in outs
+    ]
     env = signoff_env(pg_url, lease_ttl=5.0)
-    owners: set[str] = set()
 
-    def finished_while_watching() -> list[Run] | None:
-        owners.update(r.lease_owner for r in pg_store.list_runs() if r.lease_owner)
-        return _all_finished(pg_store, run_ids)
+    def owners() -> set[int | None]:
+        return {owner_pid(r.lease_owner) for r in pg_store.list_runs() if r.lease_owner}
 
     with (
         WorkerProcess(env, tmp_path / "a.log", concurrency=4) as a,
         WorkerProcess(env, tmp_path / "b.log", concurrency=4) as b,
     ):
-        runs = wait_until(finished_while_watching, timeout=60, what="all 20 runs to finish")
+        wait_until(lambda: owners() >= {a.pid, b.pid}, timeout=60, what="both workers to hold runs")
+        gate.touch()
+        runs = wait_until(
+            lambda: _all_finished(pg_store, run_ids), timeout=60, what="all 20 runs to finish"
+        )
         assert a.stop() == 0, a.output()
         assert b.stop() == 0, b.output()
 
-    assert {owner_pid(owner) for owner in owners} == {a.pid, b.pid}, "both workers took runs"
     for run, out in zip(runs, outs, strict=True):
         assert run.status == RunStatus.COMPLETED, run.error
         assert run.fence == 1, f"run {run.id} was claimed {run.fence} times"
