@@ -6,10 +6,11 @@ none): installing again, or refreshing a rotating token, replaces it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from store.connections import reading, writing
@@ -50,6 +51,23 @@ class SqlInstallations:
         query = select(slack_installations.c.data).order_by(slack_installations.c.id)
         with reading(self.engine) as conn:
             return [dict(data) for data in conn.execute(query).scalars()]
+
+    def rewrite(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> tuple[int, int]:
+        """Replace each installation's data with what ``change`` returns for it (None: keep
+        it), all in one transaction, the rows locked meanwhile; return how many were replaced,
+        of how many. If ``change`` raises, none is."""
+        query = select(slack_installations.c.id, slack_installations.c.data)
+        with writing(self.engine) as conn:
+            rows = conn.execute(query.order_by(slack_installations.c.id).with_for_update()).all()
+            changed = [(row.id, change(dict(row.data))) for row in rows]
+            for row_id, data in changed:
+                if data is not None:
+                    conn.execute(
+                        update(slack_installations)
+                        .where(slack_installations.c.id == row_id)
+                        .values(data=data)
+                    )
+        return sum(data is not None for _, data in changed), len(rows)
 
     def delete(self, enterprise_id: str, team_id: str) -> int:
         """Forget the workspace's installation; return how many were removed (0 or 1)."""

@@ -23,6 +23,7 @@ from bot.cli import (
     outbox,
     rules,
     runs,
+    slack_tokens,
     trace,
 )
 from bot.cli.common import Parser
@@ -80,6 +81,7 @@ def build_parser(
     rules.add_commands(commands)
     grants.add_commands(commands)
     api_keys.add_commands(commands)
+    slack_tokens.add_commands(commands)
     _add_plugin_commands(commands, settings, argv)
     return parser
 

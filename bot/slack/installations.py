@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,7 +17,7 @@ from slack_sdk.oauth.installation_store import Bot, Installation, InstallationSt
 from slack_sdk.oauth.state_store import OAuthStateStore
 
 from agent_runtime import Clock
-from bot.slack.token_cipher import TokenCipher
+from bot.slack.token_cipher import TokenCipher, TokenUnreadable
 from store import SqlInstallations
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,13 @@ class SignoffInstallationStore(InstallationStore):
         found.bot_refresh_token = bot.bot_refresh_token
         found.bot_token_expires_at = bot.bot_token_expires_at
         self.save(found)
+
+    def rekey(self) -> tuple[int, int]:
+        """Rewrite, in one transaction, each installation with a token not under the newest
+        key (an older key's, or one kept in clear); return how many were rewritten, of how
+        many. Raise ``TokenUnreadable`` naming the workspace, rewriting none, if a token
+        cannot be read with any key."""
+        return self._rows.rewrite(_resealed_with(self._cipher))
 
     def find_installation(
         self,
@@ -145,6 +153,19 @@ class SignoffStateStore(OAuthStateStore):
     def consume(self, state: str) -> bool:
         """Use the state up: True once, if it was issued here and has not expired."""
         return self._rows.consume_state(state[:80], self._clock.now())
+
+
+def _resealed_with(cipher: TokenCipher) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """``cipher.resealed``, its ``TokenUnreadable`` naming the installation's workspace."""
+
+    def resealed(data: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            return cipher.resealed(data)
+        except TokenUnreadable as exc:
+            where = str(data.get("team_id") or data.get("enterprise_id") or "")
+            raise TokenUnreadable(exc.field, where) from None
+
+    return resealed
 
 
 def _json(installation: Installation) -> dict[str, Any]:

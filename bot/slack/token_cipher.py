@@ -4,7 +4,8 @@ Each bot (and refresh) token of an installation is kept as ``fernet:`` and a Fer
 (AES-128-CBC with an HMAC-SHA256, ``cryptography``'s ``Fernet``). Keys are listed newest
 first: tokens are encrypted with the newest, and read with whichever key they were
 encrypted with, so after a new key is put first the older rows stay readable and are
-rewritten under it the next time they are saved (a new install, a rotated token).
+rewritten under it the next time they are saved (a new install, a rotated token), or all at
+once by ``signoff slack rekey`` (``TokenCipher.resealed``).
 """
 
 from __future__ import annotations
@@ -27,13 +28,15 @@ class BadTokenKey(ValueError):
 class TokenUnreadable(Exception):
     """A stored token was encrypted with none of the configured keys (or was altered)."""
 
-    def __init__(self, field: str) -> None:
+    def __init__(self, field: str, workspace: str = "") -> None:
+        of = f" of workspace {workspace}" if workspace else ""
         super().__init__(
-            f"a stored Slack {field} cannot be decrypted with any key of "
+            f"a stored Slack {field}{of} cannot be decrypted with any key of "
             "SIGNOFF_TOKEN_ENCRYPTION_KEY: put the key it was written with back in the list "
             "(after the newest), or install the app again"
         )
         self.field = field
+        self.workspace = workspace
 
 
 class TokenCipher:
@@ -53,6 +56,7 @@ class TokenCipher:
                 ) from None
         if not fernets:
             raise BadTokenKey("no key given")
+        self._newest = fernets[0]
         self._keys = MultiFernet(fernets)
 
     def seal(self, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,6 +80,26 @@ class TokenCipher:
                 except InvalidToken:
                     raise TokenUnreadable(name) from None
         return opened
+
+    def resealed(self, data: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Return ``data`` with each token encrypted under the newest key, or None if each
+        already is (a token kept in clear is not); raise ``TokenUnreadable`` if one cannot be
+        read."""
+        if all(self._newest_reads(data.get(name)) for name in TOKEN_FIELDS):
+            return None
+        return self.seal(self.open(data))
+
+    def _newest_reads(self, value: Any) -> bool:
+        """Whether ``value`` is no token, or one encrypted under the newest key."""
+        if not isinstance(value, str) or not value:
+            return True
+        if not value.startswith(PREFIX):
+            return False
+        try:
+            self._newest.decrypt(value.removeprefix(PREFIX).encode())
+        except InvalidToken:
+            return False
+        return True
 
 
 __all__ = ["PREFIX", "TOKEN_FIELDS", "BadTokenKey", "TokenCipher", "TokenUnreadable"]

@@ -597,7 +597,8 @@ def empty_postgres(url: str) -> None:
             conn.execute(
                 text(
                     "TRUNCATE runs, steps, attempts, events, approvals, audit_log, "
-                    "outbox, api_approvals, api_keys, grants, slack_home_tabs"
+                    "outbox, api_approvals, api_keys, grants, slack_home_tabs, "
+                    "slack_installations, slack_oauth_states"
                 )
             )
             reset_audit_heads(conn)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select, text
 
 from agent_runtime import Approval, ApprovalStatus, RunId
 from bot.slack import blocks
@@ -21,6 +21,13 @@ LEGIT_MARKUP = re.compile(r"^<@U_[A-Z]+>$")
 """Markup the bot writes itself: mentions of the scenarios' people."""
 DATE_MARKUP = re.compile(r"^<!date\^\d+\^\{date_short_pretty\} \{time\}\|[^<>|]+>$")
 """Markup the bot writes itself: a moment shown in each reader's time zone."""
+
+
+def raw_installations(engine: Engine) -> dict[str, str]:
+    """Each installation's row as stored, by team id: the JSON text itself."""
+    query = text("SELECT team_id, CAST(data AS TEXT) FROM slack_installations")
+    with engine.connect() as conn:
+        return {team: data for team, data in conn.execute(query)}
 
 
 def run_id_of(ack: Ack) -> RunId:

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
-from sqlalchemy import text
 
 from bot.slack.token_cipher import PREFIX, TokenCipher, TokenUnreadable
 from tests.integration import run_cli, signoff_env
 from tests.integration.slack_harness import TASK, BotInstance, acked, empty_postgres
-from tests.integration.slack_readers import approvals_of, run_id_of
+from tests.integration.slack_readers import approvals_of, raw_installations, run_id_of
 from tests.integration.workspaces_world import (
     ALPHA_CODE,
     BETA_CODE,
@@ -48,9 +47,7 @@ def two(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TwoWorkspace
 
 def _raw_rows(bot: BotInstance) -> dict[str, str]:
     """Each installation's row as stored, by team id: the JSON text itself."""
-    query = text("SELECT team_id, CAST(data AS TEXT) FROM slack_installations")
-    with bot.services.store.engine.connect() as conn:
-        return {team: data for team, data in conn.execute(query)}
+    return raw_installations(bot.services.store.engine)
 
 
 def _opens_with(key: str, raw: str) -> bool:
