@@ -7,6 +7,9 @@ at a time: while one is queued and no dispatcher has begun sending it, a later c
 shown by it (the dispatcher builds the view once the send has begun). A refresh queued
 after one began is due ``REFRESH_SPACING`` after that one, so a burst of changes publishes
 each person's tab a few times, not once per change.
+
+When a workspace removes the app its tabs are forgotten, with its Home notices not yet being
+sent (``SqlHomeTabs.forget_workspace``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, Connection, Engine, select, tuple_, update
+from sqlalchemy import ColumnElement, Connection, Engine, delete, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime import Actor
@@ -64,6 +67,29 @@ class SqlHomeTabs:
         query = select(slack_home_tabs.c.opened_at).where(*_is((actor.workspace, actor.user_id)))
         with reading(self.engine) as conn:
             return conn.execute(query).first() is not None
+
+    def forget_workspace(self, enterprise_id: str, team_id: str, kinds: Sequence[str]) -> int:
+        """Forget the tabs opened in a workspace that removed the app (in the organization,
+        for an organization-wide installation: ``team_id`` '') and drop its notices of
+        ``kinds`` whose send has not begun, in one transaction; return how many tabs.
+
+        A workspace of a Grid organization keeps its tabs: they are the organization's
+        people's, of its other workspaces too. Sent notices go as well: a tab opened again
+        after a new install numbers its refreshes afresh and must find their keys free."""
+        notices = delete(outbox).where(
+            outbox.c.run_id.is_(None),
+            outbox.c.kind.in_(kinds),
+            outbox.c.sending_at.is_(None),
+            (outbox.c.team_id == team_id) if team_id else (outbox.c.enterprise_id == enterprise_id),
+        )
+        with writing(self.engine) as conn:
+            conn.execute(notices)
+            if enterprise_id and team_id:
+                return 0
+            tabs = delete(slack_home_tabs).where(
+                slack_home_tabs.c.workspace == (enterprise_id or team_id)
+            )
+            return int(conn.execute(tabs).rowcount)
 
 
 def queue_refreshes(conn: Connection, notices: Sequence[Notice], now: datetime) -> None:

@@ -61,7 +61,9 @@ def uninstalls(services: Services) -> Uninstalls | None:
     """What handles a workspace removing the app (OAuth mode only)."""
     if not is_oauth(services.settings):
         return None
-    return Uninstalls(services.runtime, services.approvals, installations(services))
+    return Uninstalls(
+        services.runtime, services.approvals, installations(services), services.stores.home_tabs
+    )
 
 
 def workspace_clients(services: Services, client: WebClient) -> WorkspaceClients:

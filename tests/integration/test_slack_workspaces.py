@@ -13,9 +13,12 @@ import pytest
 from agent_runtime import ApprovalStatus, RunId, RunStatus
 from bot.app.slack_mode import installations as slack_installations_of
 from bot.slack.blocks import APPROVE
-from store.models import slack_installations
+from bot.slack.uninstalls import HOME_KINDS
+from store import HOME_REFRESH
+from store.models import slack_home_tabs, slack_installations
 from store.slack_installations import SqlInstallations
 from tests.integration import cli_ok, run_cli, signoff_env
+from tests.integration.home_steps import open_home
 from tests.integration.slack_harness import (
     APPROVER,
     SECOND_APPROVER,
@@ -146,6 +149,66 @@ def test_a_workspace_removing_the_app_fails_its_waiting_runs_closed(
     assert bot.services.runtime.get(alpha).status == RunStatus.WAITING
     pending = bot.services.approvals.store.list_approvals(run_id=alpha)
     assert {a.status for a in pending} == {ApprovalStatus.PENDING}
+
+
+def _home_tabs(bot: BotInstance) -> set[tuple[str, str]]:
+    """The (workspace, user) of every Home tab Signoff remembers as opened."""
+    with bot.services.store.engine.connect() as conn:
+        return {(r.workspace, r.user_id) for r in conn.execute(slack_home_tabs.select())}
+
+
+def _home_notices(bot: BotInstance, team_id: str) -> list[dict[str, Any]]:
+    """The Home tab notices addressed to workspace ``team_id``."""
+    return [r for r in outbox_rows(bot) if r["kind"] in HOME_KINDS and r["team_id"] == team_id]
+
+
+def test_a_workspace_removing_the_app_forgets_its_home_tabs_and_their_notices(
+    two: TwoWorkspaces,
+) -> None:
+    """After ``app_uninstalled`` from beta, beta's opened Home tabs are forgotten and its
+    queued publishes and refreshes (those its cancelled run caused too) dropped, never sent;
+    alpha's tab stays and is published."""
+    bot = two.instances[0]
+    _start(two, bot)
+    open_home(bot, APPROVER, team=two.beta.team_id)
+    bot.drain()
+    open_home(bot, APPROVER, team=two.beta.team_id)
+    open_home(bot, APPROVER)
+    assert [r["status"] for r in _home_notices(bot, two.beta.team_id)] == ["sent", "pending"]
+
+    _event(bot, two.beta.team_id, {"type": "app_uninstalled", "event_ts": f"{time.time():.6f}"})
+
+    eventually(lambda: not _home_notices(bot, two.beta.team_id), what="beta's notices dropped")
+    assert _home_tabs(bot) == {(two.workspace.team_id, APPROVER)}
+    bot.drain()
+    assert not _home_notices(bot, two.beta.team_id)
+    home = [r for r in outbox_rows(bot) if r["kind"] in HOME_KINDS]
+    assert {(r["team_id"], r["status"]) for r in home} == {(two.workspace.team_id, "sent")}
+
+
+def test_a_workspace_installing_the_app_again_has_its_home_tabs_refreshed_again(
+    two: TwoWorkspaces,
+) -> None:
+    """Beta's approver, whose tab was refreshed before beta removed the app, opens it again
+    after beta installs it again: an approval asked there refreshes it anew (its numbering,
+    begun again, finds none of the forgotten notices' keys taken)."""
+    bot = two.instances[0]
+    open_home(bot, APPROVER, team=two.beta.team_id)
+    _start(two, bot)
+    refreshed = [r for r in _home_notices(bot, two.beta.team_id) if r["kind"] == HOME_REFRESH]
+    assert [r["status"] for r in refreshed] == ["sent"]
+    _event(bot, two.beta.team_id, {"type": "app_uninstalled", "event_ts": f"{time.time():.6f}"})
+    eventually(lambda: not _home_notices(bot, two.beta.team_id), what="beta's notices dropped")
+
+    two.oauth.add(two.beta, code="beta-again")
+    assert install(bot, "beta-again").status_code == 200
+    open_home(bot, APPROVER, team=two.beta.team_id)
+    acked(bot.command(TASK, workspace=two.beta))
+    bot.work()
+    bot.drain()
+
+    again = [r for r in _home_notices(bot, two.beta.team_id) if r["kind"] == HOME_REFRESH]
+    assert [(r["key"].rsplit(":", 1)[1], r["status"]) for r in again] == [("1", "sent")]
 
 
 def test_a_rotating_token_is_refreshed_before_it_expires(tmp_path: Path, sqlite_url: str) -> None:
