@@ -1,5 +1,5 @@
 """Whose Home tab a change re-publishes: the people an approval waits or waited on, its
-requester, and a grant's grantor.
+requester, a grant's grantor, and the requester of a run that began or ended.
 
 Each is a ``HOME_REFRESH`` notice queued with the change; the store keeps it only for people
 who have opened their tab, one waiting per person (``store.home_tabs``), and the dispatcher
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agent_runtime import Actor, Approval
+from agent_runtime import Actor, AgentInput, Approval, Run
 from agent_runtime.approvals import local_people
 from agent_runtime.grants import Grant
 from agent_runtime.notices import Notice
@@ -38,6 +38,12 @@ def approval_refreshes(
 def grant_refreshes(grant: Grant, where: dict[str, Any]) -> list[Notice]:
     """The refresh a grant made or revoked causes: its grantor's."""
     return refreshes([grant.granted_by.user_id], where)
+
+
+def run_refreshes(run: Run, where: dict[str, Any]) -> list[Notice]:
+    """The refresh a run beginning or ending causes: its requester's (their recent runs)."""
+    data = AgentInput.of(run.input)
+    return [] if data is None else refreshes([data.requester.user_id], where)
 
 
 def refreshes(users: Iterable[str], where: dict[str, Any]) -> list[Notice]:

@@ -34,7 +34,7 @@ from agent_runtime.step_names import (
 )
 from bot.slack.blocks import decision_line
 from bot.slack.budget_blocks import decided_line, ended_line
-from bot.slack.home_refreshes import approval_refreshes, grant_refreshes
+from bot.slack.home_refreshes import approval_refreshes, grant_refreshes, run_refreshes
 from bot.slack.text import message, shown, tool_name
 
 ROOT, REPLY, CARD, DM, CARD_UPDATE, EPHEMERAL, ROOT_UPDATE, BATCH = (
@@ -117,7 +117,7 @@ class SlackNotifier:
         return where
 
     def run_started(self, run: Run) -> Sequence[Notice]:
-        """Post the run's root message."""
+        """Post the run's root message; refresh the requester's Home tab."""
         where = self._remember(run.id, slack_context(run))
         if where is None:
             return ()
@@ -127,7 +127,7 @@ class SlackNotifier:
             kind=ROOT,
             data={"channel": where["channel"]} | root_fields(run),
         )
-        return in_workspace(run, [root])
+        return [*in_place(where, [root]), *run_refreshes(run, where)]
 
     def step_committed(self, run: Run, step: StepRecord) -> Sequence[Notice]:
         """A concise thread reply for the steps a person cares about."""
@@ -142,8 +142,9 @@ class SlackNotifier:
         return in_workspace(run, [_reply(run.id, f"step:{step.position}", text), *status])
 
     def run_ended(self, run: Run) -> Sequence[Notice]:
-        """The final answer or the error, in the thread."""
-        if slack_context(run) is None:
+        """The final answer or the error, in the thread; refresh the requester's Home tab."""
+        where = slack_context(run)
+        if where is None:
             return ()
         if run.status == RunStatus.COMPLETED:
             answer = (run.output or {}).get("answer") if isinstance(run.output, dict) else None
@@ -159,7 +160,8 @@ class SlackNotifier:
             text = f"{icon} *{run.status.value.capitalize()}*" + (
                 f": {shown(error.message, 2500)}" if error else ""
             )
-        return in_workspace(run, [_reply(run.id, "end", text), _root_update(run.id, "end")])
+        told = [_reply(run.id, "end", text), _root_update(run.id, "end")]
+        return [*in_place(where, told), *run_refreshes(run, where)]
 
     def approval_changed(self, approval: Approval, action: str) -> Sequence[Notice]:
         """Post the card (and DMs) when asked; update them and tell the thread after."""

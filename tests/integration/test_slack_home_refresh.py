@@ -35,6 +35,7 @@ from tests.integration.slack_harness import (
     APPROVER,
     REQUESTER,
     SECOND_APPROVER,
+    TASK,
     BotInstance,
     SlackWorld,
     acked,
@@ -42,7 +43,7 @@ from tests.integration.slack_harness import (
     eventually,
     start_refund_run,
 )
-from tests.integration.slack_readers import approvals_of
+from tests.integration.slack_readers import approvals_of, run_id_of
 
 NARROWER = {"all": [{"field": "args.amount_cents", "op": "<=", "value": 100}]}
 BURST = 20
@@ -101,6 +102,23 @@ def test_only_people_who_opened_their_tab_have_it_published(
     bot.drain()
     assert publishes(world, APPROVER) == 0
     assert publishes(world, REQUESTER) == 0
+
+
+def test_a_run_beginning_and_ending_republishes_its_requesters_tab(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """The requester who opened their tab sees their run there as soon as it is started from
+    Slack, and cancelled once it is, with no approval of theirs changing between."""
+    open_home(bot, REQUESTER)
+    assert "You have started no runs yet" in texts(published(world, REQUESTER, 0, bot))
+
+    run_id = run_id_of(acked(bot.command(TASK)))
+    assert f"`{run_id}` pending" in texts(published(world, REQUESTER, 1, bot))
+
+    bot.services.runtime.cancel(run_id, by=Actor(user_id="operator"))
+    assert f"`{run_id}` cancelled" in texts(published(world, REQUESTER, 2, bot))
+    bot.drain()
+    assert publishes(world, REQUESTER) == 3
 
 
 def _ask_many(bot: BotInstance, run_id: str, count: int) -> None:

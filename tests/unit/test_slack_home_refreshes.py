@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
-from agent_runtime import Actor, ApprovalStatus, RunId
+from agent_runtime import Actor, AgentInput, ApprovalStatus, RunId, RunStatus
 from agent_runtime.grants import Grant, GrantScope
 from agent_runtime.notices import Notice
 from agent_runtime.rules import parse_predicate
 from agent_runtime.testing import InMemoryStore
 from bot.slack.notifier import GRANT, SlackNotifier
 from store import HOME_REFRESH
-from tests.unit.slack_fixtures import ASKED, DANA, approval, decided
+from tests.unit.slack_fixtures import ALEX, ASKED, DANA, approval, decided
 
 PLACE = {"channel": "C1", "team": "T1", "enterprise": "E1"}
 
@@ -72,3 +73,20 @@ def test_a_grant_refreshes_its_grantor_and_its_message_goes_to_the_runs_workspac
         told = [n for n in notices if n.kind != HOME_REFRESH]
         assert [(n.team_id, n.enterprise_id) for n in told] == [("T1", "E1")]
     assert GRANT in {n.kind for n in notifier.grant_changed(grant, "created")}
+
+
+def test_a_run_from_slack_refreshes_its_requester_when_it_begins_and_ends() -> None:
+    """Begun, completed, failed or cancelled, a run started from Slack re-publishes its
+    requester's tab; a run started elsewhere, or no agent's, refreshes none."""
+    store = InMemoryStore()
+    asked = AgentInput(task="refund", requester=ALEX, context={"slack": PLACE}).to_json()
+    run = store.create_run(RunId("r2"), "agent:x", asked, ASKED)
+    notifier = SlackNotifier(store)
+    assert _refreshed(notifier.run_started(run)) == ["U_ALEX"]
+    for status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
+        assert _refreshed(notifier.run_ended(replace(run, status=status))) == ["U_ALEX"]
+    elsewhere = store.create_run(RunId("r3"), "agent:x", {**asked, "context": {}}, ASKED)
+    other = store.create_run(RunId("r4"), "flow", {"context": {"slack": PLACE}}, ASKED)
+    for quiet in (elsewhere, other):
+        assert _refreshed(notifier.run_started(quiet)) == []
+        assert _refreshed(notifier.run_ended(replace(quiet, status=RunStatus.COMPLETED))) == []
