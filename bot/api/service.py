@@ -18,9 +18,10 @@ from agent_runtime import Actor, Approval, ApprovalStatus, Run, RunId, RunStatus
 from agent_runtime.exceptions import ApprovalNotFound
 from bot.api.asks import Ask
 from bot.api.destinations import Destinations
-from bot.api.exceptions import Conflict, NotFound, Unauthorized
+from bot.api.exceptions import BadRequest, Conflict, NotFound, Unauthorized
 from bot.api.keys import hash_key
 from bot.api.tools import WORKFLOW, api_tool, qualified_name
+from bot.app.approver_scope import UnscopedApprovers, require_scoped
 from bot.app.wiring import Services
 from bot.mcp.policy import load_policy
 from store import ApiKey, RunDraft, SqlApiStore
@@ -67,6 +68,10 @@ class ApiApprovals:
             self._destinations.check_url(ask.callback_url)
         now, settings = self._clock.now(), self._services.settings
         policy = ask.policy(self._policies, settings.approvers, settings.approver_groups)
+        try:
+            require_scoped(policy, settings, "the approvals API")
+        except UnscopedApprovers as exc:
+            raise BadRequest(str(exc)) from exc
         draft = self._run(client.name, ask)
         request = self._store.open_request(
             client.name, ask.idempotency_key, ask.digest, draft, ask.callback_url, now

@@ -4,10 +4,12 @@ tools the upstream server does not list."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from anyio.from_thread import start_blocking_portal
+from cryptography.fernet import Fernet
 from mcp import types
 
 from agent_runtime import Decision
@@ -75,3 +77,28 @@ def test_a_call_claiming_its_own_approval_still_waits_for_a_person(
     assert result.is_error
     assert "not asked for" in text(result)
     assert hostile.world.calls(title) == []
+
+
+def test_serving_many_workspaces_a_gated_call_needs_approvers_named_with_their_workspace(
+    world: World,
+) -> None:
+    """In OAuth mode the gateway refuses a gated call whose approvers are user ids alone
+    (a namesake in any installed workspace would be one), saying how to name them, and never
+    calls upstream."""
+    oauth = {k: v for k, v in world.env.items() if k != "SLACK_BOT_TOKEN"} | {
+        "SIGNOFF_SLACK_MODE": "oauth",
+        "SLACK_CLIENT_ID": "1111.2222",
+        "SLACK_CLIENT_SECRET": "client-secret",
+        "SIGNOFF_TOKEN_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+    }
+    many = replace(world, env=oauth)
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(connected(many, "many")) as session,
+    ):
+        client = Client(world=many, portal=portal, session=session, name="many")
+        result = client.call("delete_note", "scoped")
+    assert result.is_error
+    assert "name each approver as USER@TEAM" in text(result)
+    assert world.calls("scoped") == []
+    assert world.approvals("many", "scoped") == []
