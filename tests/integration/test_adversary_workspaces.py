@@ -149,13 +149,11 @@ def test_another_workspaces_namesake_cannot_see_or_decide_an_api_approval(
     assert approval.id not in approval_cards(open_home(bot, two.beta, APPROVER))
     assert approval.id in approval_cards(open_home(bot, two.workspace, APPROVER))
     click_home_approve(bot, two.workspace, APPROVER, approval.id)
-    decided = eventually(
-        lambda: (
-            (found := bot.services.approvals.get(approval.id)).status == ApprovalStatus.APPROVED
-            and found
-        ),
+    eventually(
+        lambda: bot.services.approvals.get(approval.id).status == ApprovalStatus.APPROVED,
         between=bot.drain,
         what="alpha's U_DANA's approval",
     )
+    decided = bot.services.approvals.get(approval.id)
     assert decided.decided_by is not None
     assert (decided.decided_by.user_id, decided.decided_by.team_id) == (APPROVER, ALPHA_TEAM)
