@@ -14,7 +14,7 @@ import pytest
 
 from agent_runtime import Approval, ApprovalStatus, SystemClock
 from bot.api.asks import Ask, read_ask
-from bot.api.exceptions import BadRequest
+from bot.api.exceptions import BadRequest, Conflict
 from bot.api.keys import create_key
 from bot.api.service import ApiApprovals
 from bot.slack.blocks import APPROVE
@@ -157,3 +157,33 @@ def test_another_workspaces_namesake_cannot_see_or_decide_an_api_approval(
     decided = bot.services.approvals.get(approval.id)
     assert decided.decided_by is not None
     assert (decided.decided_by.user_id, decided.decided_by.team_id) == (APPROVER, ALPHA_TEAM)
+
+
+def test_an_api_approval_naming_its_team_posts_there_and_counts_bare_ids_there(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """An API request naming its ``team`` and a channel there: the card is posted in that
+    workspace, a bare approver id counts there only (beta's namesake cannot decide), and a
+    later request of the conversation naming another team is a conflict."""
+    with installed(tmp_path, sqlite_url, (APPROVER,)) as two:
+        bot = two.instances[0]
+        api, client, _ = api_ask(bot)
+        channel = two.workspace.resolve_channel("general").id
+        body = {"tool": "deploy", "arguments": {"env": "prod"}, "channel": channel}
+        with pytest.raises(BadRequest, match="'channel' needs 'team'"):
+            api.create(client, read_ask(body))
+        approval, _ = api.create(client, read_ask(body | {"team": ALPHA_TEAM}))
+        card = eventually(
+            lambda: bot.drain() or two.card_in(two.workspace, approval.id), what="the card"
+        )
+        bot.click(APPROVER, APPROVE, card, workspace=two.beta)
+        bot.drain()
+        assert bot.services.approvals.get(approval.id).status == ApprovalStatus.PENDING
+        bot.click(APPROVER, APPROVE, card, workspace=two.workspace)
+        eventually(
+            lambda: bot.services.approvals.get(approval.id).status == ApprovalStatus.APPROVED,
+            between=bot.drain,
+            what="alpha's U_DANA's approval",
+        )
+        with pytest.raises(Conflict, match=f"is in workspace {ALPHA_TEAM}, not T0BETA"):
+            api.create(client, read_ask(body | {"team": "T0BETA", "idempotency_key": "k2"}))
