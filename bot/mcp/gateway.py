@@ -90,7 +90,7 @@ class Gateway:
         except (InvalidConversation, RunUnavailable) as exc:
             return _error(f"refused: {exc}")
         request = await self._request(params.name, params.arguments or {})
-        if request.policy is not None:
+        if request.policy is not None and not self.options.requester.workspace:
             try:
                 require_scoped(request.policy, self.services.settings, "the MCP gateway")
             except UnscopedApprovers as exc:
