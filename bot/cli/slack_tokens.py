@@ -27,12 +27,12 @@ def cmd_rekey(args: argparse.Namespace, settings: Settings) -> int:
     """Rewrite, in one transaction, each installation whose tokens are not all under the
     newest key; say how many were, and that the older keys may go."""
     import store
-    from agent_runtime import InvalidConfiguration, SystemClock
-    from bot.app.slack_mode import is_oauth
+    from agent_runtime.clock import SystemClock
+    from agent_runtime.exceptions import InvalidConfiguration
     from bot.slack.installations import SignoffInstallationStore
     from bot.slack.token_cipher import TokenCipher, TokenUnreadable
 
-    if not is_oauth(settings):
+    if settings.slack_mode != "oauth":
         raise InvalidConfiguration(
             "signoff slack rekey needs SIGNOFF_SLACK_MODE=oauth: only then are workspaces' "
             f"tokens stored (encrypted with {KEYS})"
