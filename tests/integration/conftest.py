@@ -1,5 +1,6 @@
-"""Fixtures of the Slack scenario tests (``slack_harness`` worlds on SQLite or PostgreSQL) and
-of the start-up tests (a PostgreSQL server of the test's own, stopped)."""
+"""Fixtures of the Slack scenario tests (``slack_harness`` worlds on SQLite or PostgreSQL), of
+the start-up tests (a PostgreSQL server of the test's own, stopped) and the command line run in
+the test's own process."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.in_process import InProcessCli
 from tests.integration.private_postgres import PrivatePostgres, server_binaries
 from tests.integration.slack_harness import (
     APPROVER,
@@ -49,3 +51,9 @@ def stopped_pg() -> Iterator[PrivatePostgres]:
     with PrivatePostgres(binaries) as server:
         server.stop()
         yield server
+
+
+@pytest.fixture
+def cli_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcessCli:
+    """``signoff`` through ``bot.cli.main.main`` in this process, its output captured."""
+    return InProcessCli(monkeypatch, capsys)
