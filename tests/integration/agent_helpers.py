@@ -438,6 +438,12 @@ class Launcher:
         )
         return child.exit_status(), child.output()
 
+    def ok(self, env: dict[str, str], log: Path, *args: str) -> str:
+        """Fork ``signoff args``, require exit status 0 and return its output."""
+        code, output = self.run(env, log, *args)
+        assert code == 0, f"signoff {' '.join(args)} -> {code}\n{output}"
+        return output
+
     def worker(self, env: dict[str, str], log: Path) -> ForkedWorker:
         """Fork ``signoff worker --concurrency 1``."""
         return ForkedWorker(self.spawn(env, log, "worker", "--concurrency", "1"), log)

@@ -1,6 +1,6 @@
 """Fixtures of the Slack scenario tests (``slack_harness`` worlds on SQLite or PostgreSQL), of
 the start-up tests (a PostgreSQL server of the test's own, stopped) and the command line run in
-the test's own process."""
+the test's own process or forked from a warm launcher."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.agent_helpers import Launcher
 from tests.integration.in_process import InProcessCli
 from tests.integration.private_postgres import PrivatePostgres, server_binaries
 from tests.integration.slack_harness import (
@@ -57,3 +58,11 @@ def stopped_pg() -> Iterator[PrivatePostgres]:
 def cli_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcessCli:
     """``signoff`` through ``bot.cli.main.main`` in this process, its output captured."""
     return InProcessCli(monkeypatch, capsys)
+
+
+@pytest.fixture(scope="session")
+def launcher() -> Iterator[Launcher]:
+    """One launcher per test process: ``signoff`` commands forked from it are processes of
+    their own that skip the interpreter start and the imports."""
+    with Launcher() as started:
+        yield started
