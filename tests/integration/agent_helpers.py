@@ -18,6 +18,7 @@ the way to make several ``signoff`` processes act at the same moment.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -407,6 +408,7 @@ class Launcher:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         self._lock = threading.Lock()
+        self._logs = itertools.count()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.agent_helpers", "launcher"],
             env=env,
@@ -438,11 +440,13 @@ class Launcher:
         )
         return child.exit_status(), child.output()
 
-    def ok(self, env: dict[str, str], log: Path, *args: str) -> str:
-        """Fork ``signoff args``, require exit status 0 and return its output."""
-        code, output = self.run(env, log, *args)
-        assert code == 0, f"signoff {' '.join(args)} -> {code}\n{output}"
-        return output
+    def work(self, env: dict[str, str], logs: Path) -> None:
+        """Fork ``signoff worker --until-idle``, logging to a new file in ``logs``, and wait
+        for it to exit 0."""
+        code, output = self.run(
+            env, logs / f"until-idle-{next(self._logs)}.log", "worker", "--until-idle"
+        )
+        assert code == 0, f"signoff worker --until-idle -> {code}\n{output}"
 
     def worker(self, env: dict[str, str], log: Path) -> ForkedWorker:
         """Fork ``signoff worker --concurrency 1``."""

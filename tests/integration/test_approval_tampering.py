@@ -17,12 +17,11 @@ run could spend another run's approval; ``signoff signal`` accepted decision key
 
 from __future__ import annotations
 
-import itertools
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,19 +65,17 @@ def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoProvider]
         yield running
 
 
-@dataclass
+@dataclass(frozen=True)
 class Workers:
-    """Runs ``signoff worker --until-idle`` processes, forked from the launcher, each with a log
-    of its own in ``logs``."""
+    """Runs ``signoff worker --until-idle`` processes forked from the launcher, logging in
+    ``logs``."""
 
     launcher: Launcher
     logs: Path
-    count: Iterator[int] = field(default_factory=itertools.count)
 
     def work(self, env: dict[str, str]) -> None:
         """Run ``signoff worker --until-idle`` with ``env``; require exit status 0."""
-        log = self.logs / f"worker-{next(self.count)}.log"
-        self.launcher.ok(env, log, "worker", "--until-idle")
+        self.launcher.work(env, self.logs)
 
 
 @pytest.fixture

@@ -79,12 +79,6 @@ def _json(cli: Cli, env: dict[str, str], *args: str) -> Any:
     return json.loads(done.stdout)
 
 
-def _work(launcher: Launcher, env: dict[str, str], directory: Path) -> None:
-    """Run ``signoff worker --until-idle`` forked from the launcher; require exit status 0."""
-    log = directory / f"worker-{len(list(directory.glob('worker-*.log')))}.log"
-    launcher.ok(env, log, "worker", "--until-idle")
-
-
 def _snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Return every row of every table, to compare the database before and after a command."""
     with closing(sqlite3.connect(db)) as conn:
@@ -310,7 +304,7 @@ def test_cancel_a_waiting_run(tmp_path: Path, launcher: Launcher, cli_here: InPr
     env = _env(db)
     run_id = cli_here.ok(env, "start", "test.waiter", "--input", json.dumps({"path": str(out)}))
     run_id = run_id.strip()
-    _work(launcher, env, tmp_path)
+    launcher.work(env, tmp_path)
     assert _status(db, run_id) == ("waiting", "go")
 
     cancelled = _json(run_cli, env, "cancel", run_id)
@@ -322,7 +316,7 @@ def test_cancel_a_waiting_run(tmp_path: Path, launcher: Launcher, cli_here: InPr
     _assert_user_error(
         run_cli(env, "signal", run_id, "go"), f"cannot signal run {run_id}: it is cancelled"
     )
-    _work(launcher, env, tmp_path)
+    launcher.work(env, tmp_path)
     after = _json(cli_here, env, "show", run_id)
     assert after["status"] == "cancelled"
     assert [s["kind"] for s in after["steps"]] == ["step", "wait.deadline"]
@@ -337,7 +331,7 @@ def test_signal_wakes_a_waiting_run(
     env = _env(db)
     run_id = cli_here.ok(env, "start", "test.waiter", "--input", json.dumps({"path": str(out)}))
     run_id = run_id.strip()
-    _work(launcher, env, tmp_path)
+    launcher.work(env, tmp_path)
     assert _status(db, run_id) == ("waiting", "go")
     assert lines(out) == ["step 1"]
 
@@ -348,7 +342,7 @@ def test_signal_wakes_a_waiting_run(
         f"event 'go' was already delivered to run {run_id}",
     )
 
-    _work(launcher, env, tmp_path)
+    launcher.work(env, tmp_path)
     done = _json(cli_here, env, "show", run_id)
     assert (done["status"], done["output"]) == ("completed", {"got": {"approved": True}})
     assert [s["kind"] for s in done["steps"]] == ["step", "wait.deadline", "wait", "step"]
@@ -364,7 +358,7 @@ def test_signal_with_a_key_the_run_does_not_wait_for_says_so(
     env = _env(db)
     run_id = cli_here.ok(env, "start", "test.waiter", "--input", json.dumps({"path": str(out)}))
     run_id = run_id.strip()
-    _work(launcher, env, tmp_path)
+    launcher.work(env, tmp_path)
     done = run_cli(env, "signal", run_id, "approved")
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert f"run {run_id} waits for the event 'go', not 'approved'" in done.stderr
@@ -379,7 +373,7 @@ def test_resume_a_failed_run_keeps_its_journal(
     env = _env(db)
     run_input = json.dumps({"path": str(out), "gate": str(gate)})
     run_id = cli_here.ok(env, "start", "test.gated", "--input", run_input).strip()
-    _work(launcher, env, tmp_path)
+    launcher.work(env, tmp_path)
     failed = _json(cli_here, env, "show", run_id)
     assert failed["status"] == "failed"
     assert failed["error"] == {"type": "RuntimeError", "message": "the gate is closed"}
@@ -388,7 +382,7 @@ def test_resume_a_failed_run_keeps_its_journal(
     gate.touch()
     resumed = _json(run_cli, env, "resume", run_id)
     assert (resumed["status"], resumed["error"]) == ("pending", None)
-    _work(launcher, env, tmp_path)
+    launcher.work(env, tmp_path)
     done = _json(cli_here, env, "show", run_id)
     assert (done["status"], done["output"]) == ("completed", {"passed": True})
     assert [s["name"] for s in done["steps"]] == ["step 1", "step 2"]
