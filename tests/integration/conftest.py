@@ -12,6 +12,7 @@ import pytest
 from tests.integration.agent_helpers import Launcher
 from tests.integration.in_process import InProcessCli
 from tests.integration.private_postgres import PrivatePostgres, server_binaries
+from tests.integration.serve_cluster import Cluster, open_cluster
 from tests.integration.slack_harness import (
     APPROVER,
     SECOND_APPROVER,
@@ -66,3 +67,11 @@ def launcher() -> Iterator[Launcher]:
     their own that skip the interpreter start and the imports."""
     with Launcher() as started:
         yield started
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, pg_url: str) -> Iterator[Cluster]:
+    """An emptied database, the provider and the fake Slack; no serve process yet."""
+    empty_postgres(pg_url)
+    with open_cluster(tmp_path, pg_url) as built:
+        yield built

@@ -24,19 +24,17 @@ from store import models
 from tests.flows import CLAIM_FAULT_ENV, CLAIM_FAULT_FILE_ENV
 from tests.integration import cli_ok, expected_steps, lines
 from tests.integration.ops_probes import metrics, probe, sample
-from tests.integration.slack_harness import SIGNING_SECRET, TASK
-from tests.integration.slack_readers import run_id_of
-from tests.integration.test_serve_instances import (
+from tests.integration.serve_cluster import (
     Cluster,
     ServeProcess,
     acked,
     approve_in_turn,
-    cluster,
 )
+from tests.integration.slack_harness import SIGNING_SECRET, TASK
+from tests.integration.slack_readers import run_id_of
 
 pytestmark = pytest.mark.postgres
 
-__all__ = ["cluster"]  # the fixture, shared with the instance scenarios
 
 EXIT_TIMEOUT_S = 30.0
 AUDIT_SECRET = "audit-secret-0123456789abcdef"
