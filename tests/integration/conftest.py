@@ -18,6 +18,8 @@ from tests.integration.slack_harness import (
     SECOND_APPROVER,
     BotInstance,
     SlackWorld,
+)
+from tests.integration.slack_steps import (
     empty_postgres,
 )
 

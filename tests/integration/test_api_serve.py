@@ -14,7 +14,9 @@ from bot.client import Approved, SignoffClient
 from tests.integration import cli_ok
 from tests.integration.api_server import Waiting
 from tests.integration.serve_cluster import Cluster
-from tests.integration.slack_harness import APPROVER
+from tests.integration.slack_harness import (
+    APPROVER,
+)
 from tests.integration.slack_readers import is_card_of
 from tests.integration.webhook_receiver import LOOPBACK, Receiver
 

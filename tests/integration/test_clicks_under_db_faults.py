@@ -23,7 +23,10 @@ from tests.integration.serve_cluster import (
     Cluster,
     acked,
 )
-from tests.integration.slack_harness import APPROVER, TASK
+from tests.integration.slack_harness import (
+    APPROVER,
+    TASK,
+)
 from tests.integration.slack_readers import run_id_of
 
 pytestmark = pytest.mark.postgres

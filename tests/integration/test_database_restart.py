@@ -24,7 +24,10 @@ from tests.integration.serve_cluster import (
     assert_posted_once,
     open_cluster,
 )
-from tests.integration.slack_harness import APPROVER, TASK
+from tests.integration.slack_harness import (
+    APPROVER,
+    TASK,
+)
 from tests.integration.slack_readers import run_id_of
 
 T = TypeVar("T")

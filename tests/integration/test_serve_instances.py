@@ -40,11 +40,13 @@ from tests.integration.slack_harness import (
     APPROVER,
     SECOND_APPROVER,
     TASK,
-    empty_postgres,
-    race,
 )
 from tests.integration.slack_readers import (
     run_id_of,
+)
+from tests.integration.slack_steps import (
+    empty_postgres,
+    race,
 )
 
 __all__ = ["Cluster", "ServeProcess"]

@@ -30,7 +30,10 @@ from tests.integration.serve_cluster import (
     acked,
     approve_in_turn,
 )
-from tests.integration.slack_harness import SIGNING_SECRET, TASK
+from tests.integration.slack_harness import (
+    SIGNING_SECRET,
+    TASK,
+)
 from tests.integration.slack_readers import run_id_of
 
 pytestmark = pytest.mark.postgres

@@ -33,9 +33,11 @@ from tests.integration.serve_cluster import (
 )
 from tests.integration.slack_harness import (
     TASK,
-    empty_postgres,
 )
 from tests.integration.slack_readers import run_id_of
+from tests.integration.slack_steps import (
+    empty_postgres,
+)
 
 pytestmark = pytest.mark.postgres
 

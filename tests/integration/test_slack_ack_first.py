@@ -27,12 +27,14 @@ from tests.integration.serve_cluster import Cluster, ServeProcess
 from tests.integration.slack_harness import (
     TASK,
     BotInstance,
-    ShiftedClock,
     SlackWorld,
-    acked,
     eventually,
 )
 from tests.integration.slack_readers import run_id_of
+from tests.integration.slack_steps import (
+    ShiftedClock,
+    acked,
+)
 
 
 def run_count(bot: BotInstance) -> int:

@@ -37,12 +37,14 @@ from tests.integration.slack_harness import (
     SECOND_APPROVER,
     BotInstance,
     SlackWorld,
-    acked,
-    empty_postgres,
     eventually,
-    start_refund_run,
 )
 from tests.integration.slack_readers import approvals_of
+from tests.integration.slack_steps import (
+    acked,
+    empty_postgres,
+    start_refund_run,
+)
 
 NARROWER = {"all": [{"field": "args.amount_cents", "op": "<=", "value": 100}]}
 BURST = 20

@@ -16,8 +16,15 @@ from sqlalchemy import text
 
 from bot.slack.token_cipher import PREFIX, TokenCipher, TokenUnreadable
 from tests.integration import run_cli, signoff_env
-from tests.integration.slack_harness import TASK, BotInstance, acked, empty_postgres
+from tests.integration.slack_harness import (
+    TASK,
+    BotInstance,
+)
 from tests.integration.slack_readers import approvals_of, run_id_of
+from tests.integration.slack_steps import (
+    acked,
+    empty_postgres,
+)
 from tests.integration.workspaces_world import (
     ALPHA_CODE,
     BETA_CODE,

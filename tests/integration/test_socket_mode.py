@@ -21,7 +21,10 @@ from bot.slack.blocks import APPROVE
 from bot.slack.commands import HELP
 from devkit.sandbox.socket_mode import SocketModeEndpoint
 from tests.integration.serve_cluster import TOOLS, Cluster, ServeProcess
-from tests.integration.slack_harness import APPROVER, TASK
+from tests.integration.slack_harness import (
+    APPROVER,
+    TASK,
+)
 
 pytestmark = pytest.mark.postgres
 
