@@ -28,6 +28,7 @@ from agent_runtime import LeaseLost, RunId
 from agent_runtime.approvals import args_hash
 from agent_runtime.decisions import Approved, read_decision
 from agent_runtime.side_effects import ToolResult
+from bot.app.approver_scope import UnscopedApprovers, require_scoped
 from bot.app.wiring import Services
 from bot.mcp.calls import Call
 from bot.mcp.conversations import Conversations, conversation_id
@@ -89,6 +90,11 @@ class Gateway:
         except (InvalidConversation, RunUnavailable) as exc:
             return _error(f"refused: {exc}")
         request = await self._request(params.name, params.arguments or {})
+        if request.policy is not None:
+            try:
+                require_scoped(request.policy, self.services.settings, "the MCP gateway")
+            except UnscopedApprovers as exc:
+                return _error(f"refused: {exc}")
         try:
             call = await anyio.to_thread.run_sync(signoffs.open, request)
             async with self._settling.setdefault((signoffs.run_id, call.position), anyio.Lock()):
