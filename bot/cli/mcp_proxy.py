@@ -14,8 +14,8 @@ import anyio
 from agent_runtime import Actor, UserError
 from bot.app.settings import Settings, child_environment
 from bot.app.wiring import build_services
-from bot.cli.common import UsageError, positive_float
-from bot.mcp.options import GatewayOptions, Upstream
+from bot.cli.common import UsageError, positive_float, positive_int
+from bot.mcp.options import MAX_CONVERSATIONS, GatewayOptions, Upstream
 from bot.mcp.policy import load_policy
 from bot.mcp.session_run import SessionKey
 
@@ -57,6 +57,14 @@ def add_commands(commands: Any) -> None:
         metavar="TEAM",
         help="the Slack workspace (team id) of --channel, where the approvers' bare user ids "
         "count; needed with --channel when serving many workspaces (SIGNOFF_SLACK_MODE=oauth)",
+    )
+    proxy.add_argument(
+        "--max-conversations",
+        type=positive_int,
+        default=MAX_CONVERSATIONS,
+        metavar="N",
+        help="conversations (each a run and a Slack thread) this gateway may hold; a call "
+        f"naming one more is refused (default {MAX_CONVERSATIONS})",
     )
     proxy.add_argument(
         "--env",
@@ -108,6 +116,7 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
         policy=load_policy(args.policy),
         poll_interval=timedelta(seconds=args.poll_interval),
         channel=args.channel,
+        max_conversations=args.max_conversations,
     )
     services = build_services(settings)
     try:
