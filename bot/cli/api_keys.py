@@ -29,7 +29,8 @@ def add_commands(commands: Any) -> None:
 
 
 def cmd_create(args: argparse.Namespace, settings: Settings) -> int:
-    """Create a client; print its key and webhook secret, which are not stored."""
+    """Create a client; print its key (stored only as a hash) and its webhook secret (stored,
+    to sign webhooks), both shown this once."""
     try:
         new = create_key(_store(settings), args.name, SystemClock().now())
     except KeyNameTaken as exc:
