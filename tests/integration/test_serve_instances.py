@@ -26,7 +26,6 @@ from tests.integration.serve_cluster import (
     ANSWER,
     TOOLS,
     Cluster,
-    ServeProcess,
     acked,
     approvals_of_reader,
     approve_in_turn,
@@ -48,9 +47,6 @@ from tests.integration.slack_steps import (
     empty_postgres,
     race,
 )
-
-__all__ = ["Cluster", "ServeProcess"]
-"""Also imported from here by ``bench/chaos*.py``; their home is ``serve_cluster``."""
 
 # -- the scenarios ----------------------------------------------------------------------------
 
