@@ -7,17 +7,13 @@ import logging
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
-
-from agent_runtime import Actor
 from bot.app.settings import Settings, child_environment
-from bot.app.wiring import build_services
 from bot.cli.common import UsageError, positive_float
-from bot.mcp.options import GatewayOptions, Upstream
-from bot.mcp.policy import load_policy
-from bot.mcp.session_run import SessionKey
+
+if TYPE_CHECKING:
+    from bot.mcp.options import Upstream
 
 
 def add_commands(commands: Any) -> None:
@@ -81,7 +77,14 @@ def add_commands(commands: Any) -> None:
 
 def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     """Serve one MCP client until it disconnects."""
+    import anyio
+
+    from agent_runtime.approvals import Actor
+    from bot.app.wiring import build_services
     from bot.mcp.gateway import serve  # the MCP SDK is slow to import
+    from bot.mcp.options import GatewayOptions
+    from bot.mcp.policy import load_policy
+    from bot.mcp.session_run import SessionKey
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout speaks MCP
     # leaving on an error while the upstream server is still stopping makes asyncio warn that
@@ -122,6 +125,8 @@ def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 def _upstream(args: argparse.Namespace) -> Upstream:
     """Return the ``Upstream`` the command line names: a URL, or a command after ``--``."""
+    from bot.mcp.options import Upstream
+
     command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
     if bool(command) == bool(args.upstream_url):
         raise UsageError(

@@ -18,6 +18,7 @@ the way to make several ``signoff`` processes act at the same moment.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -516,11 +517,26 @@ class ForkedWorker:
             self.sigkill()
 
 
+FORKED_COMMANDS_IMPORT = (
+    "bot.app.jobs",
+    "bot.app.scheduler",
+    "bot.ops.http",
+    "bot.ops.logs",
+    "bot.ops.supervision",
+    "devkit.demo.agent",
+    "devkit.demo.workflows",
+)
+"""What the commands the launcher forks (``worker``, ``approve``) import as they run, beyond
+what this module imports: the command line imports each command's modules only then."""
+
+
 def launcher_main() -> int:
     """Import everything a command needs, then fork one child per request on stdin."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     from bot.cli import main as cli
 
+    for name in FORKED_COMMANDS_IMPORT:
+        importlib.import_module(name)
     print("ready", flush=True)
     for line in sys.stdin:
         request = json.loads(line)
@@ -568,11 +584,11 @@ def barrier_main(argv: list[str]) -> int:
     itself, and racing processes reach the database at the same moment.
     """
     barrier, args = Path(argv[0]), argv[1:]
-    from bot.cli import agents as cli_agents
+    from bot.app import wiring
     from bot.cli import main as cli
 
     services = build_services(Settings.from_env())
-    vars(cli_agents)["build_services"] = lambda settings, **_: services
+    vars(wiring)["build_services"] = lambda settings, **_: services
     Path(f"{barrier}.ready.{os.getpid()}").write_text("ready", encoding="utf-8")
     deadline = time.monotonic() + 60
     while not barrier.exists():
