@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, Connection, Engine, select, update
+from sqlalchemy import ColumnElement, Connection, Engine, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime import Actor
@@ -68,19 +68,37 @@ class SqlHomeTabs:
 
 def queue_refreshes(conn: Connection, notices: Sequence[Notice], now: datetime) -> None:
     """Queue each person's refresh in the caller's transaction, if they opened their tab
-    and none of theirs is still waiting to be sent."""
+    and none of theirs is still waiting to be sent.
+
+    One read finds which of them opened their tab (usually none, and then it is the only
+    statement)."""
     chosen = {person_of(n): n for n in notices}
-    for person in sorted(chosen):  # one lock order: two changes never wait on each other
-        _refresh(conn, person, chosen[person], now)
-
-
-def _refresh(conn: Connection, person: Person, notice: Notice, now: datetime) -> None:
-    row = conn.execute(
-        select(slack_home_tabs.c.refreshes, slack_home_tabs.c.refresh_due_at).where(*_is(person))
-    ).first()
-    if row is None or _still_waiting(conn, _numbered(notice, row.refreshes).key):
+    if not chosen:
         return
-    last = row.refresh_due_at
+    opened = conn.execute(
+        select(
+            slack_home_tabs.c.workspace,
+            slack_home_tabs.c.user_id,
+            slack_home_tabs.c.refreshes,
+            slack_home_tabs.c.refresh_due_at,
+        ).where(tuple_(slack_home_tabs.c.workspace, slack_home_tabs.c.user_id).in_(chosen))
+    ).all()
+    tabs = {(row.workspace, row.user_id): row for row in opened}
+    for person in sorted(tabs):  # one lock order: two changes never wait on each other
+        row = tabs[person]
+        _refresh(conn, person, chosen[person], row.refreshes, row.refresh_due_at, now)
+
+
+def _refresh(
+    conn: Connection,
+    person: Person,
+    notice: Notice,
+    refreshes: int,
+    last: datetime | None,
+    now: datetime,
+) -> None:
+    if _still_waiting(conn, _numbered(notice, refreshes).key):
+        return
     due = now if last is None else max(now, last + REFRESH_SPACING)
     number = conn.execute(
         update(slack_home_tabs)

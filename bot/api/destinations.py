@@ -23,6 +23,14 @@ from bot.api.exceptions import RefusedDestination
 from bot.app.settings import Network
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+"""The well-known NAT64 prefix: its last 32 bits are the IPv4 address reached (RFC 6052)."""
+LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+"""The local-use NAT64 prefix (RFC 8215): IPv4 addresses of the operator's own network,
+private unless allowed (Python before 3.13 counts it global)."""
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+"""Deprecated IPv4-compatible addresses (RFC 4291): the last 32 bits are an IPv4 address."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,18 +59,27 @@ class Destinations:
         return addresses[0]
 
     def check(self, address: str) -> None:
-        """Refuse a private, loopback, link-local, reserved or multicast ``address`` unless
-        an allowed network holds it."""
-        ip = ipaddress.ip_address(address.partition("%")[0])
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        if any(ip in network for network in self.allowed):
+        """Refuse a private, loopback, link-local, reserved or multicast ``address`` (or one
+        carrying such an IPv4 address) unless an allowed network holds it."""
+        given = ipaddress.ip_address(address.partition("%")[0])
+        ip = carried(given)
+        if any(a in network for a in (given, ip) for network in self.allowed):
             return
-        if not ip.is_global or ip.is_multicast:
+        if not ip.is_global or ip.is_multicast or ip in LOCAL_NAT64:
             raise RefusedDestination(
                 "'callback_url' reaches a private, loopback or link-local address, where "
                 "webhooks may not go (SIGNOFF_WEBHOOK_ALLOWED_NETWORKS may allow its network)"
             )
+
+
+def carried(ip: IPAddress) -> IPAddress:
+    """The address a connection to ``ip`` really reaches, as far as ``ip`` tells: the IPv4
+    address an IPv4-mapped, NAT64, 6to4 or IPv4-compatible address carries, else ``ip``."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip
+    if ip in NAT64 or ip in IPV4_COMPATIBLE:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip.ipv4_mapped or ip.sixtofour or ip
 
 
 def webhook_session(destinations: Destinations) -> requests.Session:

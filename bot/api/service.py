@@ -103,7 +103,7 @@ class ApiApprovals:
         if not self._enter():
             return current
         try:
-            return self._poll(approval, min(seconds, WAIT_CAP.total_seconds()))
+            return self._poll(client, approval, min(seconds, WAIT_CAP.total_seconds()))
         finally:
             with self._lock:
                 self._waiting -= 1
@@ -121,10 +121,14 @@ class ApiApprovals:
             self._waiting += 1
             return True
 
-    def _poll(self, approval: str, seconds: float) -> Approval:
+    def _poll(self, client: ApiKey, approval: str, seconds: float) -> Approval:
+        """Poll for the decision while ``client``'s key stays live (a key revoked meanwhile
+        is answered ``Unauthorized``, as its next request would be)."""
         deadline = time.monotonic() + seconds
         while True:
             time.sleep(POLL)  # polling the store for a decision another process makes
+            if self._store.client(client.key_hash) is None:
+                raise Unauthorized("the API key was revoked")
             current = self._current(approval)
             if current.status != ApprovalStatus.PENDING or time.monotonic() >= deadline:
                 return current

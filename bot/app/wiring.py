@@ -5,10 +5,14 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import agent_runtime
+import bot
 import store
 from agent_runtime import (
     Agent,
@@ -234,11 +238,31 @@ def _import(variable: str, spec: str, kinds: tuple[type, ...]) -> object:
             f"{variable}: cannot import {module_name!r} (from the current "
             f"directory, PYTHONPATH or the installed packages): {exc}"
         ) from exc
+    except Exception as exc:  # the user's module is broken: say where, in one line
+        raise SettingsError(f"{variable}: importing {module_name!r} failed: {_where(exc)}") from exc
     found = getattr(module, attribute, None)
     if found is None:
         raise SettingsError(f"{variable}: module {module_name!r} has no attribute {attribute!r}")
     if callable(found) and not isinstance(found, kinds):
-        found = found()
+        try:
+            found = found()
+        except Exception as exc:
+            raise SettingsError(f"{variable}: calling {spec!r} failed: {_where(exc)}") from exc
     if not isinstance(found, kinds):
         raise SettingsError(f"{variable}: {spec!r} must name a {names} (module:attribute)")
     return found
+
+
+def _where(exc: Exception) -> str:
+    """``exc`` in one line, with the file and line of the user's code that raised it (the
+    innermost frame outside Signoff's own packages and the import machinery)."""
+    ours = tuple(
+        str(Path(package.__file__ or "").parent) for package in (agent_runtime, bot, importlib)
+    )
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith((*ours, "<"))
+    ]
+    place = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{place}"

@@ -206,7 +206,7 @@ class Listeners:
             text, card = blocks.approval_card(result.approval)
             self._tell(body, actor, f"Not recorded: {result.message}.\n{text}", card)
             return
-        self._tell(body, actor, result.message)
+        self._tell(body, actor, escape(result.message))
 
     def _visible_approval(
         self, body: dict[str, Any], approval_id: str, actor: Actor

@@ -16,9 +16,11 @@ from agent_runtime.exceptions import (
     GrantNotFound,
     GrantRefused,
     InvalidConfiguration,
+    UnsafeJson,
 )
 from agent_runtime.grant_service import GrantResult, Grants
 from agent_runtime.grants import GrantScope
+from agent_runtime.json_limits import strict_loads
 from agent_runtime.rules import parse_predicate
 from bot.slack.blocks import parse_approval_ref
 from bot.slack.grant_blocks import day_modal
@@ -93,7 +95,10 @@ class GrantListeners:
         try:
             if too_deep(text):
                 raise InvalidConfiguration(f"the predicate nests deeper than {MAX_ARGS_DEPTH}")
-            when = parse_predicate(json.loads(text), "the predicate")
+            when = parse_predicate(strict_loads(text, max_depth=MAX_ARGS_DEPTH), "the predicate")
+        except UnsafeJson as exc:
+            ack(response_action="errors", errors={"predicate": f"Refused: it holds {exc.problem}."})
+            return
         except (json.JSONDecodeError, InvalidConfiguration) as exc:
             ack(response_action="errors", errors={"predicate": str(exc)[:300]})
             return

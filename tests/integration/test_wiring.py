@@ -90,6 +90,44 @@ def test_a_missing_agent_attribute_is_named(sqlite_url: str) -> None:
         build_services(Settings(database_url=sqlite_url, agent=f"{__name__}:missing"))
 
 
+def test_an_agent_module_that_fails_to_load_is_one_line_naming_its_line(tmp_path: Path) -> None:
+    """An agent module whose tool is misdefined exits 2 with one line naming the error and the
+    module's line that raised it, no traceback."""
+    (tmp_path / "broken_agent.py").write_text(
+        "from agent_runtime import Agent, tool\n\n\n"
+        "@tool(side_effect=True)\ndef refund(order_id, amount_cents):\n    return 'ok'\n"
+    )
+    env = signoff_env(
+        f"sqlite:///{tmp_path / 'signoff.db'}", extra={"SIGNOFF_AGENT": "broken_agent:support"}
+    )
+    done = run_cli(env, "worker", "--until-idle", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "signoff: error: SIGNOFF_AGENT: importing 'broken_agent' failed: TypeError: tool refund: "
+        f"parameter 'order_id' needs a type hint ({tmp_path / 'broken_agent.py'}, line 4)"
+    ]
+
+
+def test_an_agent_factory_that_raises_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A function SIGNOFF_AGENT names that raises is a settings error naming the error and the
+    factory's line."""
+    (tmp_path / "factory_agent.py").write_text(
+        "def support():\n    raise ValueError('no model configured')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 's.db'}", agent="factory_agent:support"
+    )
+    with pytest.raises(SettingsError) as raised:
+        build_services(settings)
+    assert str(raised.value) == (
+        "SIGNOFF_AGENT: calling 'factory_agent:support' failed: ValueError: no model configured "
+        f"({tmp_path / 'factory_agent.py'}, line 2)"
+    )
+
+
 def test_a_workflow_module_in_the_current_directory_is_found(tmp_path: Path) -> None:
     """``SIGNOFF_WORKFLOWS`` names a module beside the user, with no PYTHONPATH set up."""
     (tmp_path / "local_flows.py").write_text(
