@@ -4,8 +4,10 @@ Run ``python -m bench.cli_start`` (``--quick`` for fewer repeats).
 
 Set-up, removed at the end: a SQLite file, migrated, with the agent of ``bench.cli_agent``
 configured (``SIGNOFF_AGENT``: one gated tool, nothing imported beyond the runtime, so that
-what is timed is Signoff's own start-up) and as many runs as there are repeats, each waiting
-on one pending approval of its refund.
+what is timed is Signoff's own start-up) and a run for each ``approve`` timed (one more for
+the untimed first call), each waiting on one pending approval of its refund. The timed
+processes cache their compiled modules (in the scratch directory), as an installed
+``signoff`` has them.
 
 Repeat by repeat, interleaved (the order rotating) after one untimed call of each, it times
 the wall time of a whole process, from its start to its exit:
