@@ -91,8 +91,10 @@ class Condition:
         if found is _MISSING:
             return False
         if self.op in (Op.IN, Op.NOT_IN):
-            inside = found in _members(self.value, context)
+            inside = any(_equal(found, member) for member in _members(self.value, context))
             return inside if self.op == Op.IN else not inside
+        if _kind(found) is not _kind(self.value):  # JSON's kinds: true is not 1
+            return self.op == Op.NE
         try:
             return bool(_COMPARE[self.op](found, self.value))
         except TypeError:
@@ -377,6 +379,18 @@ def _lookup(name: str, tool: str, args: Mapping[str, Any], context: RuleContext)
             return _MISSING
         found = found[key]
     return found
+
+
+def _kind(value: Any) -> type:
+    """The JSON kind of ``value``: a boolean is not a number, an int and a float are."""
+    if isinstance(value, bool):
+        return bool
+    return float if isinstance(value, int | float) else type(value)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """JSON equality: values of one kind that compare equal (``True`` is not ``1``)."""
+    return _kind(a) is _kind(b) and bool(a == b)
 
 
 def _members(value: Any, context: RuleContext) -> Sequence[Any]:

@@ -14,7 +14,16 @@ from bot.api.exceptions import BadRequest
 from bot.mcp.policy import GatePolicy, ToolRule, read_rule
 
 FIELDS = frozenset(
-    {"tool", "arguments", "policy", "idempotency_key", "conversation_id", "callback_url", "channel"}
+    {
+        "tool",
+        "arguments",
+        "policy",
+        "idempotency_key",
+        "conversation_id",
+        "callback_url",
+        "channel",
+        "team",
+    }
 )
 NAME_LIMIT = 100
 KEY_LIMIT = 200
@@ -32,6 +41,9 @@ class Ask:
     conversation: str
     callback_url: str | None
     channel: str | None
+    team: str | None
+    """The Slack workspace (team id) the conversation's run is in, its cards posted and its
+    approvers' plain user ids counted there."""
 
     @property
     def digest(self) -> str:
@@ -70,6 +82,7 @@ def read_ask(body: Any) -> Ask:
         conversation=_text(body, "conversation_id") or "default",
         callback_url=_url(body.get("callback_url")),
         channel=_text(body, "channel"),
+        team=_text(body, "team"),
     )
 
 

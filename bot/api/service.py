@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from agent_runtime import Actor, Approval, ApprovalStatus, Run, RunId, RunStatus
-from agent_runtime.exceptions import ApprovalNotFound
+from agent_runtime.exceptions import ApprovalNotFound, RunNotFound
 from bot.api.asks import Ask
 from bot.api.destinations import Destinations
-from bot.api.exceptions import Conflict, NotFound, Unauthorized
+from bot.api.exceptions import BadRequest, Conflict, NotFound, Unauthorized
 from bot.api.keys import hash_key
 from bot.api.tools import WORKFLOW, api_tool, qualified_name
+from bot.app.approver_scope import UnscopedApprovers, require_scoped
 from bot.app.wiring import Services
 from bot.mcp.policy import load_policy
 from store import ApiKey, RunDraft, SqlApiStore
@@ -67,7 +68,18 @@ class ApiApprovals:
             self._destinations.check_url(ask.callback_url)
         now, settings = self._clock.now(), self._services.settings
         policy = ask.policy(self._policies, settings.approvers, settings.approver_groups)
-        draft = self._run(client.name, ask)
+        team = self._workspace(client.name, ask)
+        if not team:
+            if ask.channel and settings.slack_mode == "oauth":
+                raise BadRequest(
+                    "serving many Slack workspaces, 'channel' needs 'team': the id of the "
+                    "workspace the channel is in"
+                )
+            try:
+                require_scoped(policy, settings, "an approvals API request naming no 'team'")
+            except UnscopedApprovers as exc:
+                raise BadRequest(str(exc)) from exc
+        draft = self._run(client.name, ask, team)
         request = self._store.open_request(
             client.name, ask.idempotency_key, ask.digest, draft, ask.callback_url, now
         )
@@ -86,7 +98,7 @@ class ApiApprovals:
             tool=api_tool(qualified_name(client.name, ask.tool)),
             args=ask.arguments,
             policy=policy,
-            requester=Actor(user_id=f"api:{client.name}"),
+            requester=Actor(user_id=f"api:{client.name}", team_id=team),
             now=now,
         )
         return approval, request.created
@@ -148,16 +160,31 @@ class ApiApprovals:
             found = self._services.approvals.get(approval)
         return found
 
-    def _run(self, client: str, ask: Ask) -> RunDraft:
+    def _workspace(self, client: str, ask: Ask) -> str:
+        """The workspace of the conversation's run: the one its first request named (a later
+        request naming another is a ``Conflict``), or "" for none."""
+        try:
+            run = self._services.store.get_run(run_id(client, ask.conversation))
+        except RunNotFound:
+            return ask.team or ""
+        team = str(run.input.get("requester", {}).get("team_id") or "")
+        if ask.team is not None and ask.team != team:
+            raise Conflict(
+                f"the run of conversation {ask.conversation!r} is in workspace "
+                f"{team or '(none)'}, not {ask.team}"
+            )
+        return team
+
+    def _run(self, client: str, ask: Ask, team: str) -> RunDraft:
         rid = run_id(client, ask.conversation)
         data: dict[str, Any] = {
             "client": client,
             "conversation": ask.conversation,
             "task": f"API client {client}: conversation {ask.conversation}",
-            "requester": {"user_id": f"api:{client}"},
+            "requester": Actor(user_id=f"api:{client}", team_id=team).to_json(),
         }
         if ask.channel:
-            data["context"] = {"slack": {"channel": ask.channel, "team": ""}}
+            data["context"] = {"slack": {"channel": ask.channel, "team": team}}
         now = self._clock.now()
         draft = Run(
             id=rid,

@@ -13,6 +13,7 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 import requests
 
@@ -102,10 +103,12 @@ class WebhookSender:
             logger.error(
                 "webhook destination refused", extra={"action": "webhook", "key": item.notice.key}
             )
-            self._outbox.give_up(item, exc.message)
+            self._outbox.give_up(item, without_path(exc.message, str(data["url"])))
             return
         except requests.RequestException as exc:
-            self._retry(item, f"no answer: {exc}", maybe_sent=True)
+            self._retry(
+                item, f"no answer: {without_path(str(exc), str(data['url']))}", maybe_sent=True
+            )
             return
         self._record(item, answer.status_code)
 
@@ -128,6 +131,18 @@ class WebhookSender:
             extra={"action": "webhook", "reason": error, "key": item.notice.key},
         )
         self._outbox.retry_later(item, self._clock.now() + wait, error, maybe_sent=maybe_sent)
+
+
+def without_path(error: str, url: str) -> str:
+    """``error`` with the callback URL's path and query shown as ``/…``: a receiver may keep
+    a secret there, and errors are logged and stored."""
+    parts = urlsplit(url)
+    hidden = error.replace(url, f"{parts.scheme}://{parts.netloc}/…")
+    tail = parts.path + (f"?{parts.query}" if parts.query else "")
+    for part in (tail, parts.path, parts.query):
+        if part and part != "/":
+            hidden = hidden.replace(part, "/…")
+    return hidden
 
 
 def webhook_sender(services: Services) -> WebhookSender:

@@ -27,7 +27,8 @@ def add_commands(commands: Any) -> None:
 
 
 def cmd_create(args: argparse.Namespace, settings: Settings) -> int:
-    """Create a client; print its key and webhook secret, which are not stored."""
+    """Create a client; print its key (stored only as a hash) and its webhook secret (stored,
+    to sign webhooks), both shown this once."""
     from agent_runtime.clock import SystemClock
     from bot.api.exceptions import KeyNameTaken
     from bot.api.keys import create_key

@@ -7,13 +7,12 @@ import logging
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agent_runtime.exceptions import UserError
 from bot.app.settings import Settings, child_environment
-from bot.cli.common import UsageError, positive_float
-
-if TYPE_CHECKING:
-    from bot.mcp.options import Upstream
+from bot.cli.common import UsageError, positive_float, positive_int
+from bot.mcp.options import MAX_CONVERSATIONS, GatewayOptions, Upstream
 
 
 def add_commands(commands: Any) -> None:
@@ -46,6 +45,21 @@ def add_commands(commands: Any) -> None:
         "--channel",
         metavar="CHANNEL",
         help="a Slack channel id for the run's thread and approval cards (posted by signoff serve)",
+    )
+    proxy.add_argument(
+        "--team",
+        default="",
+        metavar="TEAM",
+        help="the Slack workspace (team id) of --channel, where the approvers' bare user ids "
+        "count; needed with --channel when serving many workspaces (SIGNOFF_SLACK_MODE=oauth)",
+    )
+    proxy.add_argument(
+        "--max-conversations",
+        type=positive_int,
+        default=MAX_CONVERSATIONS,
+        metavar="N",
+        help="conversations (each a run and a Slack thread) this gateway may hold; a call "
+        f"naming one more is refused (default {MAX_CONVERSATIONS})",
     )
     proxy.add_argument(
         "--env",
@@ -82,7 +96,6 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     from agent_runtime.approvals import Actor
     from bot.app.wiring import build_services
     from bot.mcp.gateway import serve  # the MCP SDK is slow to import
-    from bot.mcp.options import GatewayOptions
     from bot.mcp.policy import load_policy
     from bot.mcp.session_run import SessionKey
 
@@ -92,13 +105,19 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     # one-line error alone
     logging.getLogger("asyncio").setLevel(logging.ERROR)
     client = args.client or f"mcp:{args.name}"
+    if args.channel and not args.team and settings.slack_mode == "oauth":
+        raise UserError(
+            "serving many Slack workspaces (SIGNOFF_SLACK_MODE=oauth), --channel needs --team: "
+            "the id of the workspace the channel is in"
+        )
     options = GatewayOptions(
-        key=SessionKey(gateway=args.name, client=client, session=args.session),
+        key=SessionKey(gateway=args.name, client=client, session=args.session, team=args.team),
         upstream=_upstream(args),
-        requester=Actor(user_id=client),
+        requester=Actor(user_id=client, team_id=args.team),
         policy=load_policy(args.policy),
         poll_interval=timedelta(seconds=args.poll_interval),
         channel=args.channel,
+        max_conversations=args.max_conversations,
     )
     services = build_services(settings)
     try:
@@ -125,8 +144,6 @@ def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 def _upstream(args: argparse.Namespace) -> Upstream:
     """Return the ``Upstream`` the command line names: a URL, or a command after ``--``."""
-    from bot.mcp.options import Upstream
-
     command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
     if bool(command) == bool(args.upstream_url):
         raise UsageError(

@@ -24,8 +24,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agent_runtime import ApprovalPolicy
 from bot.mcp.exceptions import PolicyError
 
@@ -108,6 +106,8 @@ def load_policy(path: Path | None) -> GatePolicy:
 
 
 def _parse(path: Path) -> Any:
+    import yaml  # only a policy file needs it
+
     try:
         text = path.read_text(encoding="utf-8")
         if path.suffix in (".yaml", ".yml"):
@@ -115,6 +115,11 @@ def _parse(path: Path) -> Any:
         return json.loads(text)
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise PolicyError(str(path), f"cannot read the policy: {exc}") from exc
+
+
+MAX_DEADLINE = timedelta(days=365)
+"""The furthest deadline a rule may set: an approval nobody decides within a year is
+abandoned, and every date it leads to stays representable."""
 
 
 def read_rule(source: str, what: str, data: Any) -> ToolRule:
@@ -128,9 +133,7 @@ def read_rule(source: str, what: str, data: Any) -> ToolRule:
             approvers=_names(data.get("approvers")),
             groups=_names(data.get("groups")),
             required=_positive(data.get("required")),
-            deadline=None
-            if data.get("deadline_seconds") is None
-            else timedelta(seconds=_positive(data["deadline_seconds"]) or 0),
+            deadline=_deadline(data.get("deadline_seconds")),
             allow_requester=_optional(data, "allow_requester", bool),
         )
     except (TypeError, ValueError) as exc:
@@ -150,6 +153,16 @@ def _names(value: Any) -> tuple[str, ...] | None:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise TypeError("approvers and groups are lists of names")
     return tuple(value)
+
+
+def _deadline(value: Any) -> timedelta | None:
+    if value is None:
+        return None
+    if _positive(value) > MAX_DEADLINE.total_seconds():
+        raise ValueError(
+            f"deadline_seconds must be at most {MAX_DEADLINE.total_seconds():,.0f} (a year)"
+        )
+    return timedelta(seconds=value)
 
 
 def _positive(value: Any) -> Any:

@@ -49,6 +49,8 @@ class SessionKey:
     client: str
     session: str = "default"
     conversation: str | None = None
+    team: str = ""
+    """The Slack workspace the runs are in ("" for none); not part of the run's id."""
 
     @property
     def run_id(self) -> RunId:
@@ -67,13 +69,13 @@ class SessionKey:
             "client": self.client,
             "session": self.session,
             "task": task,
-            "requester": {"user_id": self.client},
+            "requester": {"user_id": self.client} | ({"team_id": self.team} if self.team else {}),
         }
         if self.conversation is not None:
             data["conversation"] = self.conversation
             data["task"] = f"{task}, conversation {self.conversation}"
         if channel:
-            data["context"] = {"slack": {"channel": channel, "team": ""}}
+            data["context"] = {"slack": {"channel": channel, "team": self.team}}
         return data
 
 

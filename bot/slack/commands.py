@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from agent_runtime import RunId, UserError, parse_run_id
 
 HELP = """*Signoff* runs an agent on your task; anything irreversible waits for an approver.
-• `/agent <task>` or `/agent run <task>` — start a run (its history goes in a thread)
+• `/agent &lt;task&gt;` or `/agent run &lt;task&gt;` — start a run (its history goes in a thread)
 • `/agent status [RUN]` — a run's status (or your latest run's)
 • `/agent history RUN` — a compact timeline of the run
 • `/agent list` — recent runs in this channel
@@ -100,7 +100,7 @@ def parse(text: str) -> Command:
 def _run(task: str) -> StartRun:
     task = task.strip()
     if not task:
-        raise BadCommand("The task is empty: `/agent run <task>`.")
+        raise BadCommand("The task is empty: `/agent run &lt;task&gt;`.")
     if len(task) > MAX_TASK_CHARS:
         raise BadCommand(f"The task is longer than {MAX_TASK_CHARS} characters.")
     return StartRun(task)

@@ -111,5 +111,5 @@ def _header(text: str) -> Block:
 
 def _runs(runs: Sequence[Run]) -> Block:
     if not runs:
-        return context("You have started no runs yet. Start one with `/agent <task>`.")
+        return context("You have started no runs yet. Start one with `/agent &lt;task&gt;`.")
     return section("\n".join(f"`{r.id}` {r.status.value} · {shown(task_of(r), 80)}" for r in runs))

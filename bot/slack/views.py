@@ -17,7 +17,7 @@ def status_text(runtime: Runtime, run_id: RunId | None, actor: Actor) -> str:
     """A run's status, or the status of ``actor``'s latest run."""
     run = runtime.get(run_id) if run_id else _latest(runtime, actor)
     if run is None:
-        return "You have no runs yet. Start one with `/agent <task>`."
+        return "You have no runs yet. Start one with `/agent &lt;task&gt;`."
     steps = len(runtime.journal(run.id))
     waiting = f" (waiting for `{escape(run.wait_key)}`)" if run.wait_key else ""
     return (

@@ -13,33 +13,50 @@ from urllib.parse import urlencode
 import pytest
 
 from agent_runtime import Approval, ApprovalStatus, SystemClock
-from bot.api.asks import read_ask
+from bot.api.asks import Ask, read_ask
+from bot.api.exceptions import BadRequest, Conflict
 from bot.api.keys import create_key
 from bot.api.service import ApiApprovals
 from bot.slack.blocks import APPROVE
 from devkit.sandbox.slack_api import Workspace
+from store import ApiKey
 from store.api_store import SqlApiStore
 from tests.integration.slack_harness import APPROVER, PEOPLE, BotInstance, acked, eventually
 from tests.integration.workspaces_world import ALPHA_CODE, BETA_CODE, TwoWorkspaces, install
 
+ALPHA_TEAM = "T0SANDBOX"
+"""The team id of ``TwoWorkspaces.workspace`` (alpha)."""
+
+
+def installed(tmp_path: Path, url: str, approvers: tuple[str, ...]) -> TwoWorkspaces:
+    """Two workspaces, one Signoff instance in OAuth mode with ``approvers``, the app
+    installed in both."""
+    built = TwoWorkspaces(tmp_path, url, approvers=approvers)
+    bot = built.instance()
+    for code in (ALPHA_CODE, BETA_CODE):
+        assert install(bot, code).status_code == 200
+    return built
+
 
 @pytest.fixture
 def two(tmp_path: Path, sqlite_url: str) -> Iterator[TwoWorkspaces]:
-    """Two workspaces, one Signoff instance in OAuth mode, the app installed in both."""
-    with TwoWorkspaces(tmp_path, sqlite_url) as built:
-        bot = built.instance()
-        for code in (ALPHA_CODE, BETA_CODE):
-            assert install(bot, code).status_code == 200
+    """The approvers named as alpha's U_DANA only (``USER@TEAM``)."""
+    with installed(tmp_path, sqlite_url, (f"{APPROVER}@{ALPHA_TEAM}",)) as built:
         yield built
+
+
+def api_ask(bot: BotInstance) -> tuple[ApiApprovals, ApiKey, Ask]:
+    """The approvals API of ``bot``, a client of it, and a request for sign-off."""
+    keys = SqlApiStore(bot.services.store.engine)
+    api = ApiApprovals(bot.services, keys)
+    client = create_key(keys, "deploy-bot", SystemClock().now())
+    return api, api.client(client.key), read_ask({"tool": "deploy", "arguments": {"env": "prod"}})
 
 
 def api_approval(bot: BotInstance) -> Approval:
     """Ask for sign-off through the approvals API, under the default approvers."""
-    keys = SqlApiStore(bot.services.store.engine)
-    api = ApiApprovals(bot.services, keys)
-    client = create_key(keys, "deploy-bot", SystemClock().now())
-    ask = read_ask({"tool": "deploy", "arguments": {"env": "prod"}})
-    approval, _ = api.create(api.client(client.key), ask)
+    api, client, ask = api_ask(bot)
+    approval, _ = api.create(client, ask)
     return approval
 
 
@@ -110,26 +127,62 @@ def approval_cards(view: dict[str, Any]) -> list[str]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an approval whose requester has no workspace (api:<client>, an MCP gateway) "
-    "shares every workspace (Actor.shares_workspace, json_filters.in_workspace), so an "
-    "unscoped approver id is matched in every installed workspace",
-)
+def test_an_api_approval_with_approvers_named_by_user_id_alone_is_refused(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """Serving many workspaces, the approvals API refuses approvers named by user id alone
+    (a namesake in any workspace would be one) with a 400 that says how to name them."""
+    with installed(tmp_path, sqlite_url, (APPROVER,)) as two:
+        api, client, ask = api_ask(two.instances[0])
+        with pytest.raises(BadRequest, match=rf"name each approver as USER@TEAM.*not {APPROVER}"):
+            api.create(client, ask)
+
+
 def test_another_workspaces_namesake_cannot_see_or_decide_an_api_approval(
     two: TwoWorkspaces,
 ) -> None:
-    """Beta's U_DANA, a namesake of the approver, neither sees nor decides an API approval."""
+    """Beta's U_DANA, a namesake of the approver, neither sees nor decides an API approval;
+    alpha's U_DANA sees it on her Home tab and decides it."""
     bot = two.instances[0]
     approval = api_approval(bot)
     bot.drain()
-    view = open_home(bot, two.beta, APPROVER)
-    if approval.id in approval_cards(view):
-        click_home_approve(bot, two.beta, APPROVER, approval.id)
-        eventually(
-            lambda: bot.services.approvals.get(approval.id).status != ApprovalStatus.PENDING,
-            what="the namesake's click to be handled",
-        )
+    assert approval.id not in approval_cards(open_home(bot, two.beta, APPROVER))
+    assert approval.id in approval_cards(open_home(bot, two.workspace, APPROVER))
+    click_home_approve(bot, two.workspace, APPROVER, approval.id)
+    eventually(
+        lambda: bot.services.approvals.get(approval.id).status == ApprovalStatus.APPROVED,
+        between=bot.drain,
+        what="alpha's U_DANA's approval",
+    )
     decided = bot.services.approvals.get(approval.id)
-    assert decided.status == ApprovalStatus.PENDING, decided.decided_by
-    assert approval.id not in approval_cards(view)
+    assert decided.decided_by is not None
+    assert (decided.decided_by.user_id, decided.decided_by.team_id) == (APPROVER, ALPHA_TEAM)
+
+
+def test_an_api_approval_naming_its_team_posts_there_and_counts_bare_ids_there(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """An API request naming its ``team`` and a channel there: the card is posted in that
+    workspace, a bare approver id counts there only (beta's namesake cannot decide), and a
+    later request of the conversation naming another team is a conflict."""
+    with installed(tmp_path, sqlite_url, (APPROVER,)) as two:
+        bot = two.instances[0]
+        api, client, _ = api_ask(bot)
+        channel = two.workspace.resolve_channel("general").id
+        body = {"tool": "deploy", "arguments": {"env": "prod"}, "channel": channel}
+        with pytest.raises(BadRequest, match="'channel' needs 'team'"):
+            api.create(client, read_ask(body))
+        approval, _ = api.create(client, read_ask(body | {"team": ALPHA_TEAM}))
+        bot.drain()
+        card = two.card_in(two.workspace, approval.id)
+        bot.click(APPROVER, APPROVE, card, workspace=two.beta)
+        bot.drain()
+        assert bot.services.approvals.get(approval.id).status == ApprovalStatus.PENDING
+        bot.click(APPROVER, APPROVE, card, workspace=two.workspace)
+        eventually(
+            lambda: bot.services.approvals.get(approval.id).status == ApprovalStatus.APPROVED,
+            between=bot.drain,
+            what="alpha's U_DANA's approval",
+        )
+        with pytest.raises(Conflict, match=f"is in workspace {ALPHA_TEAM}, not T0BETA"):
+            api.create(client, read_ask(body | {"team": "T0BETA", "idempotency_key": "k2"}))

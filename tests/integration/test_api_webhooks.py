@@ -4,6 +4,8 @@ the outbox with retries, signed so that the documented check accepts them."""
 from __future__ import annotations
 
 import json
+import logging
+import socket
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -109,3 +111,31 @@ def test_a_worker_expires_an_undecided_approval_and_sends_its_webhook(
             )
     sent = json.loads(body)
     assert (sent["id"], sent["status"]) == (created["id"], "expired")
+
+
+def test_a_failed_webhook_logs_and_stores_no_part_of_its_path(
+    api: ApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A webhook whose receiver does not answer is retried; its error, logged and stored,
+    names the host but none of the callback URL's path or query (a receiver may keep a
+    secret there)."""
+    with socket.socket() as closed:  # a port nobody listens on once closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/hooks/s3cr3t-path?sig=s3cr3t-query"
+    created = api.post({"tool": "refund", "arguments": {"n": 2}, "callback_url": url}).json()
+    cli_ok(api.env, "approve", created["id"], "--as", "U_APPROVER")
+    sender = WebhookSender(
+        api.services.outbox, api.keys, SystemClock(), owner="s", destinations=LOOPBACK_ALLOWED
+    )
+    with caplog.at_level(logging.INFO):
+        assert sender.send_once() == 1
+    with api.services.store.engine.connect() as conn:
+        error = conn.execute(
+            select(outbox.c.last_error).where(outbox.c.key == f"webhook:{created['id']}")
+        ).scalar()
+    assert error is not None
+    assert error.startswith("no answer:")
+    assert "127.0.0.1" in error
+    for text in (error, caplog.text):
+        assert "s3cr3t" not in text

@@ -120,9 +120,9 @@ def test_agent_subcommands_answer_privately_with_sensible_text(
     assert say("  \t ") == nudge
     assert say("help") == HELP
     assert say("Help") == HELP
-    assert say("status") == "You have no runs yet. Start one with `/agent <task>`."
+    assert say("status") == "You have no runs yet. Start one with `/agent &lt;task&gt;`."
     assert say("list") == "No runs in this channel yet."
-    assert say("run") == "The task is empty: `/agent run <task>`."
+    assert say("run") == "The task is empty: `/agent run &lt;task&gt;`."
     assert say("history").startswith("`/agent history` needs a run id")
     assert say("status of my refund").endswith(
         "To start a run with this text, use `/agent run status …`."

@@ -68,6 +68,23 @@ def test_a_rule_matches_only_inside_its_predicate(
     assert verdict.action == (RuleAction.AUTO_APPROVE if matches else RuleAction.REQUIRE)
 
 
+@pytest.mark.parametrize(
+    ("op", "value", "matches"),
+    [("<=", 5000, False), ("==", 1, False), ("in", [1, 2], False), ("!=", 1, True)],
+)
+def test_a_boolean_is_not_a_number_to_a_condition(op: str, value: Any, matches: bool) -> None:
+    """JSON's kinds hold in conditions: ``true`` is neither at most 5000, equal to 1 nor
+    among [1, 2] (as Python's ``True == 1`` would have it), and is unequal to 1."""
+    rule = {
+        "id": "typed",
+        "tool": "refund",
+        "action": "auto_approve",
+        "when": [{"field": "args.amount_cents", "op": op, "value": value}],
+    }
+    verdict = _rules(rule).verdict("refund", {"amount_cents": True}, SUPPORT)
+    assert (verdict.rule is not None) == matches
+
+
 def test_the_first_matching_enforcing_rule_decides_and_shadows_are_reported() -> None:
     """Rules for other tools are ignored; shadow rules never decide but are reported."""
     rules = _rules(
