@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import agent_runtime
 import bot
@@ -35,8 +36,10 @@ from bot.app.models import model_from_spec
 from bot.app.settings import DEMO_AGENT, DEMO_WORKFLOWS, Settings, SettingsError
 from bot.mcp import parking
 from bot.slack.notifier import SlackNotifier
-from bot.tracing.stream import SpanStreamer
-from store import SqlOutbox, SqlStore, Stores
+
+if TYPE_CHECKING:
+    from bot.tracing.stream import SpanStreamer
+    from store import SqlOutbox, SqlStore, Stores
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +93,7 @@ def build_services(
     def models(spec: str) -> Model:
         return model_from_spec(spec, settings)
 
-    stream = (
-        SpanStreamer.to_endpoint(settings.otlp_endpoint, stores.runs, stores.approvals)
-        if stream_traces and settings.otlp_endpoint
-        else None
-    )
+    stream = _span_streamer(settings, stores) if stream_traces else None
     deployment = Deployment(
         stores.runs,
         stores.approvals,
@@ -122,6 +121,16 @@ def build_services(
         models=models,
         trace_stream=stream,
     )
+
+
+def _span_streamer(settings: Settings, stores: Stores) -> SpanStreamer | None:
+    """The stream of spans to ``SIGNOFF_OTLP_ENDPOINT``, if set (OpenTelemetry is imported
+    only then)."""
+    if not settings.otlp_endpoint:
+        return None
+    from bot.tracing.stream import SpanStreamer
+
+    return SpanStreamer.to_endpoint(settings.otlp_endpoint, stores.runs, stores.approvals)
 
 
 def load_agents(settings: Settings) -> Agents:

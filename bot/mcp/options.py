@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from agent_runtime import Actor
 from bot.mcp.policy import GatePolicy
-from bot.mcp.session_run import SessionKey
+
+if TYPE_CHECKING:
+    from agent_runtime import Actor
+    from bot.mcp.session_run import SessionKey
 
 MAX_CONVERSATIONS = 100
 """Conversations one gateway process may hold by default: each is a run (and a Slack

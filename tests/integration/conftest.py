@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.agent_helpers import Launcher
 from tests.integration.in_process import InProcessCli
 from tests.integration.private_postgres import PrivatePostgres, server_binaries
 from tests.integration.serve_cluster import Cluster, open_cluster
@@ -21,6 +20,9 @@ from tests.integration.slack_harness import (
 )
 from tests.integration.slack_steps import (
     empty_postgres,
+)
+from tests.integration.worker_processes import (
+    Launcher,
 )
 
 

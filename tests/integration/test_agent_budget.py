@@ -44,7 +44,6 @@ from tests.integration.agent_helpers import (
     TICKS,
     TOOL_LOG_ENV,
     DemoProvider,
-    Launcher,
     RunProbe,
     RunState,
     agent_env,
@@ -55,6 +54,9 @@ from tests.integration.agent_helpers import (
     services_for,
 )
 from tests.integration.in_process import Cli, InProcessCli
+from tests.integration.worker_processes import (
+    Launcher,
+)
 
 DEMO_BUDGET_USD = 0.0015
 """Room for the demo's first model call ($0.0012) and not its second ($0.0023 more)."""

@@ -57,11 +57,8 @@ from tests.integration import cli_ok, wait_until
 from tests.integration.agent_helpers import (
     APPROVER,
     DemoProvider,
-    Launcher,
     RunProbe,
     RunState,
-    ScriptWorker,
-    Worker,
     agent_env,
     all_refund_requests,
     email_requests,
@@ -70,6 +67,11 @@ from tests.integration.agent_helpers import (
     refund_requests,
     services_for,
     start_demo_run,
+)
+from tests.integration.worker_processes import (
+    Launcher,
+    ScriptWorker,
+    Worker,
 )
 
 DELAY_SCALES = (0.003, 0.01, 0.03, 0.08, 0.2)

@@ -42,7 +42,6 @@ from tests.integration.agent_helpers import (
     OUTSIDER,
     REQUESTER,
     DemoProvider,
-    Launcher,
     agent_env,
     named,
     refund_requests,
@@ -50,6 +49,9 @@ from tests.integration.agent_helpers import (
     start_demo_run,
 )
 from tests.integration.in_process import Cli, InProcessCli
+from tests.integration.worker_processes import (
+    Launcher,
+)
 
 APPROVED_ARGS = {"order_id": "1042", "amount_cents": 4999}
 """What the demo model proposes, and what the approver approves."""
@@ -403,7 +405,7 @@ def race(env: dict[str, str], approval: str, directory: Path) -> list[tuple[str,
             command = [
                 sys.executable,
                 "-m",
-                "tests.integration.agent_helpers",
+                "tests.integration.worker_processes",
                 str(barrier),
                 verb[0],
                 approval,

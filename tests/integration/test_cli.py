@@ -33,8 +33,10 @@ from tests.integration import (
     signoff_env,
     wait_until,
 )
-from tests.integration.agent_helpers import Launcher
 from tests.integration.in_process import Cli, InProcessCli
+from tests.integration.worker_processes import (
+    Launcher,
+)
 
 RUN_KEYS = [
     "created_at",

@@ -29,7 +29,6 @@ from tests.integration.agent_helpers import (
     APPROVER,
     REQUESTER,
     DemoProvider,
-    Launcher,
     agent_env,
     email_requests,
     refund_requests,
@@ -37,6 +36,9 @@ from tests.integration.agent_helpers import (
 )
 from tests.integration.eval_models import CHANGED_ORDER, TRIPWIRE_ENV
 from tests.integration.in_process import Cli, InProcessCli
+from tests.integration.worker_processes import (
+    Launcher,
+)
 
 ORDERS = ("1042", "1043", "1044", "1045")
 PHRASINGS = (
