@@ -77,6 +77,11 @@ class Tool:
         errors = self._schema_validator().iter_errors(arguments)
         return [_explain(e) for e in sorted(errors, key=str)]
 
+    def check_schema(self) -> None:
+        """Raise ``jsonschema.SchemaError`` if ``parameters`` is not a valid JSON Schema (a
+        long-running process checks every tool at start: ``bot.app.wiring.check_tools``)."""
+        self._schema_validator()
+
     def _schema_validator(self) -> jsonschema.Draft202012Validator:
         """The validator of ``parameters``, made (and the schema checked) on first use: JSON
         Schema is slow to import, and a process that only loads the agents (``signoff runs``)

@@ -148,6 +148,22 @@ def load_agents(settings: Settings) -> Agents:
     return Agents(*chosen)
 
 
+def check_tools(agents: Agents) -> None:
+    """Raise SettingsError naming every tool whose parameters are not a valid JSON Schema
+    (checked when first used otherwise, which a one-shot command may never do)."""
+    from jsonschema import SchemaError
+
+    bad = []
+    for agent in agents:
+        for tool in agent.tools:
+            try:
+                tool.check_schema()
+            except SchemaError as exc:
+                bad.append(f"{agent.name}.{tool.name}: {exc.message}")
+    if bad:
+        raise SettingsError(f"tool parameters that are not a JSON Schema: {'; '.join(bad)}")
+
+
 def load_workflows(settings: Settings) -> Workflows:
     """Return the built-in workflows, the demo ones with ``SIGNOFF_DEMO=1``, and each
     ``module:attribute`` registry ``SIGNOFF_WORKFLOWS`` names."""
