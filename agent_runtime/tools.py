@@ -7,15 +7,16 @@ import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, overload
-
-import jsonschema
+from typing import TYPE_CHECKING, Any, overload
 
 from agent_runtime.models.base import ToolSpec
 from agent_runtime.policy import ApprovalPolicy
 from agent_runtime.previews import PreviewFn
 from agent_runtime.retry import NO_RETRY, RetryPolicy
 from agent_runtime.schema import RUNTIME_PARAMETERS, describe
+
+if TYPE_CHECKING:
+    import jsonschema
 
 Verifier = Callable[[str], Any]
 """Given an idempotency key, return the effect's result if it happened, or None if not."""
@@ -49,7 +50,9 @@ class Tool:
     preview: PreviewFn | None = None
     """What a call would do, shown first on its card and checked again before it runs."""
     takes_key: bool = field(default=False)
-    _validator: jsonschema.Draft202012Validator = field(init=False, repr=False, compare=False)
+    _validator: jsonschema.Draft202012Validator | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.approval is not None and not self.side_effect:
@@ -63,8 +66,6 @@ class Tool:
                 f"tool {self.name}: a side-effecting tool cannot have a timeout "
                 "(a timed-out call keeps running, so a retry would repeat it)"
             )
-        jsonschema.Draft202012Validator.check_schema(self.parameters)
-        object.__setattr__(self, "_validator", jsonschema.Draft202012Validator(self.parameters))
 
     @property
     def spec(self) -> ToolSpec:
@@ -73,7 +74,26 @@ class Tool:
 
     def validation_errors(self, arguments: Any) -> list[str]:
         """Return what is wrong with model-proposed ``arguments`` (empty when they are valid)."""
-        return [_explain(e) for e in sorted(self._validator.iter_errors(arguments), key=str)]
+        errors = self._schema_validator().iter_errors(arguments)
+        return [_explain(e) for e in sorted(errors, key=str)]
+
+    def check_schema(self) -> None:
+        """Raise ``jsonschema.SchemaError`` if ``parameters`` is not a valid JSON Schema (a
+        long-running process checks every tool at start: ``bot.app.wiring.check_tools``)."""
+        self._schema_validator()
+
+    def _schema_validator(self) -> jsonschema.Draft202012Validator:
+        """The validator of ``parameters``, made (and the schema checked) on first use: JSON
+        Schema is slow to import, and a process that only loads the agents (``signoff runs``)
+        validates nothing."""
+        validator = self._validator
+        if validator is None:
+            import jsonschema
+
+            jsonschema.Draft202012Validator.check_schema(self.parameters)
+            validator = jsonschema.Draft202012Validator(self.parameters)
+            object.__setattr__(self, "_validator", validator)
+        return validator
 
     def call(self, arguments: dict[str, Any], idempotency_key: str) -> Any:
         """Run the tool with validated ``arguments``, handing it the key if it takes one."""

@@ -55,9 +55,9 @@ from bench.chaos_tally import Probe, Tally, card_in_slack, tally
 from bot.slack.blocks import APPROVE
 from store import build_engine, upgrade
 from tests.integration.private_postgres import PrivatePostgres, server_binaries
+from tests.integration.serve_cluster import Cluster
 from tests.integration.slack_harness import APPROVER, TASK, SlackWorld
 from tests.integration.slack_readers import run_id_of
-from tests.integration.test_serve_instances import Cluster
 
 T = TypeVar("T")
 

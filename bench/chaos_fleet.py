@@ -18,8 +18,8 @@ import requests
 from bench.kill_points import ARMED_FLAG, KILL_FILE_ENV, write_plan
 from bot.app.processes import stop_process
 from bot.app.wiring import Services
+from tests.integration.serve_cluster import ServeProcess
 from tests.integration.slack_harness import SlackWorld
-from tests.integration.test_serve_instances import ServeProcess
 
 CHAOS_COMMAND = (sys.executable, "-m", "bench.kill_points", ARMED_FLAG)
 HEALTH_PROBE_S = 0.2

@@ -14,7 +14,6 @@ from typing import Any
 
 from bot.app.settings import Settings
 from bot.cli.common import port_number, positive_int
-from bot.ops import logs
 from devkit.demo.ledger_cli import add_demo_commands
 
 
@@ -60,6 +59,7 @@ def add_dev_command(commands: Any, settings: Settings) -> None:
 
 def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     """Run the dev session until Ctrl-C or SIGTERM; exit 2 if the port is taken."""
+    from bot.ops import logs
     from devkit.dev import DevOptions, run_dev
 
     logs.configure(log_format=settings.log_format, secrets=settings.secrets())

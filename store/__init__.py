@@ -1,24 +1,71 @@
 """Signoff's SQL storage: the runtime's Store on SQLite (embedded default) and PostgreSQL.
 
 ``store.open(url)`` is the one entry point: it returns a ``Stores`` value holding every
-store the application needs over one engine. Everything a caller names is exported here.
+store the application needs over one engine. Everything a caller names is exported here,
+each name imported from its module when first used (``DEFAULT_URL`` needs no SQLAlchemy).
 """
 
-from agent_runtime.audit_keys import AuditKeys
-from store.api_store import ApiKey, ApiRequest, RunDraft, SqlApiStore
-from store.approval_store import SqlApprovalStore
-from store.archive import ArchiveError, ImportResult, PruneResult
-from store.engine import DEFAULT_URL, build_engine
-from store.errors import translated
-from store.home_tabs import HOME_REFRESH, SqlHomeTabs
-from store.migrate import latest_revision, upgrade
-from store.notify import WakeListener
-from store.outbox import WEBHOOK, SqlOutbox
-from store.replay_guard import SqlReplayGuard
-from store.slack_installations import SqlInstallations
-from store.sql_store import SqlStore
-from store.stats import Stats
-from store.stores import SchemaStatus, Stores
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_runtime.audit_keys import AuditKeys
+    from store.api_store import ApiKey, ApiRequest, RunDraft, SqlApiStore
+    from store.approval_store import SqlApprovalStore
+    from store.archive import ArchiveError, ImportResult, PruneResult
+    from store.engine import build_engine
+    from store.errors import translated
+    from store.home_tabs import HOME_REFRESH, SqlHomeTabs
+    from store.migrate import latest_revision, upgrade
+    from store.notify import WakeListener
+    from store.outbox import WEBHOOK, SqlOutbox
+    from store.replay_guard import SqlReplayGuard
+    from store.slack_installations import SqlInstallations
+    from store.sql_store import SqlStore
+    from store.stats import Stats
+    from store.stores import SchemaStatus, Stores
+
+DEFAULT_URL = "sqlite:///signoff.db"
+"""The database ``SIGNOFF_DATABASE_URL`` names when it is not set."""
+
+_MODULE_OF = {
+    "ApiKey": "api_store",
+    "ApiRequest": "api_store",
+    "RunDraft": "api_store",
+    "SqlApiStore": "api_store",
+    "SqlApprovalStore": "approval_store",
+    "ArchiveError": "archive",
+    "ImportResult": "archive",
+    "PruneResult": "archive",
+    "build_engine": "engine",
+    "translated": "errors",
+    "HOME_REFRESH": "home_tabs",
+    "SqlHomeTabs": "home_tabs",
+    "latest_revision": "migrate",
+    "upgrade": "migrate",
+    "WakeListener": "notify",
+    "WEBHOOK": "outbox",
+    "SqlOutbox": "outbox",
+    "SqlReplayGuard": "replay_guard",
+    "SqlInstallations": "slack_installations",
+    "SqlStore": "sql_store",
+    "Stats": "stats",
+    "SchemaStatus": "stores",
+    "Stores": "stores",
+}
+"""The module (under ``store``) of each public name."""
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module of a public name when the name is first asked for."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"store.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 # Read as ``store.open``, as ``shelve.open`` and ``tarfile.open`` are.
@@ -27,6 +74,9 @@ def open(
 ) -> Stores:
     """Connect to ``url``, bring its schema up to date (unless told not to) and return the
     stores over it; ``audit_keys`` sign the approvals' audit log."""
+    from store.engine import build_engine
+    from store.stores import Stores
+
     stores = Stores.over(build_engine(url), audit_keys)
     if migrate:
         stores.upgrade()

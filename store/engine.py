@@ -11,7 +11,6 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from agent_runtime.exceptions import InvalidConfiguration
 
-DEFAULT_URL = "sqlite:///signoff.db"
 SQLITE_BUSY_TIMEOUT_S = 30
 READ_ONLY = "signoff_read_only"
 """The execution option of connections that only read (see ``reader``)."""

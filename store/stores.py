@@ -6,13 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
 from agent_runtime.audit_keys import AuditKeys
 from store.api_store import SqlApiStore
 from store.approval_store import SqlApprovalStore
-from store.archive import ImportResult, PruneResult, import_archive, prune
 from store.errors import translated
 from store.home_tabs import SqlHomeTabs
 from store.migrate import current_revision, is_current, latest_revision, upgrade
@@ -22,6 +22,9 @@ from store.replay_guard import SqlReplayGuard
 from store.slack_installations import SqlInstallations
 from store.sql_store import SqlStore
 from store.stats import Stats, read_stats
+
+if TYPE_CHECKING:
+    from store.archive import ImportResult, PruneResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +94,14 @@ class Stores:
         self, *, cutoff: datetime, archive: Path | None = None, dry_run: bool = False
     ) -> PruneResult:
         """Remove the finished runs last updated before ``cutoff``, archiving them if asked."""
+        from store.archive import prune
+
         return prune(self.engine, cutoff=cutoff, archive=archive, dry_run=dry_run)
 
     def import_archive(self, path: Path) -> ImportResult:
         """Restore the runs of the archive at ``path``."""
+        from store.archive import import_archive
+
         return import_archive(self.engine, path)
 
     def close(self) -> None:

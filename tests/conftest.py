@@ -18,10 +18,10 @@ from agent_runtime import Store
 from agent_runtime.audit import AUDIT_SHARDS, genesis
 from agent_runtime.testing import InMemoryStore
 from store import SqlStore, build_engine, open_store
-from store.models import Base, audit_head
+from store.models import audit_head, metadata
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-EVERY_TABLE = tuple(t.name for t in Base.metadata.sorted_tables if t.name != "audit_head")
+EVERY_TABLE = tuple(t.name for t in metadata.sorted_tables if t.name != "audit_head")
 """Every table a test may fill (the audit head is reset instead)."""
 
 

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from agent_runtime.models import (
-    ANTHROPIC_BASE_URL,
-    OPENAI_BASE_URL,
-    AnthropicModel,
-    HttpOptions,
-    Model,
-    OpenAIChatModel,
-)
 from bot.app.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from agent_runtime.models import Model
 
 
 def configured_model(settings: Settings) -> Model | None:
@@ -51,15 +47,24 @@ def model_from_spec(spec: str, settings: Settings) -> Model:
     return model  # type: ignore[no-any-return]
 
 
-PUBLIC_URLS = {"openai": OPENAI_BASE_URL, "anthropic": ANTHROPIC_BASE_URL}
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
 def _http_model(settings: Settings, provider: str, name: str) -> Model:
+    """The HTTP model of ``provider`` (its adapter, and ``requests``, imported only now)."""
+    from agent_runtime.models import (
+        ANTHROPIC_BASE_URL,
+        OPENAI_BASE_URL,
+        AnthropicModel,
+        HttpOptions,
+        OpenAIChatModel,
+    )
+
+    public_url = OPENAI_BASE_URL if provider == "openai" else ANTHROPIC_BASE_URL
     same = settings.model_provider == provider
-    base_url = (settings.model_base_url if same else "") or PUBLIC_URLS[provider]
+    base_url = (settings.model_base_url if same else "") or public_url
     api_key = (settings.model_api_key if same else "") or settings.provider_keys.get(provider, "")
-    if base_url == PUBLIC_URLS[provider] and not api_key:
+    if base_url == public_url and not api_key:
         raise ValueError(
             f"{provider}:{name} needs an API key: set {KEY_VARIABLES[provider]} "
             "(or SIGNOFF_MODEL_API_KEY with SIGNOFF_MODEL_PROVIDER)"

@@ -22,7 +22,7 @@ from bot.app.request_hygiene import WSGIApp, guarded
 from bot.app.scheduler import build_scheduler
 from bot.app.serving import waitress_wsgi
 from bot.app.settings import Settings, SettingsError
-from bot.app.slack_mode import allowed_workspaces, bolt_auth, is_oauth, uninstalls, web_client
+from bot.app.slack_mode import allowed_workspaces, bolt_auth, uninstalls, web_client
 from bot.app.starting import starting_slack
 from bot.app.wiring import Services, worker_options
 from bot.ops.http import Front, Ops, ops_app, ops_port
@@ -116,7 +116,7 @@ def serve(settings: Settings, parts: Parts) -> int:
     """Run the chosen parts until SIGTERM or Ctrl-C, then drain: stop taking Slack requests
     and claiming runs, let each step in flight finish and its run be released, let the
     outbox round in flight finish; all within ``SIGNOFF_DRAIN_SECONDS``."""
-    if parts.socket_mode and is_oauth(settings):
+    if parts.socket_mode and settings.is_oauth:
         raise SettingsError(
             "Socket Mode serves the one workspace of SLACK_BOT_TOKEN; "
             "SIGNOFF_SLACK_MODE=oauth needs the HTTP front (drop --socket-mode)"

@@ -17,12 +17,9 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.rules import Rules
-from bot.slack.token_cipher import BadTokenKey, TokenCipher
 from store import DEFAULT_URL
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -181,6 +178,11 @@ class Settings:
     for 24 hours across runs (anyone who may approve a call may allow similar ones for its
     run)."""
 
+    @property
+    def is_oauth(self) -> bool:
+        """Whether the app is installed in many workspaces through OAuth."""
+        return self.slack_mode == "oauth"
+
     def secrets(self) -> tuple[str, ...]:
         """Return every secret value set (never to be logged)."""
         keys = self.audit_keys.keys if self.audit_keys is not None else ()
@@ -246,6 +248,8 @@ def child_environment() -> dict[str, str]:
 
 def read_rules_file(path: str, name: str = "SIGNOFF_RULES_FILE") -> Rules:
     """Read approval rules from a YAML or JSON file, raising SettingsError naming the fault."""
+    import yaml
+
     try:
         with open(path, encoding="utf-8") as file:
             data = yaml.safe_load(file)  # JSON is YAML too
@@ -419,6 +423,8 @@ def _token_keys(env: Mapping[str, str]) -> tuple[str, ...]:
             f"SIGNOFF_SLACK_MODE=oauth needs {name} (or {name}_FILE): the key that encrypts "
             "the workspaces' tokens in the database"
         )
+    from bot.slack.token_cipher import BadTokenKey, TokenCipher
+
     try:
         TokenCipher(keys)
     except BadTokenKey as exc:

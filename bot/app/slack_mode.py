@@ -21,11 +21,6 @@ def web_client(settings: Settings) -> WebClient:
     return WebClient(token=settings.slack_bot_token or None, base_url=settings.slack_api_url)
 
 
-def is_oauth(settings: Settings) -> bool:
-    """Whether the app is installed in many workspaces through OAuth."""
-    return settings.slack_mode == "oauth"
-
-
 def allowed_workspaces(settings: Settings) -> AllowedWorkspaces:
     """The workspaces and organizations that may install and use the app (empty: any)."""
     return AllowedWorkspaces(
@@ -43,7 +38,7 @@ def installations(services: Services) -> SignoffInstallationStore:
 def bolt_auth(services: Services, client: WebClient) -> BoltAuth:
     """How the Bolt app authorizes requests in the configured mode."""
     settings = services.settings
-    if not is_oauth(settings):
+    if not settings.is_oauth:
         return single_workspace(settings.slack_bot_token)
     options = OAuthOptions(
         client_id=settings.slack_client_id,
@@ -59,7 +54,7 @@ def bolt_auth(services: Services, client: WebClient) -> BoltAuth:
 
 def uninstalls(services: Services) -> Uninstalls | None:
     """What handles a workspace removing the app (OAuth mode only)."""
-    if not is_oauth(services.settings):
+    if not services.settings.is_oauth:
         return None
     return Uninstalls(
         services.runtime, services.approvals, installations(services), services.stores.home_tabs
@@ -69,7 +64,7 @@ def uninstalls(services: Services) -> Uninstalls | None:
 def workspace_clients(services: Services, client: WebClient) -> WorkspaceClients:
     """Where the dispatcher finds the bot token of each notice's workspace."""
     settings = services.settings
-    if not is_oauth(settings):
+    if not settings.is_oauth:
         return OneWorkspace(client)
     return InstalledWorkspaces(
         installations(services),
@@ -84,7 +79,6 @@ __all__ = [
     "allowed_workspaces",
     "bolt_auth",
     "installations",
-    "is_oauth",
     "uninstalls",
     "workspace_clients",
 ]

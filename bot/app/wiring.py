@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import agent_runtime
 import bot
@@ -35,8 +36,10 @@ from bot.app.models import model_from_spec
 from bot.app.settings import DEMO_AGENT, DEMO_WORKFLOWS, Settings, SettingsError
 from bot.mcp import parking
 from bot.slack.notifier import SlackNotifier
-from bot.tracing.stream import SpanStreamer
-from store import SqlOutbox, SqlStore, Stores
+
+if TYPE_CHECKING:
+    from bot.tracing.stream import SpanStreamer
+    from store import SqlOutbox, SqlStore, Stores
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +93,7 @@ def build_services(
     def models(spec: str) -> Model:
         return model_from_spec(spec, settings)
 
-    stream = (
-        SpanStreamer.to_endpoint(settings.otlp_endpoint, stores.runs, stores.approvals)
-        if stream_traces and settings.otlp_endpoint
-        else None
-    )
+    stream = _span_streamer(settings, stores) if stream_traces else None
     deployment = Deployment(
         stores.runs,
         stores.approvals,
@@ -124,6 +123,16 @@ def build_services(
     )
 
 
+def _span_streamer(settings: Settings, stores: Stores) -> SpanStreamer | None:
+    """The stream of spans to ``SIGNOFF_OTLP_ENDPOINT``, if set (OpenTelemetry is imported
+    only then)."""
+    if not settings.otlp_endpoint:
+        return None
+    from bot.tracing.stream import SpanStreamer
+
+    return SpanStreamer.to_endpoint(settings.otlp_endpoint, stores.runs, stores.approvals)
+
+
 def load_agents(settings: Settings) -> Agents:
     """Return the agent ``SIGNOFF_AGENT`` names (the default), plus the demo agent with
     ``SIGNOFF_DEMO=1``; raise SettingsError for an agent whose gated tools nobody may approve.
@@ -137,6 +146,22 @@ def load_agents(settings: Settings) -> Agents:
     for agent in chosen:
         _require_approvers(agent)
     return Agents(*chosen)
+
+
+def check_tools(agents: Agents) -> None:
+    """Raise SettingsError naming every tool whose parameters are not a valid JSON Schema
+    (checked when first used otherwise, which a one-shot command may never do)."""
+    from jsonschema import SchemaError
+
+    bad = []
+    for agent in agents:
+        for tool in agent.tools:
+            try:
+                tool.check_schema()
+            except SchemaError as exc:
+                bad.append(f"{agent.name}.{tool.name}: {exc.message}")
+    if bad:
+        raise SettingsError(f"tool parameters that are not a JSON Schema: {'; '.join(bad)}")
 
 
 def load_workflows(settings: Settings) -> Workflows:

@@ -5,11 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agent_runtime import AgentInput, ApprovalStatus, Budget, Decision
-from agent_runtime.budget_control import decide_budget
+from agent_runtime.approvals import Decision
 from bot.app.settings import Settings
-from bot.app.slack_mode import is_oauth
-from bot.app.wiring import build_services
 from bot.cli.common import (
     UsageError,
     actor,
@@ -76,6 +73,10 @@ def add_commands(commands: Any) -> None:
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """Start an agent run."""
+    from agent_runtime.agent import AgentInput
+    from agent_runtime.budget import Budget
+    from bot.app.wiring import build_services
+
     services = build_services(settings)
     agent = services.agents.get(args.agent)
     budget = None
@@ -96,6 +97,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_approvals(args: argparse.Namespace, settings: Settings) -> int:
     """List approvals."""
+    from agent_runtime.approvals import ApprovalStatus
+    from bot.app.wiring import build_services
+
     status = ApprovalStatus.PENDING if args.pending else None
     found = build_services(settings).approvals.store.list_approvals(
         run_id=args.run, status=status, limit=args.limit, after=args.after
@@ -110,6 +114,8 @@ def cmd_approvals(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_decide(args: argparse.Namespace, settings: Settings) -> int:
     """Approve, reject or edit an approval; exit 1 if the decision was refused."""
+    from bot.app.wiring import build_services
+
     edited = json_argument("--args", args.args) if args.decision == Decision.EDIT else None
     if args.decision == Decision.REJECT and not (args.reason or "").strip():
         raise UsageError("--reason must say why (the agent is told it)")
@@ -122,7 +128,7 @@ def cmd_decide(args: argparse.Namespace, settings: Settings) -> int:
         seen = current if current.startswith(seen.lower()) else seen
     result = approvals.decide(
         args.approval,
-        workspace_actor(args, is_oauth(settings)),
+        workspace_actor(args, settings.is_oauth),
         args.decision,
         reason=args.reason,
         edited_args=edited,
@@ -142,6 +148,10 @@ def cmd_decide(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_raise_budget(args: argparse.Namespace, settings: Settings) -> int:
     """Raise an exhausted budget or end the run; exit 1 if the decision was refused."""
+    from agent_runtime.budget import Budget
+    from agent_runtime.budget_control import decide_budget
+    from bot.app.wiring import build_services
+
     services = build_services(settings)
     run = services.runtime.get(args.run)
     agent = services.agents.for_workflow(run.workflow)
@@ -153,7 +163,7 @@ def cmd_raise_budget(args: argparse.Namespace, settings: Settings) -> int:
         model_calls=args.model_calls,
         tool_calls=args.tool_calls,
     )
-    who = workspace_actor(args, is_oauth(settings))
+    who = workspace_actor(args, settings.is_oauth)
     outcome = decide_budget(services.runtime, agent, run.id, who, limits=limits, end=args.end)
     if not outcome.accepted:
         emit(args, {"accepted": False, "message": outcome.message}, outcome.message)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import store
-from agent_runtime import SystemClock
-from bot.api.exceptions import KeyNameTaken
-from bot.api.keys import create_key
 from bot.app.settings import Settings
 from bot.cli.common import UsageError, emit, json_flag
-from store import ApiKey, SqlApiStore
+
+if TYPE_CHECKING:
+    from store import ApiKey, SqlApiStore
 
 
 def add_commands(commands: Any) -> None:
@@ -31,6 +29,10 @@ def add_commands(commands: Any) -> None:
 def cmd_create(args: argparse.Namespace, settings: Settings) -> int:
     """Create a client; print its key (stored only as a hash) and its webhook secret (stored,
     to sign webhooks), both shown this once."""
+    from agent_runtime.clock import SystemClock
+    from bot.api.exceptions import KeyNameTaken
+    from bot.api.keys import create_key
+
     try:
         new = create_key(_store(settings), args.name, SystemClock().now())
     except KeyNameTaken as exc:
@@ -56,6 +58,8 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_revoke(args: argparse.Namespace, settings: Settings) -> int:
     """Revoke a client's key: its requests get 401 from now on."""
+    from agent_runtime.clock import SystemClock
+
     if not _store(settings).revoke(args.name, SystemClock().now()):
         raise UsageError(f"no live API key named {args.name!r}")
     print(f"revoked {args.name}")
@@ -78,4 +82,6 @@ def key_line(key: ApiKey) -> str:
 
 
 def _store(settings: Settings) -> SqlApiStore:
+    import store
+
     return store.open(settings.database_url).api

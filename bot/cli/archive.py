@@ -8,12 +8,13 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.app.settings import Settings
-from bot.app.wiring import build_services
 from bot.cli.common import UsageError, emit, json_flag
-from store import ArchiveError, ImportResult, PruneResult
+
+if TYPE_CHECKING:
+    from store import ImportResult, PruneResult
 
 PRUNE_DESCRIPTION = """\
 Remove the finished runs (completed, failed, cancelled) last updated more than DAYS days
@@ -98,6 +99,8 @@ def cutoff(now: datetime, age: timedelta) -> datetime:
 
 def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     """Remove (or list) old finished runs, archiving them first if asked."""
+    from bot.app.wiring import build_services
+
     services = build_services(settings)
     before = cutoff(services.runtime.clock.now(), args.older_than)
     with _archive_errors():
@@ -108,6 +111,8 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     """Restore the runs of an archive."""
+    from bot.app.wiring import build_services
+
     services = build_services(settings)
     with _archive_errors():
         result = services.stores.import_archive(args.archive)
@@ -118,6 +123,8 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
 @contextmanager
 def _archive_errors() -> Iterator[None]:
     """An unusable archive is bad input: exit status 2, like any usage error."""
+    from store import ArchiveError
+
     try:
         yield
     except ArchiveError as exc:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_runtime.audit_anchors import Anchor
-from agent_runtime.audit_report import AuditReport, examine
-from bot.app.anchor_file import anchor_now, read_lines
 from bot.app.settings import Settings
-from bot.app.wiring import build_services
 from bot.cli.common import Parser, UsageError, emit, json_flag
+
+if TYPE_CHECKING:
+    from agent_runtime.audit_anchors import Anchor
+    from agent_runtime.audit_report import AuditReport
 
 NO_KEYS = (
     "MACs not verified (no SIGNOFF_AUDIT_KEYS): only the hash chain was checked, "
@@ -45,6 +45,9 @@ def add_commands(commands: Any) -> None:
 
 def cmd_audit_verify(args: argparse.Namespace, settings: Settings) -> int:
     """Verify the audit log; exit 1 on any problem."""
+    from agent_runtime.audit_report import examine
+    from bot.app.wiring import build_services
+
     anchor_lines = None if args.anchors is None else _lines(args.anchors)
     entries, heads = build_services(settings).approvals.store.audit_log()
     report = examine(entries, heads, keys=settings.audit_keys, anchor_lines=anchor_lines)
@@ -54,6 +57,9 @@ def cmd_audit_verify(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_audit_anchor(args: argparse.Namespace, settings: Settings) -> int:
     """Append one anchor line to ``--file``."""
+    from bot.app.anchor_file import anchor_now
+    from bot.app.wiring import build_services
+
     store = build_services(settings).approvals.store
     try:
         anchor = anchor_now(store, args.file, datetime.now(UTC))
@@ -112,6 +118,8 @@ def report_lines(report: AuditReport, settings: Settings) -> list[str]:
 
 
 def _lines(path: str) -> list[str]:
+    from bot.app.anchor_file import read_lines
+
     try:
         return read_lines(path)
     except (OSError, UnicodeDecodeError) as exc:

@@ -1,35 +1,14 @@
-"""``signoff doctor``: the configuration checks a person would otherwise learn from failures."""
+"""``signoff doctor``: the configuration checks a person would otherwise learn from failures
+(``bot.cli.doctor_checks``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
-
-import store
-from agent_runtime import SignoffError, SystemClock
-from bot.app.settings import Settings, SettingsError
-from bot.app.slack_mode import is_oauth, web_client
-from bot.app.wiring import load_agents
+from bot.app.settings import Settings
 from bot.cli.common import json_flag
-from bot.slack.installations import SignoffInstallationStore
-from bot.slack.oauth import INSTALL_PATH
-from bot.slack.scopes import BOT_SCOPES
-from bot.slack.token_cipher import TokenCipher, TokenUnreadable
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """One check's outcome: what was checked, whether it passed, and what was found."""
-
-    name: str
-    ok: bool
-    detail: str
 
 
 def add_commands(commands: Any) -> None:
@@ -50,6 +29,8 @@ def add_commands(commands: Any) -> None:
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     """Run every check, print one line each; exit 1 if any failed."""
+    from bot.cli.doctor_checks import run_checks
+
     checks = list(run_checks(settings, args.channel, args.team))
     if args.json:
         print(
@@ -61,135 +42,3 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
         for check in checks:
             print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
     return 0 if all(c.ok for c in checks) else 1
-
-
-def run_checks(settings: Settings, channel: str | None, team: str | None = None) -> Iterator[Check]:
-    """Yield each check in turn (the Slack ones only when a token is set, or, in OAuth mode,
-    for each workspace the app is installed in, ``channel`` in the one ``team`` names)."""
-    yield _signing_secret(settings)
-    yield _database(settings)
-    yield _approvers(settings)
-    if is_oauth(settings):
-        yield from _installations(settings, channel, team)
-        return
-    if not settings.slack_bot_token:
-        yield Check("slack token", False, "SLACK_BOT_TOKEN is not set")
-        return
-    yield from _token(web_client(settings), "slack token", channel)
-
-
-def _token(client: WebClient, name: str, channel: str | None) -> Iterator[Check]:
-    """Check the client's token, its scopes and, if asked, its bot's membership of ``channel``."""
-    token = _slack(lambda: client.auth_test())
-    if isinstance(token, Check):
-        yield Check(name, False, token.detail)
-        return
-    yield Check(name, True, f"valid for team {token.get('team')} as bot @{token.get('user')}")
-    yield _scopes(token.headers)
-    if channel:
-        yield _membership(client, channel)
-
-
-def _installations(settings: Settings, channel: str | None, team: str | None) -> Iterator[Check]:
-    """OAuth mode: check the token of each workspace the app is installed in."""
-    stores = store.open(settings.database_url, migrate=False)
-    try:
-        cipher = TokenCipher(settings.token_keys)
-        found = SignoffInstallationStore(stores.installations, SystemClock(), cipher).all()
-    except (SignoffError, TokenUnreadable) as exc:
-        yield Check("installations", False, f"unreadable: {exc}")
-        return
-    finally:
-        stores.close()
-    if not found:
-        yield Check(
-            "installations", False, f"none yet: open {INSTALL_PATH} on this server to install"
-        )
-        return
-    yield Check("installations", True, f"installed in {len(found)} workspace(s)")
-    for installation in found:
-        where = installation.team_id or installation.enterprise_id
-        client = WebClient(token=installation.bot_token, base_url=settings.slack_api_url)
-        yield from _token(client, f"workspace {where}", channel if where == team else None)
-    if channel and team not in {i.team_id or i.enterprise_id for i in found}:
-        yield Check("channel", False, f"name an installed workspace with --team, not {team!r}")
-
-
-def _signing_secret(settings: Settings) -> Check:
-    if settings.slack_signing_secret:
-        return Check("signing secret", True, "set")
-    return Check(
-        "signing secret",
-        False,
-        "SLACK_SIGNING_SECRET is not set: Slack's requests cannot be verified",
-    )
-
-
-def _database(settings: Settings) -> Check:
-    stores = store.open(settings.database_url, migrate=False)
-    try:
-        schema = stores.schema()
-    except SignoffError as exc:
-        return Check("database", False, f"unreachable: {exc}")
-    finally:
-        stores.close()
-    if not schema.up_to_date:
-        return Check(
-            "database",
-            False,
-            f"schema at {schema.current or 'nothing'}, code needs {schema.latest}: "
-            "run `signoff db upgrade`",
-        )
-    return Check("database", True, f"reachable, schema at {schema.latest}")
-
-
-def _approvers(settings: Settings) -> Check:
-    try:
-        agents = list(load_agents(settings))
-    except SettingsError as exc:
-        return Check("approvers", False, str(exc))
-    if not agents:
-        return Check("approvers", True, "no agent is configured (SIGNOFF_AGENT)")
-    return Check("approvers", True, "every gated tool can be approved")
-
-
-def _scopes(headers: Any) -> Check:
-    granted_text = next(
-        (v for k, v in dict(headers or {}).items() if k.lower() == "x-oauth-scopes"), ""
-    )
-    granted = {s.strip() for s in str(granted_text).split(",") if s.strip()}
-    missing = [scope for scope in BOT_SCOPES if scope not in granted]
-    if missing:
-        return Check(
-            "scopes",
-            False,
-            f"missing {', '.join(missing)}: add them to the app (manifest.yml) and reinstall it",
-        )
-    return Check("scopes", True, "the token has every scope manifest.yml asks for")
-
-
-def _membership(client: WebClient, channel: str) -> Check:
-    info = _slack(lambda: client.conversations_info(channel=channel))
-    if isinstance(info, Check):
-        return Check("channel", False, f"{channel}: {info.detail}")
-    found = info.get("channel") or {}
-    if not found.get("is_member"):
-        return Check(
-            "channel",
-            False,
-            f"the bot is not in #{found.get('name', channel)}: type /invite @Signoff there",
-        )
-    return Check("channel", True, f"the bot is in #{found.get('name', channel)}")
-
-
-def _slack(call: Callable[[], Any]) -> Any:
-    """Return the call's response, or a failed Check saying why Slack refused or failed."""
-    try:
-        return call()
-    except SlackApiError as exc:
-        return Check("slack", False, f"Slack answered {exc.response.get('error')}")
-    except OSError as exc:
-        return Check("slack", False, f"Slack is unreachable ({exc})")
-
-
-__all__ = ["Check", "add_commands", "run_checks"]

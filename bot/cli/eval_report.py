@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_runtime.evals import EvalReport
+if TYPE_CHECKING:
+    from agent_runtime.evals import EvalReport
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:72rem;color:#1d1c1d}

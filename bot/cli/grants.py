@@ -7,7 +7,6 @@ from typing import Any
 
 from agent_runtime.grants import Grant, GrantScope, describe
 from bot.app.settings import Settings
-from bot.app.wiring import build_services
 from bot.cli.common import Parser, cli_user, emit, json_flag
 
 
@@ -25,6 +24,8 @@ def add_commands(commands: Any) -> None:
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     """List the grants in force (every grant with ``--all``)."""
+    from bot.app.wiring import build_services
+
     found = build_services(settings).grants.list(active=not args.all, limit=1000)
     emit(
         args,
@@ -36,6 +37,8 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_revoke(args: argparse.Namespace, settings: Settings) -> int:
     """Revoke a grant as the operator at this terminal (recorded in the audit log)."""
+    from bot.app.wiring import build_services
+
     grant = build_services(settings).grants.revoke(args.grant_id, cli_user(), operator=True)
     emit(args, grant.to_json(), f"revoked {grant.id}")
     return 0

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_runtime import Agent, AgentInput, InvalidInput, Run
-from agent_runtime.agent_loop import with_model
-from agent_runtime.evals import EvalReport, compare
-from agent_runtime.forking import agent_can_continue, fork_run
-from agent_runtime.model_input import ModelInput, model_input
+from agent_runtime.exceptions import InvalidInput
 from bot.app.settings import Settings
-from bot.app.wiring import Services, build_services
 from bot.cli.common import UsageError, emit, json_argument, json_flag, positive_int, run_id
-from bot.cli.eval_report import render_html
 from bot.cli.render import run_json, run_line
+
+if TYPE_CHECKING:
+    from agent_runtime import Agent, Run
+    from agent_runtime.evals import EvalReport
+    from agent_runtime.model_input import ModelInput
+    from bot.app.wiring import Services
 
 
 def add_commands(commands: Any) -> None:
@@ -86,6 +85,11 @@ def add_commands(commands: Any) -> None:
 
 def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     """Print the model input of step K."""
+    from agent_runtime.agent import AgentInput
+    from agent_runtime.agent_loop import with_model
+    from agent_runtime.model_input import model_input
+    from bot.app.wiring import build_services
+
     services = build_services(settings)
     run = services.runtime.get(args.run)
     agent = _agent_of(services, run)
@@ -103,6 +107,10 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_fork(args: argparse.Namespace, settings: Settings) -> int:
     """Create the fork and print it; any worker continues it."""
+    from agent_runtime.agent_loop import with_model
+    from agent_runtime.forking import agent_can_continue, fork_run
+    from bot.app.wiring import build_services
+
     services = build_services(settings)
     runtime = services.runtime
     source = runtime.get(args.run)
@@ -136,6 +144,12 @@ def cmd_fork(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     """Compare each recorded run with its re-run by the candidate."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent_runtime.evals import EvalReport, compare
+    from bot.app.wiring import build_services
+    from bot.cli.eval_report import render_html
+
     services = build_services(settings)
     runtime = services.runtime
     jobs = []
@@ -166,6 +180,8 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _candidate(services: Services, agent: Agent, args: argparse.Namespace) -> Agent:
+    from agent_runtime.agent_loop import with_model
+
     if args.agent:
         return services.agents.get(args.agent)
     try:

@@ -6,10 +6,9 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
 from typing import Any
 
-from agent_runtime import SignoffError, UserError
+from agent_runtime.exceptions import SignoffError, UserError
 from bot.app.settings import Settings, SettingsError
 from bot.cli import (
     agents,
@@ -93,8 +92,14 @@ a function called with the subcommands and the settings."""
 
 
 def _add_plugin_commands(commands: Any, settings: Settings, argv: Sequence[str] | None) -> None:
-    plugins = entry_points(group=COMMAND_PLUGINS)
+    """Add the commands of installed plugins: none when ``argv`` names a built-in command
+    (finding the plugins means reading every installed package's metadata)."""
     named = _command_named(sys.argv[1:] if argv is None else argv)
+    if named in commands.choices:
+        return
+    from importlib.metadata import entry_points
+
+    plugins = entry_points(group=COMMAND_PLUGINS)
     chosen = [entry for entry in plugins if named is None or entry.name == named]
     for entry in chosen:
         entry.load()(commands, settings)

@@ -9,15 +9,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import anyio
-
-from agent_runtime import Actor, UserError
+from agent_runtime.exceptions import UserError
 from bot.app.settings import Settings, child_environment
-from bot.app.wiring import build_services
-from bot.cli.common import UsageError, positive_float
-from bot.mcp.options import GatewayOptions, Upstream
-from bot.mcp.policy import load_policy
-from bot.mcp.session_run import SessionKey
+from bot.cli.common import UsageError, positive_float, positive_int
+from bot.mcp.options import MAX_CONVERSATIONS, GatewayOptions, Upstream
 
 
 def add_commands(commands: Any) -> None:
@@ -59,6 +54,14 @@ def add_commands(commands: Any) -> None:
         "count; needed with --channel when serving many workspaces (SIGNOFF_SLACK_MODE=oauth)",
     )
     proxy.add_argument(
+        "--max-conversations",
+        type=positive_int,
+        default=MAX_CONVERSATIONS,
+        metavar="N",
+        help="conversations (each a run and a Slack thread) this gateway may hold; a call "
+        f"naming one more is refused (default {MAX_CONVERSATIONS})",
+    )
+    proxy.add_argument(
         "--env",
         action="append",
         default=[],
@@ -88,7 +91,13 @@ def add_commands(commands: Any) -> None:
 
 def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     """Serve one MCP client until it disconnects."""
+    import anyio
+
+    from agent_runtime.approvals import Actor
+    from bot.app.wiring import build_services
     from bot.mcp.gateway import serve  # the MCP SDK is slow to import
+    from bot.mcp.policy import load_policy
+    from bot.mcp.session_run import SessionKey
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout speaks MCP
     # leaving on an error while the upstream server is still stopping makes asyncio warn that
@@ -108,6 +117,7 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
         policy=load_policy(args.policy),
         poll_interval=timedelta(seconds=args.poll_interval),
         channel=args.channel,
+        max_conversations=args.max_conversations,
     )
     services = build_services(settings)
     try:

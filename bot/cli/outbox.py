@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_runtime.notices import DeadNotice
 from bot.app.settings import Settings
-from bot.app.wiring import build_services
 from bot.cli.common import UsageError, emit, json_flag, positive_int
+
+if TYPE_CHECKING:
+    from agent_runtime.notices import DeadNotice
 
 DEFAULT_LIMIT = 50
 
@@ -32,6 +33,8 @@ def add_commands(commands: Any) -> None:
 
 def cmd_outbox(args: argparse.Namespace, settings: Settings) -> int:
     """List the dead notices."""
+    from bot.app.wiring import build_services
+
     if not args.failed:
         raise UsageError("say which notices to list: signoff outbox --failed")
     dead = build_services(settings).outbox.dead_notices(args.limit)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_runtime import Approval, AttemptRecord, ErrorInfo, Run, StepRecord
-from agent_runtime.history import Entry
 from agent_runtime.previews import stored, stored_error
 from bot.slack.text import visible
+
+if TYPE_CHECKING:
+    from agent_runtime import Approval, AttemptRecord, ErrorInfo, Run, StepRecord
+    from agent_runtime.history import Entry
 
 
 def run_json(run: Run) -> dict[str, Any]:

@@ -7,10 +7,8 @@ import argparse
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_runtime.agent import channel_of
-from agent_runtime.approval_service import Approvals
 from agent_runtime.approvals import Approval
 from agent_runtime.exceptions import RunNotFound
 from agent_runtime.ids import parse_run_id
@@ -18,8 +16,11 @@ from agent_runtime.rule_replay import Overruled, ReplayReport, replay
 from agent_runtime.rule_suggest import MIN_SUPPORT, Suggestion, suggest
 from agent_runtime.rules import RuleContext
 from bot.app.settings import Settings, read_rules_file
-from bot.app.wiring import Services, build_services
 from bot.cli.common import Parser, emit, json_flag, positive_float, positive_int
+
+if TYPE_CHECKING:
+    from agent_runtime.approval_service import Approvals
+    from bot.app.wiring import Services
 
 PAGE = 500
 """How many approvals one read of the history takes."""
@@ -64,6 +65,8 @@ def add_commands(commands: Any) -> None:
 
 def cmd_rules_test(args: argparse.Namespace, settings: Settings) -> int:
     """Print what the rules would have decided over the history."""
+    from bot.app.wiring import build_services
+
     rules = settings.rules if args.rules is None else read_rules_file(args.rules, "--rules")
     services = build_services(settings)
     history = _history(services.approvals, _since(args.since))
@@ -75,6 +78,8 @@ def cmd_rules_test(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_rules_suggest(args: argparse.Namespace, settings: Settings) -> int:
     """Print narrow rules people's past decisions support, each with its replay."""
+    from bot.app.wiring import build_services
+
     services = build_services(settings)
     history = list(_history(services.approvals, _since(args.since)))
     found = suggest(history, contexts(services), min_support=args.min_approvals)
@@ -99,6 +104,8 @@ def contexts(services: Services) -> Callable[[Approval], RuleContext]:
 
 def _channel(services: Services, run_id: str) -> str:
     """The channel the run was started from ("" if unknown, or the run is gone)."""
+    from agent_runtime.agent import channel_of
+
     try:
         data = services.runtime.get(parse_run_id(run_id)).input
     except (RunNotFound, ValueError):

@@ -8,11 +8,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from agent_runtime import RunStatus
-from agent_runtime.budget_control import usage_of
-from agent_runtime.history import timeline
+from agent_runtime.records import RunStatus
 from bot.app.settings import Settings
-from bot.app.wiring import build_services, worker_options
 from bot.cli.common import (
     Parser,
     actor,
@@ -36,7 +33,6 @@ from bot.cli.render import (
     run_line,
     step_json,
 )
-from bot.ops import logs
 
 if TYPE_CHECKING:
     from bot.ops.supervision import Starting
@@ -107,6 +103,8 @@ def add_commands(commands: Any) -> None:
 
 def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
     """Start a run and print its id."""
+    from bot.app.wiring import build_services
+
     data = json_argument("--input", args.input)
     run = build_services(settings).runtime.start(args.workflow, data)
     emit(args, run_json(run), run.id)
@@ -118,6 +116,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     approvals API's webhooks (``bot.app.jobs``); SIGTERM or Ctrl-C drains (steps in flight
     finish, their runs are released, the trace stream is flushed) within
     ``SIGNOFF_DRAIN_SECONDS`` and exits."""
+    from bot.ops import logs
     from bot.ops.http import ops_port
     from bot.ops.supervision import starting
 
@@ -131,6 +130,7 @@ def _work(args: argparse.Namespace, settings: Settings, start: Starting) -> int:
     """Reach the database, then run the worker and its periodic jobs until drained."""
     from bot.app.jobs import WORKER, WORKER_UNTIL_IDLE, jobs
     from bot.app.scheduler import build_scheduler
+    from bot.app.wiring import worker_options
     from bot.ops.http import ops_app
     from bot.ops.supervision import drain_deadline, supervised_services
 
@@ -171,6 +171,8 @@ def _work(args: argparse.Namespace, settings: Settings, start: Starting) -> int:
 
 def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
     """List runs, newest first."""
+    from bot.app.wiring import build_services
+
     status = RunStatus(args.status) if args.status else None
     found = build_services(settings).runtime.runs(status=status, limit=args.limit, after=args.after)
     emit(args, [run_json(r) for r in found], "\n".join(run_line(r) for r in found) or "no runs")
@@ -179,6 +181,9 @@ def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     """Show a run with every journal entry, its approvals and (for agents) its usage."""
+    from agent_runtime.budget_control import usage_of
+    from bot.app.wiring import build_services
+
     services = build_services(settings)
     runtime = services.runtime
     run = runtime.get(args.run)
@@ -200,6 +205,8 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     """Cancel a run (streaming its end when no worker holds it)."""
+    from bot.app.wiring import build_services
+
     services = build_services(settings, stream_traces=True)
     who = actor(args) if args.actor else cli_user()
     try:
@@ -212,6 +219,8 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
     """Resume a failed run."""
+    from bot.app.wiring import build_services
+
     run = build_services(settings).runtime.resume(args.run)
     emit(args, run_json(run), f"resumed {run.id}: pending")
     return 0
@@ -219,6 +228,8 @@ def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_signal(args: argparse.Namespace, settings: Settings) -> int:
     """Deliver an event; exit status 1 when the run waits for something else."""
+    from bot.app.wiring import build_services
+
     data = json_argument("--data", args.data)
     run = build_services(settings).runtime.signal(args.run, args.key, data)
     if run.status == RunStatus.WAITING:
@@ -235,6 +246,8 @@ def cmd_signal(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
     """Apply migrations."""
+    from bot.app.wiring import build_services
+
     build_services(settings, migrate=False).stores.upgrade()
     print("database is up to date")
     return 0
@@ -270,6 +283,7 @@ def add_serve_command(commands: Any) -> None:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """Run the chosen parts in this process until SIGTERM or Ctrl-C."""
     from bot.app.server import Parts, serve
+    from bot.ops import logs
 
     logs.configure(log_format=settings.log_format, secrets=settings.secrets())
     signal.signal(signal.SIGTERM, _interrupt)
@@ -299,6 +313,9 @@ def add_history_command(commands: Any) -> None:
 
 def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
     """Print a run's timeline."""
+    from agent_runtime.history import timeline
+    from bot.app.wiring import build_services
+
     services = build_services(settings)
     runtime = services.runtime
     run = runtime.get(args.run)

@@ -32,7 +32,7 @@ def cmd_rekey(args: argparse.Namespace, settings: Settings) -> int:
     from bot.slack.installations import SignoffInstallationStore
     from bot.slack.token_cipher import TokenCipher, TokenUnreadable
 
-    if settings.slack_mode != "oauth":
+    if not settings.is_oauth:
         raise InvalidConfiguration(
             "signoff slack rekey needs SIGNOFF_SLACK_MODE=oauth: only then are workspaces' "
             f"tokens stored (encrypted with {KEYS})"

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.trace.export import SpanExportResult
-
-from agent_runtime import RunId
 from bot.app.settings import TRACES_PATH, Settings, SettingsError, traces_url
-from bot.app.wiring import Services, build_services
 from bot.cli.common import positive_float, run_id
-from bot.tracing import OtlpHttp, OtlpJsonLines, RunJournal, TraceExportFailed, export_run
+
+if TYPE_CHECKING:
+    from agent_runtime import RunId
+    from bot.app.wiring import Services
+    from bot.tracing.otlp import OtlpHttp, OtlpJsonLines
+    from bot.tracing.spans import RunJournal
 
 
 def add_commands(commands: Any) -> None:
@@ -54,6 +55,9 @@ def otlp_url(text: str) -> str:
 
 def cmd_trace(args: argparse.Namespace, settings: Settings) -> int:
     """Export the run's spans to the collector, the file or stdout."""
+    from bot.app.wiring import build_services
+    from bot.tracing.otlp import OtlpJsonLines
+
     journal = load_journal(build_services(settings), args.run)
     if args.otlp:
         _send(journal, args.otlp, args.timeout)
@@ -68,6 +72,8 @@ def cmd_trace(args: argparse.Namespace, settings: Settings) -> int:
 
 def load_journal(services: Services, run: RunId) -> RunJournal:
     """Read the run, its journal, its failed attempts and its approvals."""
+    from bot.tracing.spans import RunJournal
+
     runtime = services.runtime
     found = runtime.get(run)
     return RunJournal(
@@ -79,6 +85,8 @@ def load_journal(services: Services, run: RunId) -> RunJournal:
 
 
 def _send(journal: RunJournal, url: str, timeout: float) -> None:
+    from bot.tracing.otlp import OtlpHttp
+
     exporter = OtlpHttp(url, timeout=timeout)
     try:
         _deliver(journal, exporter)
@@ -87,6 +95,8 @@ def _send(journal: RunJournal, url: str, timeout: float) -> None:
 
 
 def _append(journal: RunJournal, path: Path) -> None:
+    from bot.tracing.otlp import OtlpJsonLines, TraceExportFailed
+
     try:
         with path.open("a", encoding="utf-8") as out:
             _deliver(journal, OtlpJsonLines(out, name=str(path)))
@@ -97,6 +107,11 @@ def _append(journal: RunJournal, path: Path) -> None:
 
 
 def _deliver(journal: RunJournal, exporter: OtlpHttp | OtlpJsonLines) -> None:
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from bot.tracing.otlp import TraceExportFailed
+    from bot.tracing.spans import export_run
+
     if export_run(journal, exporter) is not SpanExportResult.SUCCESS:
         raise exporter.failure or TraceExportFailed("the spans were not exported", retryable=False)
 

@@ -23,7 +23,8 @@ import anyio.to_thread
 
 from agent_runtime import Actor
 from bot.app.wiring import Services
-from bot.mcp.exceptions import InvalidConversation
+from bot.mcp.exceptions import InvalidConversation, TooManyConversations
+from bot.mcp.options import MAX_CONVERSATIONS
 from bot.mcp.session_run import GatewayRun, attach
 from bot.mcp.signoffs import SignOffs
 
@@ -58,8 +59,10 @@ class Conversations:
         requester: Actor,
         channel: str | None,
         patience: timedelta,
+        most: int = MAX_CONVERSATIONS,
     ) -> None:
         self._services = services
+        self._most = most
         self._requester = requester
         self._channel = channel
         self._patience = patience
@@ -70,9 +73,12 @@ class Conversations:
 
     async def signoffs(self, conversation: str | None) -> SignOffs:
         """Return the journal of ``conversation`` (None: the gateway's own run), taking its
-        run first if needed; ``RunUnavailable`` if it is finished or held elsewhere."""
+        run first if needed; ``RunUnavailable`` if it is finished or held elsewhere,
+        ``TooManyConversations`` for a new one beyond ``most``."""
         if conversation is None or conversation in self._signoffs:
             return self._signoffs[conversation]
+        if len(self._signoffs) > self._most:  # the gateway's own run besides
+            raise TooManyConversations(self._most)
         async with self._taking.setdefault(conversation, anyio.Lock()):
             if conversation not in self._signoffs:
                 run = await anyio.to_thread.run_sync(self._attach, conversation)

@@ -38,3 +38,16 @@ class InvalidConversation(GatewayError):
         super().__init__(f'the conversation id in _meta["{key}"] must be {rule}')
         self.key = key
         self.rule = rule
+
+
+class TooManyConversations(GatewayError):
+    """A call names a new conversation while the gateway holds as many as it may."""
+
+    retryable = False
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"this gateway holds {limit} conversations, as many as it may: a call naming a new "
+            "one is refused (continue one of them, or start another gateway)"
+        )
+        self.limit = limit

@@ -32,7 +32,7 @@ from bot.app.approver_scope import UnscopedApprovers, require_scoped
 from bot.app.wiring import Services
 from bot.mcp.calls import Call
 from bot.mcp.conversations import Conversations, conversation_id
-from bot.mcp.exceptions import InvalidConversation, RunUnavailable
+from bot.mcp.exceptions import InvalidConversation, RunUnavailable, TooManyConversations
 from bot.mcp.options import GatewayOptions, Upstream
 from bot.mcp.session_run import attach
 from bot.mcp.signoffs import CallRequest, Go, SignOffs
@@ -87,7 +87,7 @@ class Gateway:
         upstream at most once."""
         try:
             signoffs = await self.conversations.signoffs(conversation_id(params.meta))
-        except (InvalidConversation, RunUnavailable) as exc:
+        except (InvalidConversation, RunUnavailable, TooManyConversations) as exc:
             return _error(f"refused: {exc}")
         request = await self._request(params.name, params.arguments or {})
         if request.policy is not None and not self.options.requester.workspace:
@@ -236,6 +236,7 @@ async def serve(options: GatewayOptions, services: Services, *, patience: timede
                 requester=options.requester,
                 channel=options.channel,
                 patience=patience,
+                most=options.max_conversations,
             )
         )
         ready.set()

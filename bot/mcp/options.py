@@ -5,10 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from agent_runtime import Actor
 from bot.mcp.policy import GatePolicy
-from bot.mcp.session_run import SessionKey
+
+if TYPE_CHECKING:
+    from agent_runtime import Actor
+    from bot.mcp.session_run import SessionKey
+
+MAX_CONVERSATIONS = 100
+"""Conversations one gateway process may hold by default: each is a run (and a Slack
+thread), so a client naming a new id on every call cannot flood the database or the
+channel."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,4 +43,6 @@ class GatewayOptions:
     policy: GatePolicy = field(default_factory=GatePolicy)
     channel: str | None = None
     """The Slack channel of the run's thread and approval cards (None: no Slack)."""
+    max_conversations: int = MAX_CONVERSATIONS
+    """Conversations (runs) this gateway may hold at once."""
     poll_interval: timedelta = timedelta(seconds=0.25)

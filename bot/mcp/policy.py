@@ -24,8 +24,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agent_runtime import ApprovalPolicy
 from bot.mcp.exceptions import PolicyError
 
@@ -108,6 +106,8 @@ def load_policy(path: Path | None) -> GatePolicy:
 
 
 def _parse(path: Path) -> Any:
+    import yaml  # only a policy file needs it
+
     try:
         text = path.read_text(encoding="utf-8")
         if path.suffix in (".yaml", ".yml"):

@@ -13,7 +13,7 @@ from datetime import timedelta
 from agent_runtime import SystemClock
 from bot.app.request_hygiene import WSGIApp
 from bot.app.settings import Settings
-from bot.app.wiring import Services, build_services
+from bot.app.wiring import Services, build_services, check_tools
 from bot.ops.health import Health
 from bot.ops.http import Front, Ops, ops_app
 from bot.ops.loops import Loops
@@ -74,6 +74,7 @@ def supervised_services(
         wait=settings.startup_db_wait,
         startup=start.startup,
     )
+    check_tools(services.agents)
     stores, clock, loops = services.stores, SystemClock(), Loops()
     metrics.watch(lambda: stores.stats(clock.now()), loops, clock)
     health = Health(loops, stores.schema_is_current, settings.loop_stall, settings.loop_exit)

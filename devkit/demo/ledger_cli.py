@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final, NoReturn
 
-import requests
-
 from devkit.demo.errors import ProviderError
 from devkit.demo.provider_server import DEFAULT_HOST, serve
 
@@ -109,6 +107,8 @@ def cmd_demo_ledger(args: argparse.Namespace, *_: object) -> int:
 
 def fetch_ledger(url: str, *, timeout: float = REQUEST_TIMEOUT_S) -> list[dict[str, Any]]:
     """Return ``GET <url>/ledger`` from a running provider."""
+    import requests
+
     endpoint = f"{url.rstrip('/')}/ledger"
     try:
         response = requests.get(endpoint, timeout=timeout)

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import JSON, Boolean, Column, Integer, String, Table
 
 from store.archive import RUN_TABLES, ArchiveError, ArchiveWriter, RunArchive, read_archive
-from store.models import Base, audit_log, runs
+from store.models import audit_log, metadata, runs
 from store.types import HexUuid, UTCDateTime
 
 RUN = "0123456789abcdef0123456789abcdef"
@@ -55,10 +55,10 @@ def test_every_table_that_references_runs_is_archived() -> None:
     """Deleting a run cascades to no table that prune does not archive; only the audit log stays."""
     referencing = {
         table.name
-        for table in Base.metadata.tables.values()
+        for table in metadata.tables.values()
         if any(fk.column.table is runs for fk in table.foreign_keys)
     }
-    holding_runs = {table.name for table in Base.metadata.tables.values() if "run_id" in table.c}
+    holding_runs = {table.name for table in metadata.tables.values() if "run_id" in table.c}
     archived = {table.name for table in RUN_TABLES}
     assert referencing <= archived
     assert holding_runs == archived | {audit_log.name}

@@ -17,8 +17,16 @@ from bot.client import SignoffClient
 from bot.slack.blocks import APPROVE, EDIT, REJECT
 from store.api_store import SqlApiStore
 from tests.integration.api_server import not_found
-from tests.integration.slack_harness import APPROVER, BotInstance, SlackWorld, acked, eventually
+from tests.integration.slack_harness import (
+    APPROVER,
+    BotInstance,
+    SlackWorld,
+    eventually,
+)
 from tests.integration.slack_readers import canonical_args
+from tests.integration.slack_steps import (
+    acked,
+)
 
 
 class SlackSignoff:

@@ -1,5 +1,6 @@
-"""Fixtures of the Slack scenario tests (``slack_harness`` worlds on SQLite or PostgreSQL) and
-of the start-up tests (a PostgreSQL server of the test's own, stopped)."""
+"""Fixtures of the Slack scenario tests (``slack_harness`` worlds on SQLite or PostgreSQL), of
+the start-up tests (a PostgreSQL server of the test's own, stopped) and the command line run in
+the test's own process or forked from a warm launcher."""
 
 from __future__ import annotations
 
@@ -8,13 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.in_process import InProcessCli
 from tests.integration.private_postgres import PrivatePostgres, server_binaries
+from tests.integration.serve_cluster import Cluster, open_cluster
 from tests.integration.slack_harness import (
     APPROVER,
     SECOND_APPROVER,
     BotInstance,
     SlackWorld,
+)
+from tests.integration.slack_steps import (
     empty_postgres,
+)
+from tests.integration.worker_processes import (
+    Launcher,
 )
 
 
@@ -49,3 +57,25 @@ def stopped_pg() -> Iterator[PrivatePostgres]:
     with PrivatePostgres(binaries) as server:
         server.stop()
         yield server
+
+
+@pytest.fixture
+def cli_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcessCli:
+    """``signoff`` through ``bot.cli.main.main`` in this process, its output captured."""
+    return InProcessCli(monkeypatch, capsys)
+
+
+@pytest.fixture(scope="session")
+def launcher() -> Iterator[Launcher]:
+    """One launcher per test process: ``signoff`` commands forked from it are processes of
+    their own that skip the interpreter start and the imports."""
+    with Launcher() as started:
+        yield started
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, pg_url: str) -> Iterator[Cluster]:
+    """An emptied database, the provider and the fake Slack; no serve process yet."""
+    empty_postgres(pg_url)
+    with open_cluster(tmp_path, pg_url) as built:
+        yield built

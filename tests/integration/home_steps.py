@@ -16,8 +16,10 @@ from tests.integration.slack_harness import (
     Ack,
     BotInstance,
     SlackWorld,
-    acked,
     eventually,
+)
+from tests.integration.slack_steps import (
+    acked,
 )
 
 JSON = "application/json"

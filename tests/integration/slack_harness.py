@@ -20,11 +20,10 @@ import hashlib
 import hmac
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -33,18 +32,15 @@ from urllib.parse import urlencode
 import requests
 from slack_bolt import App
 from slack_sdk import WebClient
-from sqlalchemy import text
 
 from agent_runtime import (
     Approval,
     ApprovalStatus,
     RunId,
     RunNotFound,
-    RunStatus,
     StoreUnavailable,
     WorkerOptions,
 )
-from agent_runtime.clock import SystemClock
 from bot.app.jobs import dispatcher
 from bot.app.server import slack_app, wsgi
 from bot.app.serving import serve_wsgi
@@ -66,9 +62,7 @@ from devkit.sandbox.slack_api import (
     Workspace,
     start_slack_api,
 )
-from store import build_engine
-from tests.conftest import reset_audit_heads
-from tests.integration.slack_readers import find_button, is_card_of, run_id_of
+from tests.integration.slack_readers import find_button, is_card_of
 
 T = TypeVar("T")
 
@@ -119,28 +113,6 @@ def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(0.01)
-
-
-class ShiftedClock:
-    """The wall clock moved forward by ``offset`` (to reach a Retry-After or a claim expiry)."""
-
-    def __init__(self) -> None:
-        self.offset = timedelta(0)
-
-    def now(self) -> datetime:
-        """Return the shifted time."""
-        return SystemClock().now() + self.offset
-
-    def sleep(self, seconds: float) -> None:
-        """Advance instead of sleeping."""
-        self.offset += timedelta(seconds=seconds)
-
-    def wait(self, event: threading.Event, seconds: float) -> bool:
-        """Return at once: True if ``event`` is set, else after advancing."""
-        if event.is_set():
-            return True
-        self.sleep(seconds)
-        return False
 
 
 @dataclass(frozen=True)
@@ -589,67 +561,6 @@ class SlackWorld:
         return [c for c in self.workspace.calls(method) if c.ok]
 
 
-def empty_postgres(url: str) -> None:
-    """Empty every Signoff table of the (migrated) PostgreSQL database at ``url``."""
-    engine = build_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "TRUNCATE runs, steps, attempts, events, approvals, audit_log, "
-                    "outbox, api_approvals, api_keys, grants, slack_home_tabs, "
-                    "slack_installations, slack_oauth_states"
-                )
-            )
-            reset_audit_heads(conn)
-    finally:
-        engine.dispose()
-
-
-# -- scenario steps ----------------------------------------------------------------------------
-
-
-def acked(ack: Ack) -> Ack:
-    """Require Slack's acknowledgement: HTTP 200 within 3 s."""
-    assert ack.status == 200, (ack.status, ack.body)
-    assert ack.seconds < ACK_LIMIT_S, f"ack took {ack.seconds:.2f}s"
-    return ack
-
-
-def start_refund_run(world: SlackWorld, bot: BotInstance, task: str = TASK) -> RunId:
-    """Type the refund task, run the worker to the approvals and deliver the notices."""
-    run_id = run_id_of(acked(bot.command(task)))
-    bot.work()
-    bot.drain()
-    assert bot.services.runtime.get(run_id).status == RunStatus.WAITING
-    return run_id
-
-
-def has_status(bot: BotInstance, approval_id: str, status: ApprovalStatus) -> bool:
-    """Tell whether the approval has ``status`` now."""
-    return bot.services.approvals.get(approval_id).status == status
-
-
-def race(*sends: tuple[BotInstance, bytes]) -> list[Ack]:
-    """Post the requests at the same moment, one thread each; return the answers in order."""
-    barrier = threading.Barrier(len(sends))
-    answers: dict[int, Ack] = {}
-
-    def send(index: int, target: BotInstance, body: bytes) -> None:
-        barrier.wait()
-        answers[index] = target.post(body)
-
-    threads = [
-        threading.Thread(target=send, args=(i, target, body))
-        for i, (target, body) in enumerate(sends)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    return [answers[i] for i in range(len(sends))]
-
-
 __all__ = [
     "ACK_LIMIT_S",
     "APPROVER",
@@ -661,13 +572,7 @@ __all__ = [
     "TASK",
     "Ack",
     "BotInstance",
-    "ShiftedClock",
     "SlackWorld",
-    "acked",
-    "empty_postgres",
     "eventually",
-    "has_status",
-    "race",
     "sign",
-    "start_refund_run",
 ]

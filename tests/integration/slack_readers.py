@@ -15,7 +15,11 @@ from devkit.sandbox.slack_api import EphemeralMessage, Message
 from store.models import outbox
 
 if TYPE_CHECKING:
-    from tests.integration.slack_harness import Ack, BotInstance, SlackWorld
+    from tests.integration.slack_harness import (
+        Ack,
+        BotInstance,
+        SlackWorld,
+    )
 
 LEGIT_MARKUP = re.compile(r"^<@U_[A-Z]+>$")
 """Markup the bot writes itself: mentions of the scenarios' people."""

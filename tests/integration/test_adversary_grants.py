@@ -15,11 +15,13 @@ from tests.integration.slack_harness import (
     APPROVER,
     BotInstance,
     SlackWorld,
+)
+from tests.integration.slack_readers import approvals_of
+from tests.integration.slack_steps import (
     acked,
     empty_postgres,
     start_refund_run,
 )
-from tests.integration.slack_readers import approvals_of
 
 HOSTILE_PREDICATES = {
     "Infinity": '{"field": "args.amount_cents", "op": "<=", "value": Infinity}',

@@ -7,12 +7,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+import anyio
 import pytest
 from anyio.from_thread import start_blocking_portal
 from cryptography.fernet import Fernet
-from mcp import types
+from mcp import ClientSession, types
 
 from agent_runtime import Actor, Approval, Decision
+from bot.mcp.conversations import CONVERSATION_KEYS
 from tests.integration import run_cli, wait_until
 from tests.integration.test_mcp_gateway import (
     APPROVER,
@@ -157,3 +159,33 @@ def test_serving_many_workspaces_a_gateway_channel_needs_its_team(world: World) 
     done = run_cli(oauth_env(world), *args[:2], "--channel", "C0APPROVALS", *args[2:])
     assert done.returncode == 2, done.stderr
     assert "--channel needs --team" in done.stderr
+
+
+@dataclass
+class CappedWorld(World):
+    """The gateway world with every gateway started with ``--max-conversations 1``."""
+
+    def proxy(self, session: str, url: str | None = None) -> list[str]:
+        """The gateway's arguments, with the cap before the policy."""
+        args = super().proxy(session, url)
+        at = args.index("--policy")
+        return [*args[:at], "--max-conversations", "1", *args[at:]]
+
+
+def test_a_client_cannot_open_conversations_without_end(world: World) -> None:
+    """A gateway holds at most ``--max-conversations`` conversations: a call naming one more
+    is refused with a tool error saying so, while the held one and calls naming none go on."""
+    capped = CappedWorld(tmp=world.tmp, services=world.services, env=world.env)
+
+    async def read(session: ClientSession, conversation: str | None) -> types.CallToolResult:
+        meta: Any = None if conversation is None else {CONVERSATION_KEYS[0]: conversation}
+        return await session.call_tool("read_note", {"title": "c"}, meta=meta)
+
+    async def scenario() -> list[types.CallToolResult]:
+        async with connected(capped, "capped") as session:
+            return [await read(session, c) for c in ("first", "second", "first", None)]
+
+    first, second, again, plain = anyio.run(scenario)
+    assert [first.is_error, again.is_error, plain.is_error] == [False, False, False]
+    assert second.is_error
+    assert text(second).startswith("refused: this gateway holds 1 conversations")

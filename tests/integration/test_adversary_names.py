@@ -19,11 +19,13 @@ from tests.integration.slack_harness import (
     APPROVER,
     SECOND_APPROVER,
     SlackWorld,
+)
+from tests.integration.slack_readers import approvals_of, unescaped_markup
+from tests.integration.slack_steps import (
     acked,
     has_status,
     start_refund_run,
 )
-from tests.integration.slack_readers import approvals_of, unescaped_markup
 
 HOSTILE_NAME = "<!channel> <http://evil.example|click here> <@U_EVE>"
 

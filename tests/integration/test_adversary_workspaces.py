@@ -21,7 +21,15 @@ from bot.slack.blocks import APPROVE
 from devkit.sandbox.slack_api import Workspace
 from store import ApiKey
 from store.api_store import SqlApiStore
-from tests.integration.slack_harness import APPROVER, PEOPLE, BotInstance, acked, eventually
+from tests.integration.slack_harness import (
+    APPROVER,
+    PEOPLE,
+    BotInstance,
+    eventually,
+)
+from tests.integration.slack_steps import (
+    acked,
+)
 from tests.integration.workspaces_world import ALPHA_CODE, BETA_CODE, TwoWorkspaces, install
 
 ALPHA_TEAM = "T0SANDBOX"

@@ -8,6 +8,11 @@ model costs about $0.0012, $0.0023 and $0.0019 for its three calls), and the cou
 of ``agent_helpers`` (``SIGNOFF_AGENT``) with a budget of 3 model calls for work that needs
 5, whose model logs every real invocation to a file and can be slowed down, so that a
 SIGKILL lands inside a chosen model call.
+
+The workers a test SIGKILLs are started from the ``signoff`` script; the workers that only
+move runs along are processes forked from a warm launcher. Each command's exit status and
+output are proven by one ``signoff`` process; its other uses, and reads of state, run through
+the same entry point in the test's process.
 """
 
 from __future__ import annotations
@@ -48,6 +53,10 @@ from tests.integration.agent_helpers import (
     refund_requests,
     services_for,
 )
+from tests.integration.in_process import Cli, InProcessCli
+from tests.integration.worker_processes import (
+    Launcher,
+)
 
 DEMO_BUDGET_USD = 0.0015
 """Room for the demo's first model call ($0.0012) and not its second ($0.0023 more)."""
@@ -62,9 +71,11 @@ def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoProvider]
         yield running
 
 
-def show(env: dict[str, str], run_id: str) -> dict[str, Any]:
-    """Return ``signoff show RUN --json``."""
-    shown: dict[str, Any] = json.loads(cli_ok(env, "show", run_id, "--json"))
+def show(cli: Cli, env: dict[str, str], run_id: str) -> dict[str, Any]:
+    """Return ``signoff show RUN --json``, run with ``cli``."""
+    done = cli(env, "show", run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    shown: dict[str, Any] = json.loads(done.stdout)
     return shown
 
 
@@ -84,7 +95,11 @@ def exhausted(journal: list[StepRecord]) -> list[dict[str, Any]]:
 
 
 def test_usd_budget_stops_before_the_crossing_call_and_a_raise_finishes_the_run(
-    sqlite_url: str, provider: DemoProvider
+    sqlite_url: str,
+    provider: DemoProvider,
+    launcher: Launcher,
+    cli_here: InProcessCli,
+    tmp_path: Path,
 ) -> None:
     """$0.0015 stops the demo run after 1 model call; only an approver's raise lets it finish."""
     env = agent_env(sqlite_url, provider.url)
@@ -92,9 +107,9 @@ def test_usd_budget_stops_before_the_crossing_call_and_a_raise_finishes_the_run(
         cli_ok(env, "run", TASK, "--as", REQUESTER, "--budget-usd", str(DEMO_BUDGET_USD), "--json")
     )
     run_id = started["id"]
-    cli_ok(env, "worker", "--until-idle")
+    launcher.work(env, tmp_path)
 
-    shown = show(env, run_id)
+    shown = show(cli_here, env, run_id)
     asked = budget_approval(env, run_id)
     assert (shown["status"], shown["wait_key"]) == ("waiting", f"approval:{asked}")
     assert shown["usage"]["model_calls"] == 1
@@ -107,11 +122,13 @@ def test_usd_budget_stops_before_the_crossing_call_and_a_raise_finishes_the_run(
     refused = run_cli(env, "raise-budget", run_id, "--usd", str(RAISED_USD), "--as", OUTSIDER)
     assert refused.returncode == 1, refused.stderr
     assert "you are not allowed to decide this approval" in refused.stdout
-    assert show(env, run_id)["wait_key"] == f"approval:{asked}", "the refused raise changed nothing"
+    assert show(cli_here, env, run_id)["wait_key"] == f"approval:{asked}", (
+        "the refused raise changed nothing"
+    )
 
-    cli_ok(env, "raise-budget", run_id, "--usd", str(RAISED_USD), "--as", APPROVER)
+    cli_here.ok(env, "raise-budget", run_id, "--usd", str(RAISED_USD), "--as", APPROVER)
     with services_for(env) as services:
-        cli_ok(env, "worker", "--until-idle")
+        launcher.work(env, tmp_path)
         while pending := services.approvals.store.list_approvals(
             run_id=run_id, status=ApprovalStatus.PENDING
         ):  # the refund's, then the email's
@@ -119,9 +136,9 @@ def test_usd_budget_stops_before_the_crossing_call_and_a_raise_finishes_the_run(
                 assert services.approvals.decide(
                     approval.id, Actor(user_id=APPROVER), Decision.APPROVE
                 ).accepted
-            cli_ok(env, "worker", "--until-idle")
+            launcher.work(env, tmp_path)
 
-    shown = show(env, run_id)
+    shown = show(cli_here, env, run_id)
     assert shown["status"] == "completed", shown["error"]
     assert "Refund: done" in shown["output"]["answer"]
     assert shown["output"]["budget"]["cost_usd"] == RAISED_USD
@@ -132,21 +149,25 @@ def test_usd_budget_stops_before_the_crossing_call_and_a_raise_finishes_the_run(
 
 
 def test_usd_budget_is_never_overshot_by_the_demo_model(
-    sqlite_url: str, provider: DemoProvider
+    sqlite_url: str,
+    provider: DemoProvider,
+    launcher: Launcher,
+    cli_here: InProcessCli,
+    tmp_path: Path,
 ) -> None:
     """A second call capped below its usual output keeps a $0.003 run within $0.003."""
     env = agent_env(sqlite_url, provider.url)
-    run_id = cli_ok(env, "run", TASK, "--as", REQUESTER, "--budget-usd", "0.003").strip()
+    run_id = cli_here.ok(env, "run", TASK, "--as", REQUESTER, "--budget-usd", "0.003").strip()
     with services_for(env) as services:
-        cli_ok(env, "worker", "--until-idle")
-        assert show(env, run_id)["usage"]["cost_usd"] <= 0.003
+        launcher.work(env, tmp_path)
+        assert show(cli_here, env, run_id)["usage"]["cost_usd"] <= 0.003
         for approval in services.approvals.store.list_approvals(run_id=run_id):
             assert services.approvals.decide(
                 approval.id, Actor(user_id=APPROVER), Decision.APPROVE
             ).accepted
-        cli_ok(env, "worker", "--until-idle")
+        launcher.work(env, tmp_path)
 
-    shown = show(env, run_id)
+    shown = show(cli_here, env, run_id)
     asked = budget_approval(env, run_id)
     assert (shown["status"], shown["wait_key"]) == ("waiting", f"approval:{asked}")
     assert shown["usage"]["model_calls"] == 2
@@ -171,7 +192,7 @@ class Counting:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def counting(
-    request: pytest.FixtureRequest, tmp_path: Path, provider: DemoProvider
+    request: pytest.FixtureRequest, tmp_path: Path, provider: DemoProvider, cli_here: InProcessCli
 ) -> Iterator[Counting]:
     """A counting-agent run (3 model calls allowed, 5 needed), started with `signoff run`."""
     if request.param == "sqlite":
@@ -190,7 +211,7 @@ def counting(
             MODEL_DELAY_ENV: str(MODEL_DELAY_S),
         },
     )
-    run_id = RunId(cli_ok(env, "run", "count the ticks", "--as", REQUESTER).strip())
+    run_id = RunId(cli_here.ok(env, "run", "count the ticks", "--as", REQUESTER).strip())
     probe = RunProbe(url)
     with services_for(env) as services:
         yield Counting(env, services, probe, run_id, model_log, tool_log)
@@ -198,7 +219,7 @@ def counting(
 
 
 def test_model_call_budget_holds_across_sigkills_and_resumes(
-    counting: Counting, tmp_path: Path
+    counting: Counting, tmp_path: Path, launcher: Launcher, cli_here: InProcessCli
 ) -> None:
     """Killed inside model calls (the last one the budget allows included), it still stops at 3."""
     rng = random.Random(20)
@@ -244,12 +265,13 @@ def test_model_call_budget_holds_across_sigkills_and_resumes(
         f"each killed call made once more, none past the budget: {made}"
     )
 
-    refused = run_cli(
+    refused = cli_here(
         counting.env, "raise-budget", counting.run_id, "--model-calls", "10", "--as", OUTSIDER
     )
     assert refused.returncode == 1, refused.stderr
-    cli_ok(counting.env, "raise-budget", counting.run_id, "--model-calls", "10", "--as", APPROVER)
-    cli_ok(counting.env, "worker", "--until-idle")
+    raised = ("raise-budget", counting.run_id, "--model-calls", "10", "--as", APPROVER)
+    cli_here.ok(counting.env, *raised)
+    launcher.work(counting.env, tmp_path)
 
     run = counting.services.runtime.get(counting.run_id)
     assert run.status == RunStatus.COMPLETED, run.error
@@ -267,12 +289,13 @@ def _waiting(counting: Counting) -> RunState | None:
 
 
 def test_resuming_a_finished_run_replays_it_without_calling_model_or_tools(
-    counting: Counting,
+    counting: Counting, tmp_path: Path, launcher: Launcher, cli_here: InProcessCli
 ) -> None:
     """A finished run made `failed` and `signoff resume`d replays its journal: zero calls."""
-    cli_ok(counting.env, "worker", "--until-idle")
-    cli_ok(counting.env, "raise-budget", counting.run_id, "--model-calls", "10", "--as", APPROVER)
-    cli_ok(counting.env, "worker", "--until-idle")
+    launcher.work(counting.env, tmp_path)
+    raised = ("raise-budget", counting.run_id, "--model-calls", "10", "--as", APPROVER)
+    cli_here.ok(counting.env, *raised)
+    launcher.work(counting.env, tmp_path)
     done = counting.services.runtime.get(counting.run_id)
     assert done.status == RunStatus.COMPLETED, done.error
     models, tools = log_lines(counting.model_log), log_lines(counting.tool_log)
@@ -287,9 +310,9 @@ def test_resuming_a_finished_run_replays_it_without_calling_model_or_tools(
                 status=RunStatus.FAILED.value, error={"type": "Test", "message": "made to fail"}
             )
         )
-    resumed = json.loads(cli_ok(counting.env, "resume", counting.run_id, "--json"))
+    resumed = json.loads(cli_here.ok(counting.env, "resume", counting.run_id, "--json"))
     assert resumed["status"] == "pending"
-    cli_ok(counting.env, "worker", "--until-idle")
+    launcher.work(counting.env, tmp_path)
 
     again = counting.services.runtime.get(counting.run_id)
     assert again.status == RunStatus.COMPLETED, again.error

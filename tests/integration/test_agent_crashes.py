@@ -21,10 +21,11 @@ between the provider creating the refund and the worker journaling it (the provi
 kills in all); one scenario runs on PostgreSQL (10 more).
 
 Workers are ``signoff worker`` processes: started from the ``signoff`` script in one
-SQLite scenario, and in the others forked by a ``Launcher`` that has
-imported the command line once (``bot.cli.main.main(["worker", ...])`` in a process of its
-own, with its own database connections) — which saves the 0.6 s of CPU an interpreter
-start costs, and keeps 60 kills within the time budget on a two-core machine.
+SQLite scenario, and in the others forked by the test process's ``Launcher`` (shared by
+every scenario) that has imported the command line once (``bot.cli.main.main(["worker",
+...])`` in a process of its own, with its own database connections) — which saves the 0.6 s
+of CPU an interpreter start costs, and keeps 60 kills within the time budget on a two-core
+machine.
 
 On PostgreSQL these tests first found that a demo run could not resume at all: ``jsonb``
 gave the journaled ``lookup_order`` result back with its keys reordered, the tool message
@@ -56,11 +57,8 @@ from tests.integration import cli_ok, wait_until
 from tests.integration.agent_helpers import (
     APPROVER,
     DemoProvider,
-    Launcher,
     RunProbe,
     RunState,
-    ScriptWorker,
-    Worker,
     agent_env,
     all_refund_requests,
     email_requests,
@@ -69,6 +67,11 @@ from tests.integration.agent_helpers import (
     refund_requests,
     services_for,
     start_demo_run,
+)
+from tests.integration.worker_processes import (
+    Launcher,
+    ScriptWorker,
+    Worker,
 )
 
 DELAY_SCALES = (0.003, 0.01, 0.03, 0.08, 0.2)
@@ -426,11 +429,14 @@ def check_with_cli(env: dict[str, str], provider: DemoProvider, run_id: RunId) -
     assert sum(1 for e in refunds if e["created_charge"]) == 1
 
 
-def drive_scenario(scenario: Scenario, directory: Path, database_url: str) -> Outcome:
-    """Run one scenario in ``directory`` on ``database_url`` and check all its runs."""
+def drive_scenario(
+    scenario: Scenario, directory: Path, database_url: str, launcher: Launcher
+) -> Outcome:
+    """Run one scenario in ``directory`` on ``database_url`` (forking its workers from
+    ``launcher``, unless it starts them from the script) and check all its runs."""
     directory.mkdir(parents=True, exist_ok=True)
     pause_file = directory / "paused" if scenario.pause else None
-    with DemoProvider(directory, pause_file=pause_file) as provider, Launcher() as launcher:
+    with DemoProvider(directory, pause_file=pause_file) as provider:
         env = agent_env(database_url, provider.url, lease_ttl=LEASE_TTL_S)
         with services_for(env) as services:
             outcome = CrashDriver(
@@ -480,12 +486,13 @@ POSTGRES_SCENARIO = Scenario(
 )
 
 
-def test_sigkilled_workers_on_sqlite_never_charge_twice(tmp_path: Path) -> None:
+def test_sigkilled_workers_on_sqlite_never_charge_twice(tmp_path: Path, launcher: Launcher) -> None:
     """50 random SIGKILLs + 1 between charge and commit (SQLite): one charge, one key per run."""
 
     def one(scenario: Scenario) -> Outcome:
         directory = tmp_path / f"seed-{scenario.seed}"
-        return drive_scenario(scenario, directory, f"sqlite:///{directory / 'signoff.db'}")
+        url = f"sqlite:///{directory / 'signoff.db'}"
+        return drive_scenario(scenario, directory, url, launcher)
 
     with ThreadPoolExecutor(max_workers=len(SQLITE_SCENARIOS)) as pool:
         outcomes = list(pool.map(one, SQLITE_SCENARIOS))
@@ -500,14 +507,14 @@ def test_sigkilled_workers_on_sqlite_never_charge_twice(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_demo_run_on_postgres_resumes_after_its_approvals(
-    tmp_path: Path, pg_url: str, pg_store: SqlStore
+    tmp_path: Path, pg_url: str, pg_store: SqlStore, launcher: Launcher
 ) -> None:
     """No kill at all: the seed exercise on PostgreSQL resumes after its approvals, completes."""
     with DemoProvider(tmp_path) as provider:
         env = agent_env(pg_url, provider.url)
         with services_for(env) as services:
             run_id = start_demo_run(services)
-            cli_ok(env, "worker", "--until-idle")
+            launcher.work(env, tmp_path)
             while pending := services.approvals.store.list_approvals(
                 run_id=run_id, status=ApprovalStatus.PENDING
             ):  # the refund's, then the email's
@@ -515,7 +522,7 @@ def test_demo_run_on_postgres_resumes_after_its_approvals(
                     assert services.approvals.decide(
                         approval.id, Actor(user_id=APPROVER), Decision.APPROVE
                     ).accepted
-                cli_ok(env, "worker", "--until-idle")
+                launcher.work(env, tmp_path)
             run = services.runtime.get(run_id)
             assert run.status == RunStatus.COMPLETED, run.error
             check_run(services, provider.ledger(), run_id, f"run {run_id}")
@@ -523,9 +530,9 @@ def test_demo_run_on_postgres_resumes_after_its_approvals(
 
 @pytest.mark.postgres
 def test_sigkilled_workers_on_postgres_never_charge_twice(
-    tmp_path: Path, pg_url: str, pg_store: SqlStore
+    tmp_path: Path, pg_url: str, pg_store: SqlStore, launcher: Launcher
 ) -> None:
     """9 random SIGKILLs + 1 between charge and commit (PostgreSQL): one charge, one key per run."""
-    outcome = drive_scenario(POSTGRES_SCENARIO, tmp_path, pg_url)
+    outcome = drive_scenario(POSTGRES_SCENARIO, tmp_path, pg_url, launcher)
     assert len(outcome.kills) == POSTGRES_SCENARIO.kills + 1, summary([outcome])
     print(summary([outcome]))

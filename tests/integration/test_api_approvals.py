@@ -17,6 +17,7 @@ import requests
 from tests.hostile import HOSTILE_IDS, HOSTILE_TEXTS
 from tests.integration import cli_ok, wait_until
 from tests.integration.api_server import ApiServer, api_server
+from tests.integration.in_process import InProcessCli
 
 ARGS = {"account": "acme", "amount": 120}
 CONCURRENT = 1000
@@ -58,13 +59,15 @@ class LongPoll(threading.Thread):
         return body
 
 
-def test_an_approval_made_with_the_cli_ends_the_long_poll(api: ApiServer) -> None:
+def test_an_approval_made_with_the_cli_ends_the_long_poll(
+    api: ApiServer, cli_here: InProcessCli
+) -> None:
     """A created approval is pending, listed by ``signoff approvals --pending``; a
     ``signoff approve`` ends a waiting long poll with the approved arguments and approver."""
     created = _ask(api)
     assert created["status"] == "pending"
     assert created["arguments"] == ARGS
-    pending = json.loads(cli_ok(api.env, "approvals", "--pending", "--json"))
+    pending = json.loads(cli_here.ok(api.env, "approvals", "--pending", "--json"))
     assert created["id"] in {a["id"] for a in pending}
     poll = LongPoll(api, created["id"])
     cli_ok(api.env, "approve", created["id"], "--as", "U_APPROVER")
@@ -74,15 +77,15 @@ def test_an_approval_made_with_the_cli_ends_the_long_poll(api: ApiServer) -> Non
     assert decided["approved_args_hash"] == created["args_hash"]
     assert decided["approver"]["user_id"] == "U_APPROVER"
     assert decided["decided_at"] is not None
-    runs = json.loads(cli_ok(api.env, "runs", "--json"))
+    runs = json.loads(cli_here.ok(api.env, "runs", "--json"))
     assert created["run_id"] in {r["id"] for r in runs}
 
 
-def test_edited_arguments_are_the_ones_returned(api: ApiServer) -> None:
+def test_edited_arguments_are_the_ones_returned(api: ApiServer, cli_here: InProcessCli) -> None:
     """An edit made with ``signoff edit`` comes back as the approved arguments and hash."""
     created = _ask(api)
     edited = {"account": "acme", "amount": 80}
-    cli_ok(api.env, "edit", created["id"], "--args", json.dumps(edited), "--as", "U_APPROVER")
+    cli_here.ok(api.env, "edit", created["id"], "--args", json.dumps(edited), "--as", "U_APPROVER")
     decided = api.get(created["id"]).json()
     assert decided["status"] == "approved"
     assert decided["approved_arguments"] == edited
@@ -102,14 +105,16 @@ def test_an_undecided_approval_expires_at_its_deadline(api: ApiServer) -> None:
     assert decided["approved_arguments"] is None
 
 
-def test_a_wrong_or_revoked_key_is_refused_and_others_approvals_are_hidden(api: ApiServer) -> None:
+def test_a_wrong_or_revoked_key_is_refused_and_others_approvals_are_hidden(
+    api: ApiServer, cli_here: InProcessCli
+) -> None:
     """No key, a wrong key and a revoked key get 401; another client's approval is a 404."""
     created = _ask(api)
     other = api.new_client()
     assert api.get(created["id"], key=other.key).status_code == 404
     assert api.post({"tool": "t"}, key="sk_signoff_wrong").status_code == 401
     assert requests.get(f"{api.url}/v1/approvals/{created['id']}", timeout=10).status_code == 401
-    cli_ok(api.env, "api-key", "revoke", api.client.name)
+    cli_here.ok(api.env, "api-key", "revoke", api.client.name)
     assert api.get(created["id"]).status_code == 401
     assert api.post({"tool": "refund", "arguments": ARGS}).status_code == 401
 
@@ -153,13 +158,13 @@ def test_long_polls_beyond_the_limit_are_answered_at_once(sqlite_url: str) -> No
 
 
 def test_cancelling_the_run_cancels_its_approvals_and_closes_the_conversation(
-    api: ApiServer,
+    api: ApiServer, cli_here: InProcessCli
 ) -> None:
     """``signoff cancel`` of an API client's run closes its pending approval as cancelled
     (with a webhook queued in the same transaction); a new request in that conversation is
     refused with 409, while another conversation still works."""
     created = _ask(api, conversation_id="c-1", callback_url="http://127.0.0.1:9/hook")
-    cli_ok(api.env, "cancel", created["run_id"], "--as", "U_APPROVER")
+    cli_here.ok(api.env, "cancel", created["run_id"], "--as", "U_APPROVER")
     closed = api.get(created["id"]).json()
     assert closed["status"] == "cancelled"
     assert closed["approved_arguments"] is None

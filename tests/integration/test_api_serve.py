@@ -13,14 +13,14 @@ from bot.app.serving import ServingThread
 from bot.client import Approved, SignoffClient
 from tests.integration import cli_ok
 from tests.integration.api_server import Waiting
-from tests.integration.slack_harness import APPROVER
+from tests.integration.serve_cluster import Cluster
+from tests.integration.slack_harness import (
+    APPROVER,
+)
 from tests.integration.slack_readers import is_card_of
-from tests.integration.test_serve_instances import Cluster, cluster
 from tests.integration.webhook_receiver import LOOPBACK, Receiver
 
 pytestmark = pytest.mark.postgres
-
-__all__ = ["cluster"]  # the fixture, shared with the instance scenarios
 
 
 def test_an_api_approval_goes_through_slack_and_back(cluster: Cluster) -> None:

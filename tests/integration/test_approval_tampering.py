@@ -1,11 +1,14 @@
 """Approvals under attack: tampered arguments, forged decisions, outsiders, races, edited logs.
 
-Every test drives the demo agent with real ``signoff`` processes against a real demo
-provider on loopback (one for the module; each run's requests carry keys naming the run),
-and tampers the way an attacker with a shell or database access would: raw SQL on the
-approvals, events and audit tables; a forged decision event (``signoff signal`` refuses
-decision keys, so it is written below the runtime, straight into the store); ``signoff
-approve`` as the wrong person; and many ``signoff approve``/``reject`` processes racing.
+Every test drives the demo agent with ``signoff worker`` processes (forked from a warm
+launcher, one a test runs from the ``signoff`` script) against a real demo provider on
+loopback (one for the module; each run's requests carry keys naming the run), and tampers the
+way an attacker with a shell or database access would: raw SQL on the approvals, events and
+audit tables; a forged decision event (``signoff signal`` refuses decision keys, so it is
+written below the runtime, straight into the store); ``signoff approve`` as the wrong person;
+and many ``signoff approve``/``reject`` processes racing. Where a command's exit status and
+output are proven by one ``signoff`` process, its other cases run through the same entry
+point in this process.
 
 Three tests here first failed on product bugs, fixed since (commit 55288fb): a forged
 decision event made the real decision fail and, at its deadline, every worker exit 2; a
@@ -33,7 +36,7 @@ from agent_runtime.audit_report import examine
 from bot.app.wiring import Services
 from store import SqlStore
 from store.models import approvals, audit_log, events
-from tests.integration import cli_ok, run_cli, wait_until
+from tests.integration import run_cli, wait_until
 from tests.integration.agent_helpers import (
     APPROVER,
     OUTSIDER,
@@ -44,6 +47,10 @@ from tests.integration.agent_helpers import (
     refund_requests,
     services_for,
     start_demo_run,
+)
+from tests.integration.in_process import Cli, InProcessCli
+from tests.integration.worker_processes import (
+    Launcher,
 )
 
 APPROVED_ARGS = {"order_id": "1042", "amount_cents": 4999}
@@ -60,6 +67,25 @@ def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoProvider]
         yield running
 
 
+@dataclass(frozen=True)
+class Workers:
+    """Runs ``signoff worker --until-idle`` processes forked from the launcher, logging in
+    ``logs``."""
+
+    launcher: Launcher
+    logs: Path
+
+    def work(self, env: dict[str, str]) -> None:
+        """Run ``signoff worker --until-idle`` with ``env``; require exit status 0."""
+        self.launcher.work(env, self.logs)
+
+
+@pytest.fixture
+def workers(launcher: Launcher, tmp_path: Path) -> Workers:
+    """Worker processes forked from the session's launcher, logging in the test's directory."""
+    return Workers(launcher, tmp_path)
+
+
 @dataclass
 class Setup:
     """A demo run parked on its refund's approval (its email is asked once the refund is
@@ -68,6 +94,7 @@ class Setup:
     env: dict[str, str]
     services: Services
     provider: DemoProvider
+    workers: Workers
     run_id: RunId
     refund: str
 
@@ -77,7 +104,7 @@ class Setup:
 
     def work(self) -> None:
         """Run ``signoff worker --until-idle``."""
-        cli_ok(self.env, "worker", "--until-idle")
+        self.workers.work(self.env)
 
     def approve(self, approval: str) -> None:
         """Approve through the service, as the approver."""
@@ -101,7 +128,7 @@ class Setup:
 
 
 @pytest.fixture
-def parked(sqlite_url: str, provider: DemoProvider) -> Iterator[Setup]:
+def parked(sqlite_url: str, provider: DemoProvider, workers: Workers) -> Iterator[Setup]:
     """A demo run on SQLite, waiting for the approval of its refund.
 
     The requester is on the approvers' list too: the policy still keeps them from
@@ -109,17 +136,20 @@ def parked(sqlite_url: str, provider: DemoProvider) -> Iterator[Setup]:
     """
     env = agent_env(sqlite_url, provider.url, approvers=f"{APPROVER},{REQUESTER}")
     with services_for(env) as services:
-        yield park(env, services, provider)
+        yield park(env, services, provider, workers)
 
 
-def park(env: dict[str, str], services: Services, provider: DemoProvider) -> Setup:
+def park(
+    env: dict[str, str], services: Services, provider: DemoProvider, workers: Workers
+) -> Setup:
     """Start a demo run and work it until it waits for its refund's approval."""
     run_id = start_demo_run(services)
-    cli_ok(env, "worker", "--until-idle")
+    workers.work(env)
     run = services.runtime.get(run_id)
     assert (run.status, run.wait_key) == (RunStatus.WAITING, _key(run_id, services, "issue_refund"))
     assert _approvals(run_id, services, "send_email") == [], "no email before the refund"
-    return Setup(env, services, provider, run_id, _approval(run_id, services, "issue_refund"))
+    refund = _approval(run_id, services, "issue_refund")
+    return Setup(env, services, provider, workers, run_id, refund)
 
 
 def _approvals(run_id: RunId, services: Services, tool: str) -> list[Approval]:
@@ -165,10 +195,12 @@ def forge(setup: Setup, run_id: RunId, approval: str, decision: dict[str, Any]) 
 
 
 @pytest.mark.parametrize("where", ["approval row", "wake event"])
-def test_decided_args_tampered_in_the_database_never_run(parked: Setup, where: str) -> None:
+def test_decided_args_tampered_in_the_database_never_run(
+    parked: Setup, cli_here: InProcessCli, where: str
+) -> None:
     """Approved for A, then the decided args (or the wake event) set to B in SQL: nothing runs,
     and no email claims the refund."""
-    cli_ok(parked.env, "approve", parked.refund, "--as", APPROVER)
+    cli_here.ok(parked.env, "approve", parked.refund, "--as", APPROVER)
     with parked.conn() as conn:
         if where == "approval row":
             changed = conn.execute(
@@ -197,9 +229,11 @@ def test_decided_args_tampered_in_the_database_never_run(parked: Setup, where: s
     assert _approvals(parked.run_id, parked.services, "send_email") == []
 
 
-def test_decided_args_edited_without_their_hash_run_the_approved_args(parked: Setup) -> None:
+def test_decided_args_edited_without_their_hash_run_the_approved_args(
+    parked: Setup, cli_here: InProcessCli
+) -> None:
     """Only the stored decided args edited to B: the tool runs with A, the approved ones."""
-    cli_ok(parked.env, "approve", parked.refund, "--as", APPROVER)
+    cli_here.ok(parked.env, "approve", parked.refund, "--as", APPROVER)
     with parked.conn() as conn:
         conn.execute(
             update(approvals).where(approvals.c.id == parked.refund).values(decided_args=OTHER_ARGS)
@@ -214,10 +248,11 @@ def test_decided_args_edited_without_their_hash_run_the_approved_args(parked: Se
     assert "Refund: done" in _answer(parked)
 
 
-def test_signoff_signal_refuses_decision_keys(parked: Setup) -> None:
+def test_signoff_signal_refuses_decision_keys(parked: Setup, cli_here: InProcessCli) -> None:
     """`signoff signal RUN approval:ID` (or budget:N) with a forged decision exits 2: no effect."""
-    for key in (f"approval:{parked.refund}", "budget:1"):
-        done = run_cli(
+    tries: list[tuple[str, Cli]] = [(f"approval:{parked.refund}", run_cli), ("budget:1", cli_here)]
+    for key, cli in tries:
+        done = cli(
             parked.env,
             "signal",
             parked.run_id,
@@ -266,7 +301,8 @@ LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 
 
 def test_a_forged_event_does_not_stop_the_workers_at_the_deadline(parked: Setup) -> None:
-    """After a forged event, the approval's deadline passing expires it; workers keep working."""
+    """After a forged event, the approval's deadline passing expires it; a `signoff worker`
+    process keeps working and exits 0."""
     forge(parked, parked.run_id, parked.refund, forged_decision(parked.refund, OTHER_ARGS))
     parked.work()  # the run moves on (refund refused) and ends without asking for the email
     with parked.conn() as conn:  # four hours pass for the refund's approval
@@ -288,8 +324,8 @@ def test_a_forged_event_does_not_stop_the_workers_at_the_deadline(parked: Setup)
 
 def test_an_approval_cannot_be_spent_by_another_run(parked: Setup) -> None:
     """Run A's approved refund forged into run B's wake event: refused, one charge in all."""
-    other = park(parked.env, parked.services, parked.provider)
-    cli_ok(parked.env, "approve", parked.refund, "--as", APPROVER)
+    other = park(parked.env, parked.services, parked.provider, parked.workers)
+    parked.approve(parked.refund)
     forge(parked, other.run_id, other.refund, forged_decision(parked.refund, APPROVED_ARGS))
     parked.work()
     parked.approve(parked.email())  # only the run whose refund was made asks for its email
@@ -309,16 +345,18 @@ def test_an_approval_cannot_be_spent_by_another_run(parked: Setup) -> None:
 # --- deciders outside the policy ------------------------------------------------------------
 
 
-def test_decisions_by_people_outside_the_policy_change_nothing(parked: Setup) -> None:
+def test_decisions_by_people_outside_the_policy_change_nothing(
+    parked: Setup, cli_here: InProcessCli
+) -> None:
     """An outsider's approve/reject and the requester's own approve exit 1 and change nothing."""
-    attempts = [
-        ("approve", OUTSIDER, "you are not allowed to decide this approval"),
-        ("reject", OUTSIDER, "you are not allowed to decide this approval"),
-        ("approve", REQUESTER, "you asked for this action, so someone else must decide"),
+    attempts: list[tuple[Cli, str, str, str]] = [
+        (run_cli, "approve", OUTSIDER, "you are not allowed to decide this approval"),
+        (cli_here, "reject", OUTSIDER, "you are not allowed to decide this approval"),
+        (cli_here, "approve", REQUESTER, "you asked for this action, so someone else must decide"),
     ]
-    for verb, who, message in attempts:
+    for cli, verb, who, message in attempts:
         extra = ["--reason", "no"] if verb == "reject" else []
-        done = run_cli(parked.env, verb, parked.refund, "--as", who, *extra, "--json")
+        done = cli(parked.env, verb, parked.refund, "--as", who, *extra, "--json")
         assert done.returncode == 1, (verb, who, done.stdout, done.stderr)
         answer = json.loads(done.stdout)
         assert (answer["accepted"], answer["message"]) == (False, message)
@@ -367,7 +405,7 @@ def race(env: dict[str, str], approval: str, directory: Path) -> list[tuple[str,
             command = [
                 sys.executable,
                 "-m",
-                "tests.integration.agent_helpers",
+                "tests.integration.worker_processes",
                 str(barrier),
                 verb[0],
                 approval,
@@ -405,13 +443,13 @@ def race(env: dict[str, str], approval: str, directory: Path) -> list[tuple[str,
 
 @pytest.mark.postgres
 def test_concurrent_decisions_from_many_processes_exactly_one_wins(
-    tmp_path: Path, pg_url: str, pg_store: SqlStore, provider: DemoProvider
+    tmp_path: Path, pg_url: str, pg_store: SqlStore, provider: DemoProvider, workers: Workers
 ) -> None:
     """6 processes approve/reject one approval at once on PostgreSQL: one wins, 5 are told who."""
     approvers = ",".join(f"U_RACER{i}" for i in range(RACERS))
     env = agent_env(pg_url, provider.url, approvers=approvers)
     with services_for(env) as services:
-        setup = park(env, services, provider)
+        setup = park(env, services, provider, workers)
         for approval in (setup.refund,):
             results = race(env, approval, tmp_path)
             winners = [(user, message) for user, code, message in results if code == 0]
@@ -440,12 +478,12 @@ def test_concurrent_decisions_from_many_processes_exactly_one_wins(
             assert len(wakes) == 1
             assert wakes[0].data["status"] == verdict
 
-        cli_ok(env, "worker", "--until-idle")
+        setup.work()
         if verdict == "approved":  # the email is asked once the refund is done
             assert services.approvals.decide(
                 setup.email(), Actor(user_id="U_RACER1"), Decision.APPROVE
             ).accepted
-            cli_ok(env, "worker", "--until-idle")
+            setup.work()
         refunds = refund_requests(provider.ledger(), setup.run_id)
         expected = 1 if verdict == "approved" else 0
         assert sum(1 for e in refunds if e["created_charge"]) == expected
@@ -456,8 +494,8 @@ def test_concurrent_decisions_from_many_processes_exactly_one_wins(
 # --- the audit log --------------------------------------------------------------------------
 
 
-def _verify(env: dict[str, str]) -> tuple[int, dict[str, Any]]:
-    done = run_cli(env, "audit", "verify", "--json")
+def _verify(cli: Cli, env: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    done = cli(env, "audit", "verify", "--json")
     assert done.returncode in (0, 1), done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     return done.returncode, report
@@ -476,9 +514,14 @@ def _row(conn: Connection, seq: int) -> dict[str, Any]:
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 def test_audit_verify_catches_edited_and_deleted_entries(
-    backend: str, request: pytest.FixtureRequest, provider: DemoProvider
+    backend: str,
+    request: pytest.FixtureRequest,
+    provider: DemoProvider,
+    workers: Workers,
+    cli_here: InProcessCli,
 ) -> None:
-    """`signoff audit verify` exits 0 on the intact log, 1 after any entry is edited or deleted."""
+    """`signoff audit verify` exits 0 on the intact log, 1 after any entry is edited or deleted
+    (a process on the intact and the edited log, this process's command line after a delete)."""
     if backend == "sqlite":
         url: str = request.getfixturevalue("sqlite_url")
     else:
@@ -486,7 +529,7 @@ def test_audit_verify_catches_edited_and_deleted_entries(
         url = request.getfixturevalue("pg_url")
     env = agent_env(url, provider.url)
     with services_for(env) as services:
-        setup = park(env, services, provider)
+        setup = park(env, services, provider, workers)
         decide = services.approvals.decide
         assert not decide(setup.refund, Actor(user_id=OUTSIDER), Decision.APPROVE).accepted
         assert decide(setup.refund, Actor(user_id=APPROVER), Decision.APPROVE).accepted
@@ -497,12 +540,12 @@ def test_audit_verify_catches_edited_and_deleted_entries(
         engine = services.store.engine
         shard = f"shard {shard_of(setup.run_id)}"
 
-        code, report = _verify(env)
+        code, report = _verify(run_cli, env)
         assert (code, report["ok"], report["entries"], report["problems"]) == (0, True, 5, [])
 
         with engine.begin() as conn:  # an outsider's refused attempt rewritten as an approval
             conn.execute(text("UPDATE audit_log SET action = 'approve' WHERE seq = 2"))
-        code, report = _verify(env)
+        code, report = _verify(run_cli, env)
         assert (code, report["problems"]) == (
             1,
             [f"{shard}: entry 2 was altered after it was written"],
@@ -514,7 +557,7 @@ def test_audit_verify_catches_edited_and_deleted_entries(
         with engine.begin() as conn:  # the record of who approved, deleted
             kept = _row(conn, 3)
             conn.execute(text("DELETE FROM audit_log WHERE seq = 3"))
-        code, report = _verify(env)
+        code, report = _verify(cli_here, env)
         assert code == 1
         assert f"{shard}: entry 3 is missing (next is 4)" in report["problems"]
         with engine.begin() as conn:
@@ -523,7 +566,7 @@ def test_audit_verify_catches_edited_and_deleted_entries(
 
         with engine.begin() as conn:  # the last entry deleted: only the head tells
             conn.execute(delete(audit_log).where(audit_log.c.seq == 5))
-        code, report = _verify(env)
+        code, report = _verify(cli_here, env)
         assert (code, report["problems"]) == (
             1,
             [f"{shard}: the log ends at entry 4 but its head is entry 5"],

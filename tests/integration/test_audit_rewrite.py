@@ -2,8 +2,10 @@
 
 Entries are appended through the real wiring (so they are signed with the keys in the
 settings); the attacker rewrites them with SQL UPDATEs through SQLAlchemy, recomputing
-every hash and the head with the chain function, but without the key. ``signoff audit
-verify`` runs as a real subprocess on PostgreSQL.
+every hash and the head with the chain function, but without the key, on PostgreSQL.
+``signoff audit verify`` and ``anchor`` run as real subprocesses where a test proves what the
+command prints and exits with (a rewrite caught, the secret never printed, one anchor file
+written), and through the same entry point in this process elsewhere.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from bot.app.settings import Settings
 from bot.app.wiring import Services, build_services
 from store import SqlStore
 from store.models import audit_head, audit_log
-from tests.integration import cli_ok, lines, run_cli, signoff_command, signoff_env, wait_until
+from tests.integration import lines, run_cli, signoff_command, signoff_env, wait_until
+from tests.integration.in_process import Cli, InProcessCli
 
 pytestmark = pytest.mark.postgres
 
@@ -118,9 +121,9 @@ def renumber(engine: Engine, seqs: list[int], by: int) -> None:
             conn.execute(update(audit_log).where(audit_log.c.seq == seq).values(seq=seq + by))
 
 
-def verify(env: dict[str, str], *flags: str) -> tuple[int, dict[str, Any]]:
-    """Run ``signoff audit verify --json``; return its exit status and report."""
-    done = run_cli(env, "audit", "verify", "--json", *flags)
+def verify(cli: Cli, env: dict[str, str], *flags: str) -> tuple[int, dict[str, Any]]:
+    """Run ``signoff audit verify --json`` with ``cli``; return its exit status and report."""
+    done = cli(env, "audit", "verify", "--json", *flags)
     assert done.returncode in (0, 1), done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     return done.returncode, report
@@ -129,37 +132,38 @@ def verify(env: dict[str, str], *flags: str) -> tuple[int, dict[str, Any]]:
 def test_rewritten_and_rechained_approver_is_caught_with_the_key(
     services: Services, pg_url: str
 ) -> None:
-    """U_DANA rewritten to U_MALLORY with every hash recomputed: verify with the key exits 1."""
+    """U_DANA rewritten to U_MALLORY with every hash recomputed: the verify process with the
+    key exits 1."""
     write_log(services)
     env = env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY)
-    assert verify(env)[0] == 0
+    assert verify(run_cli, env)[0] == 0
 
     rewrite(services.store.engine, 3, actor={"user_id": "U_MALLORY"}, detail={"by": "U_MALLORY"})
 
-    code, report = verify(env)
+    code, report = verify(run_cli, env)
     assert code == 1
     assert report["ok"] is False
     assert report["problems"] == [f"{SHARD}: entry {seq}: {REWRITTEN}" for seq in (3, 4, 5)]
 
 
-def anchor(env: dict[str, str], path: Path) -> dict[str, Any]:
-    """Run ``signoff audit anchor --file PATH --json``; return what it anchored."""
-    written: dict[str, Any] = json.loads(
-        cli_ok(env, "audit", "anchor", "--file", str(path), "--json")
-    )
+def anchor(cli: Cli, env: dict[str, str], path: Path) -> dict[str, Any]:
+    """Run ``signoff audit anchor --file PATH --json`` with ``cli``; return what it anchored."""
+    done = cli(env, "audit", "anchor", "--file", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    written: dict[str, Any] = json.loads(done.stdout)
     return written
 
 
 def test_without_the_key_verify_says_a_rewrite_is_undetectable(
-    services: Services, pg_url: str
+    services: Services, pg_url: str, cli_here: InProcessCli
 ) -> None:
     """Without keys the rewrite passes the chain check, and verify says MACs were not checked."""
     write_log(services)
     rewrite(services.store.engine, 3, actor={"user_id": "U_MALLORY"})
     env = env_with(pg_url)
 
-    code, report = verify(env)
-    human = run_cli(env, "audit", "verify").stdout
+    code, report = verify(cli_here, env)
+    human = cli_here(env, "audit", "verify").stdout
 
     assert (code, report["ok"], report["macs_verified"]) == (0, True, False)
     assert "MACs not verified (no SIGNOFF_AUDIT_KEYS)" in human
@@ -167,18 +171,19 @@ def test_without_the_key_verify_says_a_rewrite_is_undetectable(
 
 
 def test_anchors_catch_a_rewrite_and_a_truncation_without_the_key(
-    services: Services, pg_url: str, tmp_path: Path
+    services: Services, pg_url: str, tmp_path: Path, cli_here: InProcessCli
 ) -> None:
-    """An anchor taken before the rewrite (or truncation) makes verify exit 1 with no key."""
+    """An anchor taken before the rewrite (or truncation) by the anchor process makes verify
+    exit 1 with no key."""
     write_log(services)
     anchors = tmp_path / "anchors.jsonl"
-    written = anchor(env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY), anchors)
+    written = anchor(run_cli, env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY), anchors)
     assert [(h["shard"], h["seq"], h["kid"]) for h in written["heads"]] == [(1, 5, "k1")]
     env = env_with(pg_url)
-    assert verify(env, "--anchors", str(anchors))[0] == 0
+    assert verify(cli_here, env, "--anchors", str(anchors))[0] == 0
 
     rewrite(services.store.engine, 3, actor={"user_id": "U_MALLORY"})
-    code, report = verify(env, "--anchors", str(anchors))
+    code, report = verify(cli_here, env, "--anchors", str(anchors))
     assert (code, report["anchors"]) == (1, 1)
     assert report["problems"] == [
         f"{SHARD}: anchor line 1: entry 5 no longer has the anchored hash (the log was rewritten)"
@@ -187,7 +192,7 @@ def test_anchors_catch_a_rewrite_and_a_truncation_without_the_key(
     with services.store.engine.begin() as conn:
         conn.execute(delete(audit_log).where(audit_log.c.seq >= 4))
     rechain(services.store.engine)
-    code, report = verify(env, "--anchors", str(anchors))
+    code, report = verify(cli_here, env, "--anchors", str(anchors))
     assert (code, report["problems"]) == (
         1,
         [f"{SHARD}: anchor line 1: entry 5 {MISSING}"],
@@ -195,18 +200,18 @@ def test_anchors_catch_a_rewrite_and_a_truncation_without_the_key(
 
 
 def test_stripping_every_mac_is_caught_by_the_anchors(
-    services: Services, pg_url: str, tmp_path: Path
+    services: Services, pg_url: str, tmp_path: Path, cli_here: InProcessCli
 ) -> None:
     """MACs set to NULL everywhere look like a log from before signing, except to anchors."""
     write_log(services)
     anchors = tmp_path / "anchors.jsonl"
-    anchor(env_with(pg_url), anchors)
+    anchor(cli_here, env_with(pg_url), anchors)
     with services.store.engine.begin() as conn:
         conn.execute(update(audit_log).values(kid=None, mac=None))
     env = env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY)
 
-    assert verify(env)[1]["unsigned"] == 5, "without anchors: indistinguishable"
-    code, report = verify(env, "--anchors", str(anchors))
+    assert verify(cli_here, env)[1]["unsigned"] == 5, "without anchors: indistinguishable"
+    code, report = verify(cli_here, env, "--anchors", str(anchors))
 
     assert (code, report["chains"][1]["signed_from"]) == (1, 5)
     assert report["problems"] == [
@@ -216,7 +221,7 @@ def test_stripping_every_mac_is_caught_by_the_anchors(
 
 
 def test_rotated_keys_verify_old_entries_and_a_removed_key_is_unknown(
-    services: Services, pg_url: str
+    services: Services, pg_url: str, cli_here: InProcessCli
 ) -> None:
     """Entries signed with k1 verify while k1 is listed second; with k1 removed, they are
     reported as signed with an unknown key id."""
@@ -227,15 +232,17 @@ def test_rotated_keys_verify_old_entries_and_a_removed_key_is_unknown(
     kids = [e.kid for e in services.approvals.store.audit_log()[0]]
     assert kids == ["k1", "k1", "k2", "k2"]
 
-    assert verify(env_with(pg_url, SIGNOFF_AUDIT_KEYS=rotated))[0] == 0
-    code, report = verify(env_with(pg_url, SIGNOFF_AUDIT_KEYS=f"k2:{'ab' * 16}"))
+    assert verify(cli_here, env_with(pg_url, SIGNOFF_AUDIT_KEYS=rotated))[0] == 0
+    code, report = verify(cli_here, env_with(pg_url, SIGNOFF_AUDIT_KEYS=f"k2:{'ab' * 16}"))
     assert (code, report["problems"]) == (
         1,
         [f"{SHARD}: entry {seq}: signed with unknown key id 'k1'" for seq in (1, 2)],
     )
 
 
-def test_deleted_inserted_and_reordered_entries_are_caught(services: Services, pg_url: str) -> None:
+def test_deleted_inserted_and_reordered_entries_are_caught(
+    services: Services, pg_url: str, cli_here: InProcessCli
+) -> None:
     """Deleting, inserting or swapping entries, renumbered and re-chained: verify exits 1."""
     write_log(services)
     engine, env = services.store.engine, env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY)
@@ -244,7 +251,7 @@ def test_deleted_inserted_and_reordered_entries_are_caught(services: Services, p
         conn.execute(delete(audit_log).where(audit_log.c.seq == 3))
     renumber(engine, [4, 5], -1)
     rechain(engine)
-    code, report = verify(env)
+    code, report = verify(cli_here, env)
     assert (code, report["problems"]) == (
         1,
         [f"{SHARD}: entry {seq}: {REWRITTEN}" for seq in (3, 4)],
@@ -259,7 +266,7 @@ def test_deleted_inserted_and_reordered_entries_are_caught(services: Services, p
             )
         )
     rechain(engine)
-    code, report = verify(env)
+    code, report = verify(cli_here, env)
     assert (code, report["problems"]) == (
         1,
         [
@@ -273,12 +280,14 @@ def test_deleted_inserted_and_reordered_entries_are_caught(services: Services, p
     renumber(engine, [2], -1)
     renumber(engine, [99], -97)
     rechain(engine)
-    code, report = verify(env)
+    code, report = verify(cli_here, env)
     assert code == 1
     assert report["problems"][:2] == [f"{SHARD}: entry {seq}: {REWRITTEN}" for seq in (1, 2)]
 
 
-def test_a_mac_copied_from_another_entry_is_caught(services: Services, pg_url: str) -> None:
+def test_a_mac_copied_from_another_entry_is_caught(
+    services: Services, pg_url: str, cli_here: InProcessCli
+) -> None:
     """Entry 2's key id and MAC copied onto entry 3: the MAC does not verify for entry 3."""
     write_log(services)
     with services.store.engine.begin() as conn:
@@ -287,7 +296,7 @@ def test_a_mac_copied_from_another_entry_is_caught(services: Services, pg_url: s
             update(audit_log).where(audit_log.c.seq == 3).values(kid=second.kid, mac=second.mac)
         )
 
-    code, report = verify(env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY))
+    code, report = verify(cli_here, env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY))
 
     assert (code, report["problems"]) == (1, [f"{SHARD}: entry 3: {REWRITTEN}"])
 
@@ -295,11 +304,11 @@ def test_a_mac_copied_from_another_entry_is_caught(services: Services, pg_url: s
 def test_the_secret_is_neither_stored_nor_printed(
     services: Services, pg_url: str, tmp_path: Path
 ) -> None:
-    """The key's secret appears in no database row, no anchor and no verify output."""
+    """The key's secret appears in no database row, no anchor and no verify process's output."""
     write_log(services)
     anchors = tmp_path / "anchors.jsonl"
     env = env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY)
-    anchor(env, anchors)
+    anchor(run_cli, env, anchors)
     rewrite(services.store.engine, 3, actor={"user_id": "U_MALLORY"})
     secret = KEY.partition(":")[2]
 
@@ -347,7 +356,7 @@ def anchored_seqs(path: Path) -> list[int]:
 
 
 def test_serve_anchors_the_head_whenever_it_changed(
-    services: Services, pg_url: str, tmp_path: Path
+    services: Services, pg_url: str, tmp_path: Path, cli_here: InProcessCli
 ) -> None:
     """`signoff serve` with an anchor file appends the new head after each change, only then."""
     write_log(services, 3)
@@ -372,4 +381,4 @@ def test_serve_anchors_the_head_whenever_it_changed(
 
     seqs = anchored_seqs(anchors)
     assert (seqs[0], seqs[-1], seqs == sorted(set(seqs))) == (3, 5, True), seqs
-    assert verify(env_with(pg_url), "--anchors", str(anchors))[0] == 0
+    assert verify(cli_here, env_with(pg_url), "--anchors", str(anchors))[0] == 0

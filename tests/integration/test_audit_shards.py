@@ -2,7 +2,9 @@
 
 Entries of four runs in four shards are appended through the real wiring (signed with the
 key), anchored with ``signoff audit anchor``, then tampered with in SQL; ``signoff audit
-verify`` runs as a real subprocess, with the key, without and with the anchor file.
+verify`` runs with the key, without and with the anchor file. Both commands run through
+``bot.cli.main.main`` in this process: their exit status and output as processes are proven
+in ``test_audit_rewrite``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from agent_runtime.audit import AuditDraft, chain, genesis, shard_of
 from bot.app.wiring import Services
 from store import SqlStore
 from store.models import audit_head, audit_log
+from tests.integration.in_process import InProcessCli
 from tests.integration.test_audit_rewrite import KEY, anchor, env_with, verify, wired
 
 pytestmark = pytest.mark.postgres
@@ -133,6 +136,7 @@ def test_verify_catches_each_attack_on_a_shards_chain(
     services: Services,
     pg_url: str,
     tmp_path: Path,
+    cli_here: InProcessCli,
     attack: Attack,
     without_anchors: str | None,
     with_anchors: str | None,
@@ -141,21 +145,21 @@ def test_verify_catches_each_attack_on_a_shards_chain(
     MACs alone, or (a chain cut short with its head) from the anchor taken before."""
     anchors = tmp_path / "anchors.jsonl"
     env = env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY)
-    written = anchor(env, anchors)
+    written = anchor(cli_here, env, anchors)
     assert [(h["shard"], h["seq"]) for h in written["heads"]] == [(0, 3), (1, 3), (3, 3), (9, 3)]
-    code, report = verify(env, "--anchors", str(anchors))
+    code, report = verify(cli_here, env, "--anchors", str(anchors))
     assert (code, report["entries"], len(report["chains"])) == (0, 12, 16)
 
     with services.store.engine.begin() as conn:
         attack(conn)
 
-    code, report = verify(env)
+    code, report = verify(cli_here, env)
     if without_anchors is None:
         assert (code, report["problems"]) == (0, []), "a chain cut with its head looks sound"
     else:
         assert code == 1
         assert without_anchors in report["problems"]
-    code, report = verify(env, "--anchors", str(anchors))
+    code, report = verify(cli_here, env, "--anchors", str(anchors))
     assert code == 1
     assert (with_anchors or without_anchors) in report["problems"]
 

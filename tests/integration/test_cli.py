@@ -1,4 +1,10 @@
-"""The ``signoff`` command line as a user runs it: subprocesses on a SQLite file."""
+"""The ``signoff`` command line as a user runs it: subprocesses on a SQLite file.
+
+Each behaviour's exit status and output are proven by a process started from the ``signoff``
+script. Workers that only move runs along are processes forked from a warm launcher, and
+reads that only check state, and the repeated bad-input cases, run through the same entry
+point (``bot.cli.main.main``) in the test's process.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +32,10 @@ from tests.integration import (
     run_cli,
     signoff_env,
     wait_until,
+)
+from tests.integration.in_process import Cli, InProcessCli
+from tests.integration.worker_processes import (
+    Launcher,
 )
 
 RUN_KEYS = [
@@ -65,8 +75,10 @@ def _env(
     return signoff_env(f"sqlite:///{db}", lease_ttl=lease_ttl, extra=extra)
 
 
-def _json(env: dict[str, str], *args: str) -> Any:
-    return json.loads(cli_ok(env, *args, "--json"))
+def _json(cli: Cli, env: dict[str, str], *args: str) -> Any:
+    done = cli(env, *args, "--json")
+    assert done.returncode == 0, (args, done.returncode, done.stderr)
+    return json.loads(done.stdout)
 
 
 def _snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:
@@ -115,7 +127,7 @@ def test_start_work_and_inspect_as_json_and_text(tmp_path: Path) -> None:
     db, out = tmp_path / "signoff.db", tmp_path / "out.txt"
     env = _env(db)
     run_input = {"n": 3, "delay_ms": 0, "path": str(out)}
-    started = _json(env, "start", "demo.steps", "--input", json.dumps(run_input))
+    started = _json(run_cli, env, "start", "demo.steps", "--input", json.dumps(run_input))
     assert list(started) == RUN_KEYS
     assert started["status"] == "pending"
     assert started["input"] == run_input
@@ -125,7 +137,7 @@ def test_start_work_and_inspect_as_json_and_text(tmp_path: Path) -> None:
     assert cli_ok(env, "worker", "--until-idle") == ""
     assert lines(out) == expected_steps(3)
 
-    shown = _json(env, "show", run_id)
+    shown = _json(run_cli, env, "show", run_id)
     assert list(shown) == sorted(shown), "keys come out sorted"
     assert set(shown) >= {*RUN_KEYS, "steps"}
     assert {
@@ -164,7 +176,7 @@ def test_start_work_and_inspect_as_json_and_text(tmp_path: Path) -> None:
         for s in shown["steps"]
     ] == [(i - 1, "step", f"step {i}", i, 1, None, []) for i in range(1, 4)]
 
-    listed = _json(env, "runs")
+    listed = _json(run_cli, env, "runs")
     assert [list(r) for r in listed] == [RUN_KEYS]
     assert listed[0] == {k: shown[k] for k in RUN_KEYS}
 
@@ -198,7 +210,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         json.dumps({"n": 1, "path": str(directory / "out.txt")}),
     ).strip()
     cli_ok(env, "worker", "--until-idle")
-    assert _json(env, "show", run_id)["status"] == "completed"
+    assert _json(run_cli, env, "show", run_id)["status"] == "completed"
     return db, run_id
 
 
@@ -265,27 +277,39 @@ BAD_INPUT = [
 ]
 
 
+AS_PROCESS = {"unknown-run", "bad-lease-ttl"}
+"""The cases run by a ``signoff`` process (a bad argument, bad settings); the others run in
+the test's process."""
+
+
 @pytest.mark.parametrize(("args", "extra_env", "expected"), BAD_INPUT)
 def test_bad_input_is_a_one_line_error_that_changes_nothing(
-    finished_run: tuple[Path, str], args: list[str], extra_env: dict[str, str], expected: str
+    finished_run: tuple[Path, str],
+    cli_here: InProcessCli,
+    request: pytest.FixtureRequest,
+    args: list[str],
+    extra_env: dict[str, str],
+    expected: str,
 ) -> None:
     """Bad input exits 2 with one `signoff: error:` line, no traceback, and no database change."""
     db, run_id = finished_run
     before = _snapshot(db)
-    done = run_cli(_env(db, extra=extra_env), *[a.replace("{run}", run_id) for a in args])
+    cli: Cli = run_cli if request.node.callspec.id in AS_PROCESS else cli_here
+    done = cli(_env(db, extra=extra_env), *[a.replace("{run}", run_id) for a in args])
     _assert_user_error(done, expected.replace("{run}", run_id))
     assert _snapshot(db) == before
 
 
-def test_cancel_a_waiting_run(tmp_path: Path) -> None:
+def test_cancel_a_waiting_run(tmp_path: Path, launcher: Launcher, cli_here: InProcessCli) -> None:
     """`signoff cancel` ends a waiting run for good: no worker or signal can move it again."""
     db, out = tmp_path / "signoff.db", tmp_path / "out.txt"
     env = _env(db)
-    run_id = cli_ok(env, "start", "test.waiter", "--input", json.dumps({"path": str(out)})).strip()
-    cli_ok(env, "worker", "--until-idle")
+    run_id = cli_here.ok(env, "start", "test.waiter", "--input", json.dumps({"path": str(out)}))
+    run_id = run_id.strip()
+    launcher.work(env, tmp_path)
     assert _status(db, run_id) == ("waiting", "go")
 
-    cancelled = _json(env, "cancel", run_id)
+    cancelled = _json(run_cli, env, "cancel", run_id)
     assert (cancelled["status"], cancelled["wait_key"], cancelled["due_at"]) == (
         "cancelled",
         None,
@@ -294,72 +318,82 @@ def test_cancel_a_waiting_run(tmp_path: Path) -> None:
     _assert_user_error(
         run_cli(env, "signal", run_id, "go"), f"cannot signal run {run_id}: it is cancelled"
     )
-    cli_ok(env, "worker", "--until-idle")
-    after = _json(env, "show", run_id)
+    launcher.work(env, tmp_path)
+    after = _json(cli_here, env, "show", run_id)
     assert after["status"] == "cancelled"
     assert [s["kind"] for s in after["steps"]] == ["step", "wait.deadline"]
     assert lines(out) == ["step 1"]
 
 
-def test_signal_wakes_a_waiting_run(tmp_path: Path) -> None:
+def test_signal_wakes_a_waiting_run(
+    tmp_path: Path, launcher: Launcher, cli_here: InProcessCli
+) -> None:
     """`signoff signal` delivers data once to a waiting run, which then completes with it."""
     db, out = tmp_path / "signoff.db", tmp_path / "out.txt"
     env = _env(db)
-    run_id = cli_ok(env, "start", "test.waiter", "--input", json.dumps({"path": str(out)})).strip()
-    cli_ok(env, "worker", "--until-idle")
+    run_id = cli_here.ok(env, "start", "test.waiter", "--input", json.dumps({"path": str(out)}))
+    run_id = run_id.strip()
+    launcher.work(env, tmp_path)
     assert _status(db, run_id) == ("waiting", "go")
     assert lines(out) == ["step 1"]
 
-    woken = _json(env, "signal", run_id, "go", "--data", '{"approved": true}')
+    woken = _json(run_cli, env, "signal", run_id, "go", "--data", '{"approved": true}')
     assert (woken["status"], woken["wait_key"]) == ("pending", None)
     _assert_user_error(
         run_cli(env, "signal", run_id, "go", "--data", "1"),
         f"event 'go' was already delivered to run {run_id}",
     )
 
-    cli_ok(env, "worker", "--until-idle")
-    done = _json(env, "show", run_id)
+    launcher.work(env, tmp_path)
+    done = _json(cli_here, env, "show", run_id)
     assert (done["status"], done["output"]) == ("completed", {"got": {"approved": True}})
     assert [s["kind"] for s in done["steps"]] == ["step", "wait.deadline", "wait", "step"]
     assert done["steps"][2]["output"] == {"data": {"approved": True}}
     assert lines(out) == ["step 1", "step 2"]
 
 
-def test_signal_with_a_key_the_run_does_not_wait_for_says_so(tmp_path: Path) -> None:
+def test_signal_with_a_key_the_run_does_not_wait_for_says_so(
+    tmp_path: Path, launcher: Launcher, cli_here: InProcessCli
+) -> None:
     """`signoff signal` with another key than the awaited one exits 1, naming the awaited key."""
     db, out = tmp_path / "signoff.db", tmp_path / "out.txt"
     env = _env(db)
-    run_id = cli_ok(env, "start", "test.waiter", "--input", json.dumps({"path": str(out)})).strip()
-    cli_ok(env, "worker", "--until-idle")
+    run_id = cli_here.ok(env, "start", "test.waiter", "--input", json.dumps({"path": str(out)}))
+    run_id = run_id.strip()
+    launcher.work(env, tmp_path)
     done = run_cli(env, "signal", run_id, "approved")
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert f"run {run_id} waits for the event 'go', not 'approved'" in done.stderr
     assert _status(db, run_id) == ("waiting", "go")
 
 
-def test_resume_a_failed_run_keeps_its_journal(tmp_path: Path) -> None:
+def test_resume_a_failed_run_keeps_its_journal(
+    tmp_path: Path, launcher: Launcher, cli_here: InProcessCli
+) -> None:
     """`signoff resume` re-runs a failed run from its journal: step 1 is not executed again."""
     db, out, gate = tmp_path / "signoff.db", tmp_path / "out.txt", tmp_path / "gate"
     env = _env(db)
     run_input = json.dumps({"path": str(out), "gate": str(gate)})
-    run_id = cli_ok(env, "start", "test.gated", "--input", run_input).strip()
-    cli_ok(env, "worker", "--until-idle")
-    failed = _json(env, "show", run_id)
+    run_id = cli_here.ok(env, "start", "test.gated", "--input", run_input).strip()
+    launcher.work(env, tmp_path)
+    failed = _json(cli_here, env, "show", run_id)
     assert failed["status"] == "failed"
     assert failed["error"] == {"type": "RuntimeError", "message": "the gate is closed"}
     assert lines(out) == ["step 1"]
 
     gate.touch()
-    resumed = _json(env, "resume", run_id)
+    resumed = _json(run_cli, env, "resume", run_id)
     assert (resumed["status"], resumed["error"]) == ("pending", None)
-    cli_ok(env, "worker", "--until-idle")
-    done = _json(env, "show", run_id)
+    launcher.work(env, tmp_path)
+    done = _json(cli_here, env, "show", run_id)
     assert (done["status"], done["output"]) == ("completed", {"passed": True})
     assert [s["name"] for s in done["steps"]] == ["step 1", "step 2"]
     assert lines(out) == ["step 1", "step 2"]
 
 
-def test_sigterm_finishes_the_step_and_releases_the_run(tmp_path: Path) -> None:
+def test_sigterm_finishes_the_step_and_releases_the_run(
+    tmp_path: Path, cli_here: InProcessCli
+) -> None:
     """SIGTERM mid-step: the worker ends the step, frees the run, exits 0; a new one resumes now."""
     db, out = tmp_path / "signoff.db", tmp_path / "out.txt"
     # A long lease: if the run were not released, no worker could take it for a minute.
@@ -376,7 +410,7 @@ def test_sigterm_finishes_the_step_and_releases_the_run(tmp_path: Path) -> None:
         assert "Traceback" not in worker.output()
     assert lines(out) == ["begin 1", "end 1"], "the step in flight was finished, step 2 not begun"
 
-    released = _json(env, "show", run_id)
+    released = _json(cli_here, env, "show", run_id)
     assert (released["status"], released["lease_owner"]) == ("pending", None)
     assert [s["name"] for s in released["steps"]] == ["step 1"]
     assert released["due_at"] is not None
@@ -385,7 +419,7 @@ def test_sigterm_finishes_the_step_and_releases_the_run(tmp_path: Path) -> None:
     resumed_at = time.monotonic()
     cli_ok(env, "worker", "--until-idle")
     assert time.monotonic() - resumed_at < 15
-    done = _json(env, "show", run_id)
+    done = _json(cli_here, env, "show", run_id)
     assert done["status"] == "completed"
     assert lines(out) == ["begin 1", "end 1", "begin 2", "end 2"]
 

@@ -19,13 +19,15 @@ from agent_runtime import ApprovalStatus
 from bot.slack.blocks import APPROVE
 from store import build_engine
 from tests.integration.response_urls import ResponseUrls
-from tests.integration.slack_harness import APPROVER, TASK
-from tests.integration.slack_readers import run_id_of
-from tests.integration.test_serve_instances import (  # noqa: F401 - the fixture, by name
+from tests.integration.serve_cluster import (
     Cluster,
     acked,
-    cluster,
 )
+from tests.integration.slack_harness import (
+    APPROVER,
+    TASK,
+)
+from tests.integration.slack_readers import run_id_of
 
 pytestmark = pytest.mark.postgres
 
@@ -73,7 +75,7 @@ def responses() -> Iterator[ResponseUrls]:
 
 
 def test_clicks_during_connection_drops_are_decided_or_their_clicker_is_told(
-    cluster: Cluster,  # noqa: F811 - the fixture
+    cluster: Cluster,
     pg_url: str,
     responses: ResponseUrls,
 ) -> None:

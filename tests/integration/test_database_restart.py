@@ -17,15 +17,18 @@ from agent_runtime import ApprovalStatus, StoreUnavailable
 from bot.slack.blocks import APPROVE
 from tests.integration.private_postgres import PrivatePostgres, server_binaries
 from tests.integration.response_urls import ResponseUrls
-from tests.integration.slack_harness import APPROVER, TASK
-from tests.integration.slack_readers import run_id_of
-from tests.integration.test_serve_instances import (
+from tests.integration.serve_cluster import (
     acked,
     approvals_of_reader,
     approve_in_turn,
     assert_posted_once,
     open_cluster,
 )
+from tests.integration.slack_harness import (
+    APPROVER,
+    TASK,
+)
+from tests.integration.slack_readers import run_id_of
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ import yaml
 from bot.cli.main import build_parser
 from devkit.sandbox.slack_api import DEFAULT_TOKEN, Workspace, start_slack_api
 from tests.integration import REPO_ROOT, cli_ok, signoff_command, signoff_env
-from tests.integration.test_serve_instances import free_port
+from tests.integration.serve_cluster import free_port
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 COMPOSE = REPO_ROOT / "compose.yaml"

@@ -5,6 +5,10 @@ loopback (its ledger lists every request it received), with every refund and ema
 approved but one refund rejected (so that run never asks for its email). Eval and inspect
 then run with the tools swapped for a tripwire that records any call, so "never executes a
 side effect" is observed, not assumed.
+
+Each command's exit status and output are proven by one ``signoff`` process; its other cases
+run through the same entry point in the test's process, and workers that only move runs
+along are processes forked from a warm launcher.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import pytest
 from agent_runtime import Actor, AgentInput, ApprovalStatus, Decision, RunId, RunStatus
 from agent_runtime.model_input import model_positions
 from bot.app.wiring import Services
-from tests.integration import cli_ok, run_cli
+from tests.integration import run_cli
 from tests.integration.agent_helpers import (
     APPROVER,
     REQUESTER,
@@ -31,6 +35,10 @@ from tests.integration.agent_helpers import (
     services_for,
 )
 from tests.integration.eval_models import CHANGED_ORDER, TRIPWIRE_ENV
+from tests.integration.in_process import Cli, InProcessCli
+from tests.integration.worker_processes import (
+    Launcher,
+)
 
 ORDERS = ("1042", "1043", "1044", "1045")
 PHRASINGS = (
@@ -54,6 +62,16 @@ class Recorded:
     provider: DemoProvider
     runs: dict[tuple[str, int], RunId]
     tripwire: Path
+    launcher: Launcher
+    logs: Path
+
+    def work(self, env: dict[str, str] | None = None) -> None:
+        """Run ``signoff worker --until-idle`` (with ``env``, or the recording's)."""
+        self.launcher.work(env or self.env, self.logs)
+
+    def settle(self, env: dict[str, str], services: Services, run_ids: Iterable[RunId]) -> None:
+        """Work the runs on ``env``'s database, approving what each asks, until none waits."""
+        _settle(self.launcher, env, self.logs, services, run_ids)
 
     def tripwire_env(self) -> dict[str, str]:
         """The environment of a process whose demo tools fail (and log) when called."""
@@ -64,7 +82,7 @@ class Recorded:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+def recorded(tmp_path_factory: pytest.TempPathFactory, launcher: Launcher) -> Iterator[Recorded]:
     """Twenty completed demo runs on a SQLite file, one with a rejected refund."""
     directory = tmp_path_factory.mktemp("journal")
     with DemoProvider(directory) as provider:
@@ -75,10 +93,11 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
                 for n, phrasing in enumerate(PHRASINGS)
                 for order in ORDERS
             }
-            _settle(env, services, runs.values(), rejected=runs[REJECTED])
+            _settle(launcher, env, directory, services, runs.values(), rejected=runs[REJECTED])
             for run_id in runs.values():
                 assert services.runtime.get(run_id).status == RunStatus.COMPLETED
-            yield Recorded(env, services, provider, runs, directory / "tripwire.log")
+            tripwire = directory / "tripwire.log"
+            yield Recorded(env, services, provider, runs, tripwire, launcher, directory)
 
 
 def _start(services: Services, task: str) -> RunId:
@@ -87,12 +106,17 @@ def _start(services: Services, task: str) -> RunId:
 
 
 def _settle(
-    env: dict[str, str], services: Services, run_ids: Iterable[RunId], rejected: RunId | None = None
+    launcher: Launcher,
+    env: dict[str, str],
+    logs: Path,
+    services: Services,
+    run_ids: Iterable[RunId],
+    rejected: RunId | None = None,
 ) -> None:
     """Work the runs, deciding what each asks (its refund, then its email), until none waits."""
     decided = 1
     while decided:
-        cli_ok(env, "worker", "--until-idle")
+        launcher.work(env, logs)
         decided = sum(_decide_all(services, r, reject=r == rejected) for r in run_ids)
 
 
@@ -110,8 +134,10 @@ def _decide_all(services: Services, run_id: RunId, *, reject: bool) -> int:
     return len(pending)
 
 
-def _json(env: dict[str, str], *args: str) -> Any:
-    return json.loads(cli_ok(env, *args, "--json"))
+def _json(cli: Cli, env: dict[str, str], *args: str) -> Any:
+    done = cli(env, *args, "--json")
+    assert done.returncode == 0, (args, done.returncode, done.stderr)
+    return json.loads(done.stdout)
 
 
 def test_eval_reports_exactly_the_changed_runs(recorded: Recorded, tmp_path: Path) -> None:
@@ -119,6 +145,7 @@ def test_eval_reports_exactly_the_changed_runs(recorded: Recorded, tmp_path: Pat
     ledger = recorded.provider.ledger()
     report_file = tmp_path / "eval.html"
     report = _json(
+        run_cli,
         recorded.tripwire_env(),
         "eval",
         *recorded.runs.values(),
@@ -158,11 +185,12 @@ def test_eval_reports_exactly_the_changed_runs(recorded: Recorded, tmp_path: Pat
     assert all(run_id in html for run_id in recorded.runs.values())
 
 
-def test_eval_with_the_same_model_agrees_everywhere(recorded: Recorded) -> None:
+def test_eval_with_the_same_model_agrees_everywhere(
+    recorded: Recorded, cli_here: InProcessCli
+) -> None:
     """The unchanged model reproduces all twenty runs, the rejected refund included."""
-    report = _json(
-        recorded.tripwire_env(), "eval", *recorded.runs.values(), "--model", f"{MODELS}:same_model"
-    )
+    tripwire, runs = recorded.tripwire_env(), recorded.runs.values()
+    report = _json(cli_here, tripwire, "eval", *runs, "--model", f"{MODELS}:same_model")
     assert report["summary"]["agreement_rate"] == 1.0
     assert all(r["same_calls"] and r["same_answer"] for r in report["runs"])
     rejected = next(r for r in report["runs"] if r["run_id"] == recorded.runs[REJECTED])
@@ -180,10 +208,13 @@ def test_eval_with_the_same_model_agrees_everywhere(recorded: Recorded) -> None:
     assert not recorded.tripwire.exists()
 
 
-def test_eval_can_stop_a_trajectory_at_its_divergence(recorded: Recorded) -> None:
+def test_eval_can_stop_a_trajectory_at_its_divergence(
+    recorded: Recorded, cli_here: InProcessCli
+) -> None:
     """With --stop-at-divergence a changed run ends at its first unrecorded call."""
     run_id = recorded.runs[(CHANGED_ORDER, 0)]
     report = _json(
+        cli_here,
         recorded.tripwire_env(),
         "eval",
         run_id,
@@ -197,19 +228,24 @@ def test_eval_can_stop_a_trajectory_at_its_divergence(recorded: Recorded) -> Non
     assert [c["tool"] for c in only["candidate"]["calls"]] == ["lookup_order", "issue_refund"]
 
 
-def test_inspect_rebuilds_each_model_input_and_runs_nothing(recorded: Recorded) -> None:
+def test_inspect_rebuilds_each_model_input_and_runs_nothing(
+    recorded: Recorded, cli_here: InProcessCli
+) -> None:
     """Inspect at every model step of a run matches the recorded input hash; no tool runs."""
     run_id = recorded.runs[REJECTED]
     journal = recorded.services.runtime.journal(run_id)
     positions = model_positions(journal)
-    seen = [_json(recorded.tripwire_env(), "inspect", run_id, "--step", str(p)) for p in positions]
+    tripwire = recorded.tripwire_env()
+    seen = [_json(cli_here, tripwire, "inspect", run_id, "--step", str(p)) for p in positions]
     assert all(s["identical"] for s in seen)
     assert [s["recorded_input_hash"] for s in seen] == [journal[p].input_hash for p in positions]
     assert [len(s["tool_results"]) for s in seen] == [0, 1, 2]
     refused = seen[-1]["tool_results"][1]
     assert (refused["tool"], refused["is_error"]) == ("issue_refund", True)
     assert seen[-1]["used"]["model_calls"] == 2
-    text = cli_ok(recorded.tripwire_env(), "inspect", run_id, "--step", str(positions[-1]))
+    shown = run_cli(tripwire, "inspect", run_id, "--step", str(positions[-1]))
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
     assert "identical to the request sent" in text
     assert "over the refund limit" in text
     assert not recorded.tripwire.exists()
@@ -223,63 +259,72 @@ def test_inspect_of_a_step_that_is_not_a_model_call_is_refused(recorded: Recorde
     assert "model calls are at steps" in done.stderr
 
 
-def test_fork_never_repeats_a_side_effect_of_its_prefix(recorded: Recorded) -> None:
+def test_fork_never_repeats_a_side_effect_of_its_prefix(
+    recorded: Recorded, cli_here: InProcessCli
+) -> None:
     """A fork at the final answer, replaced, adds nothing to the provider's ledger."""
     source = recorded.runs[("1042", 0)]
     journal = recorded.services.runtime.journal(source)
     at = model_positions(journal)[-1]
     ledger = recorded.provider.ledger()
     answer = {"message": {"role": "assistant", "content": "Refund and email done (forked)."}}
-    forked = _json(recorded.env, "fork", source, "--at", str(at), "--output", json.dumps(answer))
+    output = json.dumps(answer)
+    forked = _json(run_cli, recorded.env, "fork", source, "--at", str(at), "--output", output)
     assert (forked["forked_from"], forked["fork_at"]) == (source, at)
-    cli_ok(recorded.env, "worker", "--until-idle")
+    recorded.work()
     ended = recorded.services.runtime.get(forked["id"])
     assert ended.status == RunStatus.COMPLETED
     assert ended.output["answer"] == "Refund and email done (forked)."
     assert recorded.provider.ledger() == ledger
-    shown = _json(recorded.env, "show", source)
+    shown = _json(cli_here, recorded.env, "show", source)
     assert {"id": forked["id"], "at": at} in shown["forks"]
 
 
-def test_fork_before_the_actions_asks_again_and_acts_once(recorded: Recorded) -> None:
+def test_fork_before_the_actions_asks_again_and_acts_once(
+    recorded: Recorded, cli_here: InProcessCli
+) -> None:
     """A fork at the refund's proposal asks again for the refund, then the email, and acts once."""
     source = recorded.runs[("1044", 0)]
     at = model_positions(recorded.services.runtime.journal(source))[1]
     ledger = recorded.provider.ledger()
-    forked = RunId(_json(recorded.env, "fork", source, "--at", str(at))["id"])
-    cli_ok(recorded.env, "worker", "--until-idle")
+    forked = RunId(_json(cli_here, recorded.env, "fork", source, "--at", str(at))["id"])
+    recorded.work()
     assert recorded.services.runtime.get(forked).status == RunStatus.WAITING
     new = recorded.provider.ledger()[len(ledger) :]
     assert [(e["method"], e["path"]) for e in new] == [("GET", "/v1/orders/1044")], (
         "only the refund's preview read the order: the prefix's lookup was not made again"
     )
-    _settle(recorded.env, recorded.services, [forked])
+    recorded.settle(recorded.env, recorded.services, [forked])
     assert recorded.services.runtime.get(forked).status == RunStatus.COMPLETED
     entries = recorded.provider.ledger()
     assert len(refund_requests(entries, forked)) == len(email_requests(entries, forked)) == 1
     assert len(entries) == len(ledger) + 4, "two reads by the refund's preview, two actions"
 
 
-def test_fork_under_another_model_is_refused_when_unknown(recorded: Recorded) -> None:
+def test_fork_under_another_model_is_refused_when_unknown(
+    recorded: Recorded, cli_here: InProcessCli
+) -> None:
     """An unknown model spec, or an agent run forked at a tool step, exits 2 and forks nothing."""
     source = recorded.runs[("1042", 1)]
     before = len(recorded.services.runtime.forks(source))
     bad_model = run_cli(recorded.env, "fork", source, "--at", "1", "--model", "nope:nothing")
     assert bad_model.returncode == 2
     assert "--model" in bad_model.stderr
-    tool_step = run_cli(recorded.env, "fork", source, "--at", "0")
+    tool_step = cli_here(recorded.env, "fork", source, "--at", "0")
     assert tool_step.returncode == 2
     assert "can be forked at its model calls" in tool_step.stderr
     assert len(recorded.services.runtime.forks(source)) == before
 
 
 @pytest.mark.postgres
-def test_inspect_fork_and_eval_on_postgresql(recorded: Recorded, pg_url: str) -> None:
+def test_inspect_fork_and_eval_on_postgresql(
+    recorded: Recorded, pg_url: str, cli_here: InProcessCli
+) -> None:
     """On PostgreSQL (whose jsonb reorders keys) inspect, eval and fork behave the same."""
     env = agent_env(pg_url, recorded.provider.url)
     with services_for(env) as services:
         run_id = _start(services, PHRASINGS[0].format("1042"))
-        _settle(env, services, [run_id])
+        recorded.settle(env, services, [run_id])
         journal = services.runtime.journal(run_id)
         ledger = recorded.provider.ledger()
         tripwire = env | {
@@ -287,11 +332,13 @@ def test_inspect_fork_and_eval_on_postgresql(recorded: Recorded, pg_url: str) ->
             TRIPWIRE_ENV: str(recorded.tripwire),
         }
         for position in model_positions(journal):
-            assert _json(tripwire, "inspect", run_id, "--step", str(position))["identical"]
-        report = _json(tripwire, "eval", run_id, "--model", f"{MODELS}:same_model")
+            inspected = _json(cli_here, tripwire, "inspect", run_id, "--step", str(position))
+            assert inspected["identical"]
+        report = _json(cli_here, tripwire, "eval", run_id, "--model", f"{MODELS}:same_model")
         assert report["summary"]["agreement_rate"] == 1.0
         answer = {"message": {"role": "assistant", "content": "forked on PostgreSQL"}}
         forked = _json(
+            cli_here,
             env,
             "fork",
             run_id,
@@ -300,28 +347,28 @@ def test_inspect_fork_and_eval_on_postgresql(recorded: Recorded, pg_url: str) ->
             "--output",
             json.dumps(answer),
         )
-        cli_ok(env, "worker", "--until-idle")
+        recorded.work(env)
         assert services.runtime.get(forked["id"]).output["answer"] == "forked on PostgreSQL"
         assert recorded.provider.ledger() == ledger
         assert not recorded.tripwire.exists()
 
 
-def test_eval_and_fork_under_another_agent(recorded: Recorded) -> None:
+def test_eval_and_fork_under_another_agent(recorded: Recorded, cli_here: InProcessCli) -> None:
     """--agent evaluates and continues runs under another prompt (same tools, shared safely)."""
     env = recorded.env | {"SIGNOFF_AGENT": f"{MODELS}:terse_agent"}
     runs = [recorded.runs[("1042", 0)], recorded.runs[REJECTED]]
     ledger = recorded.provider.ledger()
-    report = _json(env, "eval", *runs, "--agent", "demo-terse")
+    report = _json(cli_here, env, "eval", *runs, "--agent", "demo-terse")
     assert report["summary"]["agreement_rate"] == 1.0
     assert report["summary"]["candidate"] == "demo-terse"
     source = runs[0]
     at = model_positions(recorded.services.runtime.journal(source))[-1]
-    forked = _json(env, "fork", source, "--at", str(at), "--agent", "demo-terse")
+    forked = _json(cli_here, env, "fork", source, "--at", str(at), "--agent", "demo-terse")
     assert forked["workflow"] == "agent:demo-terse"
-    cli_ok(env, "worker", "--until-idle")
-    shown = _json(env, "show", forked["id"])
+    recorded.work(env)
+    shown = _json(cli_here, env, "show", forked["id"])
     assert shown["status"] == "completed", shown["error"]
-    inspected = _json(env, "inspect", forked["id"], "--step", str(at))
+    inspected = _json(cli_here, env, "inspect", forked["id"], "--step", str(at))
     assert inspected["request"]["system"].startswith("Be brief. ")
     assert inspected["identical"]
     recorded_hash = recorded.services.runtime.journal(source)[at].input_hash

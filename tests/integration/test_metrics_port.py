@@ -26,7 +26,7 @@ from tests.integration import (
     wait_until,
 )
 from tests.integration.ops_probes import metrics, probe, sample
-from tests.integration.test_serve_instances import free_port
+from tests.integration.serve_cluster import free_port
 
 TIMEOUT_S = 30.0
 

@@ -26,10 +26,10 @@ from agent_runtime.audit_report import examine
 from store import build_engine
 from store.approval_store import SqlApprovalStore
 from store.migrate import alembic_config, downgrade, upgrade
-from store.models import Base, approvals, runs
+from store.models import approvals, metadata, runs
 from store.types import UTCDateTime
 
-MODEL_TABLES = set(Base.metadata.tables)
+MODEL_TABLES = set(metadata.tables)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -69,7 +69,7 @@ def _differences(engine: Engine) -> list[Any]:
     """Return what autogenerate would change to make the database match the models."""
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True})
-        diff: list[Any] = compare_metadata(context, Base.metadata)
+        diff: list[Any] = compare_metadata(context, metadata)
         return diff
 
 

@@ -22,21 +22,23 @@ from bot.slack.notifier import root_key
 from devkit.sandbox.slack_api import DEFAULT_TOKEN
 from store import models
 from tests.flows import CLAIM_FAULT_ENV, CLAIM_FAULT_FILE_ENV
-from tests.integration import cli_ok, expected_steps, lines
+from tests.integration import expected_steps, lines
+from tests.integration.in_process import InProcessCli
 from tests.integration.ops_probes import metrics, probe, sample
-from tests.integration.slack_harness import SIGNING_SECRET, TASK
-from tests.integration.slack_readers import run_id_of
-from tests.integration.test_serve_instances import (
+from tests.integration.serve_cluster import (
     Cluster,
     ServeProcess,
     acked,
     approve_in_turn,
-    cluster,
 )
+from tests.integration.slack_harness import (
+    SIGNING_SECRET,
+    TASK,
+)
+from tests.integration.slack_readers import run_id_of
 
 pytestmark = pytest.mark.postgres
 
-__all__ = ["cluster"]  # the fixture, shared with the instance scenarios
 
 EXIT_TIMEOUT_S = 30.0
 AUDIT_SECRET = "audit-secret-0123456789abcdef"
@@ -184,6 +186,7 @@ def test_a_stuck_worker_loop_fails_readyz_then_ends_the_process(
 def test_an_unexpected_error_in_the_worker_loop_is_logged_and_the_loop_goes_on(
     cluster: Cluster,
     tmp_path: Path,
+    cli_here: InProcessCli,
 ) -> None:
     """A surprise in the claim loop is logged with its traceback; the worker then runs a run."""
     switch = tmp_path / "fail-claims"
@@ -200,7 +203,9 @@ def test_an_unexpected_error_in_the_worker_loop_is_logged_and_the_loop_goes_on(
 
     switch.unlink()
     effects = tmp_path / "steps.txt"
-    run_id = start_run(cluster, "demo.steps", {"n": 2, "delay_ms": 10, "path": str(effects)})
+    run_id = start_run(
+        cli_here, cluster, "demo.steps", {"n": 2, "delay_ms": 10, "path": str(effects)}
+    )
     cluster.wait(lambda: cluster.status(run_id) == RunStatus.COMPLETED, what="the run done")
     assert lines(effects) == expected_steps(2)
     a.assert_alive()
@@ -209,11 +214,14 @@ def test_an_unexpected_error_in_the_worker_loop_is_logged_and_the_loop_goes_on(
 def test_sigterm_lets_the_step_in_flight_finish_and_the_run_resume_elsewhere(
     cluster: Cluster,
     tmp_path: Path,
+    cli_here: InProcessCli,
 ) -> None:
     """SIGTERM mid-step: exit 0, the step completes and commits, the run is released, B ends it."""
     a = start(cluster, "A")
     effects = tmp_path / "slow.txt"
-    run_id = start_run(cluster, "test.slow", {"n": 2, "delay_ms": 1500, "path": str(effects)})
+    run_id = start_run(
+        cli_here, cluster, "test.slow", {"n": 2, "delay_ms": 1500, "path": str(effects)}
+    )
     cluster.wait(lambda: lines(effects) == ["begin 1"], what="step 1 under way")
 
     a.process.send_signal(signal.SIGTERM)
@@ -261,6 +269,6 @@ def test_sigterm_waits_for_the_slack_call_in_flight_and_records_it(cluster: Clus
     assert (root.status, root.sending_at) == ("sent", None)
 
 
-def start_run(cluster: Cluster, workflow: str, data: dict[str, Any]) -> RunId:
-    """Start a run with the command line; return its id."""
-    return RunId(cli_ok(cluster.env, "start", workflow, "--input", json.dumps(data)).strip())
+def start_run(cli: InProcessCli, cluster: Cluster, workflow: str, data: dict[str, Any]) -> RunId:
+    """Start a run with the command line (in this process); return its id."""
+    return RunId(cli.ok(cluster.env, "start", workflow, "--input", json.dumps(data)).strip())

@@ -17,12 +17,7 @@ from sqlalchemy import create_engine, func, select, text
 
 from agent_runtime import RunId, RunStatus
 from store import models
-from tests.integration.slack_harness import (
-    TASK,
-    empty_postgres,
-)
-from tests.integration.slack_readers import run_id_of
-from tests.integration.test_serve_instances import (
+from tests.integration.serve_cluster import (
     TOOLS,
     UNTIL_WAITING,
     Cluster,
@@ -35,6 +30,13 @@ from tests.integration.test_serve_instances import (
     assert_posted_once,
     open_cluster,
     thread_shape,
+)
+from tests.integration.slack_harness import (
+    TASK,
+)
+from tests.integration.slack_readers import run_id_of
+from tests.integration.slack_steps import (
+    empty_postgres,
 )
 
 pytestmark = pytest.mark.postgres

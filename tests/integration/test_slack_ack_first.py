@@ -23,18 +23,18 @@ from store import models
 from store.replay_guard import REPLAY_WINDOW, SqlReplayGuard
 from tests.flows import HOLD_RUN_CREATION_ENV
 from tests.integration.response_urls import ResponseUrls
+from tests.integration.serve_cluster import Cluster, ServeProcess
 from tests.integration.slack_harness import (
     TASK,
     BotInstance,
-    ShiftedClock,
     SlackWorld,
-    acked,
     eventually,
 )
 from tests.integration.slack_readers import run_id_of
-from tests.integration.test_serve_instances import Cluster, ServeProcess, cluster
-
-__all__ = ["cluster"]
+from tests.integration.slack_steps import (
+    ShiftedClock,
+    acked,
+)
 
 
 def run_count(bot: BotInstance) -> int:

@@ -9,8 +9,15 @@ from agent_runtime import ApprovalStatus, RunStatus
 from bot.slack.allowed import REFUSED
 from bot.slack.blocks import APPROVE
 from store.models import slack_installations
-from tests.integration.slack_harness import APPROVER, TASK, BotInstance, acked
+from tests.integration.slack_harness import (
+    APPROVER,
+    TASK,
+    BotInstance,
+)
 from tests.integration.slack_readers import approvals_of, run_id_of
+from tests.integration.slack_steps import (
+    acked,
+)
 from tests.integration.workspaces_world import (
     ALPHA_CODE,
     BETA_CODE,

@@ -20,10 +20,7 @@ from tests.integration.slack_harness import (
     SECOND_APPROVER,
     BotInstance,
     SlackWorld,
-    acked,
     eventually,
-    has_status,
-    start_refund_run,
 )
 from tests.integration.slack_readers import (
     approvals_of,
@@ -32,6 +29,11 @@ from tests.integration.slack_readers import (
     canonical_args,
     preformatted_text,
     unescaped_markup,
+)
+from tests.integration.slack_steps import (
+    acked,
+    has_status,
+    start_refund_run,
 )
 
 

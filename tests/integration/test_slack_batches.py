@@ -13,12 +13,14 @@ from tests.integration.slack_harness import (
     OUTSIDER,
     BotInstance,
     SlackWorld,
-    acked,
     eventually,
+)
+from tests.integration.slack_readers import asked_in_order, buttons
+from tests.integration.slack_steps import (
+    acked,
     has_status,
     start_refund_run,
 )
-from tests.integration.slack_readers import asked_in_order, buttons
 
 
 def batch_message(world: SlackWorld, run_id: RunId) -> Message:

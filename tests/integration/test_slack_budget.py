@@ -34,11 +34,13 @@ from tests.integration.slack_harness import (
     TASK,
     BotInstance,
     SlackWorld,
-    acked,
     eventually,
-    race,
 )
 from tests.integration.slack_readers import block_texts, buttons
+from tests.integration.slack_steps import (
+    acked,
+    race,
+)
 
 BUDGET_USD = 0.0015
 """Room for the demo's first model call ($0.0012) and not its second."""

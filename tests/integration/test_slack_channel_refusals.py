@@ -20,12 +20,14 @@ from tests.integration.slack_harness import (
     TASK,
     UNPACED_PACE,
     BotInstance,
-    ShiftedClock,
     SlackWorld,
-    acked,
     eventually,
 )
 from tests.integration.slack_readers import outbox_rows, run_id_of
+from tests.integration.slack_steps import (
+    ShiftedClock,
+    acked,
+)
 
 TOLD_WITHIN_S = 5.0
 

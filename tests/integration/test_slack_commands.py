@@ -32,8 +32,6 @@ from tests.integration.slack_harness import (
     TASK,
     BotInstance,
     SlackWorld,
-    acked,
-    start_refund_run,
 )
 from tests.integration.slack_readers import (
     approvals_of,
@@ -41,6 +39,10 @@ from tests.integration.slack_readers import (
     buttons,
     run_id_of,
     unescaped_markup,
+)
+from tests.integration.slack_steps import (
+    acked,
+    start_refund_run,
 )
 
 APPROVAL_ID = re.compile(r"^[0-9a-f]{24}$")

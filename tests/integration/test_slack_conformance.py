@@ -25,12 +25,14 @@ from tests.integration.slack_harness import (
     TASK,
     UNPACED_PACE,
     BotInstance,
-    ShiftedClock,
     SlackWorld,
+)
+from tests.integration.slack_readers import outbox_rows, run_id_of
+from tests.integration.slack_steps import (
+    ShiftedClock,
     acked,
     start_refund_run,
 )
-from tests.integration.slack_readers import outbox_rows, run_id_of
 
 Fault = Callable[[Workspace], None]
 

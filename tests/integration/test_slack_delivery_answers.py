@@ -16,11 +16,13 @@ from tests.integration.slack_harness import (
     TASK,
     UNPACED_PACE,
     BotInstance,
-    ShiftedClock,
     SlackWorld,
-    acked,
 )
 from tests.integration.slack_readers import outbox_rows, run_id_of
+from tests.integration.slack_steps import (
+    ShiftedClock,
+    acked,
+)
 
 
 def dispatcher_at(bot: BotInstance, clock: ShiftedClock) -> Dispatcher:

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from agent_runtime import RunStatus
-from tests.integration.slack_harness import BotInstance, SlackWorld, acked
+from tests.integration.slack_harness import (
+    BotInstance,
+    SlackWorld,
+)
 from tests.integration.slack_readers import run_id_of
+from tests.integration.slack_steps import (
+    acked,
+)
 
 
 def test_commands_are_answered_when_slack_is_down_before_the_first_request(

@@ -10,7 +10,13 @@ from slack_bolt.adapter.socket_mode.internals import run_bolt_app
 from slack_sdk.socket_mode.request import SocketModeRequest
 
 from bot.slack.commands import HELP
-from tests.integration.slack_harness import BotInstance, SlackWorld, acked
+from tests.integration.slack_harness import (
+    BotInstance,
+    SlackWorld,
+)
+from tests.integration.slack_steps import (
+    acked,
+)
 
 WORD = "payload"
 

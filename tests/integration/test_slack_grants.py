@@ -21,11 +21,13 @@ from tests.integration.slack_harness import (
     OUTSIDER,
     BotInstance,
     SlackWorld,
-    acked,
     eventually,
-    start_refund_run,
 )
 from tests.integration.slack_readers import approvals_of, block_texts, buttons
+from tests.integration.slack_steps import (
+    acked,
+    start_refund_run,
+)
 
 NARROWER = {"all": [{"field": "args.amount_cents", "op": "<=", "value": 100}]}
 

@@ -16,8 +16,16 @@ import pytest
 from agent_runtime import ApprovalStatus, RunId, RunStatus
 from bot.slack.blocks import APPROVE
 from store.models import slack_installations
-from tests.integration.slack_harness import APPROVER, TASK, BotInstance, acked, eventually
+from tests.integration.slack_harness import (
+    APPROVER,
+    TASK,
+    BotInstance,
+    eventually,
+)
 from tests.integration.slack_readers import approvals_of, outbox_rows, run_id_of
+from tests.integration.slack_steps import (
+    acked,
+)
 from tests.integration.workspaces_world import TwoWorkspaces, install, on_grid
 
 GRID, OTHER = "E0GRID", "E0OTHER"

@@ -33,12 +33,14 @@ from tests.integration.slack_harness import (
     SECOND_APPROVER,
     BotInstance,
     SlackWorld,
+)
+from tests.integration.slack_readers import approvals_of, asked_in_order, canonical_args
+from tests.integration.slack_steps import (
     acked,
     empty_postgres,
     has_status,
     start_refund_run,
 )
-from tests.integration.slack_readers import approvals_of, asked_in_order, canonical_args
 
 OTHER_TEAM = "T0ELSEWHERE"
 

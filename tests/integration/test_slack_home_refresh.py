@@ -38,12 +38,14 @@ from tests.integration.slack_harness import (
     TASK,
     BotInstance,
     SlackWorld,
-    acked,
-    empty_postgres,
     eventually,
-    start_refund_run,
 )
 from tests.integration.slack_readers import approvals_of, run_id_of
+from tests.integration.slack_steps import (
+    acked,
+    empty_postgres,
+    start_refund_run,
+)
 
 NARROWER = {"all": [{"field": "args.amount_cents", "op": "<=", "value": 100}]}
 BURST = 20

@@ -22,15 +22,17 @@ from tests.integration.slack_harness import (
     TASK,
     UNPACED_PACE,
     BotInstance,
-    ShiftedClock,
     SlackWorld,
-    empty_postgres,
 )
 from tests.integration.slack_readers import (
     buttons,
     outbox_rows,
     posts_per_message,
     run_id_of,
+)
+from tests.integration.slack_steps import (
+    ShiftedClock,
+    empty_postgres,
 )
 
 CLAIM_FOR = DispatchOptions().claim_for

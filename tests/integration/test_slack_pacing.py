@@ -8,8 +8,15 @@ from datetime import timedelta
 from agent_runtime.clock import SystemClock
 from bot.slack.dispatcher import Dispatcher, DispatchOptions
 from bot.slack.pacing import Pace
-from tests.integration.slack_harness import TASK, BotInstance, SlackWorld, acked
+from tests.integration.slack_harness import (
+    TASK,
+    BotInstance,
+    SlackWorld,
+)
 from tests.integration.slack_readers import outbox_rows, run_id_of
+from tests.integration.slack_steps import (
+    acked,
+)
 
 PACE = Pace(every=timedelta(milliseconds=100), burst=3)
 JITTER_S = 0.1

@@ -21,11 +21,13 @@ from tests.integration.slack_harness import (
     APPROVER,
     BotInstance,
     SlackWorld,
+)
+from tests.integration.slack_readers import asked_in_order, block_texts, buttons
+from tests.integration.slack_steps import (
     acked,
     empty_postgres,
     start_refund_run,
 )
-from tests.integration.slack_readers import asked_in_order, block_texts, buttons
 
 BEFORE = "Refund 49.99 USD to Dana Example for order 1042"
 AFTER = "Refund 49.99 EUR to Dana Example for order 1042"

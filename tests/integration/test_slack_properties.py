@@ -40,9 +40,11 @@ from tests.integration.slack_harness import (
     PEOPLE,
     BotInstance,
     SlackWorld,
-    start_refund_run,
 )
 from tests.integration.slack_readers import approvals_of, run_id_of, unescaped_markup
+from tests.integration.slack_steps import (
+    start_refund_run,
+)
 
 MARKUP = ["<!channel>", "<!here>", "<@U_EVE>", "<#C123>", "<https://evil.example|click>"]
 ACTION_IDS = [APPROVE, REJECT, EDIT, VIEW_ARGS, HISTORY, FORK, "nonsense"]

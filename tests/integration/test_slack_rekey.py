@@ -23,8 +23,8 @@ from bot.slack.token_cipher import PREFIX, TokenCipher, TokenUnreadable
 from store import SqlStore
 from store.slack_installations import SqlInstallations
 from tests.integration import run_cli, signoff_env
-from tests.integration.slack_harness import empty_postgres
 from tests.integration.slack_readers import raw_installations
+from tests.integration.slack_steps import empty_postgres
 from tests.integration.workspaces_world import (
     ALPHA_CODE,
     BETA_CODE,

@@ -12,11 +12,13 @@ from tests.integration.slack_harness import (
     BATCH_TASK,
     BotInstance,
     SlackWorld,
-    acked,
     eventually,
-    start_refund_run,
 )
 from tests.integration.slack_readers import approvals_of, asked_in_order, block_texts
+from tests.integration.slack_steps import (
+    acked,
+    start_refund_run,
+)
 
 
 def test_the_root_shows_who_the_run_waits_for_and_then_its_answer(

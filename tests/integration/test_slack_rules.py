@@ -10,8 +10,14 @@ import pytest
 
 from agent_runtime import ApprovalStatus
 from agent_runtime.rules import Rules
-from tests.integration.slack_harness import BotInstance, SlackWorld, start_refund_run
+from tests.integration.slack_harness import (
+    BotInstance,
+    SlackWorld,
+)
 from tests.integration.slack_readers import approvals_of, block_texts, buttons
+from tests.integration.slack_steps import (
+    start_refund_run,
+)
 
 RULES = Rules.parse(
     [

@@ -21,17 +21,19 @@ from tests.integration.slack_harness import (
     TASK,
     BotInstance,
     SlackWorld,
-    acked,
-    has_status,
-    race,
     sign,
-    start_refund_run,
 )
 from tests.integration.slack_readers import (
     approvals_of,
     buttons,
     outbox_rows,
     run_id_of,
+)
+from tests.integration.slack_steps import (
+    acked,
+    has_status,
+    race,
+    start_refund_run,
 )
 
 

@@ -21,11 +21,7 @@ from tests.integration.slack_harness import (
     APPROVER,
     SECOND_APPROVER,
     SlackWorld,
-    acked,
-    empty_postgres,
     eventually,
-    has_status,
-    start_refund_run,
 )
 from tests.integration.slack_readers import (
     approvals_of,
@@ -33,6 +29,12 @@ from tests.integration.slack_readers import (
     buttons,
     canonical_args,
     find_button,
+)
+from tests.integration.slack_steps import (
+    acked,
+    empty_postgres,
+    has_status,
+    start_refund_run,
 )
 
 pytestmark = pytest.mark.postgres

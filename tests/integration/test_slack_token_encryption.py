@@ -15,8 +15,9 @@ from cryptography.fernet import Fernet
 
 from bot.slack.token_cipher import PREFIX, TokenCipher, TokenUnreadable
 from tests.integration import run_cli, signoff_env
-from tests.integration.slack_harness import TASK, BotInstance, acked, empty_postgres
+from tests.integration.slack_harness import TASK, BotInstance
 from tests.integration.slack_readers import approvals_of, raw_installations, run_id_of
+from tests.integration.slack_steps import acked, empty_postgres
 from tests.integration.workspaces_world import (
     ALPHA_CODE,
     BETA_CODE,

@@ -21,12 +21,14 @@ from tests.integration.slack_harness import (
     OUTSIDER,
     BotInstance,
     SlackWorld,
-    acked,
     eventually,
+)
+from tests.integration.slack_readers import approvals_of
+from tests.integration.slack_steps import (
+    acked,
     has_status,
     start_refund_run,
 )
-from tests.integration.slack_readers import approvals_of
 
 NOT_YOURS = "Sorry: there is no such approval, or it is not yours to see."
 

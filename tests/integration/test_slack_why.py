@@ -12,12 +12,14 @@ from tests.integration.slack_harness import (
     TASK,
     BotInstance,
     SlackWorld,
-    acked,
     eventually,
+)
+from tests.integration.slack_readers import approvals_of
+from tests.integration.slack_steps import (
+    acked,
     has_status,
     start_refund_run,
 )
-from tests.integration.slack_readers import approvals_of
 
 
 def why_views(world: SlackWorld) -> list[View]:

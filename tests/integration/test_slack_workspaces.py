@@ -24,10 +24,12 @@ from tests.integration.slack_harness import (
     SECOND_APPROVER,
     TASK,
     BotInstance,
-    acked,
     eventually,
 )
 from tests.integration.slack_readers import approvals_of, block_texts, outbox_rows, run_id_of
+from tests.integration.slack_steps import (
+    acked,
+)
 from tests.integration.workspaces_world import ALPHA_CODE, BETA_CODE, TwoWorkspaces, install
 
 

@@ -20,12 +20,14 @@ from agent_runtime import ApprovalStatus, RunId
 from bot.slack.blocks import APPROVE
 from bot.slack.commands import HELP
 from devkit.sandbox.socket_mode import SocketModeEndpoint
-from tests.integration.slack_harness import APPROVER, TASK
-from tests.integration.test_serve_instances import TOOLS, Cluster, ServeProcess, cluster
+from tests.integration.serve_cluster import TOOLS, Cluster, ServeProcess
+from tests.integration.slack_harness import (
+    APPROVER,
+    TASK,
+)
 
 pytestmark = pytest.mark.postgres
 
-__all__ = ["cluster"]
 
 APP_TOKEN = "xapp-1-A0SANDBOX-1-socket-mode-test"
 WORD = "payload"

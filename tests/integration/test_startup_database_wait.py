@@ -23,7 +23,7 @@ from tests.integration import (
 )
 from tests.integration.ops_probes import probe
 from tests.integration.private_postgres import PrivatePostgres
-from tests.integration.test_serve_instances import free_port
+from tests.integration.serve_cluster import free_port
 
 pytestmark = pytest.mark.postgres
 

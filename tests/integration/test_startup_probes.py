@@ -31,6 +31,7 @@ from tests.integration import signoff_command, signoff_env, wait_until
 from tests.integration.ops_probes import metrics, probe, sample
 from tests.integration.private_postgres import PrivatePostgres
 from tests.integration.response_urls import ResponseUrls
+from tests.integration.serve_cluster import free_port
 from tests.integration.slack_harness import (
     APPROVER,
     FORM,
@@ -41,7 +42,6 @@ from tests.integration.slack_harness import (
     SlackWorld,
     sign,
 )
-from tests.integration.test_serve_instances import free_port
 from tests.integration.test_startup_database_wait import ready
 
 pytestmark = pytest.mark.postgres

@@ -108,6 +108,30 @@ def test_an_agent_module_that_fails_to_load_is_one_line_naming_its_line(tmp_path
     ]
 
 
+def test_a_worker_refuses_to_start_with_a_tool_schema_that_is_not_json_schema(
+    tmp_path: Path,
+) -> None:
+    """A hand-written tool whose parameters are not a JSON Schema stops ``signoff worker`` at
+    start with exit 2 and one line naming the agent and the tool, before any run is taken."""
+    (tmp_path / "schema_agent.py").write_text(
+        "from agent_runtime import Agent, Tool, Tools\n"
+        "from agent_runtime.models import ScriptedModel\n\n"
+        "lookup = Tool(name='lookup', description='Look up.', fn=lambda q: q,\n"
+        "              parameters={'type': 'object', 'properties': {'q': {'type': 'text'}}})\n"
+        "support = Agent(name='support', model=ScriptedModel([]), system_prompt='x',\n"
+        "                tools=Tools(lookup))\n"
+    )
+    env = signoff_env(
+        f"sqlite:///{tmp_path / 'signoff.db'}", extra={"SIGNOFF_AGENT": "schema_agent:support"}
+    )
+    done = run_cli(env, "worker", "--until-idle", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(
+        "signoff: error: tool parameters that are not a JSON Schema: support.lookup: "
+    )
+
+
 def test_an_agent_factory_that_raises_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

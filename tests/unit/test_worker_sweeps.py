@@ -8,7 +8,9 @@ from datetime import timedelta
 
 from agent_runtime import RunStatus, Runtime, WorkerOptions, Workflows
 from agent_runtime.testing import InMemoryStore
-from tests.integration.slack_harness import eventually
+from tests.integration.slack_harness import (
+    eventually,
+)
 
 OPTIONS = WorkerOptions(owner="test", poll_interval=timedelta(milliseconds=5))
 WAIT_S = 10.0

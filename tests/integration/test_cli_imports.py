@@ -1,0 +1,115 @@
+"""The command line imports only what a command uses (what makes ``signoff`` start fast):
+each command runs in a fresh Python, which then reports every module it imported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agent_runtime import Actor, AgentInput
+from tests.integration import CLI_TIMEOUT_S, signoff_env
+from tests.integration.agent_helpers import services_for
+
+IMPORTED_BY = """
+import json, sys
+from bot.cli.main import main
+try:
+    status = main(sys.argv[2:])
+except SystemExit as exit_:
+    status = exit_.code
+with open(sys.argv[1], "w", encoding="utf-8") as out:
+    json.dump({"status": status, "modules": sorted(sys.modules)}, out)
+"""
+"""Run ``signoff ARGS`` (``python -c IMPORTED_BY OUT ARGS...``), then write its exit status
+and the modules loaded to OUT."""
+
+HEAVY = (
+    "alembic",
+    "apscheduler",
+    "google.protobuf",
+    "jsonschema",
+    "langgraph",
+    "mcp",
+    "opentelemetry",
+    "prometheus_client",
+    "slack_bolt",
+    "slack_sdk",
+    "sqlalchemy.orm",
+)
+"""What a command that reads or decides (``runs``, ``show``, ``approve``) has no use for:
+Slack, tracing, the scheduler, metrics, migrations, the MCP SDK, JSON Schema (tools are
+validated when called), and SQLAlchemy's ORM (the store speaks SQL)."""
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[dict[str, str], str, str]:
+    """A SQLite file with a demo-agent run waiting on a pending approval of its refund:
+    the environment, the run's id and the approval's id."""
+    env = signoff_env(f"sqlite:///{tmp_path / 'signoff.db'}")
+    with services_for(env) as services:
+        agent = services.agents.get("demo")
+        refund = agent.tools.get("issue_refund")
+        assert refund is not None
+        assert refund.approval is not None
+        requester = Actor(user_id="U_RITA")
+        run = services.runtime.start(
+            agent.workflow, AgentInput(task="refund order 1042", requester=requester).to_json()
+        )
+        approval = services.approvals.request(
+            run_id=run.id,
+            position=1,
+            tool=refund,
+            args={"order_id": "1042", "amount_cents": 4999},
+            policy=refund.approval.snapshot(agent.approver_groups),
+            requester=requester,
+            now=datetime.now(UTC),
+        )
+    return env, run.id, approval.id
+
+
+def imported(tmp_path: Path, env: dict[str, str], *args: str) -> set[str]:
+    """Run ``signoff args`` in a fresh Python; require exit status 0; return what it imported."""
+    out = tmp_path / "imported.json"
+    subprocess.run(
+        [sys.executable, "-c", IMPORTED_BY, str(out), *args],
+        env=env,
+        capture_output=True,
+        timeout=CLI_TIMEOUT_S,
+        check=True,
+    )
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["status"] == 0, report["status"]
+    return set(report["modules"])
+
+
+def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    """The ``packages`` (or modules) of which ``modules`` holds the package or a module."""
+    return [p for p in packages if any(m == p or m.startswith(f"{p}.") for m in modules)]
+
+
+@pytest.mark.parametrize("command", ["runs", "show", "approve"])
+def test_reading_and_deciding_import_nothing_they_do_not_use(
+    tmp_path: Path, world: tuple[dict[str, str], str, str], command: str
+) -> None:
+    """`signoff runs`, `show RUN` and `approve ID` load no Slack, tracing, ORM or schema code."""
+    env, run_id, approval_id = world
+    args = {
+        "runs": ["runs"],
+        "show": ["show", run_id],
+        "approve": ["approve", approval_id, "--as", "U_APPROVER"],
+    }[command]
+    assert loaded(imported(tmp_path, env, *args), HEAVY) == []
+
+
+@pytest.mark.parametrize("args", [["--help"], ["worker", "--help"], ["approve", "--help"]])
+def test_help_imports_no_sqlalchemy(
+    tmp_path: Path, world: tuple[dict[str, str], str, str], args: list[str]
+) -> None:
+    """`signoff --help` and a command's `--help` build the parser alone: no SQLAlchemy at all."""
+    env, _, _ = world
+    assert loaded(imported(tmp_path, env, *args), ("sqlalchemy", *HEAVY)) == []
