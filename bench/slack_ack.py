@@ -154,7 +154,7 @@ def run(n: int, sequential: int, *, concurrency: int, b_worker: bool) -> bool:
             [hello] = burst(
                 [Request(serve.events_url, serve.health_url, command_body(w.ws, w.channel, "help"))]
             )
-            if "/agent <task>" not in hello.text:
+            if "/agent help" not in hello.text:
                 raise RuntimeError(f"unexpected answer to /agent help: {hello.text}")
         halves = [w.a, w.b] * n
         health = burst([Request(s.health_url, s.health_url) for s in halves[:n]])
