@@ -33,6 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
+        build_parser(Settings(), argv).parse_args(argv)  # --help and usage errors answer first
         return _fail(2, exc)
     args = build_parser(settings, argv).parse_args(argv)
     try:

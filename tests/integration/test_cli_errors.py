@@ -101,3 +101,19 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> Non
         os.close(write_end)
     assert done.returncode == 1
     assert done.stderr == ""
+
+
+def test_help_answers_even_when_the_settings_are_wrong(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With settings that stop every command (OAuth mode without its variables), ``--help``
+    still prints the help and exits 0, and a command says what is wrong with exit 2."""
+    monkeypatch.setenv("SIGNOFF_SLACK_MODE", "oauth")
+    with pytest.raises(SystemExit) as helped:
+        main(["slack", "--help"])
+    assert helped.value.code == 0
+    assert "rekey" in capsys.readouterr().out
+    code, out, err = _run(["runs"], capsys)
+    assert (code, out) == (2, "")
+    needs = "SIGNOFF_SLACK_MODE=oauth needs SLACK_CLIENT_ID and SLACK_CLIENT_SECRET"
+    assert err == f"signoff: error: {needs}\n"
