@@ -7,8 +7,9 @@ and their JSON Schema validator): the command line starts fast.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agent_runtime.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from agent_runtime.agent import Agent, AgentInput, AgentNotFound, Agents
@@ -134,14 +135,7 @@ _MODULE_OF = {
 """The module (under ``agent_runtime``) of each public name."""
 
 
-def __getattr__(name: str) -> Any:
-    """Import the module of a public name when the name is first asked for."""
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"agent_runtime.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _MODULE_OF, globals())
 
 
 __all__ = [

@@ -7,8 +7,9 @@ each name imported from its module when first used (``DEFAULT_URL`` needs no SQL
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agent_runtime.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from agent_runtime.audit_keys import AuditKeys
@@ -58,14 +59,7 @@ _MODULE_OF = {
 """The module (under ``store``) of each public name."""
 
 
-def __getattr__(name: str) -> Any:
-    """Import the module of a public name when the name is first asked for."""
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"store.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _MODULE_OF, globals())
 
 
 # Read as ``store.open``, as ``shelve.open`` and ``tarfile.open`` are.

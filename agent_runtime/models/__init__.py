@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agent_runtime.lazy_exports import lazy_exports
 from agent_runtime.models.base import (
     Message,
     Model,
@@ -49,12 +49,7 @@ _HTTP_ADAPTERS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import the HTTP adapters (and ``requests``) only when one is asked for."""
-    module = _HTTP_ADAPTERS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"agent_runtime.models.{module}"), name)
+__getattr__ = lazy_exports(__name__, _HTTP_ADAPTERS, globals())
 
 
 __all__ = [
