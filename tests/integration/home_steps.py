@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
 
+from devkit.sandbox.slack_api import Workspace
 from tests.integration.slack_harness import (
     PEOPLE,
     Ack,
@@ -100,10 +101,12 @@ def click_home(
     view: dict[str, Any],
     action_id: str,
     approval_id: str,
+    *,
+    workspace: Workspace | None = None,
 ) -> Ack:
-    """Click a button of an approval on ``user``'s Home tab, as Slack sends it (the view,
-    no channel, no response_url)."""
-    ws = bot.world.workspace
+    """Click a button of an approval on ``user``'s Home tab (in ``workspace``, by default the
+    world's), as Slack sends it (the view, no channel, no response_url)."""
+    ws = workspace or bot.world.workspace
     shown = ws.home(user)
     assert shown is not None
     [block] = [b for b in view["blocks"] if b.get("block_id") == f"approval:{approval_id}"]

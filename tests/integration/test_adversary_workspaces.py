@@ -8,7 +8,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 
@@ -21,9 +20,9 @@ from bot.slack.blocks import APPROVE
 from devkit.sandbox.slack_api import Workspace
 from store import ApiKey
 from store.api_store import SqlApiStore
+from tests.integration.home_steps import cards_on, click_home
 from tests.integration.slack_harness import (
     APPROVER,
-    PEOPLE,
     BotInstance,
     eventually,
 )
@@ -95,46 +94,6 @@ def open_home(bot: BotInstance, workspace: Workspace, user: str) -> dict[str, An
     return dict(shown.view)
 
 
-def click_home_approve(bot: BotInstance, workspace: Workspace, user: str, approval_id: str) -> None:
-    """Click Approve on the approval's card on ``user``'s Home tab in ``workspace``."""
-    shown = workspace.home(user)
-    assert shown is not None
-    [block] = [b for b in shown.view["blocks"] if b.get("block_id") == f"approval:{approval_id}"]
-    [button] = [e for e in block["elements"] if e["action_id"] == APPROVE]
-    payload = {
-        "type": "block_actions",
-        "user": {"id": user, "username": PEOPLE[user], "team_id": workspace.team_id},
-        "api_app_id": workspace.app_id,
-        "token": "legacy-verification-token",
-        "container": {"type": "view", "view_id": shown.id},
-        "trigger_id": workspace.issue_trigger(user),
-        "team": {"id": workspace.team_id, "domain": workspace.domain},
-        "enterprise": None,
-        "is_enterprise_install": False,
-        "view": shown.view,
-        "actions": [
-            {
-                "type": "button",
-                "action_id": APPROVE,
-                "block_id": block["block_id"],
-                "text": button["text"],
-                "value": button["value"],
-                "action_ts": f"{time.time():.6f}",
-            }
-        ],
-    }
-    acked(bot.post(urlencode({"payload": json.dumps(payload)}).encode()))
-
-
-def approval_cards(view: dict[str, Any]) -> list[str]:
-    """The approval ids whose buttons ``view`` shows."""
-    return [
-        b["block_id"].removeprefix("approval:")
-        for b in view["blocks"]
-        if b["type"] == "actions" and b.get("block_id", "").startswith("approval:")
-    ]
-
-
 def test_an_api_approval_with_approvers_named_by_user_id_alone_is_refused(
     tmp_path: Path, sqlite_url: str
 ) -> None:
@@ -154,9 +113,10 @@ def test_another_workspaces_namesake_cannot_see_or_decide_an_api_approval(
     bot = two.instances[0]
     approval = api_approval(bot)
     bot.drain()
-    assert approval.id not in approval_cards(open_home(bot, two.beta, APPROVER))
-    assert approval.id in approval_cards(open_home(bot, two.workspace, APPROVER))
-    click_home_approve(bot, two.workspace, APPROVER, approval.id)
+    assert approval.id not in cards_on(open_home(bot, two.beta, APPROVER))
+    alpha_home = open_home(bot, two.workspace, APPROVER)
+    assert approval.id in cards_on(alpha_home)
+    click_home(bot, APPROVER, alpha_home, APPROVE, approval.id, workspace=two.workspace)
     eventually(
         lambda: bot.services.approvals.get(approval.id).status == ApprovalStatus.APPROVED,
         between=bot.drain,
