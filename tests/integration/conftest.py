@@ -24,6 +24,7 @@ from tests.integration.slack_steps import (
 from tests.integration.worker_processes import (
     Launcher,
 )
+from tests.integration.workspaces_world import ALPHA_CODE, BETA_CODE, TwoWorkspaces, install
 
 
 @pytest.fixture
@@ -78,4 +79,20 @@ def cluster(tmp_path: Path, pg_url: str) -> Iterator[Cluster]:
     """An emptied database, the provider and the fake Slack; no serve process yet."""
     empty_postgres(pg_url)
     with open_cluster(tmp_path, pg_url) as built:
+        yield built
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def two(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TwoWorkspaces]:
+    """Both workspaces installed through the OAuth flow (beta with a rotating token and its
+    refresh token), on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        url: str = request.getfixturevalue("sqlite_url")
+    else:
+        url = request.getfixturevalue("pg_url")
+        empty_postgres(url)
+    with TwoWorkspaces(tmp_path, url) as built:
+        bot = built.instance()
+        for code in (ALPHA_CODE, BETA_CODE):
+            assert install(bot, code).status_code == 200
         yield built

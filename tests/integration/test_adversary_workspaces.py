@@ -46,7 +46,7 @@ def installed(tmp_path: Path, url: str, approvers: tuple[str, ...]) -> TwoWorksp
 
 
 @pytest.fixture
-def two(tmp_path: Path, sqlite_url: str) -> Iterator[TwoWorkspaces]:
+def scoped(tmp_path: Path, sqlite_url: str) -> Iterator[TwoWorkspaces]:
     """The approvers named as alpha's U_DANA only (``USER@TEAM``)."""
     with installed(tmp_path, sqlite_url, (f"{APPROVER}@{ALPHA_TEAM}",)) as built:
         yield built
@@ -106,10 +106,11 @@ def test_an_api_approval_with_approvers_named_by_user_id_alone_is_refused(
 
 
 def test_another_workspaces_namesake_cannot_see_or_decide_an_api_approval(
-    two: TwoWorkspaces,
+    scoped: TwoWorkspaces,
 ) -> None:
     """Beta's U_DANA, a namesake of the approver, neither sees nor decides an API approval;
     alpha's U_DANA sees it on her Home tab and decides it."""
+    two = scoped
     bot = two.instances[0]
     approval = api_approval(bot)
     bot.drain()

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 
 import pytest
 from cryptography.fernet import Fernet
@@ -24,15 +23,11 @@ from store import SqlStore
 from store.slack_installations import SqlInstallations
 from tests.integration import run_cli, signoff_env
 from tests.integration.slack_readers import raw_installations
-from tests.integration.slack_steps import empty_postgres
 from tests.integration.workspaces_world import (
-    ALPHA_CODE,
-    BETA_CODE,
     CLIENT_ID,
     CLIENT_SECRET,
     TOKEN_KEY,
     TwoWorkspaces,
-    install,
 )
 
 OLD, NEW, LOST = (Fernet.generate_key().decode() for _ in range(3))
@@ -196,22 +191,6 @@ def test_single_workspace_mode_is_refused(
     assert err.count("\n") == 1
     assert "signoff slack rekey needs SIGNOFF_SLACK_MODE=oauth" in err
     _secret_free(out, err)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def two(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TwoWorkspaces]:
-    """Both workspaces installed through the OAuth flow under ``TOKEN_KEY``, on SQLite and
-    on PostgreSQL."""
-    if request.param == "sqlite":
-        url: str = request.getfixturevalue("sqlite_url")
-    else:
-        url = request.getfixturevalue("pg_url")
-        empty_postgres(url)
-    with TwoWorkspaces(tmp_path, url) as built:
-        bot = built.instance()
-        for code in (ALPHA_CODE, BETA_CODE):
-            assert install(bot, code).status_code == 200
-        yield built
 
 
 def test_after_rekey_the_new_key_alone_reads_every_row_and_doctor_passes(

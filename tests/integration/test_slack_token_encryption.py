@@ -7,20 +7,15 @@ back raw from SQLite and PostgreSQL, as anyone with a copy of the database would
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from cryptography.fernet import Fernet
 
 from bot.slack.token_cipher import PREFIX, TokenCipher, TokenUnreadable
 from tests.integration import run_cli, signoff_env
 from tests.integration.slack_harness import TASK, BotInstance
 from tests.integration.slack_readers import approvals_of, raw_installations, run_id_of
-from tests.integration.slack_steps import acked, empty_postgres
+from tests.integration.slack_steps import acked
 from tests.integration.workspaces_world import (
-    ALPHA_CODE,
-    BETA_CODE,
     TOKEN_KEY,
     TwoWorkspaces,
     install,
@@ -28,22 +23,6 @@ from tests.integration.workspaces_world import (
 
 TOKEN_SHAPES = ("xoxb-", "xoxe.xoxb-", "xoxe-1-")
 """How the bot tokens and refresh tokens the local Slack issues begin."""
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def two(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TwoWorkspaces]:
-    """Both workspaces installed (beta with a rotating token and its refresh token), on
-    SQLite and on PostgreSQL."""
-    if request.param == "sqlite":
-        url: str = request.getfixturevalue("sqlite_url")
-    else:
-        url = request.getfixturevalue("pg_url")
-        empty_postgres(url)
-    with TwoWorkspaces(tmp_path, url) as built:
-        bot = built.instance()
-        for code in (ALPHA_CODE, BETA_CODE):
-            assert install(bot, code).status_code == 200
-        yield built
 
 
 def _raw_rows(bot: BotInstance) -> dict[str, str]:
