@@ -37,7 +37,7 @@ def cmd_rekey(args: argparse.Namespace, settings: Settings) -> int:
             "signoff slack rekey needs SIGNOFF_SLACK_MODE=oauth: only then are workspaces' "
             f"tokens stored (encrypted with {KEYS})"
         )
-    stores = store.open(settings.database_url, migrate=False)
+    stores = store.open(settings.database_url)
     cipher = TokenCipher(settings.token_keys)
     try:
         rewritten, of = SignoffInstallationStore(

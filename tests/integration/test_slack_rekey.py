@@ -193,6 +193,25 @@ def test_single_workspace_mode_is_refused(
     _secret_free(out, err)
 
 
+def test_a_new_database_is_migrated_and_has_nothing_to_rewrite(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a database no command has used yet, ``rekey`` brings its schema up to date, as
+    every command does, and rewrites nothing."""
+    environment = {
+        "SIGNOFF_DATABASE_URL": sqlite_url,
+        "SIGNOFF_SLACK_MODE": "oauth",
+        "SLACK_CLIENT_ID": CLIENT_ID,
+        "SLACK_CLIENT_SECRET": CLIENT_SECRET,
+        "SIGNOFF_TOKEN_ENCRYPTION_KEY": NEW,
+    }
+
+    status, out, err = _signoff(monkeypatch, capsys, environment, *REKEY, "--json")
+
+    assert (status, err) == (0, "")
+    assert json.loads(out) == {"rewritten": 0, "installations": 0, "older_keys": 0}
+
+
 def test_after_rekey_the_new_key_alone_reads_every_row_and_doctor_passes(
     two: TwoWorkspaces, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
