@@ -135,7 +135,6 @@ def _work(args: argparse.Namespace, settings: Settings, start: Starting) -> int:
     from bot.ops.supervision import drain_deadline, supervised_services
 
     services, supervision = supervised_services(settings, start)
-    start.up(ops_app(supervision.ops))
     options = worker_options(
         settings,
         concurrency=args.concurrency,
@@ -156,6 +155,7 @@ def _work(args: argparse.Namespace, settings: Settings, start: Starting) -> int:
         signal.signal(signum, drain)
     duties = WORKER_UNTIL_IDLE if args.until_idle else WORKER
     scheduler = build_scheduler(jobs(services, duties, supervision.metrics), supervision.loops)
+    start.up(ops_app(supervision.ops))  # every loop is known now: /readyz checks them all
     supervision.watchdog.start()
     scheduler.start()
     try:
