@@ -124,3 +124,40 @@ def test_the_allowed_networks_setting_is_read_and_checked() -> None:
     assert [str(n) for n in read.webhook_networks] == ["127.0.0.1/32", "fd00::/8"]
     with pytest.raises(SettingsError, match="SIGNOFF_WEBHOOK_ALLOWED_NETWORKS"):
         Settings.from_env({"SIGNOFF_WEBHOOK_ALLOWED_NETWORKS": "intranet"})
+
+
+CARRYING_PRIVATE = [
+    "http://[64:ff9b::a9fe:a9fe]/latest/meta-data",
+    "http://[64:ff9b::a00:7]/hook",
+    "http://[64:ff9b::7f00:1]:9/hook",
+    "http://[64:ff9b:1::a00:7]/hook",
+    "http://[2002:a9fe:a9fe::1]/hook",
+    "http://[::7f00:1]:9/hook",
+    "http://[::a9fe:a9fe]/latest/meta-data",
+]
+
+
+@pytest.mark.parametrize("url", CARRYING_PRIVATE)
+def test_an_ipv6_address_carrying_a_private_ipv4_one_is_refused(
+    strict: ApiServer, url: str
+) -> None:
+    """A callback URL whose IPv6 address embeds a private or link-local IPv4 address is a
+    400 that asks for nothing."""
+    answer = strict.post({"tool": "refund", "arguments": {}, "callback_url": url})
+    assert answer.status_code == 400, answer.text
+    assert strict.services.approvals.store.list_approvals() == []
+
+
+def test_the_nat64_form_of_a_public_address_is_still_accepted(strict: ApiServer) -> None:
+    """93.184.216.34 reached through NAT64 (an IPv6-only network's only way) is accepted."""
+    url = "https://[64:ff9b::5db8:d822]/hook"
+    answer = strict.post({"tool": "refund", "arguments": {}, "callback_url": url})
+    assert answer.status_code == 201, answer.text
+
+
+def test_an_allowed_network_admits_its_nat64_form(sqlite_url: str) -> None:
+    """An operator's allowed IPv4 network admits its addresses in their NAT64 form too."""
+    with api_server(sqlite_url, allowed="10.1.0.0/16") as api:
+        url = "http://[64:ff9b::a01:203]:8080/hook"
+        answer = api.post({"tool": "refund", "arguments": {}, "callback_url": url})
+        assert answer.status_code == 201, answer.text
