@@ -26,6 +26,7 @@ from bot.app.server import slack_app, wsgi
 from bot.app.settings import Settings, SettingsError
 from bot.app.slack_mode import web_client
 from bot.app.wiring import Services, build_services
+from bot.slack.ack_gate import AckGate
 from devkit.app_thread import RunningApp
 from devkit.demo.provider_server import RunningProvider, start_in_thread
 from devkit.panel import DevPanel
@@ -192,7 +193,8 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
         workspace = load_workspace(options.slack_file)
         cleanup.callback(keep_saved(workspace, options.slack_file))
         client = web_client(settings)
-        app = RunningApp(wsgi(slack_app(services, client)), host=options.host)
+        acks = AckGate()
+        app = RunningApp(wsgi(slack_app(services, client, acks), acks=acks), host=options.host)
         cleanup.callback(app.stop)
         link = AppLink(
             workspace,
@@ -207,7 +209,7 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
         ui = SandboxUi(workspace, link, PERSONAS, panel=panel, title="Signoff dev")
         web.start(SlackWebApi(workspace, tokens=(found.bot_token,)), ui)
         cleanup.callback(web.stop)
-        scheduler = build_scheduler(jobs(services, DEV))
+        scheduler = build_scheduler(jobs(services, DEV, acks=acks))
         scheduler.start()
         cleanup.callback(scheduler.shutdown, wait=True)
         worker.start()

@@ -26,6 +26,7 @@ on N processes never act twice.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from datetime import timedelta
 
 from slack_sdk import WebClient
@@ -38,6 +39,7 @@ from bot.app.scheduler import Job
 from bot.app.slack_mode import web_client, workspace_clients
 from bot.app.wiring import Services
 from bot.ops.metrics import Metrics
+from bot.slack.ack_gate import AckGate
 from bot.slack.channel_refusals import ChannelRefusals
 from bot.slack.dispatcher import Dispatcher, DispatchOptions, Pace
 from bot.slack.intake import IntakeSweep
@@ -61,11 +63,18 @@ WORKER_UNTIL_IDLE = frozenset({Duty.WEBHOOKS})
 DEV = frozenset({Duty.SLACK})
 
 
-def jobs(services: Services, duties: frozenset[Duty], metrics: Metrics | None = None) -> list[Job]:
-    """The jobs of a process doing ``duties`` (Slack's refusals counted in ``metrics``)."""
+def jobs(
+    services: Services,
+    duties: frozenset[Duty],
+    metrics: Metrics | None = None,
+    *,
+    acks: AckGate | None = None,
+) -> list[Job]:
+    """The jobs of a process doing ``duties`` (Slack's refusals counted in ``metrics``; each
+    outbox round waits its turn at ``acks``, if given, while Slack's requests are answered)."""
     found: list[Job] = []
     if Duty.SLACK in duties:
-        found += _slack_jobs(services, metrics)
+        found += _slack_jobs(services, metrics, acks)
     if Duty.RUNS in duties:
         found.append(Job("approvals", services.approvals.sweep, services.settings.poll_interval))
     if Duty.WEBHOOKS in duties:
@@ -73,17 +82,24 @@ def jobs(services: Services, duties: frozenset[Duty], metrics: Metrics | None = 
     return found
 
 
-def _slack_jobs(services: Services, metrics: Metrics | None) -> list[Job]:
+def _slack_jobs(services: Services, metrics: Metrics | None, acks: AckGate | None) -> list[Job]:
     # one batch a round, so that a long backlog still shows the loop going round
+    dispatch = dispatcher(services, web_client(services.settings), metrics).dispatch_once
     return [
-        Job(
-            "dispatch",
-            dispatcher(services, web_client(services.settings), metrics).dispatch_once,
-            DISPATCH_EVERY,
-        ),
+        Job("dispatch", dispatch if acks is None else _in_turn(acks, dispatch), DISPATCH_EVERY),
         Job("intake", intake_sweep(services).sweep_once, INTAKE_EVERY),
         *_anchor_job(services),
     ]
+
+
+def _in_turn(acks: AckGate, work: Callable[[], int]) -> Callable[[], int]:
+    """``work``, started once its turn comes at ``acks`` (before it claims anything)."""
+
+    def in_turn() -> int:
+        acks.wait_turn()
+        return work()
+
+    return in_turn
 
 
 def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = None) -> Dispatcher:

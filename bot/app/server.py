@@ -33,6 +33,7 @@ from bot.ops.supervision import (
     starting,
     supervised_services,
 )
+from bot.slack.ack_gate import AckGate
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.form_request import SlackWsgiHandler
 from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
@@ -63,8 +64,8 @@ def signing_secret(settings: Settings) -> str:
     return settings.slack_signing_secret
 
 
-def slack_app(services: Services, client: WebClient) -> App:
-    """The Bolt app over the services."""
+def slack_app(services: Services, client: WebClient, acks: AckGate | None = None) -> App:
+    """The Bolt app over the services (what follows its acks waits its turn at ``acks``)."""
     secret = signing_secret(services.settings)
     deps = SlackDeps(
         runtime=services.runtime,
@@ -84,14 +85,24 @@ def slack_app(services: Services, client: WebClient) -> App:
         auth=bolt_auth(services, client),
         uninstalls=uninstalls(services),
         allowed=allowed_workspaces(services.settings),
+        acks=acks,
     )
 
 
-def wsgi(app: App, ops: Ops | None = None, api: ApiApprovals | None = None) -> WSGIApp:
+def wsgi(
+    app: App,
+    ops: Ops | None = None,
+    api: ApiApprovals | None = None,
+    *,
+    acks: AckGate | None = None,
+) -> WSGIApp:
     """A WSGI application: Slack at ``/slack/events`` (and the install flow at
     ``/slack/install`` and ``/slack/oauth_redirect`` in OAuth mode); with ``ops``, also
-    ``/healthz``, ``/readyz`` and ``/metrics``; with ``api``, the approvals API at ``/v1/``."""
+    ``/healthz``, ``/readyz`` and ``/metrics``; with ``api``, the approvals API at ``/v1/``.
+    Each request to ``/slack/events`` counts at ``acks`` (if given) while it is answered."""
     handler = guarded(SlackWsgiHandler(app))
+    if acks is not None:
+        handler = acks.counted(handler)
     oauth = SlackWsgiHandler(app) if app.oauth_flow is not None else None
 
     def slack_only(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -141,8 +152,13 @@ def serve(settings: Settings, parts: Parts) -> int:
         )
         if parts.worker:
             supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
+        # Slack's requests are answered first: what follows an ack and the outbox rounds
+        # wait while the HTTP front answers any (bot.slack.ack_gate)
+        acks = AckGate()
         scheduler = (
-            build_scheduler(jobs(services, SERVE, supervision.metrics), supervision.loops)
+            build_scheduler(
+                jobs(services, SERVE, supervision.metrics, acks=acks), supervision.loops
+            )
             if parts.scheduler
             else None
         )
@@ -155,7 +171,7 @@ def serve(settings: Settings, parts: Parts) -> int:
             wake.start()
         supervision.watchdog.start()
         try:
-            _front(services, client, parts, supervision.ops, start)
+            _front(services, client, parts, supervision.ops, start, acks)
         finally:
             listener.close()  # no more requests, then drain
             _drain(services, supervision, worker, threads, scheduler, wake)
@@ -185,15 +201,23 @@ def _drain(
     logger.info("drained", extra={"action": "drain"})
 
 
-def _front(services: Services, client: WebClient, parts: Parts, ops: Ops, start: Starting) -> None:
+def _front(
+    services: Services,
+    client: WebClient,
+    parts: Parts,
+    ops: Ops,
+    start: Starting,
+    acks: AckGate,
+) -> None:
     """Hand the listener over to the process's own app, then serve until stopped."""
     if parts.socket_mode:
-        app = slack_app(services, client)
+        app = slack_app(services, client, acks)
         start.up(ops_app(ops))
         _socket_mode(app, services.settings)
         return
     if parts.http:
-        start.up(wsgi(slack_app(services, client), ops, api_approvals(services)))
+        app = slack_app(services, client, acks)
+        start.up(wsgi(app, ops, api_approvals(services), acks=acks))
     else:
         start.up(ops_app(ops))
     _wait_forever()

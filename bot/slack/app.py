@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from slack_bolt import Ack, App
@@ -32,6 +31,8 @@ from agent_runtime.forking import fork_run
 from agent_runtime.json_limits import strict_loads
 from agent_runtime.notices import Notice
 from bot.slack import blocks
+from bot.slack.ack_gate import AckGate
+from bot.slack.after_ack import AfterAck
 from bot.slack.allowed import AllowedWorkspaces, refuse_other_workspaces
 from bot.slack.app_deps import SlackDeps
 from bot.slack.batch_blocks import (
@@ -67,7 +68,8 @@ logger = logging.getLogger(__name__)
 
 AFTER_ACK_THREADS = 16
 """Acknowledged requests carried out at once (decisions, modals, runs to create): each
-mostly waits on the database or Slack, so more than the cores."""
+mostly waits on the database or Slack, so more than the cores. They start once the process
+has answered the requests in flight (``bot.slack.ack_gate``)."""
 
 
 def build_app(
@@ -78,12 +80,15 @@ def build_app(
     auth: BoltAuth | None = None,
     uninstalls: Uninstalls | None = None,
     allowed: AllowedWorkspaces | None = None,
+    acks: AckGate | None = None,
 ) -> App:
     """Return the Bolt app with every listener registered.
 
     ``auth`` says how requests are authorized (by default with ``client``'s token alone);
     ``uninstalls`` handles workspaces removing the app (OAuth mode); requests from a
-    workspace ``allowed`` does not admit are answered without being handled.
+    workspace ``allowed`` does not admit are answered without being handled; what follows
+    an ack waits its turn at ``acks``, the gate that counts the process's requests in
+    flight (by default a gate of its own, which holds nothing back).
     """
     auth = auth or single_workspace(client.token or "")
     app = App(
@@ -101,7 +106,7 @@ def build_app(
     if uninstalls is not None:
         app.event("app_uninstalled")(uninstalls.app_uninstalled)
         app.event("tokens_revoked")(uninstalls.tokens_revoked)
-    listeners = Listeners(deps)
+    listeners = Listeners(deps, acks or AckGate())
     if allowed is not None and not allowed.anyone:
         app.middleware(refuse_other_workspaces(allowed))
     app.middleware(drop_retries)
@@ -146,13 +151,13 @@ def build_app(
 class Listeners:
     """The handlers for ``/agent``, the card buttons and the modals."""
 
-    def __init__(self, deps: SlackDeps) -> None:
+    def __init__(self, deps: SlackDeps, acks: AckGate) -> None:
         self.deps = deps
         self.home = HomeListener(deps.home_tabs, deps.outbox, deps.clock)
         self.access = RunAccess(deps.runtime, deps.agents)
         # What follows an ack (decisions waiting on database locks, modals waiting on Slack,
         # runs being created) runs here, so that the request's answer never waits for it.
-        self._after_acks = ThreadPoolExecutor(AFTER_ACK_THREADS, thread_name_prefix="signoff-after")
+        self._after_acks = AfterAck(AFTER_ACK_THREADS, acks)
         self.commands = CommandListener(deps, self.access, self._after_acks.submit)
 
     def approve(self, ack: Ack, body: dict[str, Any]) -> None:

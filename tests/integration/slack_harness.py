@@ -47,6 +47,7 @@ from bot.app.serving import serve_wsgi
 from bot.app.settings import Settings
 from bot.app.slack_mode import web_client
 from bot.app.wiring import Services, build_services
+from bot.slack.ack_gate import AckGate
 from bot.slack.blocks import parse_approval_ref
 from bot.slack.dispatcher import Dispatcher
 from bot.slack.home import unmarked
@@ -144,7 +145,8 @@ class BotInstance:
         self.world = world
         self.services: Services = build_services(settings, migrate=migrate)
         self.client: WebClient = web_client(settings)
-        self.app: App = slack_app(self.services, self.client)
+        self.acks = AckGate()
+        self.app: App = slack_app(self.services, self.client, self.acks)
         self.dispatcher: Dispatcher = dispatcher(self.services, self.client)
         self.worker = self.services.runtime.worker(
             WorkerOptions(
@@ -154,7 +156,7 @@ class BotInstance:
             )
         )
         self._serving = serve_wsgi(
-            wsgi(self.app), 0, "127.0.0.1", name="bolt-wsgi", wait_for_requests=True
+            wsgi(self.app, acks=self.acks), 0, "127.0.0.1", name="bolt-wsgi", wait_for_requests=True
         )
         self.url = f"http://127.0.0.1:{self._serving.port}/slack/events"
         self._http = requests.Session()
