@@ -8,6 +8,8 @@ a body that does not parse, 413 for one too large, 415 for a content type Slack 
 JSON (a body, or a form's ``payload``) must also be within ``agent_runtime.json_limits``: no
 NaN, duplicate key, lone surrogate or nesting deeper than 64 levels, which Slack never sends
 and which would otherwise fail deep inside a listener (10,000 levels were a 500).
+What a well-formed body says is left in the request's environ (``PARSED_BODY``): Bolt's
+request takes it from there instead of parsing the body again.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ logger = logging.getLogger(__name__)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
+PARSED_BODY = "signoff.slack_body"
+"""Where the guard leaves what a well-formed body says (see ``checked_body``), so that the
+application behind it does not parse the body again."""
 MAX_BODY_BYTES = 1024 * 1024
 """Far above any Slack payload (a full modal's state is tens of kilobytes)."""
 
@@ -54,7 +59,7 @@ def guarded(application: WSGIApp) -> WSGIApp:
 
     def guard(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         try:
-            body = checked_body(environ)
+            body, parsed = checked_body(environ)
         except _Refused as refusal:
             logger.warning(
                 "malformed slack request refused",
@@ -63,13 +68,16 @@ def guarded(application: WSGIApp) -> WSGIApp:
             start_response(STATUS[refusal.status], [("Content-Type", JSON)])
             return [json.dumps({"error": refusal.reason}).encode()]
         environ["wsgi.input"] = io.BytesIO(body)
+        environ[PARSED_BODY] = parsed
         return application(environ, start_response)
 
     return guard
 
 
-def checked_body(environ: dict[str, Any]) -> bytes:
-    """Return the request's body once its headers and body are as Slack sends them."""
+def checked_body(environ: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+    """Return the request's body, and what it says, once its headers and body are as Slack
+    sends them: the JSON object of a JSON body or of a form's ``payload`` field, else the
+    form's fields (what Bolt reads a body as)."""
     _check_signature_headers(environ)
     media_type = _media_type(environ)
     body = _read(environ)
@@ -78,10 +86,8 @@ def checked_body(environ: dict[str, Any]) -> bytes:
     except UnicodeDecodeError:
         raise _Refused(400, "the body is not UTF-8") from None
     if media_type == JSON:
-        _object(text, "the body")
-    else:
-        _check_form(text)
-    return body
+        return body, _object(text, "the body")
+    return body, _form(text)
 
 
 def _check_signature_headers(environ: dict[str, Any]) -> None:
@@ -110,7 +116,7 @@ def _read(environ: dict[str, Any]) -> bytes:
     return body
 
 
-def _check_form(text: str) -> None:
+def _form(text: str) -> dict[str, Any]:
     if text.startswith("{"):
         raise _Refused(415, f"a JSON body must be sent as {JSON}")
     try:
@@ -120,10 +126,11 @@ def _check_form(text: str) -> None:
     except ValueError:
         raise _Refused(400, "the form body is not valid URL encoding") from None
     if "payload" in fields:
-        _object(fields["payload"], "the payload field")
+        return _object(fields["payload"], "the payload field")
+    return fields
 
 
-def _object(text: str, what: str) -> None:
+def _object(text: str, what: str) -> dict[str, Any]:
     try:
         value = strict_loads(text, max_chars=MAX_BODY_BYTES)
     except UnsafeJson as exc:
@@ -132,3 +139,4 @@ def _object(text: str, what: str) -> None:
         raise _Refused(400, f"{what} is not JSON") from None
     if not isinstance(value, dict):
         raise _Refused(400, f"{what} is not a JSON object")
+    return value
