@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy import exc as sa_exc
 
+from store.driver import DriverConnections, Prepared
 from store.errors import is_unique_violation, translated
 from store.models import seen_requests
 
@@ -27,12 +28,10 @@ class SqlReplayGuard:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        # one statement, one round trip on PostgreSQL: no BEGIN and COMMIT around it
-        self._one = (
-            engine.execution_options(isolation_level="AUTOCOMMIT")
-            if engine.dialect.name == "postgresql"
-            else engine
-        )
+        # one statement compiled once, on a driver connection in autocommit: one round trip,
+        # no BEGIN and COMMIT, no pool checkout (see store.driver)
+        self._driver = DriverConnections(engine)
+        self._record = Prepared(insert(seen_requests), engine.dialect)
 
     def first_time(self, signature: str, now: datetime, work: Any = None) -> bool:
         """Record ``signature`` (with the ``work`` it stands for); False if it was seen before.
@@ -40,8 +39,8 @@ class SqlReplayGuard:
         This runs before every Slack request is acknowledged: one INSERT, nothing else."""
         row = {"signature": signature[:SIGNATURE_CHARS], "seen_at": now, "work": work}
         try:
-            with translated(), self._one.begin() as conn:
-                conn.execute(insert(seen_requests).values(row))
+            with translated():
+                self._driver.execute(self._record, row)
         except sa_exc.IntegrityError as exc:
             if is_unique_violation(exc):
                 return False
