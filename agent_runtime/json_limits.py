@@ -33,9 +33,17 @@ def json_problem(
 ) -> str | None:
     """Return what makes ``value`` unusable as JSON from outside, or None if nothing does."""
     stack: list[tuple[Any, int]] = [(value, 1)]
+    pop = stack.pop
     chars = 0
     while stack:
-        item, depth = stack.pop()
+        item, depth = pop()
+        if type(item) is str:  # most of a document, so first and inline (same as below)
+            chars += len(item)
+            if chars > max_chars or not item.isascii():
+                problem = _text_problem(item, chars, max_chars)
+                if problem is not None:
+                    return problem
+            continue
         if isinstance(item, dict | list | tuple) and depth > max_depth:
             return f"nesting deeper than {max_depth} levels"
         if isinstance(item, dict):
