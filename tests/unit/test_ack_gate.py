@@ -52,28 +52,43 @@ def test_work_waits_at_most_its_bound_while_requests_never_stop() -> None:
     assert 0.2 <= started[0] - handed < TIMEOUT_S
 
 
-def test_work_waits_for_the_quiet_after_the_last_request() -> None:
-    """Once the last request ends, the work still waits ``quiet`` for the next of a burst."""
-    gate = AckGate(quiet=0.1, longest_wait=PATIENT)
+def test_work_after_a_lone_request_goes_as_soon_as_it_is_answered() -> None:
+    """With no burst (one request since the gate was quiet), the work waits for no quiet."""
+    gate = AckGate(quiet=PATIENT, longest_wait=PATIENT)
+    after = AfterAck(1, gate)
+    ran = threading.Event()
+    with gate.answering():
+        after.submit(ran.set)
+        until(lambda: gate.waiting == 1, "the work to wait at the gate")
+    assert ran.wait(TIMEOUT_S)
+
+
+def test_work_after_a_burst_waits_for_the_quiet_after_its_last_request() -> None:
+    """Once the last request of a burst ends, the work still waits ``quiet`` for more."""
+    gate = AckGate(quiet=0.2, longest_wait=PATIENT)
     after = AfterAck(1, gate)
     started: list[float] = []
     with gate.answering():
         after.submit(lambda: started.append(time.monotonic()))
         until(lambda: gate.waiting == 1, "the work to wait at the gate")
+        with gate.answering():
+            pass
         ending = time.monotonic()
     until(lambda: bool(started), "the work to run")
-    assert started[0] - ending >= 0.1
+    assert started[0] - ending >= 0.2
 
 
 def test_a_request_arriving_in_the_quiet_starts_the_quiet_again() -> None:
-    """A request that starts before the quiet is over holds the work back until a whole
-    quiet after it ends."""
+    """A request that starts before the quiet after a burst is over holds the work back
+    until a whole quiet after it ends."""
     gate = AckGate(quiet=0.5, longest_wait=PATIENT)
     after = AfterAck(1, gate)
     started: list[float] = []
     with gate.answering():
         after.submit(lambda: started.append(time.monotonic()))
         until(lambda: gate.waiting == 1, "the work to wait at the gate")
+        with gate.answering():
+            pass
     with gate.answering():
         assert not started
         ending = time.monotonic()
