@@ -82,10 +82,12 @@ class ToolLookup:
 
     def __init__(self) -> None:
         self._tools: dict[str, tuple[Tool, Mapping[str, tuple[str, ...]]]] = {}
+        self._fingerprints: dict[str, tuple[Tool, str]] = {}
 
     def add(self, tool: Tool, groups: Mapping[str, tuple[str, ...]] | None = None) -> None:
         """Make ``tool`` known, its policy's groups resolved with ``groups``."""
         self._tools[tool.name] = (tool, dict(groups or {}))
+        self._fingerprints.pop(tool.name, None)
 
     def get(self, name: str) -> Tool | None:
         """Return the tool called ``name``, if known."""
@@ -98,11 +100,18 @@ class ToolLookup:
         return {} if found is None else found[1]
 
     def fingerprint(self, tool: Tool, groups: Mapping[str, tuple[str, ...]] | None = None) -> str:
-        """Return the tool's fingerprint under ``groups`` (default: the ones it was added with)."""
-        if groups is None:
-            known = self._tools.get(tool.name)
-            groups = {} if known is None else known[1]
-        return fingerprint(tool, groups)
+        """Return the tool's fingerprint under ``groups`` (default: the ones it was added with,
+        computed once for the tool added: every decision checks it)."""
+        if groups is not None:
+            return fingerprint(tool, groups)
+        known = self._fingerprints.get(tool.name)
+        if known is not None and known[0] is tool:
+            return known[1]
+        added = self._tools.get(tool.name)
+        digest = fingerprint(tool, {} if added is None else added[1])
+        if added is not None and added[0] is tool:
+            self._fingerprints[tool.name] = (tool, digest)
+        return digest
 
 
 class Approvals:
