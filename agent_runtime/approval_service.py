@@ -254,6 +254,7 @@ class Approvals:
         edited_args: dict[str, Any] | None = None,
         seen_hash: str | None = None,
         grant: Callable[[Approval], Granting] | None = None,
+        current: Approval | None = None,
     ) -> DecisionResult:
         """Decide an approval: a compare-and-set, so the first valid decision wins anywhere.
 
@@ -263,13 +264,19 @@ class Approvals:
         the audit log as an attempt. Invalid edited arguments raise InvalidInput. With
         ``grant``, a decision that approves the call also stores, in its transaction, the
         grant ``grant`` makes of the approved approval (see ``agent_runtime.grant_service``).
+        ``current`` is the approval as the caller has just read it: it saves reading it again
+        (if it has changed since, the compare-and-set fails and it is read afresh).
         """
+        known = current if current is not None and current.id == approval else None
         for _ in range(CAS_ATTEMPTS):
-            current = self.store.get_approval(approval)
+            given, known = known, None
+            current = given or self.store.get_approval(approval)
             now = self._clock.now()
             if decision == Decision.EDIT:
                 self._check_edit(current, edited_args)
             verdict = self._judge(current, actor, decision, now, reason, edited_args, seen_hash)
+            if isinstance(verdict, Refusal) and given is not None:
+                continue  # refused as the caller saw it: judged again as it is now
             if isinstance(verdict, Refusal):
                 return self._refuse(current, actor, decision, verdict, now)
             if decision == Decision.EDIT:
