@@ -247,6 +247,11 @@ class SqlApprovalStore:
             return self._save_alone(save, grant)
         return self._saves(save)
 
+    @property
+    def save_batches(self) -> tuple[int, int]:
+        """How many batches of saves this store has made, and how many saves they held."""
+        return self._saves.batches, self._saves.items
+
     def save_approvals(self, saves: Sequence[Save]) -> list[bool | BaseException]:
         """``save_approval`` of each of ``saves``, in one transaction: whether each was saved.
 

@@ -57,6 +57,10 @@ class GroupCommit(Generic[Item, Result]):
         self._lock = threading.Lock()
         self._waiting: deque[_Slot[Item, Result]] = deque()
         self._running = False
+        self.batches = 0
+        """How many batches were carried out (for measurements)."""
+        self.items = 0
+        """How many items they held."""
 
     @property
     def waiting(self) -> int:
@@ -81,6 +85,8 @@ class GroupCommit(Generic[Item, Result]):
     def _lead(self) -> None:
         with self._lock:
             batch = [self._waiting.popleft() for _ in range(min(self._most, len(self._waiting)))]
+            self.batches += 1
+            self.items += len(batch)
         try:
             results = self._carry_out([slot.item for slot in batch])
             if len(results) != len(batch):
