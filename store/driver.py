@@ -104,7 +104,8 @@ class DriverConnections:
     settings, SQLite's pragmas for one), detached from it, and put in autocommit mode. A
     statement borrows an idle connection, or opens one, and gives it back afterwards:
     there are never more connections than statements that ran at once. A connection
-    that fails is closed, never reused; the idle ones are closed when the engine is
+    that fails is closed, never reused (a failure to open one comes out as SQLAlchemy's
+    error too); the idle ones are closed when the engine is
     disposed or this object is garbage-collected. A forked child opens its own.
     """
 
@@ -151,7 +152,18 @@ class DriverConnections:
             return self._open()
 
     def _open(self) -> _Channel:
-        pooled = self._engine.raw_connection()
+        dialect = self._engine.dialect
+        try:
+            pooled = self._engine.raw_connection()
+        except dialect.loaded_dbapi.Error as exc:  # wrapped as an engine's connect wraps it
+            raise sa_exc.DBAPIError.instance(
+                None,
+                None,
+                exc,
+                dialect.loaded_dbapi.Error,
+                connection_invalidated=dialect.is_disconnect(exc, None, None),
+                dialect=dialect,
+            ) from exc
         pooled.detach()
         connection: Any = pooled.dbapi_connection
         if self._engine.dialect.name == "postgresql":  # SQLite's always are (store.engine)
