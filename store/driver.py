@@ -138,6 +138,11 @@ class DriverConnections:
         self._idle.append(channel)
         return outcome
 
+    def keep_open(self, count: int) -> None:
+        """Open connections until ``count`` are idle (before they are needed: at start)."""
+        while len(self._idle) < count:
+            self._idle.append(self._open())
+
     def close(self) -> None:
         """Close the idle connections (statements in flight close theirs when they fail)."""
         _close_all(self._idle)

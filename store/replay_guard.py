@@ -8,6 +8,7 @@ deleted by ``expire``, off the request path.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,6 +33,12 @@ class SqlReplayGuard:
         # no BEGIN and COMMIT, no pool checkout (see store.driver)
         self._driver = DriverConnections(engine)
         self._record = Prepared(insert(seen_requests), engine.dialect)
+
+    def warm(self, connections: int) -> None:
+        """Open ``connections`` for the writes before acks now, so that the first burst of
+        requests does not open them on its way (best effort: what fails is opened later)."""
+        with contextlib.suppress(sa_exc.DBAPIError):
+            self._driver.keep_open(connections)
 
     def first_time(self, signature: str, now: datetime, work: Any = None) -> bool:
         """Record ``signature`` (with the ``work`` it stands for); False if it was seen before.

@@ -20,7 +20,7 @@ from bot.api.service import ApiApprovals
 from bot.app.jobs import SERVE, jobs
 from bot.app.request_hygiene import WSGIApp, guarded
 from bot.app.scheduler import build_scheduler
-from bot.app.serving import waitress_wsgi
+from bot.app.serving import HTTP_THREADS, waitress_wsgi
 from bot.app.settings import Settings, SettingsError
 from bot.app.slack_mode import allowed_workspaces, bolt_auth, uninstalls, web_client
 from bot.app.starting import starting_slack
@@ -216,6 +216,8 @@ def _front(
         _socket_mode(app, services.settings)
         return
     if parts.http:
+        # each request thread writes one signature before its ack: open their connections now
+        services.stores.replays.warm(HTTP_THREADS)
         app = slack_app(services, client, acks)
         start.up(wsgi(app, ops, api_approvals(services), acks=acks))
     else:

@@ -28,6 +28,9 @@ from bot.app.settings import SettingsError
 
 logger = logging.getLogger(__name__)
 
+HTTP_THREADS = 8
+"""Requests ``signoff serve``'s front answers at once (each mostly waits on one INSERT)."""
+
 
 class PortInUse(SettingsError):
     """Another process already listens on the port a server was asked to use."""
@@ -217,7 +220,11 @@ def waitress_wsgi(
 
     try:
         server = create_server(
-            application, host=host, port=port, threads=8, max_request_body_size=MAX_BODY_BYTES
+            application,
+            host=host,
+            port=port,
+            threads=HTTP_THREADS,
+            max_request_body_size=MAX_BODY_BYTES,
         )
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:

@@ -6,9 +6,10 @@ import socket
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 
 from agent_runtime import StoreUnavailable
+from store import open_store
 from store.replay_guard import SqlReplayGuard
 
 
@@ -27,5 +28,25 @@ def test_a_database_that_refuses_connections_is_unavailable_to_the_replay_guard(
     try:
         with pytest.raises(StoreUnavailable):
             SqlReplayGuard(engine).first_time("v0=" + "0" * 64, datetime.now(UTC))
+    finally:
+        engine.dispose()
+
+
+def test_a_warmed_replay_guard_has_its_connections_open_before_requests_come(
+    sqlite_url: str,
+) -> None:
+    """``warm(n)`` opens n connections for the writes before acks, at start and once:
+    warming again opens none, and recording a request's signature opens none."""
+    open_store(sqlite_url).engine.dispose()  # the schema
+    engine = create_engine(sqlite_url)
+    opened: list[object] = []
+    event.listen(engine, "connect", lambda *args: opened.append(args))
+    guard = SqlReplayGuard(engine)
+    try:
+        guard.warm(3)
+        assert len(opened) == 3
+        guard.warm(3)
+        assert guard.first_time("v0=" + "0" * 64, datetime.now(UTC))
+        assert len(opened) == 3
     finally:
         engine.dispose()
