@@ -26,6 +26,7 @@ on N processes never act twice.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from datetime import timedelta
 
 from slack_sdk import WebClient
@@ -61,11 +62,17 @@ WORKER_UNTIL_IDLE = frozenset({Duty.WEBHOOKS})
 DEV = frozenset({Duty.SLACK})
 
 
-def jobs(services: Services, duties: frozenset[Duty], metrics: Metrics | None = None) -> list[Job]:
-    """The jobs of a process doing ``duties`` (Slack's refusals counted in ``metrics``)."""
+def jobs(
+    services: Services,
+    duties: frozenset[Duty],
+    metrics: Metrics | None = None,
+    give_way: Callable[[], object] | None = None,
+) -> list[Job]:
+    """The jobs of a process doing ``duties`` (Slack's refusals counted in ``metrics``); its
+    outbox deliveries call ``give_way`` first (see ``DispatchOptions.give_way``)."""
     found: list[Job] = []
     if Duty.SLACK in duties:
-        found += _slack_jobs(services, metrics)
+        found += _slack_jobs(services, metrics, give_way)
     if Duty.RUNS in duties:
         found.append(Job("approvals", services.approvals.sweep, services.settings.poll_interval))
     if Duty.WEBHOOKS in duties:
@@ -73,21 +80,26 @@ def jobs(services: Services, duties: frozenset[Duty], metrics: Metrics | None = 
     return found
 
 
-def _slack_jobs(services: Services, metrics: Metrics | None) -> list[Job]:
+def _slack_jobs(
+    services: Services, metrics: Metrics | None, give_way: Callable[[], object] | None
+) -> list[Job]:
     # one batch a round, so that a long backlog still shows the loop going round
+    send = dispatcher(services, web_client(services.settings), metrics, give_way)
     return [
-        Job(
-            "dispatch",
-            dispatcher(services, web_client(services.settings), metrics).dispatch_once,
-            DISPATCH_EVERY,
-        ),
+        Job("dispatch", send.dispatch_once, DISPATCH_EVERY),
         Job("intake", intake_sweep(services).sweep_once, INTAKE_EVERY),
         *_anchor_job(services),
     ]
 
 
-def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = None) -> Dispatcher:
-    """The outbox dispatcher of this process (counting Slack's refusals in ``metrics``)."""
+def dispatcher(
+    services: Services,
+    client: WebClient,
+    metrics: Metrics | None = None,
+    give_way: Callable[[], object] | None = None,
+) -> Dispatcher:
+    """The outbox dispatcher of this process (counting Slack's refusals in ``metrics``;
+    calling ``give_way`` before each notice)."""
     settings = services.settings
     options = DispatchOptions(
         claim_for=settings.outbox_claim,
@@ -95,6 +107,7 @@ def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = 
         pace=Pace(every=settings.slack_post_interval, burst=settings.slack_post_burst),
         on_refused=None if metrics is None else metrics.slack_refused,
         thread_status=settings.assistant_status,
+        give_way=give_way,
     )
     return Dispatcher(
         services.outbox,

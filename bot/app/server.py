@@ -141,8 +141,9 @@ def serve(settings: Settings, parts: Parts) -> int:
         )
         if parts.worker:
             supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
+        give_way = worker.turns.wait_turn if parts.worker else None
         scheduler = (
-            build_scheduler(jobs(services, SERVE, supervision.metrics), supervision.loops)
+            build_scheduler(jobs(services, SERVE, supervision.metrics, give_way), supervision.loops)
             if parts.scheduler
             else None
         )

@@ -88,6 +88,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 NOT_READY_DELAY = timedelta(milliseconds=500)
+PLACES_KEPT = 10_000
+"""How many delivered notices' places a dispatcher remembers."""
 
 
 Live = tuple[Run, list[Approval], list[Approval]]
@@ -127,6 +129,7 @@ class Dispatcher:
         self._runs = runs  # without it, root messages show no live status
         # conversations.open answers the same IM id every time: one call per approver suffices
         self._dm_channels: dict[tuple[str, str, str], str] = {}
+        self._landed: dict[str, Delivery] = {}
 
     def dispatch_once(self, limit: int | None = None) -> int:
         """Deliver what is due now; return how many notices were claimed."""
@@ -139,6 +142,8 @@ class Dispatcher:
             limit=limit or self._options.batch,
         )
         for item in items:
+            if self._options.give_way is not None:
+                self._options.give_way()
             self._contained(item)
         return len(items)
 
@@ -262,6 +267,8 @@ class Dispatcher:
             recorded = self._outbox.delivered(item, delivery, self._clock.now())
         except StoreUnavailable:
             recorded = self._outbox.delivered(item, delivery, self._clock.now())
+        if recorded and delivery is not None:
+            self._remember(item.notice.key, delivery)
         if not recorded:
             logger.warning(
                 "delivery recorded by another dispatcher",
@@ -326,12 +333,20 @@ class Dispatcher:
         raise ValueError(f"unknown notice kind {notice.kind!r}")
 
     def _depends_on(self, key: str) -> Delivery:
-        found = self._outbox.delivery_of(key)
+        """Where the notice ``key`` was delivered: remembered once read, as a sent notice's
+        place never changes (a run's root is read by each of its later notices)."""
+        found = self._landed.get(key) or self._outbox.delivery_of(key)
         if found is not None:
+            self._remember(key, found)
             return found
         if self._outbox.is_dead(key):
             raise Undeliverable(f"depends on {key}, which could not be delivered")
         raise NotReady()
+
+    def _remember(self, key: str, delivery: Delivery) -> None:
+        if len(self._landed) >= PLACES_KEPT:
+            self._landed.clear()
+        self._landed[key] = delivery
 
     def _batch(self, item: QueuedNotice, run_id: str, before: int) -> Delivery | None:
         """Post "Approve all" under a turn's cards, if two or more of them still wait."""
