@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, exists, or_, select, update
+from sqlalchemy import Connection, Engine, select
 
 from agent_runtime.notices import DeadNotice, Delivery, Notice, QueuedNotice
 from store.connections import writing
@@ -16,10 +16,7 @@ from store.errors import translated
 from store.home_tabs import HOME_REFRESH, queue_refreshes
 from store.models import outbox
 from store.outbox_rows import DEAD, PENDING, SENT, insert_notices
-from store.outbox_sql import OutboxStatements
-
-WEBHOOK = "webhook"
-"""The kind of notice the webhook sender delivers; every other kind goes to Slack."""
+from store.outbox_sql import WEBHOOK, OutboxStatements
 
 
 def write_notices(conn: Connection, notices: Sequence[Notice], now: datetime) -> None:
@@ -51,39 +48,10 @@ class SqlOutbox:
     ) -> list[QueuedNotice]:
         """Claim due notices, oldest first, never one whose run has an older one undelivered;
         only webhooks with ``webhooks``, else only the others."""
-        older = outbox.alias("older")
-        blocked = exists().where(
-            older.c.run_id == outbox.c.run_id, older.c.id < outbox.c.id, older.c.status == PENDING
-        )
-        query = (
-            select(outbox.c.id)
-            .where(
-                outbox.c.status == PENDING,
-                outbox.c.next_at <= now,
-                or_(outbox.c.claimed_until.is_(None), outbox.c.claimed_until <= now),
-                or_(outbox.c.run_id.is_(None), ~blocked),
-                (outbox.c.kind == WEBHOOK) if webhooks else (outbox.c.kind != WEBHOOK),
-            )
-            .order_by(outbox.c.id)
-            .limit(limit)
-        )
-        if self.engine.dialect.name == "postgresql":
-            query = query.with_for_update(skip_locked=True, of=outbox)
-        with self._tx() as conn:
-            ids = list(conn.execute(query).scalars())
-            if not ids:
-                return []
-            rows = conn.execute(
-                update(outbox)
-                .where(outbox.c.id.in_(ids))
-                .values(
-                    claimed_by=owner,
-                    claimed_until=until,
-                    attempts=outbox.c.attempts + 1,
-                    fence=outbox.c.fence + 1,
-                )
-                .returning(*outbox.c)
-            ).all()
+        statement = self._sql.claim_webhooks if webhooks else self._sql.claim
+        values = {"owner": owner, "now": now, "until": until, "limit": limit}
+        with translated():
+            rows = self._driver.execute(statement, values, fetch=True).rows
         return sorted((_queued(r) for r in rows), key=lambda q: q.id)
 
     def begin_send(self, item: QueuedNotice, *, now: datetime, until: datetime) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Dialect, bindparam, func, select, update
+from sqlalchemy import Dialect, bindparam, exists, func, or_, select, update
 
 from store.driver import Prepared
 from store.models import outbox
@@ -19,6 +19,45 @@ from store.outbox_rows import DEAD, PENDING, SENT
 
 STAMP = outbox.c.claimed_until.type
 """The type of the outbox's times (all the same)."""
+WEBHOOK = "webhook"
+"""The kind of notice the webhook sender delivers; every other kind goes to Slack."""
+
+
+def claim_statement(*, postgres: bool, webhooks: bool) -> Any:
+    """Claim up to ``:limit`` notices due at ``:now`` for ``:owner`` until ``:until``, oldest
+    first, never one whose run has an older one undelivered (only webhooks with ``webhooks``,
+    else only the others), RETURNING them: one statement, so one transaction. On PostgreSQL
+    ``SKIP LOCKED`` keeps concurrent claimers apart."""
+    now = bindparam("now", type_=STAMP)
+    due, older = outbox.alias("due"), outbox.alias("older")
+    blocked = exists().where(
+        older.c.run_id == due.c.run_id, older.c.id < due.c.id, older.c.status == PENDING
+    )
+    pick = (
+        select(due.c.id)
+        .where(
+            due.c.status == PENDING,
+            due.c.next_at <= now,
+            or_(due.c.claimed_until.is_(None), due.c.claimed_until <= now),
+            or_(due.c.run_id.is_(None), ~blocked),
+            (due.c.kind == WEBHOOK) if webhooks else (due.c.kind != WEBHOOK),
+        )
+        .order_by(due.c.id)
+        .limit(bindparam("limit"))
+    )
+    if postgres:
+        pick = pick.with_for_update(skip_locked=True, of=due)
+    return (
+        update(outbox)
+        .where(outbox.c.id.in_(pick))
+        .values(
+            claimed_by=bindparam("owner"),
+            claimed_until=bindparam("until", type_=STAMP),
+            attempts=outbox.c.attempts + 1,
+            fence=outbox.c.fence + 1,
+        )
+        .returning(*outbox.c)
+    )
 
 
 def _fenced(**values: Any) -> Any:
@@ -79,6 +118,11 @@ class OutboxStatements:
     """The statements above, compiled for one dialect."""
 
     def __init__(self, dialect: Dialect) -> None:
+        postgres = dialect.name == "postgresql"
+        self.claim = Prepared(claim_statement(postgres=postgres, webhooks=False), dialect, outbox.c)
+        self.claim_webhooks = Prepared(
+            claim_statement(postgres=postgres, webhooks=True), dialect, outbox.c
+        )
         self.begin_send = Prepared(BEGIN_SEND, dialect)
         self.delivered = Prepared(DELIVERED, dialect)
         self.retry = Prepared(RETRY, dialect)
