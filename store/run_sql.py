@@ -16,7 +16,7 @@ from agent_runtime.exceptions import InvalidRunState, RunNotFound
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
 from agent_runtime.records import ErrorInfo, Lease, Run, RunStatus, StepKind, StepRecord
-from store.models import runs, steps
+from store.models import events, runs, steps
 from store.notify import notify_wake
 from store.outbox import write_notices
 
@@ -30,6 +30,11 @@ JOURNAL_QUERY = (
     .order_by(steps.c.position)
 )
 """A run's journal: its entries' own columns (the run's id is known), in position order."""
+EVENT = (events.c.key, events.c.data, events.c.delivered_at)
+EVENT_QUERY = select(*EVENT).where(
+    events.c.run_id == bindparam("run_id"), events.c.key == bindparam("event_key")
+)
+"""The event a run was delivered under a key (read as a run resumes on it)."""
 
 
 def held_by(lease: Lease) -> Any:

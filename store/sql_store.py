@@ -52,6 +52,8 @@ from store.pages import after as page_after
 from store.pages import newest_first
 from store.run_sql import (
     ENTRY,
+    EVENT,
+    EVENT_QUERY,
     JOURNAL_QUERY,
     RUN_ORDER,
     RUNNING,
@@ -88,6 +90,7 @@ class SqlStore:
         self._fast_append = Prepared(self._append, engine.dialect)
         self._fast_end = Prepared(self._end, engine.dialect)
         self._journal = Prepared(JOURNAL_QUERY, engine.dialect, (steps.c[n] for n in ENTRY))
+        self._event = Prepared(EVENT_QUERY, engine.dialect, EVENT)
         self._autocommit = (
             engine.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else None
         )
@@ -431,12 +434,12 @@ class SqlStore:
 
     def get_event(self, run_id: RunId, key: str) -> Event | None:
         """Return the event delivered under ``key``."""
-        query = select(events).where(events.c.run_id == run_id, events.c.key == key)
-        with self._read() as conn:
-            row = conn.execute(query).first()
-        if row is None:
+        params = {"run_id": run_id, "event_key": key}
+        with translated():
+            rows = self._driver.execute(self._event, params, fetch=True).rows
+        if not rows:
             return None
-        return Event(key=row.key, data=row.data, delivered_at=row.delivered_at)
+        return Event(key=rows[0].key, data=rows[0].data, delivered_at=rows[0].delivered_at)
 
     def next_due(self) -> datetime | None:
         """Return the earliest due time of any unfinished run."""
