@@ -88,6 +88,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 NOT_READY_DELAY = timedelta(milliseconds=500)
+LIVE_APPROVALS = 500
+"""The most recent approvals of a run its root message's status is drawn from (one read)."""
 PLACES_KEPT = 10_000
 """How many delivered notices' places a dispatcher remembers."""
 
@@ -428,11 +430,12 @@ class Dispatcher:
             run = self._runs.get_run(RunId(run_id))
         except RunNotFound:
             return None
-        pending, approved = (
-            self._approvals.store.list_approvals(run_id=run_id, status=status)
-            for status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
+        asked = self._approvals.store.list_approvals(run_id=run_id, limit=LIVE_APPROVALS)[::-1]
+        return (
+            run,
+            [a for a in asked if a.status == ApprovalStatus.PENDING],
+            [a for a in asked if a.status == ApprovalStatus.APPROVED],
         )
-        return run, pending[::-1], approved[::-1]
 
     def _update_root(self, item: QueuedNotice, run_id: str) -> None:
         root = self._depends_on(root_key(run_id))
