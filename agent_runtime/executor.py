@@ -73,6 +73,8 @@ class RunExecutor:
             return self._fail(run, lease, ErrorInfo.of(exc))
         resuming = None if self._turns is None else self._turns.resuming()
         try:
+            if resuming is not None:
+                resuming.replay_turn()
             context = RunContext(
                 run=run,
                 lease=lease,

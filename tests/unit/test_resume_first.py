@@ -127,3 +127,35 @@ def test_a_lone_run_never_waits() -> None:
     resuming = turns.resuming()
     resuming.wait_turn()  # its own resume is over once it takes a later step
     assert turns.waiting == 0
+
+
+def test_resumes_replay_a_few_at_a_time_in_the_order_they_came() -> None:
+    """With one replay at a time, each resume replays once the one before has got to its
+    first live step, in the order they asked."""
+    turns = ResumeFirst(max_wait=timedelta(seconds=WAIT_S * 10), at_once=1)
+    first = turns.resuming()
+    first.replay_turn()
+    log: list[str] = []
+    finish = {name: threading.Event() for name in ("second", "third")}
+
+    def resume(name: str) -> None:
+        resuming = turns.resuming()
+        resuming.replay_turn()
+        log.append(name)
+        assert finish[name].wait(WAIT_S)
+        resuming.done()
+
+    threads = [threading.Thread(target=resume, args=(name,)) for name in ("second", "third")]
+    for queued, thread in enumerate(threads, start=1):
+        thread.start()
+        wait_until(lambda: turns.queued == queued, f"resume {queued} to queue")  # noqa: B023
+    assert log == []
+    first.done()
+    wait_until(lambda: log == ["second"], "the second resume to replay")
+    assert turns.queued == 1
+    finish["second"].set()
+    wait_until(lambda: log == ["second", "third"], "the third resume to replay")
+    finish["third"].set()
+    for thread in threads:
+        thread.join(WAIT_S)
+    assert turns.queued == 0
