@@ -21,7 +21,7 @@ from bot.app.jobs import SERVE, jobs
 from bot.app.request_hygiene import WSGIApp, guarded
 from bot.app.scheduler import build_scheduler
 from bot.app.serving import waitress_wsgi
-from bot.app.settings import Settings, SettingsError
+from bot.app.settings import DEFAULT_CONCURRENCY, Settings, SettingsError
 from bot.app.slack_mode import allowed_workspaces, bolt_auth, uninstalls, web_client
 from bot.app.starting import starting_slack
 from bot.app.wiring import Services, worker_options
@@ -51,7 +51,7 @@ class Parts:
     worker: bool = True
     scheduler: bool = True
     socket_mode: bool = False
-    concurrency: int = 4
+    concurrency: int = DEFAULT_CONCURRENCY
     metrics_port: int | None = None
     """Where to answer ``/healthz``, ``/readyz`` and ``/metrics`` without the HTTP front."""
 
