@@ -82,10 +82,12 @@ class ToolLookup:
 
     def __init__(self) -> None:
         self._tools: dict[str, tuple[Tool, Mapping[str, tuple[str, ...]]]] = {}
+        self._fingerprints: dict[str, tuple[Tool, str]] = {}
 
     def add(self, tool: Tool, groups: Mapping[str, tuple[str, ...]] | None = None) -> None:
         """Make ``tool`` known, its policy's groups resolved with ``groups``."""
         self._tools[tool.name] = (tool, dict(groups or {}))
+        self._fingerprints.pop(tool.name, None)
 
     def get(self, name: str) -> Tool | None:
         """Return the tool called ``name``, if known."""
@@ -98,11 +100,18 @@ class ToolLookup:
         return {} if found is None else found[1]
 
     def fingerprint(self, tool: Tool, groups: Mapping[str, tuple[str, ...]] | None = None) -> str:
-        """Return the tool's fingerprint under ``groups`` (default: the ones it was added with)."""
-        if groups is None:
-            known = self._tools.get(tool.name)
-            groups = {} if known is None else known[1]
-        return fingerprint(tool, groups)
+        """Return the tool's fingerprint under ``groups`` (default: the ones it was added with,
+        computed once for the tool added: every decision checks it)."""
+        if groups is not None:
+            return fingerprint(tool, groups)
+        known = self._fingerprints.get(tool.name)
+        if known is not None and known[0] is tool:
+            return known[1]
+        added = self._tools.get(tool.name)
+        digest = fingerprint(tool, {} if added is None else added[1])
+        if added is not None and added[0] is tool:
+            self._fingerprints[tool.name] = (tool, digest)
+        return digest
 
 
 class Approvals:
@@ -245,6 +254,7 @@ class Approvals:
         edited_args: dict[str, Any] | None = None,
         seen_hash: str | None = None,
         grant: Callable[[Approval], Granting] | None = None,
+        current: Approval | None = None,
     ) -> DecisionResult:
         """Decide an approval: a compare-and-set, so the first valid decision wins anywhere.
 
@@ -254,13 +264,19 @@ class Approvals:
         the audit log as an attempt. Invalid edited arguments raise InvalidInput. With
         ``grant``, a decision that approves the call also stores, in its transaction, the
         grant ``grant`` makes of the approved approval (see ``agent_runtime.grant_service``).
+        ``current`` is the approval as the caller has just read it: it saves reading it again
+        (if it has changed since, the compare-and-set fails and it is read afresh).
         """
+        known = current if current is not None and current.id == approval else None
         for _ in range(CAS_ATTEMPTS):
-            current = self.store.get_approval(approval)
+            given, known = known, None
+            current = given or self.store.get_approval(approval)
             now = self._clock.now()
             if decision == Decision.EDIT:
                 self._check_edit(current, edited_args)
             verdict = self._judge(current, actor, decision, now, reason, edited_args, seen_hash)
+            if isinstance(verdict, Refusal) and given is not None:
+                continue  # refused as the caller saw it: judged again as it is now
             if isinstance(verdict, Refusal):
                 return self._refuse(current, actor, decision, verdict, now)
             if decision == Decision.EDIT:

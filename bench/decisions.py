@@ -13,13 +13,16 @@ for the run.
 
 For 1 and 8 deciding threads, repeat by repeat and interleaved (the order rotating), it
 times ``decide`` (each thread takes the next approval and calls ``Approvals.decide``, which
-reads the approval, judges it and saves it, as a click's listener does) and the raw limits
+reads the approval, judges it and saves it, as a click's listener does; the store saves
+the decisions of threads deciding at the same time in one transaction, see
+``store.approval_saves``) and the raw limits
 of ``bench.decision_raw``: the same transaction's statements chained through the shard's
 head row (``raw``), through one head row for every decision (``raw, one head``: the limit
 before chains were sharded) and unchained.
 
 It prints the median decisions/s of each with the spread (lowest-highest repeat), and the
-median with the spread of decide/raw taken pair by pair, against the goal of 1,000
+median with the spread of decide/raw taken pair by pair, and how many decisions ``decide``
+saved per transaction (median of the repeats), against the goal of 1,000
 decisions/s with 8 deciders on PostgreSQL. Numbers move with the machine's load: rerun
 before concluding.
 """
@@ -32,7 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -82,6 +85,8 @@ class Bench:
 
     approvals: Approvals
     runtime: Runtime
+    per_batch: dict[int, list[float]] = field(default_factory=dict)
+    """Decisions saved per transaction, repeat by repeat, by number of deciders."""
 
     def dispose(self) -> None:
         """Close the database's connections."""
@@ -166,14 +171,21 @@ def in_threads(items: list[str], threads: int, decide_one: Callable[[str], Any])
 
 
 def decide_rate(bench: Bench, count: int, threads: int) -> float:
-    """Decisions/s of ``Approvals.decide`` with ``threads`` deciders."""
+    """Decisions/s of ``Approvals.decide`` with ``threads`` deciders (recording how many
+    were saved per transaction in ``bench.per_batch``)."""
     ids = bench.pending(count)
     dana = Actor(user_id="U_DANA", name="dana")
+    store = bench.approvals.store
+    assert isinstance(store, SqlApprovalStore)
+    batches, saves = store.save_batches
 
     def one(approval: str) -> None:
         assert bench.approvals.decide(approval, dana, Decision.APPROVE).accepted
 
-    return in_threads(ids, threads, one)
+    rate = in_threads(ids, threads, one)
+    after = store.save_batches
+    bench.per_batch.setdefault(threads, []).append((after[1] - saves) / (after[0] - batches))
+    return rate
 
 
 def raw_rate(raw: RawDecisions, count: int, threads: int, chaining: Chaining) -> float:
@@ -220,7 +232,8 @@ def _row(
     }
     rates = take_turns(contestants, repeats)
     spreads = [spread(rates[name]) for name in contestants]
-    return [str(threads), *spreads, ratio(rates["decide"], rates["raw"])]
+    batches = statistics.median(bench.per_batch[threads])
+    return [str(threads), *spreads, ratio(rates["decide"], rates["raw"]), f"{batches:.1f}"]
 
 
 PG_VARIANTS: dict[str, Chaining] = {
@@ -260,7 +273,13 @@ def main() -> None:
 
 
 def _print(database: str, variants: dict[str, Chaining], rows: list[list[str]]) -> None:
-    headers = ["deciders", "decide/s", *(f"{name}/s" for name in variants), "decide/raw"]
+    headers = [
+        "deciders",
+        "decide/s",
+        *(f"{name}/s" for name in variants),
+        "decide/raw",
+        "decisions a transaction",
+    ]
     print(f"\n{database}")
     print("| " + " | ".join(headers) + " |")
     print("|" + "---|" * len(headers))

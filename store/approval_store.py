@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
@@ -12,7 +13,6 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
-    Row,
     Select,
     and_,
     bindparam,
@@ -24,21 +24,28 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from agent_runtime.approvals import Actor, Approval, ApprovalKind, ApprovalStatus
+from agent_runtime.approvals import Actor, Approval, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry
 from agent_runtime.audit_keys import AuditKeys
-from agent_runtime.exceptions import ApprovalNotFound, ApprovalNotPending, GrantNotFound
+from agent_runtime.exceptions import (
+    ApprovalNotFound,
+    ApprovalNotPending,
+    GrantNotFound,
+    StoreUnavailable,
+)
 from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
-from agent_runtime.policy import PolicySnapshot
 from agent_runtime.records import Event, Run
 from agent_runtime.store import Closing, Granting, Ruling, ruled_since
+from store.approval_rows import approval_of, changes, row_of
+from store.approval_saves import Save, save_many
 from store.audit_chains import Chains, newest_entries, read_log
 from store.connections import reading, writing
 from store.engine import reader
-from store.errors import translated
+from store.errors import is_conflict, translated
 from store.grant_rows import insert_grant, locked_grant, mark_revoked, read_grant, select_grants
+from store.group_commit import GroupCommit
 from store.json_filters import array_has, in_workspace
 from store.models import approvals, runs
 from store.outbox import write_notices
@@ -51,6 +58,7 @@ from store.wake import deliver
 APPROVAL_ORDER = (approvals.c.requested_at, approvals.c.position, approvals.c.id)
 """The order of lists of approvals (newest first), which their indexes hold."""
 APPROVAL_BY_ID = select(approvals).where(approvals.c.id == bindparam("approval_id"))
+APPROVALS_BY_IDS = select(approvals).where(approvals.c.id.in_(bindparam("ids", expanding=True)))
 SAVE_IF_VERSION = update(approvals).where(
     approvals.c.id == bindparam("b_id"), approvals.c.version == bindparam("b_version")
 )
@@ -62,6 +70,10 @@ DUE = (
     .limit(bindparam("limit"))
 )
 """Every statement of a decision is built once, so each call only binds its values."""
+BATCH_MOST = 64
+"""The most decisions saved (or approvals read) together in one transaction."""
+
+logger = logging.getLogger(__name__)
 
 
 class SqlApprovalStore:
@@ -77,6 +89,8 @@ class SqlApprovalStore:
         self._single = (
             engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else reader(engine)
         )
+        self._saves = GroupCommit(self.save_approvals, most=BATCH_MOST)
+        self._reads = GroupCommit(self._read_batch, most=BATCH_MOST)
 
     def _tx(self) -> AbstractContextManager[Connection]:
         return writing(self.engine)
@@ -129,7 +143,7 @@ class SqlApprovalStore:
                 return approval
             stored = replace(ruling.decided, version=approval.version + 1)
             conn.execute(
-                update(approvals).where(approvals.c.id == approval.id).values(_row(stored))
+                update(approvals).where(approvals.c.id == approval.id).values(row_of(stored))
             )
             write_notices(conn, ruling.notices, audit.at)
             if ruling.wake is not None:
@@ -138,12 +152,18 @@ class SqlApprovalStore:
         return stored
 
     def get_approval(self, approval_id: str) -> Approval:
-        """Return the approval or raise ApprovalNotFound."""
+        """Return the approval or raise ApprovalNotFound (read with those other threads are
+        reading at the same time, in one statement)."""
+        return self._reads(approval_id)
+
+    def _read_batch(self, ids: Sequence[str]) -> list[Approval | BaseException]:
         with translated(), self._single.connect() as conn:
-            row = conn.execute(APPROVAL_BY_ID, {"approval_id": approval_id}).first()
-        if row is None:
-            raise ApprovalNotFound(approval_id)
-        return _approval(row)
+            if len(ids) == 1:
+                rows = conn.execute(APPROVAL_BY_ID, {"approval_id": ids[0]}).all()
+            else:
+                rows = conn.execute(APPROVALS_BY_IDS, {"ids": sorted(set(ids))}).all()
+        found = {row.id: approval_of(row) for row in rows}
+        return [found.get(approval_id) or ApprovalNotFound(approval_id) for approval_id in ids]
 
     def list_approvals(
         self,
@@ -172,7 +192,7 @@ class SqlApprovalStore:
             query = query.where(approvals.c.run_id == run_id)
         query = self._filtered(query, status, decidable_by, workspace)
         with self._read() as conn:
-            return [_approval(row) for row in conn.execute(query)]
+            return [approval_of(row) for row in conn.execute(query)]
 
     def count_approvals(
         self,
@@ -217,19 +237,53 @@ class SqlApprovalStore:
         notices: Sequence[Notice] = (),
         grant: Granting | None = None,
     ) -> bool:
-        """Compare-and-set on the version (and on the deadline when deciding)."""
-        values = _changes(approval) | {
+        """Compare-and-set on the version (and on the deadline when deciding).
+
+        Saves made at the same time by other threads go in the same transaction (see
+        ``store.approval_saves``), except one that also makes a grant.
+        """
+        save = Save(approval, audit, decided_before, wake, tuple(notices))
+        if grant is not None:
+            return self._save_alone(save, grant)
+        return self._saves(save)
+
+    @property
+    def save_batches(self) -> tuple[int, int]:
+        """How many batches of saves this store has made, and how many saves they held."""
+        return self._saves.batches, self._saves.items
+
+    def save_approvals(self, saves: Sequence[Save]) -> list[bool | BaseException]:
+        """``save_approval`` of each of ``saves``, in one transaction: whether each was saved.
+
+        If the transaction fails for one save's sake (not the database's), each is saved
+        alone, and the error is that save's outcome only.
+        """
+        if len(saves) == 1:
+            return [self._save_alone(saves[0])]
+        try:
+            with self._tx() as conn:
+                return list(save_many(conn, self._keys, saves))
+        except StoreUnavailable as error:
+            if not is_conflict(error):
+                raise
+        except Exception:
+            logger.warning("a batch of decisions failed; saving each alone", exc_info=True)
+        return [_outcome(self._save_alone, save) for save in saves]
+
+    def _save_alone(self, save: Save, grant: Granting | None = None) -> bool:
+        approval, audit = save.approval, save.audit
+        values = changes(approval) | {
             "version": approval.version + 1,
             "b_id": approval.id,
             "b_version": approval.version,
-            "b_before": decided_before,
+            "b_before": save.decided_before,
         }
-        saved = SAVE_IF_VERSION if decided_before is None else DECIDE_IF_VERSION
+        saved = SAVE_IF_VERSION if save.decided_before is None else DECIDE_IF_VERSION
         with self._tx() as conn:
             if not conn.execute(saved, values).rowcount:
                 return False
-            write_notices(conn, notices, audit.at)
-            if wake is not None:
+            write_notices(conn, save.notices, audit.at)
+            if (wake := save.wake) is not None:
                 deliver(conn, approval.run_id, wake.key, wake.data, wake.delivered_at, strict=False)
             # every decision locks its run's chain's head row: lock it last, so that it is
             # held for the append and the commit only
@@ -294,7 +348,7 @@ class SqlApprovalStore:
         with self._tx() as conn:
             if conn.dialect.name == "postgresql":
                 pending = pending.with_for_update()
-            found = [_approval(row) for row in conn.execute(pending)]
+            found = [approval_of(row) for row in conn.execute(pending)]
             if while_pending is not None and while_pending not in {a.id for a in found}:
                 raise ApprovalNotPending(while_pending)
             chains = Chains(conn, self._keys)
@@ -305,7 +359,7 @@ class SqlApprovalStore:
                 conn.execute(
                     update(approvals)
                     .where(approvals.c.id == approval.id)
-                    .values(_row(closed) | {"version": approval.version + 1})
+                    .values(row_of(closed) | {"version": approval.version + 1})
                 )
                 chains.append(audit)
                 write_notices(conn, more, audit.at)
@@ -380,7 +434,7 @@ class SqlApprovalStore:
         from the partial index on their next due time (decided ones are not in it)."""
         with translated(), self._single.connect() as conn:
             rows = conn.execute(DUE, {"now": now, "limit": limit})
-            return [_approval(row) for row in rows]
+            return [approval_of(row) for row in rows]
 
 
 def _insert(conn: Connection, approval: Approval) -> Approval | None:
@@ -388,13 +442,13 @@ def _insert(conn: Connection, approval: Approval) -> Approval | None:
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     added = conn.execute(
         dialect.insert(approvals)
-        .values(_row(approval))
+        .values(row_of(approval))
         .on_conflict_do_nothing(index_elements=["id"])
         .returning(approvals.c.id)
     ).first()
     if added is not None:
         return None
-    return _approval(conn.execute(select(approvals).where(approvals.c.id == approval.id)).one())
+    return approval_of(conn.execute(select(approvals).where(approvals.c.id == approval.id)).one())
 
 
 def _ruled(conn: Connection, new: Approval, since: datetime) -> list[Approval]:
@@ -403,96 +457,13 @@ def _ruled(conn: Connection, new: Approval, since: datetime) -> list[Approval]:
         approvals.c.status == ApprovalStatus.APPROVED.value,
         or_(approvals.c.decided_at >= since, approvals.c.run_id == new.run_id),
     )
-    found = (_approval(row) for row in conn.execute(query))
+    found = (approval_of(row) for row in conn.execute(query))
     return [approval for approval in found if ruled_since(approval, since, new)]
 
 
-CHANGING = (
-    "deadline",
-    "status",
-    "votes",
-    "decided_by",
-    "decided_at",
-    "decided_args",
-    "decided_args_hash",
-    "reason",
-    "diff",
-    "escalated",
-    "remind_at",
-    "next_due_at",
-    "preview",
-    "preview_digest",
-)
-"""What deciding, expiring, escalating or reminding may change of an approval (an edit
-changes the preview with the arguments)."""
-
-
-def _changes(approval: Approval) -> dict[str, Any]:
-    """The columns a decision writes: what was asked, and who consumed it, stay as stored."""
-    row = _row(approval)
-    return {name: row[name] for name in CHANGING}
-
-
-def _row(approval: Approval) -> dict[str, Any]:
-    return {
-        "id": approval.id,
-        "run_id": approval.run_id,
-        "position": approval.position,
-        "kind": approval.kind.value,
-        "tool": approval.tool,
-        "args": approval.args,
-        "args_hash": approval.args_hash,
-        "fingerprint": approval.fingerprint,
-        "policy": approval.policy.to_json(),
-        "requester": approval.requester.to_json(),
-        "requested_at": approval.requested_at,
-        "deadline": approval.deadline,
-        "reason_asked": approval.reason_asked,
-        "status": approval.status.value,
-        "votes": list(approval.approvals),
-        "decided_by": None if approval.decided_by is None else approval.decided_by.to_json(),
-        "decided_at": approval.decided_at,
-        "decided_args": approval.decided_args,
-        "decided_args_hash": approval.decided_args_hash,
-        "reason": approval.reason,
-        "diff": approval.diff,
-        "escalated": approval.escalated,
-        "remind_at": approval.remind_at,
-        "next_due_at": approval.next_due_at,
-        "consumed_by": approval.consumed_by,
-        "preview": approval.preview,
-        "preview_digest": approval.preview_digest,
-        "version": approval.version,
-    }
-
-
-def _approval(row: Row[Any]) -> Approval:
-    return Approval(
-        id=row.id,
-        run_id=row.run_id,
-        position=row.position,
-        kind=ApprovalKind(row.kind),
-        tool=row.tool,
-        args=row.args,
-        args_hash=row.args_hash,
-        fingerprint=row.fingerprint,
-        policy=PolicySnapshot.from_json(row.policy),
-        requester=Actor.from_json(row.requester),
-        requested_at=row.requested_at,
-        deadline=row.deadline,
-        reason_asked=row.reason_asked,
-        status=ApprovalStatus(row.status),
-        approvals=tuple(row.votes),
-        decided_by=None if row.decided_by is None else Actor.from_json(row.decided_by),
-        decided_at=row.decided_at,
-        decided_args=row.decided_args,
-        decided_args_hash=row.decided_args_hash,
-        reason=row.reason,
-        diff=row.diff,
-        escalated=row.escalated,
-        remind_at=row.remind_at,
-        consumed_by=row.consumed_by,
-        preview=row.preview,
-        preview_digest=row.preview_digest,
-        version=row.version,
-    )
+def _outcome(save: Callable[[Save], bool], item: Save) -> bool | BaseException:
+    """What ``save`` returned for ``item``, or the error it raised."""
+    try:
+        return save(item)
+    except Exception as error:
+        return error

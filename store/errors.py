@@ -31,5 +31,16 @@ def is_unique_violation(exc: sa_exc.IntegrityError) -> bool:
     return "UNIQUE constraint failed" in str(exc.orig)
 
 
+CONFLICTS = ("40P01", "40001")
+"""PostgreSQL's deadlock and serialization failures: a transaction that may succeed again."""
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Tell whether ``exc`` (or the database error it was translated from) is a deadlock or
+    serialization failure."""
+    cause = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
+    return getattr(getattr(cause, "orig", None), "sqlstate", None) in CONFLICTS
+
+
 def _first_line(exc: BaseException) -> str:
     return str(getattr(exc, "orig", exc) or exc).strip().splitlines()[0][:300]

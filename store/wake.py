@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.exceptions import EventAlreadyDelivered, InvalidRunState, RunNotFound
@@ -72,4 +74,71 @@ def deliver(
             raise EventAlreadyDelivered(run_id, key)
         return
     if conn.execute(WAKE_RUN[conn.dialect.name], params).rowcount and conn.dialect.name == "sqlite":
+        notify_wake(conn)
+
+
+LOCK_RUNS = (
+    select(runs.c.id, runs.c.status)
+    .where(runs.c.id.in_(bindparam("run_ids", expanding=True)))
+    .order_by(runs.c.id)
+    .with_for_update()
+)
+STORE_EVENTS = {
+    name: dialect.insert(events).on_conflict_do_nothing().returning(events.c.run_id, events.c.key)
+    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
+}
+WAKE_MANY = (
+    update(runs)
+    .where(
+        runs.c.status == RunStatus.WAITING.value,
+        tuple_(runs.c.id, runs.c.wait_key).in_(bindparam("waits", expanding=True)),
+    )
+    .values(
+        status=RunStatus.PENDING.value,
+        due_at=bindparam("now", type_=runs.c.due_at.type),
+        wait_key=None,
+        updated_at=bindparam("now", type_=runs.c.updated_at.type),
+    )
+)
+WAKE_RUNS = {
+    "postgresql": WAKE_MANY.returning(func.pg_notify(CHANNEL, "")),
+    "sqlite": WAKE_MANY,
+}
+"""The statements of several deliveries at once, built once."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """An event for a run: what ``deliver`` stores."""
+
+    run_id: str
+    key: str
+    data: Any
+    now: datetime
+
+
+def deliver_many(conn: Connection, deliveries: Sequence[Delivery]) -> None:
+    """``deliver`` of each of ``deliveries`` (not strict), in a few statements whatever their
+    number: the runs locked in one (in id order), the events stored in one, the waiting runs
+    made pending in one, as of the latest delivery's time.
+
+    Raises ``RunNotFound`` if a run does not exist.
+    """
+    if not deliveries:
+        return
+    run_ids = sorted({d.run_id for d in deliveries})
+    statuses = {row.id: row.status for row in conn.execute(LOCK_RUNS, {"run_ids": run_ids})}
+    missing = [run_id for run_id in run_ids if run_id not in statuses]
+    if missing:
+        raise RunNotFound(missing[0])
+    live = [d for d in deliveries if not RunStatus(statuses[d.run_id]).finished]
+    if not live:
+        return
+    rows = [{"run_id": d.run_id, "key": d.key, "data": d.data, "delivered_at": d.now} for d in live]
+    stored = [tuple(row) for row in conn.execute(STORE_EVENTS[conn.dialect.name], rows)]
+    if not stored:  # every key was delivered before
+        return
+    now = max(d.now for d in live)
+    woken = conn.execute(WAKE_RUNS[conn.dialect.name], {"waits": stored, "now": now})
+    if woken.rowcount and conn.dialect.name == "sqlite":
         notify_wake(conn)
