@@ -35,6 +35,8 @@ EVENT_QUERY = select(*EVENT).where(
     events.c.run_id == bindparam("run_id"), events.c.key == bindparam("event_key")
 )
 """The event a run was delivered under a key (read as a run resumes on it)."""
+RUN_QUERY = select(runs).where(runs.c.id == bindparam("run_id"))
+"""A run by its id (read for every notice its root message shows, among others)."""
 
 
 def held_by(lease: Lease) -> Any:
@@ -148,7 +150,7 @@ def lease_values(statement: Any, now: Any) -> Any:
 
 def load_run(conn: Connection, run_id: RunId) -> Run:
     """Return the run or raise ``RunNotFound``."""
-    row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
+    row = conn.execute(RUN_QUERY, {"run_id": run_id}).first()
     if row is None:
         raise RunNotFound(run_id)
     return run_from_row(row)

@@ -26,6 +26,7 @@ from agent_runtime.exceptions import (
     InvalidRunState,
     JournalConflict,
     LeaseLost,
+    RunNotFound,
 )
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
@@ -56,6 +57,7 @@ from store.run_sql import (
     EVENT_QUERY,
     JOURNAL_QUERY,
     RUN_ORDER,
+    RUN_QUERY,
     RUNNING,
     UNFINISHED,
     cancel_in,
@@ -91,6 +93,7 @@ class SqlStore:
         self._fast_end = Prepared(self._end, engine.dialect)
         self._journal = Prepared(JOURNAL_QUERY, engine.dialect, (steps.c[n] for n in ENTRY))
         self._event = Prepared(EVENT_QUERY, engine.dialect, EVENT)
+        self._run = Prepared(RUN_QUERY, engine.dialect, runs.c)
         self._autocommit = (
             engine.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else None
         )
@@ -154,9 +157,13 @@ class SqlStore:
         return run_from_row(row)
 
     def get_run(self, run_id: RunId) -> Run:
-        """Return the run or raise RunNotFound."""
-        with self._read() as conn:
-            return self._get(conn, run_id)
+        """Return the run or raise RunNotFound (one statement compiled once, on an
+        autocommit connection)."""
+        with translated():
+            rows = self._driver.execute(self._run, {"run_id": run_id}, fetch=True).rows
+        if not rows:
+            raise RunNotFound(run_id)
+        return run_from_row(rows[0])
 
     def list_runs(
         self,
