@@ -36,6 +36,7 @@ from agent_runtime.records import (
     StepRecord,
     Wait,
 )
+from agent_runtime.resume_first import Resuming
 from agent_runtime.retry import RetryPolicy
 from agent_runtime.serialization import input_hash, round_trip
 from agent_runtime.store import Store
@@ -78,7 +79,10 @@ class RunContext:
         stopping: threading.Event,
         notifier: Notifier | None = None,
         observer: StepObserver | None = None,
+        resuming: Resuming | None = None,
     ) -> None:
+        """``resuming`` (from the worker) counts the run as resuming until it gets to its first
+        live step; its later live steps then wait their turn (``agent_runtime.resume_first``)."""
         self.run_id = run.id
         self.workflow = run.workflow
         self._run = run
@@ -90,6 +94,7 @@ class RunContext:
         self._clock = clock
         self._stopping = stopping
         self._position = 0
+        self._resuming = resuming
         self.fatal: SignoffError | None = None
 
     @property
@@ -236,6 +241,8 @@ class RunContext:
         position = self._position
         self._position += 1
         if position >= len(self._journal):
+            if position > len(self._journal) and self._resuming is not None:
+                self._resuming.wait_turn()
             if self._stopping.is_set():
                 raise Abandon()
             return position, None
@@ -270,6 +277,7 @@ class RunContext:
         if failed is not None:
             self._park_until(retry.retry_at(failed))
         attempt = 1 if failed is None else failed.attempt + 1
+        self._resumed()  # the step may take long: the others need not wait for it
         while True:
             try:
                 result = _call(fn, args, name, timeout)
@@ -332,6 +340,7 @@ class RunContext:
             self._store.append_step(self._lease, record, notices)
         except LeaseLost as exc:
             self._fail(exc)
+        self._resumed()
         logger.debug(
             "step committed",
             extra={"action": "step", "run_id": self.run_id, "step": record.position},
@@ -339,6 +348,11 @@ class RunContext:
         if self._observer is not None:
             self._observer.step_committed(self._run, record)
         return record
+
+    def _resumed(self) -> None:
+        """The run has got to its first live step: the worker's other runs may go on."""
+        if self._resuming is not None:
+            self._resuming.done()
 
     def _write(self, write: Callable[[Lease, Any], None], record: Any) -> None:
         try:

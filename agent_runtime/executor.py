@@ -20,9 +20,10 @@ from agent_runtime.exceptions import (
 from agent_runtime.notices import Notifier, Silent
 from agent_runtime.observers import StepObserver, guard
 from agent_runtime.records import ErrorInfo, Lease, Run, RunStatus, StepRecord
+from agent_runtime.resume_first import ResumeFirst
 from agent_runtime.serialization import round_trip
 from agent_runtime.store import Store
-from agent_runtime.workflows import Workflows
+from agent_runtime.workflows import WorkflowFn, Workflows
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +43,17 @@ class RunExecutor:
         stopping: threading.Event,
         notifier: Notifier | None = None,
         observer: StepObserver | None = None,
+        turns: ResumeFirst | None = None,
     ) -> None:
+        """With ``turns``, the later steps of the runs executed here give way to the runs
+        still getting to their first live step (``agent_runtime.resume_first``)."""
         self._store = store
         self._workflows = workflows
         self._clock = clock
         self._stopping = stopping
         self._notifier: Notifier = notifier or Silent()
         self._observer = guard(observer)
+        self._turns = turns
 
     def execute(self, run: Run, lease: Lease) -> RunStatus | None:
         """Advance ``run`` as far as it goes; return its new status, None if the lease was lost."""
@@ -66,16 +71,27 @@ class RunExecutor:
             workflow = self._workflows.get(run.workflow)
         except WorkflowNotFound as exc:
             return self._fail(run, lease, ErrorInfo.of(exc))
-        context = RunContext(
-            run=run,
-            lease=lease,
-            journal=self._journal(run, lease),
-            store=self._store,
-            clock=self._clock,
-            stopping=self._stopping,
-            notifier=self._notifier,
-            observer=self._observer,
-        )
+        resuming = None if self._turns is None else self._turns.resuming()
+        try:
+            if resuming is not None:
+                resuming.replay_turn()
+            context = RunContext(
+                run=run,
+                lease=lease,
+                journal=self._journal(run, lease),
+                store=self._store,
+                clock=self._clock,
+                stopping=self._stopping,
+                notifier=self._notifier,
+                observer=self._observer,
+                resuming=resuming,
+            )
+            return self._run(workflow, context, run, lease)
+        finally:
+            if resuming is not None:
+                resuming.done()
+
+    def _run(self, workflow: WorkflowFn, context: RunContext, run: Run, lease: Lease) -> RunStatus:
         try:
             output = workflow(context, run.input)
             context.check_complete()

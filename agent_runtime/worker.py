@@ -20,6 +20,7 @@ from agent_runtime.ids import RunId
 from agent_runtime.notices import Notifier
 from agent_runtime.observers import StepObserver
 from agent_runtime.records import Lease, Run, RunStatus
+from agent_runtime.resume_first import ResumeFirst
 from agent_runtime.store import Store
 from agent_runtime.workflows import Workflows
 
@@ -82,8 +83,11 @@ class Worker:
         self._clock = clock or SystemClock()
         self._stopping = threading.Event()
         self._wake = threading.Event()
+        self.turns = ResumeFirst()
+        """The runs resumed here getting to their first live step, which the later steps of
+        the others (and the process's outbox deliveries) give way to."""
         self._executor = RunExecutor(
-            store, workflows, self._clock, self._stopping, notifier, observer
+            store, workflows, self._clock, self._stopping, notifier, observer, self.turns
         )
         self._held: dict[RunId, Lease] = {}
         self._lock = threading.Lock()
@@ -93,6 +97,7 @@ class Worker:
     def stop(self) -> None:
         """Ask the worker to stop: runs in flight finish their step and are released."""
         self._stopping.set()
+        self.turns.open()
         self._wake.set()
 
     def wake(self) -> None:

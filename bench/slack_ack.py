@@ -6,9 +6,10 @@ Set-up, all torn down at the end: a fresh PostgreSQL database on ``SIGNOFF_BENCH
 (default: the local server, as ``bench.steps``), created, migrated and dropped; one sandbox
 Slack Web API (``devkit.sandbox``) and one demo payment provider served by this process; two
 ``signoff serve`` subprocesses on free ports, both on that database and that Slack: A with a
-worker (``--concurrency``, default 4) and B as a front end (``--no-worker``; pass ``--b-worker``
-to give B a worker too), each with its scheduler (outbox dispatch, approvals sweep, wake) and
-the default 1 s poll interval, so a fast resume can only come from LISTEN/NOTIFY.
+worker (``--concurrency``, default ``serve``'s) and B as a front end (``--no-worker``; pass
+``--b-worker`` to give B a worker too), each with its scheduler (outbox dispatch, approvals
+sweep, wake) and the default 1 s poll interval, so a fast resume can only come from
+LISTEN/NOTIFY.
 
 Every Slack request is signed as Slack signs it and posted over HTTP by one thread per
 request, all released at once by a barrier (each thread's keep-alive connection is opened
@@ -59,6 +60,7 @@ from bench.slack_world import (
     command_body,
     world,
 )
+from bot.app.settings import DEFAULT_CONCURRENCY
 from devkit.sandbox.slack_api import (
     Message,
 )
@@ -141,12 +143,12 @@ def row(label: str, values: Sequence[float], baseline: Sequence[float] | None = 
     return cells
 
 
-def run(n: int, sequential: int, *, concurrency: int, b_worker: bool) -> bool:
+def run(n: int, sequential: int, *, concurrency: int | None, b_worker: bool) -> bool:
     """Run the benchmark; print the tables; return whether both targets were met."""
     started = time.perf_counter()
     with world(default_dsn(), concurrency=concurrency, b_worker=b_worker) as w:
         print(
-            f"set-up: 2 x signoff serve (A: worker x{concurrency}; B: "
+            f"set-up: 2 x signoff serve (A: worker x{concurrency or DEFAULT_CONCURRENCY}; B: "
             f"{'worker' if b_worker else 'no worker'}) on a fresh PostgreSQL database, "
             f"{n} requests per burst, poll interval 1 s\n"
         )
@@ -264,7 +266,9 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="clicks measured one at a time (default 10, 5 with --quick)",
     )
-    parser.add_argument("--concurrency", type=int, default=4, help="A's worker concurrency")
+    parser.add_argument(
+        "--concurrency", type=int, default=None, help="A's worker concurrency (default: serve's)"
+    )
     parser.add_argument("--b-worker", action="store_true", help="give B a worker too")
     args = parser.parse_args(argv)
     n = args.requests or (10 if args.quick else 50)

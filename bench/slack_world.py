@@ -361,8 +361,9 @@ class World:
 
 
 @contextlib.contextmanager
-def world(dsn: str, *, concurrency: int, b_worker: bool) -> Iterator[World]:
-    """Create everything; tear everything down (database included) on exit."""
+def world(dsn: str, *, concurrency: int | None, b_worker: bool) -> Iterator[World]:
+    """Create everything; tear everything down (database included) on exit (``concurrency``:
+    the workers', else ``signoff serve``'s default)."""
     database = contextlib.ExitStack()
     db_url = database.enter_context(
         scratch_database(sqlalchemy_pg_url(dsn), prefix="signoff_bench_ack")
@@ -395,14 +396,10 @@ def world(dsn: str, *, concurrency: int, b_worker: bool) -> Iterator[World]:
             SIGNOFF_SLACK_POST_INTERVAL_SECONDS="0.001",
             SIGNOFF_SLACK_POST_BURST="1000",
         )
-        a = Serve("A", env, workdir, "--concurrency", str(concurrency))
+        threads = () if concurrency is None else ("--concurrency", str(concurrency))
+        a = Serve("A", env, workdir, *threads)
         cleanup.append(a.stop)
-        b = Serve(
-            "B",
-            env,
-            workdir,
-            *(("--concurrency", str(concurrency)) if b_worker else ("--no-worker",)),
-        )
+        b = Serve("B", env, workdir, *(threads if b_worker else ("--no-worker",)))
         cleanup.append(b.stop)
         a.wait_healthy()
         b.wait_healthy()

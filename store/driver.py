@@ -183,8 +183,8 @@ class DriverConnections:
         if not isinstance(exc, dialect.loaded_dbapi.Error):
             return exc
         broken = dialect.is_disconnect(exc, channel.connection, channel.cursor)
-        if broken:  # the server went away: the idle connections are no better
-            self.close()
+        if broken:  # the server went away: the idle connections are no better, nor the pool's
+            self._engine.dispose()  # as SQLAlchemy does; closes the idle ones here too
         return sa_exc.DBAPIError.instance(
             sql,
             params,

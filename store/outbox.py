@@ -7,16 +7,16 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, exists, func, or_, select, update
+from sqlalchemy import Connection, Engine, select
 
 from agent_runtime.notices import DeadNotice, Delivery, Notice, QueuedNotice
 from store.connections import writing
+from store.driver import DriverConnections, Prepared
+from store.errors import translated
 from store.home_tabs import HOME_REFRESH, queue_refreshes
 from store.models import outbox
 from store.outbox_rows import DEAD, PENDING, SENT, insert_notices
-
-WEBHOOK = "webhook"
-"""The kind of notice the webhook sender delivers; every other kind goes to Slack."""
+from store.outbox_sql import WEBHOOK, OutboxStatements
 
 
 def write_notices(conn: Connection, notices: Sequence[Notice], now: datetime) -> None:
@@ -32,6 +32,8 @@ class SqlOutbox:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._driver = DriverConnections(engine)
+        self._sql = OutboxStatements(engine.dialect)
 
     def _tx(self) -> AbstractContextManager[Connection]:
         return writing(self.engine)
@@ -46,91 +48,45 @@ class SqlOutbox:
     ) -> list[QueuedNotice]:
         """Claim due notices, oldest first, never one whose run has an older one undelivered;
         only webhooks with ``webhooks``, else only the others."""
-        older = outbox.alias("older")
-        blocked = exists().where(
-            older.c.run_id == outbox.c.run_id, older.c.id < outbox.c.id, older.c.status == PENDING
-        )
-        query = (
-            select(outbox.c.id)
-            .where(
-                outbox.c.status == PENDING,
-                outbox.c.next_at <= now,
-                or_(outbox.c.claimed_until.is_(None), outbox.c.claimed_until <= now),
-                or_(outbox.c.run_id.is_(None), ~blocked),
-                (outbox.c.kind == WEBHOOK) if webhooks else (outbox.c.kind != WEBHOOK),
-            )
-            .order_by(outbox.c.id)
-            .limit(limit)
-        )
-        if self.engine.dialect.name == "postgresql":
-            query = query.with_for_update(skip_locked=True, of=outbox)
-        with self._tx() as conn:
-            ids = list(conn.execute(query).scalars())
-            if not ids:
-                return []
-            rows = conn.execute(
-                update(outbox)
-                .where(outbox.c.id.in_(ids))
-                .values(
-                    claimed_by=owner,
-                    claimed_until=until,
-                    attempts=outbox.c.attempts + 1,
-                    fence=outbox.c.fence + 1,
-                )
-                .returning(*outbox.c)
-            ).all()
+        statement = self._sql.claim_webhooks if webhooks else self._sql.claim
+        values = {"owner": owner, "now": now, "until": until, "limit": limit}
+        with translated():
+            rows = self._driver.execute(statement, values, fetch=True).rows
         return sorted((_queued(r) for r in rows), key=lambda q: q.id)
 
     def begin_send(self, item: QueuedNotice, *, now: datetime, until: datetime) -> bool:
         """Mark the send begun (keeping the earliest such time) and extend the claim."""
-        return self._fenced(
-            item, sending_at=func.coalesce(outbox.c.sending_at, now), claimed_until=until
-        )
+        return self._fenced(self._sql.begin_send, item, at=now, until=until)
 
     def delivered(self, item: QueuedNotice, delivery: Delivery | None, now: datetime) -> bool:
         """Record the delivery."""
-        values: dict[str, Any] = {
-            "status": SENT,
-            "delivered_at": now,
-            "claimed_until": None,
-            "sending_at": None,
-        }
-        if delivery is not None:
-            values |= {"channel": delivery.channel, "ts": delivery.ts}
-        return self._fenced(item, **values)
+        channel, ts = (None, None) if delivery is None else (delivery.channel, delivery.ts)
+        return self._fenced(self._sql.delivered, item, at=now, landed_in=channel, landed_ts=ts)
 
     def retry_later(
         self, item: QueuedNotice, at: datetime, error: str, *, maybe_sent: bool = False
     ) -> bool:
         """Release the claim for another attempt at ``at``."""
-        values: dict[str, Any] = {"next_at": at, "claimed_until": None, "last_error": error[:2000]}
-        if not maybe_sent:
-            values["sending_at"] = None
-        return self._fenced(item, **values)
+        statement = self._sql.retry if maybe_sent else self._sql.retry_not_sent
+        return self._fenced(statement, item, at=at, error=error[:2000])
 
     def give_up(self, item: QueuedNotice, error: str) -> bool:
         """Mark the notice dead: it stops holding up its run's later notices."""
-        return self._fenced(
-            item, status=DEAD, claimed_until=None, sending_at=None, last_error=error[:2000]
-        )
+        return self._fenced(self._sql.give_up, item, error=error[:2000])
 
     def delivery_of(self, key: str) -> Delivery | None:
         """Return where ``key`` was delivered."""
-        with self._tx() as conn:
-            row = conn.execute(
-                select(outbox.c.channel, outbox.c.ts).where(
-                    outbox.c.key == key, outbox.c.status == SENT
-                )
-            ).first()
-        if row is None or row.channel is None or row.ts is None:
+        with translated():
+            rows = self._driver.execute(self._sql.delivery, {"notice_key": key}, fetch=True).rows
+        if not rows or rows[0].channel is None or rows[0].ts is None:
             return None
-        return Delivery(channel=row.channel, ts=row.ts)
+        return Delivery(channel=rows[0].channel, ts=rows[0].ts)
 
     def is_dead(self, key: str) -> bool:
         """Tell whether ``key`` was given up."""
-        with self._tx() as conn:
-            status = conn.execute(select(outbox.c.status).where(outbox.c.key == key)).scalar()
-        return bool(status == DEAD)
+        with translated():
+            rows = self._driver.execute(self._sql.status, {"notice_key": key}, fetch=True).rows
+        return bool(rows and rows[0].status == DEAD)
 
     def dead_notices(self, limit: int) -> list[DeadNotice]:
         """Return the notices given up, newest first."""
@@ -151,17 +107,12 @@ class SqlOutbox:
             for r in rows
         ]
 
-    def _fenced(self, item: QueuedNotice, **values: Any) -> bool:
-        """Update the notice only while ``item``'s claim is the latest; tell whether it was."""
-        with self._tx() as conn:
-            result = conn.execute(
-                update(outbox)
-                .where(
-                    outbox.c.id == item.id, outbox.c.fence == item.fence, outbox.c.status == PENDING
-                )
-                .values(values)
-            )
-        return result.rowcount == 1
+    def _fenced(self, statement: Prepared, item: QueuedNotice, **values: Any) -> bool:
+        """Run a fenced update of the notice (one statement, a transaction of its own): it
+        changes the row only while ``item``'s claim is the latest; tell whether it was."""
+        fence = {"item_id": item.id, "item_fence": item.fence}
+        with translated():
+            return self._driver.execute(statement, fence | values).rowcount == 1
 
 
 def _queued(row: Any) -> QueuedNotice:

@@ -16,7 +16,7 @@ from agent_runtime.exceptions import InvalidRunState, RunNotFound
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
 from agent_runtime.records import ErrorInfo, Lease, Run, RunStatus, StepKind, StepRecord
-from store.models import runs, steps
+from store.models import events, runs, steps
 from store.notify import notify_wake
 from store.outbox import write_notices
 
@@ -30,6 +30,13 @@ JOURNAL_QUERY = (
     .order_by(steps.c.position)
 )
 """A run's journal: its entries' own columns (the run's id is known), in position order."""
+EVENT = (events.c.key, events.c.data, events.c.delivered_at)
+EVENT_QUERY = select(*EVENT).where(
+    events.c.run_id == bindparam("run_id"), events.c.key == bindparam("event_key")
+)
+"""The event a run was delivered under a key (read as a run resumes on it)."""
+RUN_QUERY = select(runs).where(runs.c.id == bindparam("run_id"))
+"""A run by its id (read for every notice its root message shows, among others)."""
 
 
 def held_by(lease: Lease) -> Any:
@@ -143,7 +150,7 @@ def lease_values(statement: Any, now: Any) -> Any:
 
 def load_run(conn: Connection, run_id: RunId) -> Run:
     """Return the run or raise ``RunNotFound``."""
-    row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
+    row = conn.execute(RUN_QUERY, {"run_id": run_id}).first()
     if row is None:
         raise RunNotFound(run_id)
     return run_from_row(row)

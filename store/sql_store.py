@@ -26,6 +26,7 @@ from agent_runtime.exceptions import (
     InvalidRunState,
     JournalConflict,
     LeaseLost,
+    RunNotFound,
 )
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
@@ -52,8 +53,11 @@ from store.pages import after as page_after
 from store.pages import newest_first
 from store.run_sql import (
     ENTRY,
+    EVENT,
+    EVENT_QUERY,
     JOURNAL_QUERY,
     RUN_ORDER,
+    RUN_QUERY,
     RUNNING,
     UNFINISHED,
     cancel_in,
@@ -88,6 +92,8 @@ class SqlStore:
         self._fast_append = Prepared(self._append, engine.dialect)
         self._fast_end = Prepared(self._end, engine.dialect)
         self._journal = Prepared(JOURNAL_QUERY, engine.dialect, (steps.c[n] for n in ENTRY))
+        self._event = Prepared(EVENT_QUERY, engine.dialect, EVENT)
+        self._run = Prepared(RUN_QUERY, engine.dialect, runs.c)
         self._autocommit = (
             engine.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else None
         )
@@ -151,9 +157,13 @@ class SqlStore:
         return run_from_row(row)
 
     def get_run(self, run_id: RunId) -> Run:
-        """Return the run or raise RunNotFound."""
-        with self._read() as conn:
-            return self._get(conn, run_id)
+        """Return the run or raise RunNotFound (one statement compiled once, on an
+        autocommit connection)."""
+        with translated():
+            rows = self._driver.execute(self._run, {"run_id": run_id}, fetch=True).rows
+        if not rows:
+            raise RunNotFound(run_id)
+        return run_from_row(rows[0])
 
     def list_runs(
         self,
@@ -431,12 +441,12 @@ class SqlStore:
 
     def get_event(self, run_id: RunId, key: str) -> Event | None:
         """Return the event delivered under ``key``."""
-        query = select(events).where(events.c.run_id == run_id, events.c.key == key)
-        with self._read() as conn:
-            row = conn.execute(query).first()
-        if row is None:
+        params = {"run_id": run_id, "event_key": key}
+        with translated():
+            rows = self._driver.execute(self._event, params, fetch=True).rows
+        if not rows:
             return None
-        return Event(key=row.key, data=row.data, delivered_at=row.delivered_at)
+        return Event(key=rows[0].key, data=rows[0].data, delivered_at=rows[0].delivered_at)
 
     def next_due(self) -> datetime | None:
         """Return the earliest due time of any unfinished run."""

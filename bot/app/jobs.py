@@ -67,14 +67,16 @@ def jobs(
     services: Services,
     duties: frozenset[Duty],
     metrics: Metrics | None = None,
+    give_way: Callable[[], object] | None = None,
     *,
     acks: AckGate | None = None,
 ) -> list[Job]:
-    """The jobs of a process doing ``duties`` (Slack's refusals counted in ``metrics``; each
-    outbox round waits its turn at ``acks``, if given, while Slack's requests are answered)."""
+    """The jobs of a process doing ``duties`` (Slack's refusals counted in ``metrics``); its
+    outbox deliveries call ``give_way`` first (see ``DispatchOptions.give_way``), and each
+    outbox round waits its turn at ``acks``, if given, while Slack's requests are answered."""
     found: list[Job] = []
     if Duty.SLACK in duties:
-        found += _slack_jobs(services, metrics, acks)
+        found += _slack_jobs(services, metrics, give_way, acks)
     if Duty.RUNS in duties:
         found.append(Job("approvals", services.approvals.sweep, services.settings.poll_interval))
     if Duty.WEBHOOKS in duties:
@@ -82,9 +84,14 @@ def jobs(
     return found
 
 
-def _slack_jobs(services: Services, metrics: Metrics | None, acks: AckGate | None) -> list[Job]:
+def _slack_jobs(
+    services: Services,
+    metrics: Metrics | None,
+    give_way: Callable[[], object] | None,
+    acks: AckGate | None,
+) -> list[Job]:
     # one batch a round, so that a long backlog still shows the loop going round
-    dispatch = dispatcher(services, web_client(services.settings), metrics).dispatch_once
+    dispatch = dispatcher(services, web_client(services.settings), metrics, give_way).dispatch_once
     return [
         Job("dispatch", dispatch if acks is None else _in_turn(acks, dispatch), DISPATCH_EVERY),
         Job("intake", intake_sweep(services).sweep_once, INTAKE_EVERY),
@@ -102,8 +109,14 @@ def _in_turn(acks: AckGate, work: Callable[[], int]) -> Callable[[], int]:
     return in_turn
 
 
-def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = None) -> Dispatcher:
-    """The outbox dispatcher of this process (counting Slack's refusals in ``metrics``)."""
+def dispatcher(
+    services: Services,
+    client: WebClient,
+    metrics: Metrics | None = None,
+    give_way: Callable[[], object] | None = None,
+) -> Dispatcher:
+    """The outbox dispatcher of this process (counting Slack's refusals in ``metrics``;
+    calling ``give_way`` before each notice)."""
     settings = services.settings
     options = DispatchOptions(
         claim_for=settings.outbox_claim,
@@ -111,6 +124,7 @@ def dispatcher(services: Services, client: WebClient, metrics: Metrics | None = 
         pace=Pace(every=settings.slack_post_interval, burst=settings.slack_post_burst),
         on_refused=None if metrics is None else metrics.slack_refused,
         thread_status=settings.assistant_status,
+        give_way=give_way,
     )
     return Dispatcher(
         services.outbox,

@@ -21,7 +21,7 @@ from bot.app.jobs import SERVE, jobs
 from bot.app.request_hygiene import WSGIApp, guarded
 from bot.app.scheduler import build_scheduler
 from bot.app.serving import HTTP_THREADS, waitress_wsgi
-from bot.app.settings import Settings, SettingsError
+from bot.app.settings import DEFAULT_CONCURRENCY, Settings, SettingsError
 from bot.app.slack_mode import allowed_workspaces, bolt_auth, uninstalls, web_client
 from bot.app.starting import starting_slack
 from bot.app.wiring import Services, worker_options
@@ -52,7 +52,7 @@ class Parts:
     worker: bool = True
     scheduler: bool = True
     socket_mode: bool = False
-    concurrency: int = 4
+    concurrency: int = DEFAULT_CONCURRENCY
     metrics_port: int | None = None
     """Where to answer ``/healthz``, ``/readyz`` and ``/metrics`` without the HTTP front."""
 
@@ -152,12 +152,14 @@ def serve(settings: Settings, parts: Parts) -> int:
         )
         if parts.worker:
             supervision.loops.watch("worker", settings.poll_interval, lambda: worker.last_tick)
+        give_way = worker.turns.wait_turn if parts.worker else None
         # Slack's requests are answered first: what follows an ack and the outbox rounds
         # wait while the HTTP front answers any (bot.slack.ack_gate)
         acks = AckGate()
         scheduler = (
             build_scheduler(
-                jobs(services, SERVE, supervision.metrics, acks=acks), supervision.loops
+                jobs(services, SERVE, supervision.metrics, give_way, acks=acks),
+                supervision.loops,
             )
             if parts.scheduler
             else None

@@ -9,7 +9,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from agent_runtime.records import RunStatus
-from bot.app.settings import Settings
+from bot.app.settings import DEFAULT_CONCURRENCY, Settings
 from bot.cli.common import (
     Parser,
     actor,
@@ -49,7 +49,7 @@ def add_commands(commands: Any) -> None:
         "worker",
         help="execute runs, sweep approvals and send the approvals API's webhooks until stopped",
     )
-    worker.add_argument("--concurrency", type=positive_int, default=4)
+    worker.add_argument("--concurrency", type=positive_int, default=DEFAULT_CONCURRENCY)
     worker.add_argument(
         "--metrics-port",
         type=port_number,
@@ -258,7 +258,7 @@ def add_serve_command(commands: Any) -> None:
     serve = commands.add_parser(
         "serve", help="the Slack app (HTTP at /slack/events), workers, scheduler and dispatcher"
     )
-    serve.add_argument("--concurrency", type=positive_int, default=4)
+    serve.add_argument("--concurrency", type=positive_int, default=DEFAULT_CONCURRENCY)
     serve.add_argument(
         "--socket-mode",
         action="store_true",

@@ -29,6 +29,10 @@ class DispatchOptions:
     thread_status: bool = False
     """Also show what a waiting run waits for as its thread's status (Slack's AI-app
     surface); the root message's status line says it either way."""
+    give_way: Callable[[], object] | None = None
+    """Called before each notice is delivered: in a process that also executes runs, it
+    waits (briefly) while its worker resumes runs (``agent_runtime.resume_first``), which a
+    notice can always wait for."""
 
     @property
     def call_timeout(self) -> float:

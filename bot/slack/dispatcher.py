@@ -88,6 +88,10 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 NOT_READY_DELAY = timedelta(milliseconds=500)
+LIVE_APPROVALS = 500
+"""The most recent approvals of a run its root message's status is drawn from (one read)."""
+PLACES_KEPT = 10_000
+"""How many delivered notices' places a dispatcher remembers."""
 
 
 Live = tuple[Run, list[Approval], list[Approval]]
@@ -127,6 +131,7 @@ class Dispatcher:
         self._runs = runs  # without it, root messages show no live status
         # conversations.open answers the same IM id every time: one call per approver suffices
         self._dm_channels: dict[tuple[str, str, str], str] = {}
+        self._landed: dict[str, Delivery] = {}
 
     def dispatch_once(self, limit: int | None = None) -> int:
         """Deliver what is due now; return how many notices were claimed."""
@@ -139,6 +144,8 @@ class Dispatcher:
             limit=limit or self._options.batch,
         )
         for item in items:
+            if self._options.give_way is not None:
+                self._options.give_way()
             self._contained(item)
         return len(items)
 
@@ -262,6 +269,8 @@ class Dispatcher:
             recorded = self._outbox.delivered(item, delivery, self._clock.now())
         except StoreUnavailable:
             recorded = self._outbox.delivered(item, delivery, self._clock.now())
+        if recorded and delivery is not None:
+            self._remember(item.notice.key, delivery)
         if not recorded:
             logger.warning(
                 "delivery recorded by another dispatcher",
@@ -326,12 +335,20 @@ class Dispatcher:
         raise ValueError(f"unknown notice kind {notice.kind!r}")
 
     def _depends_on(self, key: str) -> Delivery:
-        found = self._outbox.delivery_of(key)
+        """Where the notice ``key`` was delivered: remembered once read, as a sent notice's
+        place never changes (a run's root is read by each of its later notices)."""
+        found = self._landed.get(key) or self._outbox.delivery_of(key)
         if found is not None:
+            self._remember(key, found)
             return found
         if self._outbox.is_dead(key):
             raise Undeliverable(f"depends on {key}, which could not be delivered")
         raise NotReady()
+
+    def _remember(self, key: str, delivery: Delivery) -> None:
+        if len(self._landed) >= PLACES_KEPT:
+            self._landed.clear()
+        self._landed[key] = delivery
 
     def _batch(self, item: QueuedNotice, run_id: str, before: int) -> Delivery | None:
         """Post "Approve all" under a turn's cards, if two or more of them still wait."""
@@ -413,11 +430,12 @@ class Dispatcher:
             run = self._runs.get_run(RunId(run_id))
         except RunNotFound:
             return None
-        pending, approved = (
-            self._approvals.store.list_approvals(run_id=run_id, status=status)
-            for status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
+        asked = self._approvals.store.list_approvals(run_id=run_id, limit=LIVE_APPROVALS)[::-1]
+        return (
+            run,
+            [a for a in asked if a.status == ApprovalStatus.PENDING],
+            [a for a in asked if a.status == ApprovalStatus.APPROVED],
         )
-        return run, pending[::-1], approved[::-1]
 
     def _update_root(self, item: QueuedNotice, run_id: str) -> None:
         root = self._depends_on(root_key(run_id))
