@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.types import TypeEngine
 
 Encoder = Callable[[Any], Any]
+MOST_CONNECTIONS = 8
+"""The most driver connections one ``DriverConnections`` holds at once."""
 
 
 class Prepared:
@@ -103,15 +106,19 @@ class DriverConnections:
     Each connection is opened through the engine's pool (so it gets the engine's
     settings, SQLite's pragmas for one), detached from it, and put in autocommit mode. A
     statement borrows an idle connection, or opens one, and gives it back afterwards:
-    there are never more connections than statements that ran at once. A connection
+    there are never more connections than statements that ran at once, and never more
+    than ``most`` (a statement beyond waits for one to come back), so a process that runs
+    many runs at once holds a bounded number of the database's connections. A connection
     that fails is closed, never reused (a failure to open one comes out as SQLAlchemy's
     error too); the idle ones are closed when the engine is
     disposed or this object is garbage-collected. A forked child opens its own.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, most: int = MOST_CONNECTIONS) -> None:
         self._engine = engine
         self._idle: list[_Channel] = []
+        self._most = most
+        self._slots = threading.BoundedSemaphore(most)
         self._pid = os.getpid()
         event.listen(engine, "engine_disposed", _close_on_dispose(weakref.ref(self)))
         weakref.finalize(self, _close_all, self._idle)
@@ -124,33 +131,39 @@ class DriverConnections:
         Driver errors come out wrapped as SQLAlchemy's (see ``store.errors.translated``).
         """
         params = statement.params(values)
-        channel = self._borrow()
-        try:
-            channel.cursor.execute(statement.sql, params)
-            rows = statement.rows(channel.cursor.fetchall()) if fetch else []
-            outcome = Outcome(rows, int(channel.cursor.rowcount))
-        except BaseException as exc:
-            error = self._wrapped(exc, channel, statement.sql, params)  # asks the driver
-            channel.close()
-            if error is exc:
-                raise
-            raise error from exc
-        self._idle.append(channel)
+        self._in_this_process()
+        with self._slots:
+            channel = self._borrow()
+            try:
+                channel.cursor.execute(statement.sql, params)
+                rows = statement.rows(channel.cursor.fetchall()) if fetch else []
+                outcome = Outcome(rows, int(channel.cursor.rowcount))
+            except BaseException as exc:
+                error = self._wrapped(exc, channel, statement.sql, params)  # asks the driver
+                channel.close()
+                if error is exc:
+                    raise
+                raise error from exc
+            self._idle.append(channel)
         return outcome
 
     def keep_open(self, count: int) -> None:
-        """Open connections until ``count`` are idle (before they are needed: at start)."""
-        while len(self._idle) < count:
+        """Open connections until ``count`` (at most ``most``) are idle (before they are
+        needed: at start)."""
+        while len(self._idle) < min(count, self._most):
             self._idle.append(self._open())
 
     def close(self) -> None:
         """Close the idle connections (statements in flight close theirs when they fail)."""
         _close_all(self._idle)
 
-    def _borrow(self) -> _Channel:
+    def _in_this_process(self) -> None:
         if self._pid != os.getpid():  # a forked child: its parent's connections are not its own
             self._idle.clear()  # dropped, not closed: the parent still uses them
+            self._slots = threading.BoundedSemaphore(self._most)  # nor are its statements
             self._pid = os.getpid()
+
+    def _borrow(self) -> _Channel:
         try:
             return self._idle.pop()  # atomic: no lock needed
         except IndexError:

@@ -33,10 +33,10 @@ DEFAULT_CONCURRENCY = 64
 which waits for a free thread before it can resume. In ``bench.slack_ack`` (50 clicks at
 once, a loaded 2-core machine) click-to-resume p50 / p99 was 2.9-3.6 / 4.6-6.4 s with 4
 threads, 1.0-1.2 / 2.7-3.6 s with 32 and 0.85-1.04 / 1.3 s with 64, for 6 MB more resident
-memory than with 4 (an idle thread costs about 100 KB). Database connections stay bounded:
-the engine's pool, plus the hot path's own, as many as its statements ever ran at once (at
-most one a thread; 69 in all on the benchmark's database at the burst's peak, for both
-instances and the benchmark, against 47 with 4 threads)."""
+memory than with 4 (an idle thread costs about 100 KB). Database connections stay bounded
+whatever the concurrency: the engine's pool (at most 30) and the hot path's own (at most
+``store.driver.MOST_CONNECTIONS`` each for the journal and the outbox); a run's statement
+waits for one of them."""
 DEMO_AGENT = "devkit.demo.agent:agent_from_settings"
 DEMO_WORKFLOWS = "devkit.demo.workflows:demo_workflows"
 """What ``SIGNOFF_DEMO=1`` loads beside the operator's own agent and workflows: the demo
