@@ -343,8 +343,8 @@ class Chaos:
         def typed() -> str | None:
             self._tick_deaths()
             for front in self.fleet.fronts():
-                try:
-                    ack = front.command(TASK)
+                try:  # the run is waited for with the session's patience, as every fault is
+                    ack = front.post(front.command_body(TASK), settle=False)
                 except requests.RequestException:
                     continue
                 if ack.status == 200 and "Started run" in ack.text:
