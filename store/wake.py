@@ -28,6 +28,13 @@ STORE_EVENT = {
     .returning(events.c.run_id)
     for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
 }
+WOKEN = {
+    "status": RunStatus.PENDING.value,
+    "due_at": bindparam("now", type_=runs.c.due_at.type),
+    "wait_key": None,
+    "updated_at": bindparam("now", type_=runs.c.updated_at.type),
+}
+"""What waking a run sets: due now, waiting for nothing."""
 WAKE = (
     update(runs)
     .where(
@@ -35,12 +42,7 @@ WAKE = (
         runs.c.status == RunStatus.WAITING.value,
         runs.c.wait_key == bindparam("key"),
     )
-    .values(
-        status=RunStatus.PENDING.value,
-        due_at=bindparam("now", type_=runs.c.due_at.type),
-        wait_key=None,
-        updated_at=bindparam("now", type_=runs.c.updated_at.type),
-    )
+    .values(WOKEN)
 )
 WAKE_RUN = {
     "postgresql": WAKE.returning(func.pg_notify(CHANNEL, "")),  # the wake-up in the same trip
@@ -93,12 +95,7 @@ WAKE_MANY = (
         runs.c.status == RunStatus.WAITING.value,
         tuple_(runs.c.id, runs.c.wait_key).in_(bindparam("waits", expanding=True)),
     )
-    .values(
-        status=RunStatus.PENDING.value,
-        due_at=bindparam("now", type_=runs.c.due_at.type),
-        wait_key=None,
-        updated_at=bindparam("now", type_=runs.c.updated_at.type),
-    )
+    .values(WOKEN)
 )
 WAKE_RUNS = {
     "postgresql": WAKE_MANY.returning(func.pg_notify(CHANNEL, "")),
