@@ -51,6 +51,7 @@ from bench.chaos_points import (
     class_of,
     pick,
 )
+from bench.chaos_starts import Starts
 from bench.chaos_tally import Probe, Tally, card_in_slack, tally
 from bot.slack.blocks import APPROVE
 from store import build_engine, upgrade
@@ -137,6 +138,7 @@ class Report:
     refused_to_start: int
     recoveries: dict[str, list[float]]
     seconds: float
+    starts: Starts
 
 
 class Chaos:
@@ -154,6 +156,7 @@ class Chaos:
         env["SIGNOFF_OUTBOX_CLAIM_SECONDS"] = str(options.outbox_claim_s)
         self.fleet = Fleet(world, self.cluster.reader, env, world.tmp_path, options.workers)
         self.probe = Probe(pg.url)
+        self.starts = Starts(self.probe, world.tmp_path)
         self.runs: list[str] = []
         self.kills = 0
         self.recoveries: dict[str, list[float]] = defaultdict(list)
@@ -198,6 +201,7 @@ class Chaos:
             self.refused_to_start,
             dict(self.recoveries),
             time.monotonic() - began,
+            self.starts,
         )
 
     def _one_run(self, index: int) -> None:
@@ -226,6 +230,8 @@ class Chaos:
     def _tick(self, run_id: str) -> None:
         for death in self.fleet.deaths():
             self._died(death)
+        for start in self.starts.check():
+            print(f"chaos: {start.describe()}", file=sys.stderr)
         self._note_progress()
         self._click_pending(run_id)
         self._maybe_arm()
@@ -249,6 +255,7 @@ class Chaos:
 
     def _died(self, death: Death) -> None:
         self.fleet.disarm()
+        self.starts.died(death)
         self._armed = None
         if death.point is None and self._database_was_down(death):
             self.refused_to_start += 1
@@ -348,6 +355,7 @@ class Chaos:
                 except requests.RequestException:
                     continue
                 if ack.status == 200 and "Started run" in ack.text:
+                    self.starts.acked(str(run_id_of(ack)), front.name)
                     return str(run_id_of(ack))
             return None
 
@@ -385,7 +393,8 @@ class Chaos:
             time.sleep(TICK_S)
 
     def _stuck(self, run_id: str) -> str:
-        return f"run {run_id} is {self.probe.status(run_id)}\n{self.fleet.logs()}"
+        status = self.probe.status(run_id)
+        return f"run {run_id} is {status}\n{self.starts.summary()}\n{self.fleet.logs()}"
 
     def close(self) -> None:
         """Kill the fleet and close the connections."""
@@ -429,7 +438,7 @@ def table(report: Report) -> str:
             f"| {fault_class} | {len(times)} | {statistics.median(times):.2f} "
             f"| {p90:.2f} | {times[-1]:.2f} |"
         )
-    lines.append("")
+    lines += ["", report.starts.summary(), ""]
     o = report.options
     lines.append(
         f"{report.seconds:.0f} s in all; lease {LEASE_TTL_S:g} s, outbox claim "
