@@ -191,6 +191,7 @@ class Chaos:
             self.fleet.disarm()
             self._wait(lambda: self.probe.undelivered() == 0, what="every notice delivered")
             counted = tally(self.world, self.probe, self.runs)
+            self.starts.settle()
         finally:
             self.close()
         return Report(
@@ -394,6 +395,7 @@ class Chaos:
 
     def _stuck(self, run_id: str) -> str:
         status = self.probe.status(run_id)
+        self.starts.settle()
         return f"run {run_id} is {status}\n{self.starts.summary()}\n{self.fleet.logs()}"
 
     def close(self) -> None:

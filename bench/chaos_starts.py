@@ -19,6 +19,8 @@ from bench.chaos_tally import Probe
 
 LATE_S = 5.0
 """A run created this long after its ack is reported with how it came to be created."""
+EXPLAIN_S = 10.0
+"""How long after a late run's creation its creator's line is looked for in the logs."""
 PATHS = {
     "acknowledged run started after its ack": "after the ack",
     "acknowledged run started by the sweep": "intake sweep",
@@ -67,6 +69,7 @@ class Starts:
         self.probe = probe
         self.logs = logs
         self.all: list[Start] = []
+        self._unexplained: list[Start] = []
 
     def acked(self, run_id: str, front: str) -> None:
         """Note that ``front`` acked ``/agent`` with the promise of ``run_id`` just now."""
@@ -83,17 +86,24 @@ class Starts:
         return [start for start in self.all if start.created_at is None]
 
     def check(self) -> list[Start]:
-        """Look for the runs not created yet; return those found now that came late."""
-        late = []
+        """Look for the runs not created yet; return the late ones explained now (their
+        creator logs its line just after the run's row is written, so a late start is
+        looked up again until its line is there, for at most ``EXPLAIN_S``)."""
         for start in self.waiting():
             created = self.probe.created_at(start.run_id)
-            if created is None:
-                continue
-            start.created_at = created.timestamp()
-            if (start.delay or 0.0) > LATE_S:
-                start.by, start.path = self._creator(start.run_id)
-                late.append(start)
-        return late
+            if created is not None:
+                start.created_at = created.timestamp()
+                if (start.delay or 0.0) > LATE_S:
+                    self._unexplained.append(start)
+        explained = [start for start in self._unexplained if self._explain(start)]
+        self._unexplained = [start for start in self._unexplained if start not in explained]
+        return explained
+
+    def _explain(self, start: Start, *, last: bool = False) -> bool:
+        """Find who created ``start``'s run; True once found, or once it is too late to."""
+        start.by, start.path = self._creator(start.run_id)
+        waited = time.time() - (start.created_at or 0.0)
+        return start.by != "?" or last or waited > EXPLAIN_S
 
     def _creator(self, run_id: str) -> tuple[str, str]:
         """The process whose log says it created ``run_id``, and by which path."""
@@ -105,6 +115,13 @@ class Starts:
                     if said in line:
                         return log.stem.removeprefix("serve-"), path
         return "?", "?"
+
+    def settle(self) -> None:
+        """Explain the late starts not explained yet, as far as the logs tell now (while
+        they are there)."""
+        for start in self._unexplained:
+            self._explain(start, last=True)
+        self._unexplained = []
 
     def summary(self) -> str:
         """The delays from ack to creation (median, max), and each late start explained."""
