@@ -21,7 +21,9 @@ At the end it counts: runs completed; refunds or emails charged twice; approvals
 twice; Slack messages lost (undelivered notices, runs without a root message) or posted
 twice; and, per fault class, the time to recovery: from a kill, the termination or the
 database's restart to the next progress (a journal entry, a delivered message or a decision),
-and from Slack's return (or the end of its 429s) until every notice is delivered.
+and from Slack's return (or the end of its 429s) until every notice is delivered; and, for
+each run an ack promised, the delay from the ack to the run's row, a late one with who created
+it and how (``bench.chaos_starts``).
 """
 
 from __future__ import annotations

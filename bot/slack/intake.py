@@ -28,8 +28,13 @@ from agent_runtime import (
 
 logger = logging.getLogger(__name__)
 
-INTAKE_GRACE = timedelta(seconds=10)
-"""How long a recorded run may wait for its listener before the sweep starts it instead."""
+INTAKE_GRACE = timedelta(seconds=5)
+"""How long a recorded run may wait for its listener before the sweep starts it instead.
+
+The listener starts it within milliseconds of the ack, a second later behind a burst (see
+``bot.slack.ack_gate``); a sweep that starts a run its listener is still starting costs
+nothing (the second to try finds the run), so the grace only keeps sweeps from racing
+every listener, and a run whose listener died starts 5 to 7 s after its ack."""
 CONTEXT_KEY = "signoff_intake"
 """Where the replay middleware leaves the recorded ``Intake`` for the listener."""
 
