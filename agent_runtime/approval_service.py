@@ -36,7 +36,7 @@ from agent_runtime.rule_decisions import grant_ruling, ruling, shadow_drafts
 from agent_runtime.rules import RuleContext, Rules
 from agent_runtime.serialization import canonical_json
 from agent_runtime.step_names import wake_key
-from agent_runtime.store import ApprovalStore, Granting
+from agent_runtime.store import ApprovalStore, Granting, Save
 from agent_runtime.tools import Tool
 
 logger = logging.getLogger(__name__)
@@ -254,7 +254,6 @@ class Approvals:
         edited_args: dict[str, Any] | None = None,
         seen_hash: str | None = None,
         grant: Callable[[Approval], Granting] | None = None,
-        current: Approval | None = None,
     ) -> DecisionResult:
         """Decide an approval: a compare-and-set, so the first valid decision wins anywhere.
 
@@ -264,19 +263,20 @@ class Approvals:
         the audit log as an attempt. Invalid edited arguments raise InvalidInput. With
         ``grant``, a decision that approves the call also stores, in its transaction, the
         grant ``grant`` makes of the approved approval (see ``agent_runtime.grant_service``).
-        ``current`` is the approval as the caller has just read it: it saves reading it again
-        (if it has changed since, the compare-and-set fails and it is read afresh).
+
+        An approval or a rejection is judged on the approval as stored, under its lock, in
+        the transaction that saves it (``ApprovalStore.decide_approval``); an edit (whose
+        preview runs the tool's code) and a decision making a grant are judged on a read and
+        saved if the approval has not changed since, else judged again.
         """
-        known = current if current is not None and current.id == approval else None
+        if decision != Decision.EDIT and grant is None:
+            return self._decide_locked(approval, actor, decision, reason, seen_hash)
         for _ in range(CAS_ATTEMPTS):
-            given, known = known, None
-            current = given or self.store.get_approval(approval)
+            current = self.store.get_approval(approval)
             now = self._clock.now()
             if decision == Decision.EDIT:
                 self._check_edit(current, edited_args)
             verdict = self._judge(current, actor, decision, now, reason, edited_args, seen_hash)
-            if isinstance(verdict, Refusal) and given is not None:
-                continue  # refused as the caller saw it: judged again as it is now
             if isinstance(verdict, Refusal):
                 return self._refuse(current, actor, decision, verdict, now)
             if decision == Decision.EDIT:
@@ -286,9 +286,37 @@ class Approvals:
                 if grant is not None and verdict.status == ApprovalStatus.APPROVED
                 else None
             )
-            if self._save(current, verdict, actor, decision, now, seen_hash, granting):
+            save = self._save_of(current, verdict, actor, decision, now, seen_hash)
+            if self._save(save, granting):
                 return DecisionResult(accepted=True, message=_accepted(verdict), approval=verdict)
         raise StoreUnavailable(f"approval {approval} kept changing; try again")
+
+    def _decide_locked(
+        self,
+        approval: str,
+        actor: Actor,
+        decision: Decision,
+        reason: str | None,
+        seen_hash: str | None,
+    ) -> DecisionResult:
+        """Approve or reject, judged on the approval as stored, under its lock."""
+        refusals: list[tuple[Refusal, datetime]] = []
+
+        def judged(current: Approval) -> Save | None:
+            now = self._clock.now()
+            verdict = self._judge(current, actor, decision, now, reason, None, seen_hash)
+            if isinstance(verdict, Refusal):
+                refusals.append((verdict, now))
+                return None
+            return self._save_of(current, verdict, actor, decision, now, seen_hash)
+
+        current, save = self.store.decide_approval(approval, judged)
+        if save is None:
+            refusal, now = refusals[-1]
+            return self._refuse(current, actor, decision, refusal, now)
+        return DecisionResult(
+            accepted=True, message=_accepted(save.approval), approval=save.approval
+        )
 
     def _previewed(self, edited: Approval) -> Approval:
         """The edited approval with the preview of its edited arguments: a decision binds to
@@ -461,7 +489,17 @@ class Approvals:
             accepted=False, message=refusal.message, approval=current, refused_as=refusal.audit
         )
 
-    def _save(
+    def _save(self, save: Save, grant: Granting | None) -> bool:
+        return self.store.save_approval(
+            save.approval,
+            audit=save.audit,
+            decided_before=save.decided_before,
+            wake=save.wake,
+            notices=save.notices,
+            grant=grant,
+        )
+
+    def _save_of(
         self,
         current: Approval,
         new: Approval,
@@ -469,8 +507,9 @@ class Approvals:
         decision: Decision,
         now: datetime,
         seen_hash: str | None,
-        grant: Granting | None = None,
-    ) -> bool:
+    ) -> Save:
+        """The save of ``decision``, taken by ``actor`` on ``current``, leaving it ``new``:
+        its audit entry, the run's wake-up if it is final, and its Slack notices."""
         final = new.status != ApprovalStatus.PENDING
         detail = {
             "decision": decision.value,
@@ -482,14 +521,12 @@ class Approvals:
             "diff": new.diff,
         } | _preview_detail(new)
         audit = self._draft(current, decision.value, actor, detail, at=now)
-        wake = self._wake(new, now) if final else None
-        return self.store.save_approval(
-            new,
+        return Save(
+            approval=new,
             audit=audit,
             decided_before=now,
-            wake=wake,
-            notices=self.notifier.approval_changed(new, audit.action),
-            grant=grant,
+            wake=self._wake(new, now) if final else None,
+            notices=tuple(self.notifier.approval_changed(new, audit.action)),
         )
 
     def _expire_or_escalate(self, approval: Approval, now: datetime, result: SweepResult) -> None:

@@ -16,7 +16,7 @@ from agent_runtime.ids import RunId
 from agent_runtime.memory_store import InMemoryStore
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
-from agent_runtime.store import Closing, Granting, Ruling, ruled_since
+from agent_runtime.store import Closing, Granting, Judge, Ruling, Save, ruled_since
 
 T = TypeVar("T")
 
@@ -131,6 +131,23 @@ class InMemoryApprovalStore:
                 self._append(grant[1])
                 self._runs.outbox.enqueue(grant[2], grant[1].at)
             return True
+
+    def decide_approval(self, approval_id: str, judge: Judge) -> tuple[Approval, Save | None]:
+        """Judge the approval as stored and save what ``judge`` returns, under the lock."""
+        with self._runs._lock:
+            current = self.get_approval(approval_id)
+            save = judge(current)
+            if save is not None:
+                saved = self.save_approval(
+                    save.approval,
+                    audit=save.audit,
+                    decided_before=save.decided_before,
+                    wake=save.wake,
+                    notices=save.notices,
+                )
+                if not saved:  # judged on a copy of what is stored: the set cannot fail
+                    raise RuntimeError(f"approval {approval_id} changed under its lock")
+            return current, save
 
     def consume_approval(self, approval_id: str, position: int) -> bool:
         """Mark the approval used by the execution at ``position``."""

@@ -208,6 +208,22 @@ def ruled_since(approval: Approval, since: datetime, new: Approval) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Save:
+    """One compare-and-set of an approval, with what its transaction writes beside it (see
+    ``ApprovalStore.save_approval``)."""
+
+    approval: Approval
+    audit: AuditDraft
+    decided_before: datetime | None
+    wake: Event | None
+    notices: Sequence[Notice]
+
+
+Judge = Callable[[Approval], Save | None]
+"""Given an approval as stored, what to save of it (None: nothing)."""
+
+
 class ApprovalStore(Protocol):
     """Durable approvals and their audit log. Decisions are compare-and-set on ``version``."""
 
@@ -269,6 +285,18 @@ class ApprovalStore(Protocol):
         delivered to the approval's run in the same transaction. With ``grant``, the grant is
         stored too (unless its id exists), its audit entry after the decision's, and its
         notices queued. Returns False, changing nothing, when the compare-and-set fails.
+        """
+        ...
+
+    def decide_approval(self, approval_id: str, judge: Judge) -> tuple[Approval, Save | None]:
+        """Call ``judge`` on the approval as stored, locked so that nothing changes it
+        until what ``judge`` returns is saved (as ``save_approval`` saves it, in the same
+        transaction); return the approval ``judge`` was given and the save, if any.
+
+        ``ApprovalNotFound`` if there is no such approval; an exception ``judge`` raises
+        changes nothing and is raised. ``judge`` may be called again if the transaction
+        must be retried: it must not write anything itself. Concurrent calls may be
+        carried out together, one after the other in one transaction.
         """
         ...
 

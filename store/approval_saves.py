@@ -1,28 +1,29 @@
-"""Saving several approvals' decisions in one transaction, in a few statements.
+"""Deciding and saving several approvals in one transaction, in a few statements.
 
-Concurrent decisions (a burst of clicks, several deciders) are saved together (see
+Concurrent decisions (a burst of clicks, several deciders) are carried out together (see
 ``store.group_commit``): one transaction, and per batch rather than per decision the
-statements that lock and check the approvals, write them, queue their notices, deliver
-their wake-ups and append their audit entries. Each decision keeps the meaning of a lone
-compare-and-set: it is saved only if its approval still has the version it was judged on
-(and, when deciding, a deadline later than the decision's time), in the order of the batch.
+statements that lock and read the approvals, write them, queue their notices, deliver
+their wake-ups and append their audit entries. ``decide_many`` judges each approval as
+stored, under its row lock, in the order of the batch (a later decision of the same
+approval is judged on what the earlier one left); ``save_many`` saves decisions judged
+beforehand, each only if its approval still has the version it was judged on (and, when
+deciding, a deadline later than the decision's time): a lone compare-and-set's meaning.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, select, update
 
 from agent_runtime.approvals import Approval
-from agent_runtime.audit import AuditDraft
 from agent_runtime.audit_keys import AuditKeys
-from agent_runtime.notices import Notice
-from agent_runtime.records import Event
-from store.approval_rows import changes
+from agent_runtime.exceptions import ApprovalNotFound
+from agent_runtime.store import Judge, Save
+from store.approval_rows import approval_of, changes
 from store.audit_chains import Chains
 from store.models import approvals
 from store.outbox import write_notices
@@ -34,20 +35,62 @@ LOCK_APPROVALS = (
     .order_by(approvals.c.id)
     .with_for_update()
 )
+LOCK_AND_READ = (
+    select(approvals)
+    .where(approvals.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(approvals.c.id)
+    .with_for_update()
+)
 SAVE_BY_ID = update(approvals).where(approvals.c.id == bindparam("b_id"))
 """The statements of a batch, built once: the rows are locked (in id order, as every batch
-locks them) and checked before they are written by id."""
+locks them) and checked, or read, before they are written by id."""
 
 
 @dataclass(frozen=True, slots=True)
-class Save:
-    """One compare-and-set of an approval, with what its transaction writes beside it."""
+class Deciding:
+    """A decision to take on an approval as stored: ``judge`` says what to save."""
 
-    approval: Approval
-    audit: AuditDraft
-    decided_before: datetime | None
-    wake: Event | None
-    notices: Sequence[Notice]
+    approval_id: str
+    judge: Judge
+
+
+Decided = tuple[Approval, Save | None]
+"""The approval as a decision's judge saw it, and what it saved."""
+
+
+class ChangedUnderLock(RuntimeError):
+    """A judge returned a save that does not hold on the approval it was given."""
+
+
+def decide_many(
+    conn: Connection, keys: AuditKeys | None, decisions: Sequence[Deciding]
+) -> list[Decided | BaseException]:
+    """Judge and save each of ``decisions`` in order, in ``conn``'s transaction: each
+    approval read under its row lock, each judge given the approval as the decisions before
+    it left it. Returns each one's outcome: what its judge saw and saved, or the error that
+    is its alone (no such approval, its judge's exception)."""
+    ids = sorted({decision.approval_id for decision in decisions})
+    latest = {row.id: approval_of(row) for row in conn.execute(LOCK_AND_READ, {"ids": ids})}
+    outcomes: list[Decided | BaseException] = []
+    winners = []
+    for decision in decisions:
+        current = latest.get(decision.approval_id)
+        if current is None:
+            outcomes.append(ApprovalNotFound(decision.approval_id))
+            continue
+        try:
+            save = decision.judge(current)
+            if save is not None and not _holds((current.version, current.deadline), save):
+                raise ChangedUnderLock(f"approval {current.id} was saved from another copy")
+        except Exception as error:  # that decision's alone: the others go on
+            outcomes.append(error)
+            continue
+        if save is not None:
+            latest[current.id] = replace(save.approval, version=save.approval.version + 1)
+            winners.append(save)
+        outcomes.append((current, save))
+    _write(conn, keys, winners)
+    return outcomes
 
 
 def save_many(conn: Connection, keys: AuditKeys | None, saves: Sequence[Save]) -> list[bool]:
@@ -63,9 +106,14 @@ def save_many(conn: Connection, keys: AuditKeys | None, saves: Sequence[Save]) -
         if holds:  # a later save of the same approval in the batch sees this one
             stored[save.approval.id] = (save.approval.version + 1, save.approval.deadline)
         saved.append(holds)
-    winners = [save for save, holds in zip(saves, saved, strict=True) if holds]
+    _write(conn, keys, [save for save, holds in zip(saves, saved, strict=True) if holds])
+    return saved
+
+
+def _write(conn: Connection, keys: AuditKeys | None, winners: Sequence[Save]) -> None:
+    """Write ``winners``' approvals, notices, wake-ups and audit entries, a statement each."""
     if not winners:
-        return saved
+        return
     conn.execute(SAVE_BY_ID, [_written(save.approval) for save in winners])
     now = max(save.audit.at for save in winners)
     write_notices(conn, [notice for save in winners for notice in save.notices], now)
@@ -79,7 +127,6 @@ def save_many(conn: Connection, keys: AuditKeys | None, saves: Sequence[Save]) -
     )
     # the chains' heads last, as every decision locks them: held for the append and commit
     Chains(conn, keys).append_many([save.audit for save in winners])
-    return saved
 
 
 def _holds(stored: tuple[int, datetime] | None, save: Save) -> bool:

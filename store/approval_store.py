@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
@@ -37,9 +37,9 @@ from agent_runtime.grants import Grant
 from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
-from agent_runtime.store import Closing, Granting, Ruling, ruled_since
+from agent_runtime.store import Closing, Granting, Judge, Ruling, Save, ruled_since
 from store.approval_rows import approval_of, changes, row_of
-from store.approval_saves import Save, save_many
+from store.approval_saves import Decided, Deciding, decide_many, save_many
 from store.audit_chains import Chains, newest_entries, read_log
 from store.connections import reading, writing
 from store.driver import DriverConnections, Prepared
@@ -72,11 +72,17 @@ DUE = (
 """Every statement of a decision is built once, so each call only binds its values."""
 BATCH_MOST = 64
 """The most decisions saved together in one transaction."""
+GATHER_S = 0.001
+"""How long a batch of decisions may wait for as many deciders as the batch before it held:
+the callers of one batch come back together, and without it the first back would decide
+alone while the others gather behind it."""
 READ_CONNECTIONS = 4
 """The most driver connections reading approvals by id at once (a read takes one round
 trip, so a few serve a burst of deciders)."""
 
 logger = logging.getLogger(__name__)
+Item = TypeVar("Item")
+Outcome = TypeVar("Outcome")
 
 
 class SqlApprovalStore:
@@ -93,6 +99,7 @@ class SqlApprovalStore:
             engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else reader(engine)
         )
         self._saves = GroupCommit(self.save_approvals, most=BATCH_MOST)
+        self._decisions = GroupCommit(self.decide_approvals, most=BATCH_MOST, gather=GATHER_S)
         self._driver = DriverConnections(engine, most=READ_CONNECTIONS)
         self._by_id = Prepared(APPROVAL_BY_ID, engine.dialect, approvals.c)
 
@@ -246,10 +253,44 @@ class SqlApprovalStore:
             return self._save_alone(save, grant)
         return self._saves(save)
 
+    def decide_approval(self, approval_id: str, judge: Judge) -> Decided:
+        """Judge the approval under its row lock and save what ``judge`` returns; decisions
+        taken at the same time by other threads go in the same transaction (see
+        ``store.approval_saves``)."""
+        return self._decisions(Deciding(approval_id, judge))
+
+    def decide_approvals(self, decisions: Sequence[Deciding]) -> list[Decided | BaseException]:
+        """``decide_approval`` of each of ``decisions``, in one transaction.
+
+        If the transaction fails for one decision's sake (not the database's), each is
+        carried out alone, and the error is that decision's outcome only.
+        """
+        try:
+            with self._tx() as conn:
+                return decide_many(conn, self._keys, decisions)
+        except StoreUnavailable as error:
+            if len(decisions) == 1 or not is_conflict(error):
+                raise
+        except Exception:
+            if len(decisions) == 1:
+                raise
+            logger.warning("a batch of decisions failed; deciding each alone", exc_info=True)
+        return [_outcome(self._decide_alone, decision) for decision in decisions]
+
+    def _decide_alone(self, decision: Deciding) -> Decided:
+        outcome = self.decide_approvals([decision])[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
     @property
     def save_batches(self) -> tuple[int, int]:
-        """How many batches of saves this store has made, and how many saves they held."""
-        return self._saves.batches, self._saves.items
+        """How many batches of decisions and saves this store has made, and how many
+        decisions and saves they held."""
+        return (
+            self._saves.batches + self._decisions.batches,
+            self._saves.items + self._decisions.items,
+        )
 
     def save_approvals(self, saves: Sequence[Save]) -> list[bool | BaseException]:
         """``save_approval`` of each of ``saves``, in one transaction: whether each was saved.
@@ -460,9 +501,9 @@ def _ruled(conn: Connection, new: Approval, since: datetime) -> list[Approval]:
     return [approval for approval in found if ruled_since(approval, since, new)]
 
 
-def _outcome(save: Callable[[Save], bool], item: Save) -> bool | BaseException:
-    """What ``save`` returned for ``item``, or the error it raised."""
+def _outcome(carry_out: Callable[[Item], Outcome], item: Item) -> Outcome | BaseException:
+    """What ``carry_out`` returned for ``item``, or the error it raised."""
     try:
-        return save(item)
+        return carry_out(item)
     except Exception as error:
         return error

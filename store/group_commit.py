@@ -4,7 +4,12 @@ A caller that finds no batch running leads: it takes every item waiting (its own
 carries them out with one call of the batch function, hands each caller its result, and
 passes the lead to the first caller still waiting, if any. A lone caller therefore runs at
 once, alone; callers that arrive while a batch runs wait for it and then go in the next
-batch together. No timer is involved: batches form only from callers already waiting.
+batch together.
+
+With ``gather``, a leader first waits, at most that long, until as many callers wait as
+the batch before it held: callers that loop (a pool of deciders) come back from a batch
+together, and the first one back would otherwise go alone while the rest gather behind
+it. After a lone caller's batch nobody waits.
 
 One batch at a time: on a shared machine, two concurrent batches of decisions were slower
 than one (they contend for the same audit chains' heads, and for the interpreter).
@@ -13,6 +18,7 @@ than one (they contend for the same audit chains' heads, and for the interpreter
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,11 +55,15 @@ class GroupCommit(Generic[Item, Result]):
         carry_out: Callable[[Sequence[Item]], Sequence[Result | BaseException]],
         *,
         most: int = 64,
+        gather: float = 0.0,
     ) -> None:
         if most < 1:
             raise ValueError("a batch holds at least one item")
         self._carry_out = carry_out
         self._most = most
+        self._gather = gather
+        self._last = 1
+        self._arrived = threading.Condition()
         self._lock = threading.Lock()
         self._waiting: deque[_Slot[Item, Result]] = deque()
         self._running = False
@@ -75,6 +85,9 @@ class GroupCommit(Generic[Item, Result]):
             self._waiting.append(slot)
             leads = not self._running
             self._running = True
+        if self._gather:
+            with self._arrived:
+                self._arrived.notify()
         if not leads:
             slot.ready.wait()
             if slot.finished:
@@ -83,10 +96,13 @@ class GroupCommit(Generic[Item, Result]):
         return slot.outcome()
 
     def _lead(self) -> None:
+        if self._gather:
+            self._gather_callers()
         with self._lock:
             batch = [self._waiting.popleft() for _ in range(min(self._most, len(self._waiting)))]
             self.batches += 1
             self.items += len(batch)
+            self._last = len(batch)
         try:
             results = self._carry_out([slot.item for slot in batch])
             if len(results) != len(batch):
@@ -108,3 +124,14 @@ class GroupCommit(Generic[Item, Result]):
             slot.ready.set()
         if following is not None:
             following.ready.set()
+
+    def _gather_callers(self) -> None:
+        """Wait (at most ``gather``) until as many callers wait as the last batch held."""
+        wanted = min(self._last, self._most)
+        deadline = time.monotonic() + self._gather
+        with self._arrived:
+            while self.waiting < wanted:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._arrived.wait(left)

@@ -203,7 +203,7 @@ class Listeners:
             return
         # a card without the hash of what it shows is from before hashes were shown: stale
         result = self.deps.approvals.decide(
-            approval.id, actor, Decision.APPROVE, seen_hash=seen_hash or "", current=approval
+            approval.id, actor, Decision.APPROVE, seen_hash=seen_hash or ""
         )
         if result.accepted:
             return

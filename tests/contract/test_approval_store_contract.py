@@ -11,6 +11,7 @@ import pytest
 from agent_runtime import (
     ApprovalNotFound,
     ApprovalNotPending,
+    RunId,
     RunStatus,
     Store,
 )
@@ -25,7 +26,7 @@ from agent_runtime.audit_report import examine
 from agent_runtime.notices import Notice
 from agent_runtime.policy import PolicySnapshot
 from agent_runtime.records import Event
-from agent_runtime.store import ApprovalStore
+from agent_runtime.store import ApprovalStore, Save
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
 from store import SqlStore
 from store.approval_store import SqlApprovalStore
@@ -412,3 +413,37 @@ def test_lists_of_what_waits_on_a_person_page_oldest_first_and_count(
     assert approvals.count_approvals(decidable_by=dana, workspace="E1") == 2
     assert approvals.count_approvals(decidable_by="U_OMAR", workspace="T2") == 1
     assert approvals.count_approvals(status=ApprovalStatus.APPROVED) == 0
+
+
+def test_decide_approval_judges_the_stored_approval_and_saves_its_verdict(
+    stores: tuple[Store, ApprovalStore],
+) -> None:
+    """The judge is given the approval as stored; a save it returns is written with its
+    audit entry and wakes the run; None writes nothing; an unknown id is ApprovalNotFound."""
+    runs, approvals = stores
+    approval = an_approval(waiting_run(runs))
+    approvals.create_approval(approval, draft(approval, "requested"))
+    given: list[Approval] = []
+
+    def nothing(current: Approval) -> Save | None:
+        given.append(current)
+        return None
+
+    assert approvals.decide_approval(approval.id, nothing) == (approval, None)
+    assert approvals.get_approval(approval.id) == approval
+
+    def approve(current: Approval) -> Save | None:
+        decided = approved(current)
+        wake = Event(key="approval:x", data={"status": "approved"}, delivered_at=T0)
+        return Save(decided, draft(decided, "approve"), T0, wake, ())
+
+    seen, save = approvals.decide_approval(approval.id, approve)
+    assert seen == approval
+    assert save is not None
+    stored = approvals.get_approval(approval.id)
+    assert (stored.status, stored.version) == (ApprovalStatus.APPROVED, 1)
+    assert runs.get_run(RunId(approval.run_id)).status == RunStatus.PENDING
+    assert [e.action for e in approvals.audit_log()[0]] == ["requested", "approve"]
+    with pytest.raises(ApprovalNotFound):
+        approvals.decide_approval("nope", nothing)
+    assert given == [approval]

@@ -14,10 +14,12 @@ from agent_runtime import RunId, RunStatus
 from agent_runtime.approvals import Approval, ApprovalStatus
 from agent_runtime.audit import AUDIT_SHARDS, verify
 from agent_runtime.audit_keys import AuditKeys
+from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event
+from agent_runtime.store import Judge, Save
 from store import SqlStore
-from store.approval_saves import Save, save_many
+from store.approval_saves import ChangedUnderLock, Deciding, decide_many, save_many
 from store.approval_store import SqlApprovalStore
 from store.models import outbox
 from tests.contract.approvals import KEYS, T0, an_approval, approved, draft, waiting_run
@@ -186,5 +188,120 @@ def test_concurrent_decisions_are_saved_together(sql: SqlStore, batch_sizes: lis
         thread.join(WAIT_S)
     assert outcomes == {a.id: True for a in batch}
     assert batch_sizes == [7]
+    assert all(sql.get_run(RunId(a.run_id)).status == RunStatus.PENDING for a in batch)
+    chains_sound(approvals)
+
+
+def approving(seen: list[Approval]) -> Judge:
+    """A judge that notes the approval it is given and approves it if it is pending."""
+
+    def judge(current: Approval) -> Save | None:
+        seen.append(current)
+        return decision(current) if current.status == ApprovalStatus.PENDING else None
+
+    return judge
+
+
+def test_each_decision_is_judged_on_what_the_one_before_it_left(sql: SqlStore) -> None:
+    """Two decisions of one approval in one transaction: the second judge is given the
+    approval as the first saved it, so it decides on the truth instead of failing a
+    compare-and-set."""
+    approvals = SqlApprovalStore(sql.engine, audit_keys=KEYS)
+    (approval,) = pending(sql, approvals, 1)
+    seen: list[Approval] = []
+    with sql.engine.begin() as conn:
+        outcomes = decide_many(
+            conn,
+            KEYS,
+            [Deciding(approval.id, approving(seen)), Deciding(approval.id, approving(seen))],
+        )
+    assert [(a.status, a.version) for a in seen] == [
+        (ApprovalStatus.PENDING, 0),
+        (ApprovalStatus.APPROVED, 1),
+    ]
+    first, second = outcomes
+    assert not isinstance(first, BaseException)
+    assert first[1] is not None
+    assert second == (seen[1], None)
+    assert approvals.get_approval(approval.id).version == 1
+    assert [e.action for e in approvals.audit_log()[0]] == ["requested", "approve"]
+
+
+def test_a_judge_that_raises_or_an_unknown_approval_fails_alone(sql: SqlStore) -> None:
+    """A judge's exception and an approval that does not exist are those decisions' own
+    outcomes; the other decisions of the transaction are saved."""
+    approvals = SqlApprovalStore(sql.engine, audit_keys=KEYS)
+    good, broken = pending(sql, approvals, 2)
+
+    def raising(current: Approval) -> Save | None:
+        raise ValueError("judge failed")
+
+    with sql.engine.begin() as conn:
+        outcomes = decide_many(
+            conn,
+            KEYS,
+            [
+                Deciding(broken.id, raising),
+                Deciding("0" * 24, approving([])),
+                Deciding(good.id, approving([])),
+            ],
+        )
+    assert isinstance(outcomes[0], ValueError)
+    assert isinstance(outcomes[1], ApprovalNotFound)
+    assert approvals.get_approval(good.id).status == ApprovalStatus.APPROVED
+    assert approvals.get_approval(broken.id).status == ApprovalStatus.PENDING
+    assert sql.get_run(RunId(good.run_id)).status == RunStatus.PENDING
+    chains_sound(approvals)
+
+
+def test_a_save_not_judged_on_the_stored_approval_is_refused(sql: SqlStore) -> None:
+    """A judge that returns a save made from another version of the approval fails, and
+    nothing of it is saved."""
+    approvals = SqlApprovalStore(sql.engine, audit_keys=KEYS)
+    (approval,) = pending(sql, approvals, 1)
+    stale = replace(approval, version=7)
+    with pytest.raises(ChangedUnderLock):
+        approvals.decide_approval(approval.id, lambda current: decision(stale))
+    assert approvals.get_approval(approval.id).status == ApprovalStatus.PENDING
+
+
+def test_concurrent_decisions_are_judged_and_saved_together(sql: SqlStore) -> None:
+    """Threads deciding while a decision is under way are judged and saved in one
+    transaction after it, each under its approval's lock, and every one lands."""
+    approvals = SqlApprovalStore(sql.engine, audit_keys=KEYS)
+    batch = pending(sql, approvals, 8)
+    first_judged, release = threading.Event(), threading.Event()
+    results: dict[str, object] = {}
+    lock = threading.Lock()
+
+    def held(current: Approval) -> Save | None:
+        first_judged.set()
+        assert release.wait(WAIT_S)
+        return decision(current)
+
+    def decide(approval: Approval, judge: Judge) -> None:
+        outcome = approvals.decide_approval(approval.id, judge)
+        with lock:
+            results[approval.id] = outcome
+
+    first = threading.Thread(target=decide, args=(batch[0], held))
+    first.start()
+    assert first_judged.wait(WAIT_S)
+    others = [threading.Thread(target=decide, args=(a, approving([]))) for a in batch[1:]]
+    for thread in others:
+        thread.start()
+    wait_until(
+        lambda: approvals._decisions.waiting == 7,
+        timeout=WAIT_S,
+        what="the others to wait",
+        interval=0.005,
+    )
+    before = approvals.save_batches
+    release.set()
+    for thread in [first, *others]:
+        thread.join(WAIT_S)
+    assert len(results) == 8
+    assert approvals.save_batches[0] - before[0] == 1  # the seven went in one batch
+    assert all(approvals.get_approval(a.id).status == ApprovalStatus.APPROVED for a in batch)
     assert all(sql.get_run(RunId(a.run_id)).status == RunStatus.PENDING for a in batch)
     chains_sound(approvals)

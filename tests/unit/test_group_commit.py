@@ -195,3 +195,38 @@ def test_a_batch_ending_in_a_base_exception_still_hands_on_the_lead() -> None:
     assert [str(error) for error in failed] == ["the lead's batch ended"]
     assert results == {1: 10, 2: 20}
     assert group(3) == 30
+
+
+def test_a_leader_gathers_as_many_callers_as_the_batch_before() -> None:
+    """With ``gather``, the first caller back from a batch of three waits for two more to
+    come back before it goes, instead of going alone."""
+    recorder = Recorder()
+    first: GroupCommit[int, int] = GroupCommit(recorder, gather=WAIT_S)
+    held = threading.Thread(target=first, args=(0,))
+    held.start()
+    assert recorder.started.wait(WAIT_S)
+    callers = [threading.Thread(target=first, args=(i,)) for i in (1, 2, 3)]
+    for caller in callers:
+        caller.start()
+    wait_for(lambda: first.waiting == 3)
+    recorder.release.set()
+    for thread in [held, *callers]:
+        thread.join(WAIT_S)
+    assert recorder.batches == [[0], [1, 2, 3]]
+    back: list[threading.Thread] = []
+    for item in (4, 5, 6):  # they come back one at a time; the first waits for the others
+        thread = threading.Thread(target=first, args=(item,))
+        thread.start()
+        back.append(thread)
+        wait_for(lambda: first.waiting == len(back) or len(recorder.batches) > 2)
+    for thread in back:
+        thread.join(WAIT_S)
+    assert recorder.batches[2] == [4, 5, 6]
+
+
+def test_a_lone_caller_after_a_lone_batch_does_not_wait() -> None:
+    """The first caller, and any after a batch of one, gathers nobody: with a gathering time
+    longer than the test may take, lone callers one after another still go at once."""
+    group: GroupCommit[int, int] = GroupCommit(lambda items: list(items), gather=3600.0)
+    assert [group(i) for i in range(5)] == [0, 1, 2, 3, 4]
+    assert group.batches == 5
