@@ -39,6 +39,13 @@ if TYPE_CHECKING:
 
 
 def add_commands(commands: Any) -> None:
+    """Add the run commands, ``signoff serve`` and ``signoff history`` to the parser."""
+    _add_run_commands(commands)
+    add_serve_command(commands)
+    add_history_command(commands)
+
+
+def _add_run_commands(commands: Any) -> None:
     """Add the run commands to the ``signoff`` parser."""
     start = commands.add_parser("start", help="start a run of a workflow; prints its id")
     start.add_argument("workflow")

@@ -54,13 +54,18 @@ LISTING_RUNS = (
     "bench.cli_agent",
     "bot.api",
     "bot.app.assembly",
+    "bot.cli.agents",
+    "bot.cli.grants",
+    "bot.cli.mcp_proxy",
+    "bot.cli.rules",
+    "bot.mcp",
     "bot.slack.notifier",
     "devkit",
     "store.approval_store",
 )
 """What listing runs has no use for beyond ``HEAVY``: the agents (the configured one's module
 included), the approvals service and its store, the notices of Slack and of the approvals
-API, the worker and the agent loop."""
+API, the worker and the agent loop, and the other commands' modules."""
 
 
 @pytest.fixture
