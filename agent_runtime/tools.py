@@ -79,7 +79,7 @@ class Tool:
 
     def check_schema(self) -> None:
         """Raise ``jsonschema.SchemaError`` if ``parameters`` is not a valid JSON Schema (a
-        long-running process checks every tool at start: ``bot.app.wiring.check_tools``)."""
+        long-running process checks every tool at start: ``bot.app.assembly.check_tools``)."""
         self._schema_validator()
 
     def _schema_validator(self) -> jsonschema.Draft202012Validator:

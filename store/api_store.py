@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.approvals import approval_id
 from agent_runtime.notices import Notice
 from agent_runtime.records import RunStatus
+from store import dialects
 from store.connections import reading, writing
 from store.models import api_approvals, api_keys, runs
 from store.notify import notify_wake
@@ -77,7 +77,7 @@ class SqlApiStore:
         """Store a new client; False if the name is taken."""
         with self._tx() as conn:
             added = conn.execute(
-                _insert(conn, api_keys)
+                dialects.insert(api_keys, conn.dialect.name)
                 .values(
                     name=name,
                     key_hash=key_hash,
@@ -135,7 +135,7 @@ class SqlApiStore:
         with self._tx() as conn:
             _ensure_run(conn, run, now)
             added = conn.execute(
-                _insert(conn, api_approvals)
+                dialects.insert(api_approvals, conn.dialect.name)
                 .values(
                     client=client,
                     idempotency_key=idempotency_key,
@@ -172,7 +172,7 @@ class SqlApiStore:
 
 def _ensure_run(conn: Connection, run: RunDraft, now: datetime) -> None:
     added = conn.execute(
-        _insert(conn, runs)
+        dialects.insert(runs, conn.dialect.name)
         .values(
             id=run.run_id,
             workflow=run.workflow,
@@ -189,11 +189,6 @@ def _ensure_run(conn: Connection, run: RunDraft, now: datetime) -> None:
     if added is not None:
         write_notices(conn, run.notices, now)
         notify_wake(conn)
-
-
-def _insert(conn: Connection, table: Any) -> Any:
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return dialect.insert(table)
 
 
 def _key(row: Any) -> ApiKey:

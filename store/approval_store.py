@@ -22,7 +22,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus
 from agent_runtime.audit import AuditDraft, AuditEntry
@@ -38,6 +37,7 @@ from agent_runtime.ids import RunId
 from agent_runtime.notices import Notice
 from agent_runtime.records import Event, Run
 from agent_runtime.store import Closing, Granting, Judge, Ruling, Save, ruled_since
+from store import dialects
 from store.approval_rows import approval_of, changes, row_of
 from store.approval_saves import Decided, Deciding, decide_many, save_many
 from store.audit_chains import Chains, newest_entries, read_log
@@ -479,9 +479,8 @@ class SqlApprovalStore:
 
 def _insert(conn: Connection, approval: Approval) -> Approval | None:
     """Insert the approval; if its id exists, return the stored one instead."""
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     added = conn.execute(
-        dialect.insert(approvals)
+        dialects.insert(approvals, conn.dialect.name)
         .values(row_of(approval))
         .on_conflict_do_nothing(index_elements=["id"])
         .returning(approvals.c.id)

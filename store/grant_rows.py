@@ -6,20 +6,19 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.approvals import Actor
 from agent_runtime.grants import Grant, GrantScope
 from agent_runtime.rules import parse_predicate
+from store import dialects
 from store.json_filters import in_workspace, text_is
 from store.models import grants
 
 
 def insert_grant(conn: Connection, grant: Grant) -> Grant | None:
     """Insert the grant; if its id exists, return the stored one instead."""
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     added = conn.execute(
-        dialect.insert(grants)
+        dialects.insert(grants, conn.dialect.name)
         .values(_row(grant))
         .on_conflict_do_nothing(index_elements=["id"])
         .returning(grants.c.id)

@@ -19,10 +19,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, Connection, Engine, bindparam, delete, select, tuple_, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime import Actor
 from agent_runtime.notices import Notice
+from store import dialects
 from store.connections import reading, writing
 from store.models import outbox, slack_home_tabs
 from store.outbox_rows import PENDING, insert_notices
@@ -50,8 +50,7 @@ class SqlHomeTabs:
 
     def opened(self, actor: Actor, publish: Sequence[Notice], now: datetime) -> None:
         """Record that ``actor`` opened their Home tab, and queue ``publish`` with it."""
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        insert = dialect.insert(slack_home_tabs).values(
+        insert = dialects.insert(slack_home_tabs, self.engine.dialect.name).values(
             workspace=actor.workspace, user_id=actor.user_id, opened_at=now, refreshes=0
         )
         with writing(self.engine) as conn:

@@ -22,11 +22,12 @@ from sqlalchemy import (
     or_,
     select,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import NullType, Text
+
+from store.types import JSONValue
 
 _KEY = re.compile(r"[A-Za-z0-9_]+")
 
@@ -65,7 +66,7 @@ def text_is(column: Any, path: str, value: str, dialect: str) -> ColumnElement[b
     """Whether a JSON column holds the string ``value`` at the dotted ``path``."""
     found = ValueAt(column, path)
     if dialect == "postgresql":  # jsonb equality: a string, and that one
-        return found == bindparam(None, value, type_=JSONB)
+        return found == bindparam(None, value, type_=JSONValue)
     kind = func.json_type(column, _sqlite_path(path))
     return and_(kind == "text", found == bindparam(None, value, type_=Text))
 

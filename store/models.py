@@ -1,4 +1,9 @@
-"""The database schema: runs, their journal, failed attempts and delivered events."""
+"""The database's tables: runs, their journal, failed attempts and delivered events.
+
+The indexes declared in a dialect's own terms (partial, GIN) are in ``store.schema``, which
+completes this ``metadata`` as the migrations build it: declaring them imports each dialect's
+SQLAlchemy package, which a process writing rows on SQLite does not need PostgreSQL's of.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +24,8 @@ from sqlalchemy import (
 )
 
 from agent_runtime.audit import AUDIT_SHARDS
-from store.json_filters import ValueAt, item_at
+from store.json_filters import ValueAt
 from store.types import HexUuid, JSONValue, UTCDateTime
-
-DUE_SET = text("next_due_at IS NOT NULL")
-"""The rows of the approvals' due-time index: the pending ones."""
 
 SHARD_RANGE = f"shard >= 0 AND shard < {AUDIT_SHARDS}"
 """The audit shards' numbers: the log has ``AUDIT_SHARDS`` chains."""
@@ -141,7 +143,6 @@ approvals = Table(
     Index(None, "status", "deadline"),
     Index(None, "status", "requested_at", "position", "id"),
     Index(None, "requested_at", "position", "id"),
-    Index(None, "next_due_at", postgresql_where=DUE_SET, sqlite_where=DUE_SET),
 )
 """An approval: what was asked, under which policy, and who decided what."""
 
@@ -241,12 +242,6 @@ seen_requests = Table(
     Column("seen_at", UTCDateTime, nullable=False),
     Column("work", JSONValue, nullable=True),
     Index(None, "seen_at"),
-    Index(
-        "ix_seen_requests_unfinished",
-        "seen_at",
-        postgresql_where=text("work IS NOT NULL"),
-        sqlite_where=text("work IS NOT NULL"),
-    ),
 )
 """A signed Slack request already handled, kept while its signature could be replayed;
 with the work it was acknowledged for (``work``) until that work is done."""
@@ -324,23 +319,11 @@ INDEXED_INPUT_PATHS = {"channel": "context.slack.channel", "requester": "request
 """Strings of a run's input that lists of runs filter on (``/agent list``, ``/agent status``),
 each indexed (``ix_runs_input_<name>``) newest first."""
 
-APPROVER_KEYS = ("approvers", "escalate_to")
-"""The lists of people in an approval's policy who may decide it (``/agent pending``)."""
-
 
 def _add_expression_indexes() -> None:
-    """Index the input paths lists of runs filter on, and (on PostgreSQL) the approvers of
-    approvals, written through at once: a list of pending entries would be read in full by
-    every search."""
+    """Index the input paths lists of runs filter on."""
     for name, path in INDEXED_INPUT_PATHS.items():
         Index(f"ix_runs_input_{name}", ValueAt(runs.c.input, path), runs.c.created_at, runs.c.id)
-    for key in APPROVER_KEYS:
-        Index(
-            f"ix_approvals_policy_{key}",
-            item_at(approvals.c.policy, key),
-            postgresql_using="gin",
-            postgresql_with={"fastupdate": "off"},
-        ).ddl_if(dialect="postgresql")
 
 
 _add_expression_indexes()

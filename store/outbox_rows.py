@@ -6,17 +6,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import Connection
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.notices import Notice
+from store.dialects import PerDialect, insert
 from store.models import outbox
 
 PENDING, SENT, DEAD = "pending", "sent", "dead"
 
-QUEUE = {
-    name: dialect.insert(outbox).on_conflict_do_nothing(index_elements=["key"])
-    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
-}
+QUEUE = PerDialect(lambda name: insert(outbox, name).on_conflict_do_nothing(index_elements=["key"]))
 """The notice INSERT of each dialect, built once; each call sends its rows in one batch."""
 
 

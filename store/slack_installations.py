@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, delete, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
+from store import dialects
 from store.connections import reading, writing
 from store.models import slack_installations, slack_oauth_states
 
@@ -25,9 +25,10 @@ class SqlInstallations:
 
     def save(self, enterprise_id: str, team_id: str, data: dict[str, Any], now: datetime) -> None:
         """Keep ``data`` as the workspace's installation, replacing any earlier one."""
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         row = {"enterprise_id": enterprise_id, "team_id": team_id, "data": data}
-        insert = dialect.insert(slack_installations).values(**row, installed_at=now)
+        insert = dialects.insert(slack_installations, self.engine.dialect.name).values(
+            **row, installed_at=now
+        )
         with writing(self.engine) as conn:
             conn.execute(
                 insert.on_conflict_do_update(

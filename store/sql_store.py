@@ -21,6 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import exc as sa_exc
 
+from agent_runtime.built_once import built_once
 from agent_runtime.exceptions import (
     AttemptConflict,
     InvalidRunState,
@@ -86,19 +87,49 @@ class SqlStore:
         self.engine = engine
         self._postgres = engine.dialect.name == "postgresql"
         self._driver = DriverConnections(engine)
-        self._append = fenced_append_statement(self._postgres)
-        self._end = end_statement()
-        self._claim_statement = claim_statement(self._postgres)
-        self._claim = Prepared(self._claim_statement, engine.dialect, claimed_columns())
-        self._fast_append = Prepared(self._append, engine.dialect)
-        self._fast_end = Prepared(self._end, engine.dialect)
-        self._journal = Prepared(JOURNAL_QUERY, engine.dialect, (steps.c[n] for n in ENTRY))
-        self._event = Prepared(EVENT_QUERY, engine.dialect, EVENT)
-        self._run = Prepared(RUN_QUERY, engine.dialect, runs.c)
         self._autocommit = (
             engine.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else None
         )
         self._reader = reader(engine)
+
+    # The hot path's statements, each built (and compiled) when first used: a command that
+    # lists runs compiles none of the worker's.
+
+    @built_once
+    def _append(self) -> Any:
+        return fenced_append_statement(self._postgres)
+
+    @built_once
+    def _end(self) -> Any:
+        return end_statement()
+
+    @built_once
+    def _claim_statement(self) -> Any:
+        return claim_statement(self._postgres)
+
+    @built_once
+    def _claim(self) -> Prepared:
+        return Prepared(self._claim_statement, self.engine.dialect, claimed_columns())
+
+    @built_once
+    def _fast_append(self) -> Prepared:
+        return Prepared(self._append, self.engine.dialect)
+
+    @built_once
+    def _fast_end(self) -> Prepared:
+        return Prepared(self._end, self.engine.dialect)
+
+    @built_once
+    def _journal(self) -> Prepared:
+        return Prepared(JOURNAL_QUERY, self.engine.dialect, (steps.c[n] for n in ENTRY))
+
+    @built_once
+    def _event(self) -> Prepared:
+        return Prepared(EVENT_QUERY, self.engine.dialect, EVENT)
+
+    @built_once
+    def _run(self) -> Prepared:
+        return Prepared(RUN_QUERY, self.engine.dialect, runs.c)
 
     def _tx(self) -> AbstractContextManager[Connection]:
         """A transaction for several statements."""

@@ -10,21 +10,23 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
-from agent_runtime.audit_keys import AuditKeys
-from store.api_store import SqlApiStore
-from store.approval_store import SqlApprovalStore
+import store
+from agent_runtime.built_once import built_once
 from store.errors import translated
-from store.home_tabs import SqlHomeTabs
 from store.migrate import current_revision, is_current, latest_revision, upgrade
-from store.notify import WakeListener
-from store.outbox import SqlOutbox
-from store.replay_guard import SqlReplayGuard
-from store.slack_installations import SqlInstallations
-from store.sql_store import SqlStore
 from store.stats import Stats, read_stats
 
 if TYPE_CHECKING:
+    from agent_runtime.audit_keys import AuditKeys
+    from store.api_store import SqlApiStore
+    from store.approval_store import SqlApprovalStore
     from store.archive import ImportResult, PruneResult
+    from store.home_tabs import SqlHomeTabs
+    from store.notify import WakeListener
+    from store.outbox import SqlOutbox
+    from store.replay_guard import SqlReplayGuard
+    from store.slack_installations import SqlInstallations
+    from store.sql_store import SqlStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,36 +42,61 @@ class SchemaStatus:
         return self.current == self.latest
 
 
-@dataclass(frozen=True, slots=True)
 class Stores:
-    """Every store the application needs, sharing one engine (build it with ``store.open``)."""
+    """Every store the application needs, sharing one engine (build it with ``store.open``).
 
-    engine: Engine
-    runs: SqlStore
-    approvals: SqlApprovalStore
-    outbox: SqlOutbox
-    api: SqlApiStore
-    replays: SqlReplayGuard
-    installations: SqlInstallations
-    home_tabs: SqlHomeTabs
+    Each store is made, and its module imported (through ``store``'s exports), when first
+    used: a command builds only the stores it reads or writes (``signoff runs``: the runs').
+    """
+
+    def __init__(self, engine: Engine, audit_keys: AuditKeys | None = None) -> None:
+        """The stores over ``engine``; ``audit_keys`` sign the approvals' audit log."""
+        self.engine = engine
+        self._audit_keys = audit_keys
 
     @classmethod
     def over(cls, engine: Engine, audit_keys: AuditKeys | None = None) -> Stores:
         """Return the stores over ``engine``; ``audit_keys`` sign the approvals' audit log."""
-        return cls(
-            engine=engine,
-            runs=SqlStore(engine),
-            approvals=SqlApprovalStore(engine, audit_keys),
-            outbox=SqlOutbox(engine),
-            api=SqlApiStore(engine),
-            replays=SqlReplayGuard(engine),
-            installations=SqlInstallations(engine),
-            home_tabs=SqlHomeTabs(engine),
-        )
+        return cls(engine, audit_keys)
+
+    @built_once
+    def runs(self) -> SqlStore:
+        """The runtime's store of runs and their journals."""
+        return store.SqlStore(self.engine)
+
+    @built_once
+    def approvals(self) -> SqlApprovalStore:
+        """The approvals, their decisions, grants and audit log."""
+        return store.SqlApprovalStore(self.engine, self._audit_keys)
+
+    @built_once
+    def outbox(self) -> SqlOutbox:
+        """The messages waiting to go to Slack and webhooks."""
+        return store.SqlOutbox(self.engine)
+
+    @built_once
+    def api(self) -> SqlApiStore:
+        """The approvals API's keys and requests."""
+        return store.SqlApiStore(self.engine)
+
+    @built_once
+    def replays(self) -> SqlReplayGuard:
+        """The Slack requests already handled."""
+        return store.SqlReplayGuard(self.engine)
+
+    @built_once
+    def installations(self) -> SqlInstallations:
+        """The Slack workspaces Signoff is installed in."""
+        return store.SqlInstallations(self.engine)
+
+    @built_once
+    def home_tabs(self) -> SqlHomeTabs:
+        """The Home tabs people have opened."""
+        return store.SqlHomeTabs(self.engine)
 
     def wake_listener(self, on_wake: Callable[[], object]) -> WakeListener:
         """Return a listener (not started) that calls ``on_wake`` when a run may be runnable."""
-        return WakeListener(self.engine, on_wake)
+        return store.WakeListener(self.engine, on_wake)
 
     def upgrade(self) -> None:
         """Apply every migration the database lacks."""

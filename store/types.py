@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, Dialect, Uuid
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from store.dialects import dialect as dialect_package
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -46,5 +47,19 @@ class HexUuid(TypeDecorator[str]):
         return None if value is None else uuid.UUID(str(value)).hex
 
 
-JSONValue = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
-"""A JSON document (``jsonb`` on PostgreSQL); a Python None is stored as SQL NULL."""
+class JsonDocument(TypeDecorator[Any]):
+    """A JSON document, ``jsonb`` on PostgreSQL (whose dialect is imported only by a process
+    on PostgreSQL, see ``store.dialects``); a Python None is stored as SQL NULL."""
+
+    impl = JSON(none_as_null=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        """``jsonb`` on PostgreSQL, the dialect's JSON elsewhere."""
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(dialect_package(dialect.name).JSONB(none_as_null=True))
+        return dialect.type_descriptor(self.impl_instance)
+
+
+JSONValue = JsonDocument()
+"""The type of every JSON column."""

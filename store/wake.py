@@ -8,26 +8,27 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, tuple_, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.exceptions import EventAlreadyDelivered, InvalidRunState, RunNotFound
 from agent_runtime.records import RunStatus
+from store.dialects import PerDialect, insert
 from store.models import events, runs
 from store.notify import CHANNEL, notify_wake
 
 LOCK_RUN = select(runs.c.status).where(runs.c.id == bindparam("run_id")).with_for_update()
-STORE_EVENT = {
-    name: dialect.insert(events)
-    .values(
-        run_id=bindparam("run_id"),
-        key=bindparam("key"),
-        data=bindparam("data", type_=events.c.data.type),
-        delivered_at=bindparam("now", type_=events.c.delivered_at.type),
+STORE_EVENT = PerDialect(
+    lambda name: (
+        insert(events, name)
+        .values(
+            run_id=bindparam("run_id"),
+            key=bindparam("key"),
+            data=bindparam("data", type_=events.c.data.type),
+            delivered_at=bindparam("now", type_=events.c.delivered_at.type),
+        )
+        .on_conflict_do_nothing()
+        .returning(events.c.run_id)
     )
-    .on_conflict_do_nothing()
-    .returning(events.c.run_id)
-    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
-}
+)
 WOKEN = {
     "status": RunStatus.PENDING.value,
     "due_at": bindparam("now", type_=runs.c.due_at.type),
@@ -85,10 +86,11 @@ LOCK_RUNS = (
     .order_by(runs.c.id)
     .with_for_update()
 )
-STORE_EVENTS = {
-    name: dialect.insert(events).on_conflict_do_nothing().returning(events.c.run_id, events.c.key)
-    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
-}
+STORE_EVENTS = PerDialect(
+    lambda name: (
+        insert(events, name).on_conflict_do_nothing().returning(events.c.run_id, events.c.key)
+    )
+)
 WAKE_MANY = (
     update(runs)
     .where(

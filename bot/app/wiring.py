@@ -1,59 +1,53 @@
-"""The composition root: builds the store, the agents, the approvals service and the runtime."""
+"""The composition root: opens the store and builds, on first use, the runtime, the agents
+and the approvals over it.
+
+A command builds only what it uses: ``Services`` opens the database at once, and makes each
+other part (and imports the modules it needs, ``bot.app.assembly``'s) when first asked for
+it, so that ``signoff runs`` reads the runs' store without loading the agents, the approvals
+service or the notices of Slack and of the approvals API.
+"""
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import agent_runtime
-import bot
 import store
-from agent_runtime import (
-    Agent,
-    Agents,
-    Approvals,
-    RunId,
-    Runtime,
-    SystemClock,
-    WorkerOptions,
-    Workflows,
-)
-from agent_runtime.agent_loop import ModelResolver
-from agent_runtime.deployment import Deployment
-from agent_runtime.grant_service import Grants
-from agent_runtime.models import Model
-from agent_runtime.observers import StepObserver, combined
-from bot.api.tools import WORKFLOW as API_WORKFLOW
-from bot.api.tools import ApiTools
-from bot.api.webhook_notices import WebhookNotifier
+from agent_runtime.built_once import built_once
+from agent_runtime.ids import RunId
+from agent_runtime.observers import combined
 from bot.app.models import model_from_spec
-from bot.app.settings import DEMO_AGENT, DEMO_WORKFLOWS, Settings, SettingsError
-from bot.mcp import parking
-from bot.slack.notifier import SlackNotifier
+from bot.app.settings import Settings
 
 if TYPE_CHECKING:
+    from agent_runtime import Agents, Approvals, Runtime
+    from agent_runtime.grant_service import Grants
+    from agent_runtime.models import Model
+    from agent_runtime.observers import StepObserver
+    from agent_runtime.worker import WorkerOptions
+    from bot.app.assembly import Deployed
     from bot.tracing.stream import SpanStreamer
     from store import SqlOutbox, SqlStore, Stores
 
 
-@dataclass(frozen=True, slots=True)
 class Services:
-    """Everything a command or a server needs, built once per process."""
+    """Everything a command or a server needs, each part built once per process, when first
+    used (see the module's docstring)."""
 
-    settings: Settings
-    stores: Stores
-    runtime: Runtime
-    approvals: Approvals
-    grants: Grants
-    agents: Agents
-    models: ModelResolver
-    trace_stream: SpanStreamer | None = None
+    def __init__(
+        self,
+        settings: Settings,
+        stores: Stores,
+        *,
+        stream_traces: bool = False,
+        observer: StepObserver | None = None,
+    ) -> None:
+        """The services over ``stores`` (see ``build_services`` for the options)."""
+        self.settings = settings
+        self.stores = stores
+        self._stream_traces = stream_traces
+        self._observer = observer
 
     @property
     def store(self) -> SqlStore:
@@ -65,9 +59,53 @@ class Services:
         """The messages waiting to go to Slack and webhooks."""
         return self.stores.outbox
 
+    @property
+    def runtime(self) -> Runtime:
+        """Operations on runs: start, cancel, signal, resume, and the workers."""
+        return self._deployed.deployment.runtime
+
+    @property
+    def approvals(self) -> Approvals:
+        """The approvals service: request, decide, sweep."""
+        return self._deployed.deployment.approvals
+
+    @property
+    def agents(self) -> Agents:
+        """The configured agents, their model specs built."""
+        return self._deployed.deployment.agents
+
+    @property
+    def grants(self) -> Grants:
+        """The grants ("allow similar") over the approvals."""
+        return self._deployed.grants
+
+    def models(self, spec: str) -> Model:
+        """The model ``spec`` names (``bot.app.models.model_from_spec``)."""
+        return model_from_spec(spec, self.settings)
+
+    @built_once
+    def trace_stream(self) -> SpanStreamer | None:
+        """The stream of spans to ``SIGNOFF_OTLP_ENDPOINT``, for a process built with
+        ``stream_traces`` when the endpoint is set (OpenTelemetry is imported only then)."""
+        if not (self._stream_traces and self.settings.otlp_endpoint):
+            return None
+        from bot.tracing.stream import SpanStreamer
+
+        return SpanStreamer.to_endpoint(
+            self.settings.otlp_endpoint, self.stores.runs, self.stores.approvals
+        )
+
+    @built_once
+    def _deployed(self) -> Deployed:
+        """The runtime, approvals, agents and grants, wired together."""
+        from bot.app.assembly import deploy
+
+        observer = combined(self.trace_stream, self._observer)
+        return deploy(self.settings, self.stores, self.models, observer)
+
     def shutdown(self) -> None:
         """Stop the trace stream, if there is one, once it has sent what it holds."""
-        if self.trace_stream is not None:
+        if Services.trace_stream.built(self) and self.trace_stream is not None:
             self.trace_stream.close()
 
 
@@ -78,7 +116,8 @@ def build_services(
     stream_traces: bool = False,
     observer: StepObserver | None = None,
 ) -> Services:
-    """Open the configured database and wire the runtime, the agents and the approvals.
+    """Open the configured database (bringing its schema up to date unless told not to) and
+    return the services over it, each built when first used.
 
     With ``stream_traces`` (for processes that execute or cancel runs) and
     ``SIGNOFF_OTLP_ENDPOINT`` set, what the runtime commits is streamed as spans; call
@@ -86,128 +125,7 @@ def build_services(
     hears of each entry committed and each run ended.
     """
     stores = store.open(settings.database_url, migrate=migrate, audit_keys=settings.audit_keys)
-    agents = load_agents(settings)
-    slack = SlackNotifier(stores.runs)
-    notifier = WebhookNotifier(slack, stores.api)
-
-    def models(spec: str) -> Model:
-        return model_from_spec(spec, settings)
-
-    stream = _span_streamer(settings, stores) if stream_traces else None
-    deployment = Deployment(
-        stores.runs,
-        stores.approvals,
-        agents,
-        clock=SystemClock(),
-        workflows=load_workflows(settings),
-        models=models,
-        notifier=notifier,
-        observer=combined(stream, observer),
-        tools=ApiTools(),
-        rules=settings.rules,
-    )
-    return Services(
-        settings=settings,
-        stores=stores,
-        runtime=deployment.runtime,
-        approvals=deployment.approvals,
-        grants=Grants(
-            deployment.approvals,
-            deployment.clock,
-            day_granters=settings.grant_approvers,
-            notifier=slack,
-        ),
-        agents=deployment.agents,
-        models=models,
-        trace_stream=stream,
-    )
-
-
-def _span_streamer(settings: Settings, stores: Stores) -> SpanStreamer | None:
-    """The stream of spans to ``SIGNOFF_OTLP_ENDPOINT``, if set (OpenTelemetry is imported
-    only then)."""
-    if not settings.otlp_endpoint:
-        return None
-    from bot.tracing.stream import SpanStreamer
-
-    return SpanStreamer.to_endpoint(settings.otlp_endpoint, stores.runs, stores.approvals)
-
-
-def load_agents(settings: Settings) -> Agents:
-    """Return the agent ``SIGNOFF_AGENT`` names (the default), plus the demo agent with
-    ``SIGNOFF_DEMO=1``; raise SettingsError for an agent whose gated tools nobody may approve.
-    """
-    chosen = [_agent(settings.agent)] if settings.agent is not None else []
-    if settings.demo:
-        demo = _call(DEMO_AGENT, settings)
-        assert isinstance(demo, Agent)
-        if all(agent.name != demo.name for agent in chosen):
-            chosen.append(demo)
-    for agent in chosen:
-        _require_approvers(agent)
-    return Agents(*chosen)
-
-
-def check_tools(agents: Agents) -> None:
-    """Raise SettingsError naming every tool whose parameters are not a valid JSON Schema
-    (checked when first used otherwise, which a one-shot command may never do)."""
-    from jsonschema import SchemaError
-
-    bad = []
-    for agent in agents:
-        for tool in agent.tools:
-            try:
-                tool.check_schema()
-            except SchemaError as exc:
-                bad.append(f"{agent.name}.{tool.name}: {exc.message}")
-    if bad:
-        raise SettingsError(f"tool parameters that are not a JSON Schema: {'; '.join(bad)}")
-
-
-def load_workflows(settings: Settings) -> Workflows:
-    """Return the built-in workflows, the demo ones with ``SIGNOFF_DEMO=1``, and each
-    ``module:attribute`` registry ``SIGNOFF_WORKFLOWS`` names."""
-    registry = Workflows()
-    parking.register(registry)
-    registry.add(API_WORKFLOW, parking.park)
-    if settings.demo:
-        demo = _call(DEMO_WORKFLOWS)
-        assert isinstance(demo, Workflows)
-        registry.include(demo)
-    for spec in settings.workflow_modules:
-        found = _import("SIGNOFF_WORKFLOWS", spec, (Workflows,))
-        assert isinstance(found, Workflows)
-        registry.include(found)
-    return registry
-
-
-def _agent(spec: str) -> Agent:
-    found = _import("SIGNOFF_AGENT", spec, (Agent,))
-    assert isinstance(found, Agent)
-    return found
-
-
-def _require_approvers(agent: Agent) -> None:
-    """Refuse an agent with a gated tool that fewer people may approve than it requires."""
-    gaps = []
-    for tool in agent.tools:
-        if tool.approval is None:
-            continue
-        found = tool.approval.snapshot(agent.approver_groups).approvers
-        if len(found) < tool.approval.required:
-            gaps.append(f"{tool.name} needs {tool.approval.required}, has {len(found)}")
-    if gaps:
-        raise SettingsError(
-            f"agent {agent.name!r} has too few approvers ({'; '.join(gaps)}): name them in "
-            "the tools' approval policies, or set SIGNOFF_APPROVERS / SIGNOFF_APPROVER_GROUPS"
-        )
-
-
-def _call(spec: str, *args: object) -> object:
-    """Return what calling the function ``module:attribute`` names gives."""
-    module_name, _, attribute = spec.partition(":")
-    factory = getattr(importlib.import_module(module_name), attribute)
-    return factory(*args)
+    return Services(settings, stores, stream_traces=stream_traces, observer=observer)
 
 
 def worker_options(
@@ -220,7 +138,7 @@ def worker_options(
     """Return worker options from the settings (``on_takeover`` counts runs taken over,
     ``on_claim`` times claims); the sweeps are the scheduler's jobs (``bot.app.jobs``), not a
     thread of the worker."""
-    return WorkerOptions(
+    return agent_runtime.WorkerOptions(
         concurrency=concurrency,
         lease_ttl=settings.lease_ttl,
         poll_interval=settings.poll_interval,
@@ -228,57 +146,3 @@ def worker_options(
         on_claim=on_claim,
         sweep_thread=False,
     )
-
-
-def _import_from_here() -> None:
-    """Let ``module:attribute`` names a user gives resolve from the current directory, as
-    ``python -m`` and other servers' app loaders do."""
-    here = os.getcwd()
-    if here not in sys.path:
-        sys.path.insert(0, here)
-
-
-def _import(variable: str, spec: str, kinds: tuple[type, ...]) -> object:
-    module_name, _, attribute = spec.partition(":")
-    names = " or ".join(k.__name__ for k in kinds)
-    if not module_name or not attribute:
-        raise SettingsError(
-            f"{variable}: {spec!r} must be module:attribute, the attribute "
-            f"naming a {names} (as in 'mypkg.agents:support')"
-        )
-    _import_from_here()
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SettingsError(
-            f"{variable}: cannot import {module_name!r} (from the current "
-            f"directory, PYTHONPATH or the installed packages): {exc}"
-        ) from exc
-    except Exception as exc:  # the user's module is broken: say where, in one line
-        raise SettingsError(f"{variable}: importing {module_name!r} failed: {_where(exc)}") from exc
-    found = getattr(module, attribute, None)
-    if found is None:
-        raise SettingsError(f"{variable}: module {module_name!r} has no attribute {attribute!r}")
-    if callable(found) and not isinstance(found, kinds):
-        try:
-            found = found()
-        except Exception as exc:
-            raise SettingsError(f"{variable}: calling {spec!r} failed: {_where(exc)}") from exc
-    if not isinstance(found, kinds):
-        raise SettingsError(f"{variable}: {spec!r} must name a {names} (module:attribute)")
-    return found
-
-
-def _where(exc: Exception) -> str:
-    """``exc`` in one line, with the file and line of the user's code that raised it (the
-    innermost frame outside Signoff's own packages and the import machinery)."""
-    ours = tuple(
-        str(Path(package.__file__ or "").parent) for package in (agent_runtime, bot, importlib)
-    )
-    frames = [
-        frame
-        for frame in traceback.extract_tb(exc.__traceback__)
-        if not frame.filename.startswith((*ours, "<"))
-    ]
-    place = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
-    return f"{type(exc).__name__}: {exc}{place}"

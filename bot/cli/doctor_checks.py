@@ -11,9 +11,9 @@ from slack_sdk.errors import SlackApiError
 
 import store
 from agent_runtime import SignoffError, SystemClock
+from bot.app.assembly import load_agents
 from bot.app.settings import Settings, SettingsError
 from bot.app.slack_mode import web_client
-from bot.app.wiring import load_agents
 from bot.slack.installations import SignoffInstallationStore
 from bot.slack.oauth import INSTALL_PATH
 from bot.slack.scopes import BOT_SCOPES

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -10,22 +11,29 @@ from typing import Any
 
 from agent_runtime.exceptions import SignoffError, UserError
 from bot.app.settings import Settings, SettingsError
-from bot.cli import (
-    agents,
-    api_keys,
-    archive,
-    audit,
-    doctor,
-    grants,
-    journal,
-    mcp_proxy,
-    outbox,
-    rules,
-    runs,
-    slack_tokens,
-    trace,
-)
 from bot.cli.common import Parser
+
+COMMAND_MODULES = {
+    "runs": (
+        *("start", "worker", "runs", "show", "cancel", "resume", "signal", "db"),
+        *("serve", "history"),
+    ),
+    "journal": ("inspect", "fork", "eval"),
+    "trace": ("trace",),
+    "archive": ("prune", "import"),
+    "agents": ("run", "approvals", "approve", "reject", "edit", "raise-budget"),
+    "audit": ("audit",),
+    "outbox": ("outbox",),
+    "doctor": ("doctor",),
+    "mcp_proxy": ("mcp",),
+    "rules": ("rules",),
+    "grants": ("grants",),
+    "api_keys": ("api-key",),
+    "slack_tokens": ("slack",),
+}
+"""The modules of ``bot.cli`` in the order their commands are listed, each with the commands
+its ``add_commands`` adds: a command's module alone is imported to run it. (A command missing
+here is still found, the slow way: every module is then imported.)"""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,28 +70,60 @@ def _reader_gone() -> int:
 def build_parser(
     settings: Settings | None = None, argv: Sequence[str] | None = None
 ) -> argparse.ArgumentParser:
-    """Return the argument parser with every subcommand (of installed plugins, only the one
-    ``argv`` names, if it names one: ``signoff serve`` imports no plugin)."""
+    """Return the argument parser for ``argv`` (else this process's arguments): the parser of
+    the built-in command it names, alone (its module alone imported); else every subcommand,
+    with the installed plugins' (only the one ``argv`` names, if it names one). ``signoff
+    --help`` lists everything."""
     settings = settings or Settings()
+    named = _command_named(sys.argv[1:] if argv is None else argv)
+    if named is not None:
+        parser, commands = _parser()
+        for module, names in COMMAND_MODULES.items():
+            if named in names:
+                _command_module(module).add_commands(_OneCommand(commands, named))
+        if named in commands.choices:
+            return parser
+    parser, commands = _parser()
+    for module in COMMAND_MODULES:
+        _command_module(module).add_commands(commands)
+    _add_plugin_commands(commands, settings, named)
+    return parser
+
+
+def _parser() -> tuple[argparse.ArgumentParser, Any]:
+    """A parser with no subcommand yet, and the action its subcommands are added to."""
     parser = Parser(prog="signoff", description="Durable agents with human sign-off.")
     commands: Any = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    runs.add_commands(commands)
-    runs.add_serve_command(commands)
-    runs.add_history_command(commands)
-    journal.add_commands(commands)
-    trace.add_commands(commands)
-    archive.add_commands(commands)
-    agents.add_commands(commands)
-    audit.add_commands(commands)
-    outbox.add_commands(commands)
-    doctor.add_commands(commands)
-    mcp_proxy.add_commands(commands)
-    rules.add_commands(commands)
-    grants.add_commands(commands)
-    api_keys.add_commands(commands)
-    slack_tokens.add_commands(commands)
-    _add_plugin_commands(commands, settings, argv)
-    return parser
+    return parser, commands
+
+
+def _command_module(name: str) -> Any:
+    """The module ``bot.cli.<name>``, imported now."""
+    return importlib.import_module(f"bot.cli.{name}")
+
+
+class _OneCommand:
+    """The subcommands as the command modules see them when one command is to run: that
+    command's parser is built, each other's is a ``_Skipped`` (argparse builds a parser's
+    options and help eagerly: for forty commands, a few milliseconds of every start)."""
+
+    def __init__(self, commands: Any, name: str) -> None:
+        self._commands = commands
+        self._name = name
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        """The command's parser if it is the one to run, else a ``_Skipped``."""
+        if name != self._name:
+            return _Skipped()
+        return self._commands.add_parser(name, **kwargs)
+
+
+class _Skipped:
+    """Stands in for the parser of a command that is not to run: whatever is added to it
+    (arguments, defaults, subcommands) is dropped."""
+
+    def __getattr__(self, name: str) -> Callable[..., _Skipped]:
+        return lambda *args, **kwargs: self
 
 
 COMMAND_PLUGINS = "signoff.commands"
@@ -92,12 +132,9 @@ COMMAND_PLUGINS = "signoff.commands"
 a function called with the subcommands and the settings."""
 
 
-def _add_plugin_commands(commands: Any, settings: Settings, argv: Sequence[str] | None) -> None:
-    """Add the commands of installed plugins: none when ``argv`` names a built-in command
-    (finding the plugins means reading every installed package's metadata)."""
-    named = _command_named(sys.argv[1:] if argv is None else argv)
-    if named in commands.choices:
-        return
+def _add_plugin_commands(commands: Any, settings: Settings, named: str | None) -> None:
+    """Add the commands of installed plugins: the one ``named``, or every one (finding them
+    means reading every installed package's metadata)."""
     from importlib.metadata import entry_points
 
     plugins = entry_points(group=COMMAND_PLUGINS)

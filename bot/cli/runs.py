@@ -39,6 +39,13 @@ if TYPE_CHECKING:
 
 
 def add_commands(commands: Any) -> None:
+    """Add the run commands, ``signoff serve`` and ``signoff history`` to the parser."""
+    _add_run_commands(commands)
+    add_serve_command(commands)
+    add_history_command(commands)
+
+
+def _add_run_commands(commands: Any) -> None:
     """Add the run commands to the ``signoff`` parser."""
     start = commands.add_parser("start", help="start a run of a workflow; prints its id")
     start.add_argument("workflow")
@@ -170,11 +177,13 @@ def _work(args: argparse.Namespace, settings: Settings, start: Starting) -> int:
 
 
 def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
-    """List runs, newest first."""
+    """List runs, newest first (from the runs' store alone: no agent or service is built)."""
     from bot.app.wiring import build_services
 
     status = RunStatus(args.status) if args.status else None
-    found = build_services(settings).runtime.runs(status=status, limit=args.limit, after=args.after)
+    found = build_services(settings).store.list_runs(
+        status=status, limit=args.limit, after=args.after
+    )
     emit(args, [run_json(r) for r in found], "\n".join(run_line(r) for r in found) or "no runs")
     return 0
 

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from agent_runtime import SystemClock
+from bot.app.assembly import check_tools
 from bot.app.request_hygiene import WSGIApp
 from bot.app.settings import Settings
-from bot.app.wiring import Services, build_services, check_tools
+from bot.app.wiring import Services, build_services
 from bot.ops.health import Health
 from bot.ops.http import Front, Ops, ops_app
 from bot.ops.loops import Loops

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import JSON, Boolean, Column, DateTime, Float, Integer, String, Table
 
-from store.types import HexUuid, UTCDateTime
+from store.types import HexUuid, JsonDocument, UTCDateTime
 
 
 def decode_row(table: Table, value: Any) -> dict[str, Any]:
@@ -66,7 +66,7 @@ def _codecs(table: Table) -> dict[str, _Codec]:
 
 def _codec(column: Column[Any]) -> _Codec:
     kind = column.type
-    if isinstance(kind, JSON):
+    if isinstance(kind, JsonDocument | JSON):
         return _Codec(_same, _same)
     if isinstance(kind, HexUuid):
         return _Codec(_same, _hex)

@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select, text
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_runtime.ids import RunId
+from store import dialects
 from store.archive.file import read_archive
 from store.archive.format import RUN_TABLES, ArchiveError, RunArchive, no_rows
 from store.errors import translated
@@ -95,9 +95,8 @@ def _insert_notices(conn: Connection, notices: list[dict[str, Any]]) -> None:
 
 def _insert_run(conn: Connection, run: dict[str, Any]) -> bool:
     """Insert the run's row unless its id is taken; tell whether it was inserted."""
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     statement = (
-        dialect.insert(runs)
+        dialects.insert(runs, conn.dialect.name)
         .values(run)
         .on_conflict_do_nothing(index_elements=[c.name for c in runs.primary_key])
         .returning(runs.c.id)

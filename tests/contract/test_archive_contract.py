@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import JSON, Boolean, Column, Integer, String, Table
+from sqlalchemy import Boolean, Column, Integer, String, Table
 
 from store.archive import RUN_TABLES, ArchiveError, ArchiveWriter, RunArchive, read_archive
 from store.models import audit_log, metadata, runs
-from store.types import HexUuid, UTCDateTime
+from store.types import HexUuid, JsonDocument, UTCDateTime
 
 RUN = "0123456789abcdef0123456789abcdef"
 WHEN = datetime(2001, 2, 3, 4, 5, 6, 789012, tzinfo=UTC)
@@ -25,7 +25,7 @@ def _sample(column: Column[Any]) -> Any:
     if column.name == "status":
         return "completed"
     samples: list[tuple[type[Any], Any]] = [
-        (JSON, {"z": [1, 2.5, None, "é\n"], "a": {"nested": True}}),
+        (JsonDocument, {"z": [1, 2.5, None, "é\n"], "a": {"nested": True}}),
         (HexUuid, RUN),
         (UTCDateTime, WHEN),
         (Boolean, True),

@@ -269,7 +269,7 @@ BAD_INPUT = [
         id="bad-lease-ttl",
     ),
     pytest.param(
-        ["runs"],
+        ["show", "{run}"],
         {"SIGNOFF_WORKFLOWS": "tests.no_such_module:workflows"},
         "cannot import 'tests.no_such_module'",
         id="bad-workflow-module",

@@ -43,6 +43,30 @@ HEAVY = (
 Slack, tracing, the scheduler, metrics, migrations, the MCP SDK, JSON Schema (tools are
 validated when called), and SQLAlchemy's ORM (the store speaks SQL)."""
 
+ON_SQLITE = ("psycopg", "sqlalchemy.dialects.postgresql")
+"""What a command on a SQLite database has no use for: PostgreSQL's driver and SQLAlchemy's
+dialect of it (whose import alone costs a short command a tenth of its time)."""
+
+LISTING_RUNS = (
+    "agent_runtime.agent_loop",
+    "agent_runtime.approval_service",
+    "agent_runtime.worker",
+    "bench.cli_agent",
+    "bot.api",
+    "bot.app.assembly",
+    "bot.cli.agents",
+    "bot.cli.grants",
+    "bot.cli.mcp_proxy",
+    "bot.cli.rules",
+    "bot.mcp",
+    "bot.slack.notifier",
+    "devkit",
+    "store.approval_store",
+)
+"""What listing runs has no use for beyond ``HEAVY``: the agents (the configured one's module
+included), the approvals service and its store, the notices of Slack and of the approvals
+API, the worker and the agent loop, and the other commands' modules."""
+
 
 @pytest.fixture
 def world(tmp_path: Path) -> tuple[dict[str, str], str, str]:
@@ -77,14 +101,25 @@ def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
 def test_reading_and_deciding_import_nothing_they_do_not_use(
     tmp_path: Path, world: tuple[dict[str, str], str, str], command: str
 ) -> None:
-    """`signoff runs`, `show RUN` and `approve ID` load no Slack, tracing, ORM or schema code."""
+    """`signoff runs`, `show RUN` and `approve ID` on SQLite load no Slack, tracing, ORM,
+    schema or PostgreSQL code."""
     env, run_id, approval_id = world
     args = {
         "runs": ["runs"],
         "show": ["show", run_id],
         "approve": ["approve", approval_id, "--as", "U_APPROVER"],
     }[command]
-    assert loaded(imported(tmp_path, env, *args), HEAVY) == []
+    assert loaded(imported(tmp_path, env, *args), (*HEAVY, *ON_SQLITE)) == []
+
+
+def test_listing_runs_builds_no_agent_and_no_service(
+    tmp_path: Path, world: tuple[dict[str, str], str, str]
+) -> None:
+    """`signoff runs` reads the runs' store alone: the agents, the approvals service, the
+    notifiers and the worker are neither built nor imported."""
+    env, _, _ = world
+    env = env | {"SIGNOFF_AGENT": "bench.cli_agent:agent"}
+    assert loaded(imported(tmp_path, env, "runs"), (*HEAVY, *ON_SQLITE, *LISTING_RUNS)) == []
 
 
 @pytest.mark.parametrize("args", [["--help"], ["worker", "--help"], ["approve", "--help"]])

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from agent_runtime import Run, RunId, RunStatus, Runtime, StepKind
+from bot.app.assembly import load_workflows
 from bot.app.settings import Settings
-from bot.app.wiring import load_workflows
 from store import SqlStore
 from tests.flows import HANG_AT_ENV, HANG_MARKER_ENV
 from tests.integration import (

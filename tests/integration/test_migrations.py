@@ -26,7 +26,8 @@ from agent_runtime.audit_report import examine
 from store import build_engine
 from store.approval_store import SqlApprovalStore
 from store.migrate import alembic_config, downgrade, upgrade
-from store.models import approvals, metadata, runs
+from store.models import approvals, runs
+from store.schema import metadata
 from store.types import UTCDateTime
 
 MODEL_TABLES = set(metadata.tables)

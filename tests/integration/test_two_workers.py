@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from agent_runtime import Run, RunId, RunStatus, Runtime
+from bot.app.assembly import load_workflows
 from bot.app.settings import Settings
-from bot.app.wiring import load_workflows
 from store import SqlStore
 from tests.integration import (
     TEST_WORKFLOWS,

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import text
 
 from agent_runtime import RunId, RunStatus, Runtime, WorkerOptions
+from bot.app.assembly import load_workflows
 from bot.app.settings import Settings
-from bot.app.wiring import load_workflows
 from store import SqlStore
 from store.notify import WakeListener
 from tests.integration import (

@@ -21,6 +21,7 @@ from agent_runtime import (
 )
 from agent_runtime.models import ModelRequest, ModelResponse, ScriptedModel, ToolCall
 from agent_runtime.models.scripted import text_reply, tool_reply
+from bot.app.assembly import load_agents
 from bot.app.settings import Settings, SettingsError
 from bot.app.wiring import Services, build_services
 from tests.integration import run_cli, signoff_env
@@ -81,13 +82,13 @@ def test_an_agents_own_groups_decide_whether_its_approvals_are_stale(sqlite_url:
 def test_an_agent_spec_without_attribute_is_refused_clearly(sqlite_url: str) -> None:
     """SIGNOFF_AGENT=module (no :attribute) says the spec needs an attribute naming the agent."""
     with pytest.raises(SettingsError, match=r"must be module:attribute.*'mypkg.agents:support'"):
-        build_services(Settings(database_url=sqlite_url, agent=__name__))
+        load_agents(Settings(database_url=sqlite_url, agent=__name__))
 
 
 def test_a_missing_agent_attribute_is_named(sqlite_url: str) -> None:
     """SIGNOFF_AGENT=module:missing names the attribute the module lacks."""
     with pytest.raises(SettingsError, match="has no attribute 'missing'"):
-        build_services(Settings(database_url=sqlite_url, agent=f"{__name__}:missing"))
+        load_agents(Settings(database_url=sqlite_url, agent=f"{__name__}:missing"))
 
 
 def test_an_agent_module_that_fails_to_load_is_one_line_naming_its_line(tmp_path: Path) -> None:
@@ -145,7 +146,7 @@ def test_an_agent_factory_that_raises_is_one_line(
         database_url=f"sqlite:///{tmp_path / 's.db'}", agent="factory_agent:support"
     )
     with pytest.raises(SettingsError) as raised:
-        build_services(settings)
+        load_agents(settings)
     assert str(raised.value) == (
         "SIGNOFF_AGENT: calling 'factory_agent:support' failed: ValueError: no model configured "
         f"({tmp_path / 'factory_agent.py'}, line 2)"
