@@ -35,6 +35,14 @@ class RunNotFound(UserError):
         self.run_id = run_id
 
 
+class RunExists(UserError):
+    """A run with the given id exists already (an id chosen beforehand was taken)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"a run with id {run_id} exists already")
+        self.run_id = run_id
+
+
 class WorkflowNotFound(UserError):
     """No workflow is registered under the given name."""
 

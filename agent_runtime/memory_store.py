@@ -18,6 +18,7 @@ from agent_runtime.exceptions import (
     InvalidRunState,
     JournalConflict,
     LeaseLost,
+    RunExists,
     RunNotFound,
 )
 from agent_runtime.ids import RunId
@@ -55,7 +56,8 @@ class InMemoryStore:
         notices: Sequence[Notice] = (),
         fork: Fork | None = None,
     ) -> Run:
-        """Store a new pending run (with a fork's inherited journal)."""
+        """Store a new pending run (with a fork's inherited journal); ``RunExists`` if the id
+        is taken."""
         run = Run(
             id=run_id,
             workflow=workflow,
@@ -70,6 +72,8 @@ class InMemoryStore:
         with self._lock:
             if fork is not None and fork.source not in self._runs:
                 raise RunNotFound(fork.source)
+            if run_id in self._runs:
+                raise RunExists(run_id)
             self._runs[run_id] = run
             self._journals[run_id] = [] if fork is None else list(fork.steps)
             self._attempts[run_id] = []

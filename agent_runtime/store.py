@@ -45,7 +45,8 @@ class Store(Protocol):
         """Store a new pending run (and queue ``notices`` with it).
 
         With ``fork`` the run starts with the fork's inherited journal entries, written in
-        the same transaction; ``RunNotFound`` if the source run does not exist.
+        the same transaction; ``RunNotFound`` if the source run does not exist. An id that
+        is taken raises ``RunExists`` and changes nothing.
         """
         ...
 

@@ -21,7 +21,9 @@ At the end it counts: runs completed; refunds or emails charged twice; approvals
 twice; Slack messages lost (undelivered notices, runs without a root message) or posted
 twice; and, per fault class, the time to recovery: from a kill, the termination or the
 database's restart to the next progress (a journal entry, a delivered message or a decision),
-and from Slack's return (or the end of its 429s) until every notice is delivered.
+and from Slack's return (or the end of its 429s) until every notice is delivered; and, for
+each run an ack promised, the delay from the ack to the run's row, a late one with who created
+it and how (``bench.chaos_starts``).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from bench.chaos_points import (
     class_of,
     pick,
 )
+from bench.chaos_starts import Starts
 from bench.chaos_tally import Probe, Tally, card_in_slack, tally
 from bot.slack.blocks import APPROVE
 from store import build_engine, upgrade
@@ -137,6 +140,7 @@ class Report:
     refused_to_start: int
     recoveries: dict[str, list[float]]
     seconds: float
+    starts: Starts
 
 
 class Chaos:
@@ -154,6 +158,7 @@ class Chaos:
         env["SIGNOFF_OUTBOX_CLAIM_SECONDS"] = str(options.outbox_claim_s)
         self.fleet = Fleet(world, self.cluster.reader, env, world.tmp_path, options.workers)
         self.probe = Probe(pg.url)
+        self.starts = Starts(self.probe, world.tmp_path)
         self.runs: list[str] = []
         self.kills = 0
         self.recoveries: dict[str, list[float]] = defaultdict(list)
@@ -188,6 +193,7 @@ class Chaos:
             self.fleet.disarm()
             self._wait(lambda: self.probe.undelivered() == 0, what="every notice delivered")
             counted = tally(self.world, self.probe, self.runs)
+            self.starts.settle()
         finally:
             self.close()
         return Report(
@@ -198,6 +204,7 @@ class Chaos:
             self.refused_to_start,
             dict(self.recoveries),
             time.monotonic() - began,
+            self.starts,
         )
 
     def _one_run(self, index: int) -> None:
@@ -226,6 +233,8 @@ class Chaos:
     def _tick(self, run_id: str) -> None:
         for death in self.fleet.deaths():
             self._died(death)
+        for start in self.starts.check():
+            print(f"chaos: {start.describe()}", file=sys.stderr)
         self._note_progress()
         self._click_pending(run_id)
         self._maybe_arm()
@@ -249,6 +258,7 @@ class Chaos:
 
     def _died(self, death: Death) -> None:
         self.fleet.disarm()
+        self.starts.died(death)
         self._armed = None
         if death.point is None and self._database_was_down(death):
             self.refused_to_start += 1
@@ -348,6 +358,7 @@ class Chaos:
                 except requests.RequestException:
                     continue
                 if ack.status == 200 and "Started run" in ack.text:
+                    self.starts.acked(str(run_id_of(ack)), front.name)
                     return str(run_id_of(ack))
             return None
 
@@ -385,7 +396,9 @@ class Chaos:
             time.sleep(TICK_S)
 
     def _stuck(self, run_id: str) -> str:
-        return f"run {run_id} is {self.probe.status(run_id)}\n{self.fleet.logs()}"
+        status = self.probe.status(run_id)
+        self.starts.settle()
+        return f"run {run_id} is {status}\n{self.starts.summary()}\n{self.fleet.logs()}"
 
     def close(self) -> None:
         """Kill the fleet and close the connections."""
@@ -429,7 +442,7 @@ def table(report: Report) -> str:
             f"| {fault_class} | {len(times)} | {statistics.median(times):.2f} "
             f"| {p90:.2f} | {times[-1]:.2f} |"
         )
-    lines.append("")
+    lines += ["", report.starts.summary(), ""]
     o = report.options
     lines.append(
         f"{report.seconds:.0f} s in all; lease {LEASE_TTL_S:g} s, outbox claim "

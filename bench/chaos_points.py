@@ -54,7 +54,8 @@ CATALOG: dict[str, tuple[str, ...]] = {
     JOURNAL_COMMIT: tuple(f"store:SqlStore.append_step:{side}" for side in _SIDES),
     TOOL: tuple(f"tool:{t}:{side}" for t in _TOOLS for side in _SIDES),
     DELIVERY: tuple(f"slack:{n}:{side}" for n in _NOTICES for side in _SIDES),
-    DECISION_COMMIT: ("commit:SqlApprovalStore.save_approval",),
+    # decisions are saved in batches (store.group_commit): the commit is save_approvals'
+    DECISION_COMMIT: ("commit:SqlApprovalStore.save_approvals",),
     OTHER_COMMIT: tuple(f"commit:{m}" for m in _COMMITS),
 }
 """Every point aimed at, by fault class (all are reached by a demo run with its two clicks)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -54,6 +55,11 @@ class Probe:
         """The run's status now."""
         found = self.rows("SELECT status FROM runs WHERE id = %s", uuid.UUID(hex=run_id))
         return None if not found else str(found[0][0])
+
+    def created_at(self, run_id: str) -> datetime | None:
+        """When the run was created (None while it does not exist)."""
+        found = self.rows("SELECT created_at FROM runs WHERE id = %s", uuid.UUID(hex=run_id))
+        return None if not found else found[0][0]
 
     def journal(self, run_id: str) -> int | None:
         """The run's journal length now."""

@@ -42,6 +42,7 @@ from store.approval_rows import approval_of, changes, row_of
 from store.approval_saves import Save, save_many
 from store.audit_chains import Chains, newest_entries, read_log
 from store.connections import reading, writing
+from store.driver import DriverConnections, Prepared
 from store.engine import reader
 from store.errors import is_conflict, translated
 from store.grant_rows import insert_grant, locked_grant, mark_revoked, read_grant, select_grants
@@ -58,7 +59,6 @@ from store.wake import deliver
 APPROVAL_ORDER = (approvals.c.requested_at, approvals.c.position, approvals.c.id)
 """The order of lists of approvals (newest first), which their indexes hold."""
 APPROVAL_BY_ID = select(approvals).where(approvals.c.id == bindparam("approval_id"))
-APPROVALS_BY_IDS = select(approvals).where(approvals.c.id.in_(bindparam("ids", expanding=True)))
 SAVE_IF_VERSION = update(approvals).where(
     approvals.c.id == bindparam("b_id"), approvals.c.version == bindparam("b_version")
 )
@@ -71,7 +71,10 @@ DUE = (
 )
 """Every statement of a decision is built once, so each call only binds its values."""
 BATCH_MOST = 64
-"""The most decisions saved (or approvals read) together in one transaction."""
+"""The most decisions saved together in one transaction."""
+READ_CONNECTIONS = 4
+"""The most driver connections reading approvals by id at once (a read takes one round
+trip, so a few serve a burst of deciders)."""
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +93,8 @@ class SqlApprovalStore:
             engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else reader(engine)
         )
         self._saves = GroupCommit(self.save_approvals, most=BATCH_MOST)
-        self._reads = GroupCommit(self._read_batch, most=BATCH_MOST)
+        self._driver = DriverConnections(engine, most=READ_CONNECTIONS)
+        self._by_id = Prepared(APPROVAL_BY_ID, engine.dialect, approvals.c)
 
     def _tx(self) -> AbstractContextManager[Connection]:
         return writing(self.engine)
@@ -152,18 +156,13 @@ class SqlApprovalStore:
         return stored
 
     def get_approval(self, approval_id: str) -> Approval:
-        """Return the approval or raise ApprovalNotFound (read with those other threads are
-        reading at the same time, in one statement)."""
-        return self._reads(approval_id)
-
-    def _read_batch(self, ids: Sequence[str]) -> list[Approval | BaseException]:
-        with translated(), self._single.connect() as conn:
-            if len(ids) == 1:
-                rows = conn.execute(APPROVAL_BY_ID, {"approval_id": ids[0]}).all()
-            else:
-                rows = conn.execute(APPROVALS_BY_IDS, {"ids": sorted(set(ids))}).all()
-        found = {row.id: approval_of(row) for row in rows}
-        return [found.get(approval_id) or ApprovalNotFound(approval_id) for approval_id in ids]
+        """Return the approval or raise ApprovalNotFound (one statement compiled once, on an
+        autocommit connection)."""
+        with translated():
+            rows = self._driver.execute(self._by_id, {"approval_id": approval_id}, fetch=True).rows
+        if not rows:
+            raise ApprovalNotFound(approval_id)
+        return approval_of(rows[0])
 
     def list_approvals(
         self,

@@ -26,6 +26,7 @@ from agent_runtime.exceptions import (
     InvalidRunState,
     JournalConflict,
     LeaseLost,
+    RunExists,
     RunNotFound,
 )
 from agent_runtime.ids import RunId
@@ -133,7 +134,7 @@ class SqlStore:
         fork: Fork | None = None,
     ) -> Run:
         """Store a new pending run (with a fork's inherited journal) and its notices, and
-        wake the workers."""
+        wake the workers; ``RunExists`` if the id is taken."""
         values = {
             "id": run_id,
             "workflow": workflow,
@@ -146,14 +147,19 @@ class SqlStore:
             "forked_from": None if fork is None else fork.source,
             "fork_at": None if fork is None else fork.at,
         }
-        with self._tx() as conn:
-            if fork is not None:
-                self._get(conn, fork.source)
-            row = conn.execute(insert(runs).values(values).returning(*runs.c)).one()
-            if fork is not None and fork.steps:
-                conn.execute(insert(steps), [step_row(run_id, s) for s in fork.steps])
-            write_notices(conn, notices, now)
-            notify_wake(conn)
+        try:
+            with self._tx() as conn:
+                if fork is not None:
+                    self._get(conn, fork.source)
+                row = conn.execute(insert(runs).values(values).returning(*runs.c)).one()
+                if fork is not None and fork.steps:
+                    conn.execute(insert(steps), [step_row(run_id, s) for s in fork.steps])
+                write_notices(conn, notices, now)
+                notify_wake(conn)
+        except sa_exc.IntegrityError as exc:
+            if is_unique_violation(exc):
+                raise RunExists(run_id) from exc
+            raise
         return run_from_row(row)
 
     def get_run(self, run_id: RunId) -> Run:

@@ -140,7 +140,9 @@ class CommandListener:
 
     def _carry_out(self, intake: Intake, command: dict[str, Any]) -> None:
         try:
-            AFTER_ACK.call(lambda: carry_out(self.deps.runtime, self.deps.replays, intake))
+            started = AFTER_ACK.call(
+                lambda: carry_out(self.deps.runtime, self.deps.replays, intake)
+            )
         except StoreUnavailable:
             self._not_started_yet(intake, command)
         except SignoffError as exc:
@@ -150,6 +152,12 @@ class CommandListener:
             respond(command, f"Sorry: run `{intake.run_id}` could not start: {escape(str(exc))}")
         except Exception:
             self._not_started_yet(intake, command)
+        else:
+            if started:
+                logger.info(
+                    "acknowledged run started after its ack",
+                    extra={"action": "intake", "run_id": intake.run_id},
+                )
 
     def _not_started_yet(self, intake: Intake, command: dict[str, Any]) -> None:
         """Log the failure in hand and tell the requester the run will start later (the

@@ -16,12 +16,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from agent_runtime import Clock, RunId, RunNotFound, Runtime, SignoffError, StoreUnavailable
+from agent_runtime import (
+    Clock,
+    RunExists,
+    RunId,
+    RunNotFound,
+    Runtime,
+    SignoffError,
+    StoreUnavailable,
+)
 
 logger = logging.getLogger(__name__)
 
-INTAKE_GRACE = timedelta(seconds=10)
-"""How long a recorded run may wait for its listener before the sweep starts it instead."""
+INTAKE_GRACE = timedelta(seconds=5)
+"""How long a recorded run may wait for its listener before the sweep starts it instead.
+
+The listener starts it within milliseconds of the ack, a second later behind a burst (see
+``bot.slack.ack_gate``); a sweep that starts a run its listener is still starting costs
+nothing (the second to try finds the run), so the grace only keeps sweeps from racing
+every listener, and a run whose listener died starts 5 to 7 s after its ack."""
 CONTEXT_KEY = "signoff_intake"
 """Where the replay middleware leaves the recorded ``Intake`` for the listener."""
 
@@ -69,6 +82,8 @@ def run_id_for(signature: str) -> RunId:
 def carry_out(runtime: Runtime, records: IntakeRecords, intake: Intake) -> bool:
     """Start the promised run unless it exists; mark the record done. True if started here.
 
+    The run may be started elsewhere at the same time (the listener's process and the sweeps
+    of others): whichever creates it first started it, and the others find it exists.
     A refusal that no retry cures (``SignoffError`` other than ``StoreUnavailable``: the
     workflow is gone, the input no longer valid) also marks the record done, and is raised.
     """
@@ -76,16 +91,23 @@ def carry_out(runtime: Runtime, records: IntakeRecords, intake: Intake) -> bool:
         runtime.get(intake.run_id)
         started = False
     except RunNotFound:
-        try:
-            runtime.start(intake.workflow, intake.input, run_id=intake.run_id)
-        except StoreUnavailable:
-            raise
-        except SignoffError:
-            records.finish(intake.signature)
-            raise
-        started = True
+        started = _start(runtime, records, intake)
     records.finish(intake.signature)
     return started
+
+
+def _start(runtime: Runtime, records: IntakeRecords, intake: Intake) -> bool:
+    """Create the promised run; False if another process created it first."""
+    try:
+        runtime.start(intake.workflow, intake.input, run_id=intake.run_id)
+    except RunExists:
+        return False
+    except StoreUnavailable:
+        raise
+    except SignoffError:
+        records.finish(intake.signature)
+        raise
+    return True
 
 
 class IntakeSweep:

@@ -18,6 +18,7 @@ from agent_runtime import (
     JournalConflict,
     Lease,
     LeaseLost,
+    RunExists,
     RunId,
     RunNotFound,
     RunStatus,
@@ -372,6 +373,18 @@ def test_fork_of_an_unknown_run_creates_nothing(any_store: Store) -> None:
     with pytest.raises(RunNotFound):
         any_store.create_run(new_run_id(), "wf", None, T0, fork=fork)
     assert len(any_store.list_runs()) == before
+
+
+def test_a_taken_run_id_is_refused_and_changes_nothing(any_store: Store) -> None:
+    """Creating a run under an id that exists raises RunExists; the run keeps its state."""
+    run_id = _new(any_store, {"first": True})
+    lease = _claim_one(any_store)
+    any_store.append_step(lease, _step(0))
+    with pytest.raises(RunExists):
+        any_store.create_run(run_id, "other", {"second": True}, T0 + TTL)
+    run = any_store.get_run(run_id)
+    assert (run.workflow, run.input, run.status) == ("wf", {"first": True}, RunStatus.RUNNING)
+    assert [s.position for s in any_store.load_journal(run_id)] == [0]
 
 
 def test_list_runs_filters_on_input_fields_and_pages(any_store: Store) -> None:

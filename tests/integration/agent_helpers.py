@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -201,6 +202,30 @@ def start_demo_run(services: Services, *, budget: Budget | None = None, task: st
     agent = services.agents.get("demo")
     data = AgentInput(task=task, requester=Actor(user_id=REQUESTER), budget=budget).to_json()
     return services.runtime.start(agent.workflow, data).id
+
+
+def pending_refund(env: dict[str, str]) -> tuple[RunId, str]:
+    """A demo-agent run waiting on a pending approval of its refund, in ``env``'s database:
+    the run's id and the approval's id."""
+    with services_for(env) as services:
+        agent = services.agents.get("demo")
+        refund = agent.tools.get("issue_refund")
+        assert refund is not None
+        assert refund.approval is not None
+        requester = Actor(user_id="U_RITA")
+        run = services.runtime.start(
+            agent.workflow, AgentInput(task="refund order 1042", requester=requester).to_json()
+        )
+        approval = services.approvals.request(
+            run_id=run.id,
+            position=1,
+            tool=refund,
+            args={"order_id": "1042", "amount_cents": 4999},
+            policy=refund.approval.snapshot(agent.approver_groups),
+            requester=requester,
+            now=datetime.now(UTC),
+        )
+    return run.id, approval.id
 
 
 @dataclass(frozen=True)

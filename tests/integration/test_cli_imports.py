@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from agent_runtime import Actor, AgentInput
 from tests.integration import CLI_TIMEOUT_S, signoff_env
-from tests.integration.agent_helpers import services_for
+from tests.integration.agent_helpers import pending_refund
 
 IMPORTED_BY = """
 import json, sys
@@ -51,25 +49,8 @@ def world(tmp_path: Path) -> tuple[dict[str, str], str, str]:
     """A SQLite file with a demo-agent run waiting on a pending approval of its refund:
     the environment, the run's id and the approval's id."""
     env = signoff_env(f"sqlite:///{tmp_path / 'signoff.db'}")
-    with services_for(env) as services:
-        agent = services.agents.get("demo")
-        refund = agent.tools.get("issue_refund")
-        assert refund is not None
-        assert refund.approval is not None
-        requester = Actor(user_id="U_RITA")
-        run = services.runtime.start(
-            agent.workflow, AgentInput(task="refund order 1042", requester=requester).to_json()
-        )
-        approval = services.approvals.request(
-            run_id=run.id,
-            position=1,
-            tool=refund,
-            args={"order_id": "1042", "amount_cents": 4999},
-            policy=refund.approval.snapshot(agent.approver_groups),
-            requester=requester,
-            now=datetime.now(UTC),
-        )
-    return env, run.id, approval.id
+    run_id, approval_id = pending_refund(env)
+    return env, run_id, approval_id
 
 
 def imported(tmp_path: Path, env: dict[str, str], *args: str) -> set[str]:

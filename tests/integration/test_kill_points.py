@@ -15,8 +15,12 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
+from bench.chaos_points import CATALOG, DECISION_COMMIT
 from bench.kill_points import ARMED_FLAG, KILL_FILE_ENV, write_plan
 from tests.integration import CLI_TIMEOUT_S, REPO_ROOT, signoff_command, signoff_env
+from tests.integration.agent_helpers import pending_refund
 
 POINT = "store:SqlStore.list_runs:before"
 PRODUCTION_PACKAGES = ("agent_runtime", "store", "bot")
@@ -29,11 +33,11 @@ def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[
     )
 
 
-def armed_env(tmp_path: Path, *, kill_file: bool = True) -> dict[str, str]:
-    """A ``signoff`` environment on a SQLite file, with a kill file armed at ``POINT``."""
+def armed_env(tmp_path: Path, *, kill_file: bool = True, point: str = POINT) -> dict[str, str]:
+    """A ``signoff`` environment on a SQLite file, with a kill file armed at ``point``."""
     env = signoff_env(f"sqlite:///{tmp_path / 'kill.db'}")
     plan = tmp_path / "kill.json"
-    write_plan(plan, POINT)
+    write_plan(plan, point)
     if kill_file:
         env[KILL_FILE_ENV] = str(plan)
     return env
@@ -54,6 +58,17 @@ def test_an_armed_point_kills_the_chaos_entry_point(tmp_path: Path) -> None:
     done = run(kill_points(ARMED_FLAG, "runs"), armed_env(tmp_path))
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert (tmp_path / "kill.json.fired").read_text(encoding="utf-8") == POINT
+
+
+@pytest.mark.parametrize("point", CATALOG[DECISION_COMMIT])
+def test_a_decision_reaches_the_decision_commit_points(tmp_path: Path, point: str) -> None:
+    """``signoff approve`` dies at each point the chaos suite calls a decision's commit (a
+    point no decision reaches would leave that fault class untried)."""
+    env = armed_env(tmp_path, point=point)
+    _, approval_id = pending_refund(env)
+    done = run(kill_points(ARMED_FLAG, "approve", approval_id, "--as", "U_APPROVER"), env)
+    assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
+    assert (tmp_path / "kill.json.fired").read_text(encoding="utf-8") == point
 
 
 def test_the_signoff_command_ignores_a_kill_file(tmp_path: Path) -> None:

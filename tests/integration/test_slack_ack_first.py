@@ -7,6 +7,7 @@ sweep starts the run under the promised id.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,28 @@ def test_a_run_acknowledged_by_a_process_killed_after_its_ack_is_started_by_anot
     assert sorted(approvals) == ["issue_refund"], "the email is asked after the refund"
     assert run_count(b) == 1
     assert cluster.reader.runtime.get(run_id).input["task"] == TASK
+    assert any(
+        "acknowledged run started by the sweep" in line and run_id in line
+        for line in b.output().splitlines()
+    )
+
+
+def test_the_listener_logs_the_promised_run_it_started(
+    world: SlackWorld, bot: BotInstance, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The process that acked ``/agent`` logs that it started the promised run after the ack
+    (the sweep logs its own line), so a log tells which path started a run."""
+
+    def logged(run_id: str) -> bool:
+        return any(
+            r.getMessage() == "acknowledged run started after its ack"
+            and getattr(r, "run_id", None) == run_id
+            for r in caplog.records
+        )
+
+    with caplog.at_level(logging.INFO, logger="bot.slack.command_listener"):
+        run_id = run_id_of(acked(bot.command(TASK)))
+        eventually(lambda: logged(run_id), what="the listener's line")
 
 
 def test_the_sweep_leaves_a_run_its_listener_started_and_starts_nothing_twice(

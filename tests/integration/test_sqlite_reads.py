@@ -13,6 +13,7 @@ import pytest
 from agent_runtime import RunId, new_run_id
 from store import SqlStore
 from store.approval_store import SqlApprovalStore
+from tests.contract.approvals import an_approval, draft
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 DEADLINE_S = 10.0
@@ -54,7 +55,10 @@ def test_reads_do_not_take_the_write_lock(
 ) -> None:
     """Runs, journals, approvals and the audit log read while another connection writes."""
     approvals = SqlApprovalStore(sqlite_store.engine)
+    approval = an_approval(run_id)
+    approvals.create_approval(approval, draft(approval, "requested"))
     reads: list[Callable[[], object]] = [
+        lambda: approvals.get_approval(approval.id),
         lambda: sqlite_store.get_run(run_id),
         lambda: sqlite_store.list_runs(),
         lambda: sqlite_store.load_journal(run_id),

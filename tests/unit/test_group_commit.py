@@ -155,3 +155,43 @@ def test_a_batch_needs_room_for_an_item() -> None:
     """``most`` below one is refused."""
     with pytest.raises(ValueError, match="at least one item"):
         GroupCommit(lambda items: list(items), most=0)
+
+
+class Abort(BaseException):
+    """Not an ``Exception``: what a batch function might raise past ``except Exception``."""
+
+
+def test_a_batch_ending_in_a_base_exception_still_hands_on_the_lead() -> None:
+    """A batch function that raises a ``BaseException`` fails its own callers only: the
+    callers waiting meanwhile are carried out in the next batch, and later callers too."""
+    release, started = threading.Event(), threading.Event()
+
+    def carry_out(items: Sequence[int]) -> list[int | BaseException]:
+        if items[0] == 0:
+            started.set()
+            assert release.wait(WAIT_S)
+            raise Abort("the lead's batch ended")
+        return [item * 10 for item in items]
+
+    group = GroupCommit(carry_out)
+    failed: list[BaseException] = []
+
+    def lead() -> None:
+        try:
+            group(0)
+        except Abort as error:
+            failed.append(error)
+
+    first = threading.Thread(target=lead)
+    first.start()
+    assert started.wait(WAIT_S)
+    results: dict[int, object] = {}
+    callers = threading.Thread(target=lambda: results.update(call_all(group, [1, 2])))
+    callers.start()
+    wait_for(lambda: group.waiting == 2)
+    release.set()
+    callers.join(WAIT_S)
+    first.join(WAIT_S)
+    assert [str(error) for error in failed] == ["the lead's batch ended"]
+    assert results == {1: 10, 2: 20}
+    assert group(3) == 30
