@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,10 +90,27 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'signoff.db'}"
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to the head once per test process, to copy (never to open)."""
+    path = tmp_path_factory.mktemp("migrated") / "signoff.db"
+    open_store(f"sqlite:///{path}").engine.dispose()
+    return path
+
+
 @pytest.fixture
-def sqlite_store(sqlite_url: str) -> Iterator[SqlStore]:
+def migrated_sqlite_url(tmp_path: Path, migrated_sqlite: Path) -> str:
+    """The URL of a new SQLite file in the test's temporary directory, already migrated: a
+    copy of ``migrated_sqlite``, the very schema a fresh migration makes."""
+    path = tmp_path / "signoff.db"
+    shutil.copyfile(migrated_sqlite, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def sqlite_store(migrated_sqlite_url: str) -> Iterator[SqlStore]:
     """A migrated SQLite store in a fresh file."""
-    store = open_store(sqlite_url)
+    store = open_store(migrated_sqlite_url)
     yield store
     store.engine.dispose()
 

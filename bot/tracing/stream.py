@@ -6,7 +6,9 @@ failed attempts, the approval it records) and makes the span as ``signoff trace`
 and the SDK's ``BatchSpanProcessor`` sends the spans in batches from another thread. So
 nothing here can hold up or fail a step: a full queue drops the span, and spans that
 cannot be made or sent are dropped, logged once per run of failures without the
-endpoint's credentials. ``close()`` sends what is left, giving up after a short grace.
+endpoint's credentials. ``close()`` sends what is left, giving up after a short grace, and
+logs how long that took (``seconds``, in JSON logs), the wait a process's exit had on the
+collector.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -90,6 +93,7 @@ class SpanStreamer:
         if self._closed:
             return
         self._closed = True
+        started = time.monotonic()
         self._jobs.put(None)
         self._thread.join()
         give_up = threading.Timer(FLUSH_GRACE.total_seconds(), self._exporter.shutdown)
@@ -99,6 +103,8 @@ class SpanStreamer:
             self._spans.shutdown()
         finally:
             give_up.cancel()
+        seconds = round(time.monotonic() - started, 3)
+        logger.info("trace stream closed", extra={"action": "close", "seconds": seconds})
 
     def _put(self, job: _Job) -> None:
         try:

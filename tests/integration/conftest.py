@@ -28,9 +28,9 @@ from tests.integration.workspaces_world import ALPHA_CODE, BETA_CODE, TwoWorkspa
 
 
 @pytest.fixture
-def world(tmp_path: Path, sqlite_url: str) -> Iterator[SlackWorld]:
+def world(tmp_path: Path, migrated_sqlite_url: str) -> Iterator[SlackWorld]:
     """The provider, the fake Slack and one Signoff instance on a fresh SQLite file."""
-    with SlackWorld(tmp_path, sqlite_url) as built:
+    with SlackWorld(tmp_path, migrated_sqlite_url) as built:
         built.instance()
         yield built
 
@@ -87,7 +87,7 @@ def two(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TwoWorkspace
     """Both workspaces installed through the OAuth flow (beta with a rotating token and its
     refresh token), on SQLite and on PostgreSQL."""
     if request.param == "sqlite":
-        url: str = request.getfixturevalue("sqlite_url")
+        url: str = request.getfixturevalue("migrated_sqlite_url")
     else:
         url = request.getfixturevalue("pg_url")
         empty_postgres(url)

@@ -1,11 +1,16 @@
-"""Posts are paced per channel, as Slack asks, without one busy channel holding up another."""
+"""Posts are paced per channel, as Slack asks, without one busy channel holding up another.
+
+The dispatcher runs on a clock this test moves: each round of dispatching happens at a known
+time, a fixed step after the last, however slowly the machine runs it. So pacing is measured
+in the dispatcher's own time, and the quiet channel's posts are compared with the busy one's
+in rounds that always keep up with the pace.
+"""
 
 from __future__ import annotations
 
-import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-from agent_runtime.clock import SystemClock
+from agent_runtime.clock import FrozenClock
 from bot.slack.dispatcher import Dispatcher, DispatchOptions
 from bot.slack.pacing import Pace
 from tests.integration.slack_harness import (
@@ -19,25 +24,30 @@ from tests.integration.slack_steps import (
 )
 
 PACE = Pace(every=timedelta(milliseconds=100), burst=3)
-JITTER_S = 0.1
-"""How much the fake Slack's log of a post may lag its slot (HTTP and a loaded machine)."""
+TICK = timedelta(milliseconds=10)
+"""How far the dispatcher's clock moves between two rounds: a tenth of the pace."""
+MAX_ROUNDS = 3000
+"""Thirty seconds of the dispatcher's time: far more than the posts need."""
 BUSY_RUNS = 5
 
 
-def post_times(world: SlackWorld, channel: str) -> list[float]:
-    """When each message was posted to ``channel``, in order."""
-    return [
-        c.at for c in world.successful("chat.postMessage") if c.params.get("channel") == channel
-    ]
-
-
-def deliver_everything(bot: BotInstance, dispatcher: Dispatcher, deadline_s: float) -> None:
-    """Run the dispatcher until no notice is pending (polling, within ``deadline_s``)."""
-    deadline = time.monotonic() + deadline_s
-    while any(r["status"] == "pending" for r in outbox_rows(bot)):
-        assert time.monotonic() < deadline, "notices still pending"
-        if not dispatcher.dispatch_once():
-            time.sleep(0.01)
+def deliver_everything(
+    world: SlackWorld, bot: BotInstance, dispatcher: Dispatcher, clock: FrozenClock
+) -> dict[str, list[datetime]]:
+    """Dispatch round after round, the clock one ``TICK`` further each time, until no notice
+    is pending; return when (by the dispatcher's clock) each channel was posted to."""
+    posted: dict[str, list[datetime]] = {}
+    seen = 0
+    for _ in range(MAX_ROUNDS):
+        if not any(r["status"] == "pending" for r in outbox_rows(bot)):
+            return posted
+        dispatcher.dispatch_once()
+        posts = world.successful("chat.postMessage")
+        for call in posts[seen:]:
+            posted.setdefault(str(call.params.get("channel")), []).append(clock.now())
+        seen = len(posts)
+        clock.advance(TICK)
+    raise AssertionError(f"notices still pending after {MAX_ROUNDS} rounds")
 
 
 def test_five_runs_in_one_channel_are_paced_and_another_channel_is_not_held_up(
@@ -48,26 +58,27 @@ def test_five_runs_in_one_channel_are_paced_and_another_channel_is_not_held_up(
     busy_runs = [run_id_of(acked(bot.command(TASK))) for _ in range(BUSY_RUNS)]
     quiet_run = run_id_of(acked(bot.command(TASK, channel=quiet)))
     bot.work()
+    clock = FrozenClock(datetime.now(UTC))  # every notice written so far is due
     dispatcher = Dispatcher(
         bot.services.outbox,
         bot.client,
         bot.services.approvals,
-        SystemClock(),
+        clock,
         "pacer",
         DispatchOptions(pace=PACE),
     )
-    deliver_everything(bot, dispatcher, deadline_s=30)
+    posted = deliver_everything(world, bot, dispatcher, clock)
 
-    busy = post_times(world, world.channel)
-    every = PACE.every.total_seconds()
+    busy, quiet_posts = posted[world.channel], posted[quiet]
     assert len(busy) >= BUSY_RUNS * 5
     for index, at in enumerate(busy):
-        assert at - busy[0] >= (index - PACE.burst + 1) * every - JITTER_S, index
-    quiet_done = post_times(world, quiet)[-1]
-    assert quiet_done < busy[len(busy) // 2], "the quiet channel waited for the busy one"
+        assert at - busy[0] >= (index - PACE.burst + 1) * PACE.every, index
+    assert quiet_posts[-1] < busy[len(busy) // 2], "the quiet channel waited for the busy one"
     rows = outbox_rows(bot)
     for run_id in [*busy_runs, quiet_run]:
-        posted = sorted(
+        posted_rows = sorted(
             (r for r in rows if r["run_id"] == run_id and r["ts"]), key=lambda r: float(r["ts"])
         )
-        assert [r["id"] for r in posted] == sorted(r["id"] for r in posted), "run order kept"
+        assert [r["id"] for r in posted_rows] == sorted(r["id"] for r in posted_rows), (
+            "run order kept"
+        )

@@ -103,8 +103,19 @@ def test_an_outage_is_logged_once_and_its_end_once(
             collector.failure,
         ),
         (logging.INFO, "trace stream recovered", "2 spans dropped"),
+        (logging.INFO, "trace stream closed", "close"),
     ]
     assert len(collector.batches) == 1
+
+
+def test_closing_logs_how_long_sending_what_was_left_took(caplog: pytest.LogCaptureFixture) -> None:
+    """``close()`` logs once, with the seconds it waited for the collector as a field."""
+    with caplog.at_level(logging.INFO, logger="bot.tracing.stream"):
+        _run(Collector())
+    (closed,) = [r for r in caplog.records if r.getMessage() == "trace stream closed"]
+    seconds = getattr(closed, "seconds", None)
+    assert isinstance(seconds, float)
+    assert seconds >= 0
 
 
 def test_an_endpoint_is_logged_without_its_credentials() -> None:
