@@ -30,7 +30,7 @@ _STORE_METHODS = (
     "SqlApprovalStore.create_approval",
     "SqlApprovalStore.get_approval",
     "SqlApprovalStore.consume_approval",
-    "SqlApprovalStore.save_approval",
+    "SqlApprovalStore.decide_approval",
     "SqlOutbox.claim_due",
     "SqlOutbox.begin_send",
     "SqlOutbox.delivered",
@@ -54,8 +54,9 @@ CATALOG: dict[str, tuple[str, ...]] = {
     JOURNAL_COMMIT: tuple(f"store:SqlStore.append_step:{side}" for side in _SIDES),
     TOOL: tuple(f"tool:{t}:{side}" for t in _TOOLS for side in _SIDES),
     DELIVERY: tuple(f"slack:{n}:{side}" for n in _NOTICES for side in _SIDES),
-    # decisions are saved in batches (store.group_commit): the commit is save_approvals'
-    DECISION_COMMIT: ("commit:SqlApprovalStore.save_approvals",),
+    # decisions are judged and saved in batches (store.group_commit): the commit is
+    # decide_approvals'
+    DECISION_COMMIT: ("commit:SqlApprovalStore.decide_approvals",),
     OTHER_COMMIT: tuple(f"commit:{m}" for m in _COMMITS),
 }
 """Every point aimed at, by fault class (all are reached by a demo run with its two clicks)."""

@@ -6,7 +6,7 @@ very ``signoff ARGS...`` (``bot.cli.main``), with points installed around
 - every public method of the stores (``store:SqlStore.append_step:before`` / ``:after``);
   the journal's commit is ``store:SqlStore.append_step`` (one autocommit statement),
 - the commit of every transaction a store method opens, sent but not yet answered
-  (``commit:SqlApprovalStore.save_approvals`` is a decision's, in its batch),
+  (``commit:SqlApprovalStore.decide_approvals`` is a decision's, in its batch),
 - every tool execution (``tool:issue_refund:before`` / ``:after``: the money moved, the
   journal does not know yet),
 - every outbox delivery (``slack:card:before`` / ``:after``: Slack has the message, the

@@ -379,6 +379,6 @@ def test_eval_and_fork_under_another_agent(recorded: Recorded, cli_here: InProce
 def test_agents_may_share_a_tool_name_only_for_the_same_tool(recorded: Recorded) -> None:
     """An agent redefining a shared tool without its approval policy is refused at start."""
     env = recorded.env | {"SIGNOFF_AGENT": f"{MODELS}:unguarded_agent"}
-    done = run_cli(env, "runs")
+    done = run_cli(env, "approvals")
     assert done.returncode == 2
     assert "two agents define different tools named 'issue_refund'" in done.stderr
