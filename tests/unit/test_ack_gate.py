@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -63,9 +64,11 @@ def test_work_after_a_lone_request_goes_as_soon_as_it_is_answered() -> None:
     assert ran.wait(TIMEOUT_S)
 
 
-def test_work_after_a_burst_waits_for_the_quiet_after_its_last_request() -> None:
-    """Once the last request of a burst ends, the work still waits ``quiet`` for more."""
-    gate = AckGate(quiet=0.2, longest_wait=PATIENT)
+@contextmanager
+def work_held_in_a_burst(gate: AckGate) -> Iterator[list[float]]:
+    """A burst of two requests with work submitted during the first and waiting at the gate;
+    the body runs as the burst's last request ends. Yields when the work started (empty
+    until it runs)."""
     after = AfterAck(1, gate)
     started: list[float] = []
     with gate.answering():
@@ -73,6 +76,13 @@ def test_work_after_a_burst_waits_for_the_quiet_after_its_last_request() -> None
         until(lambda: gate.waiting == 1, "the work to wait at the gate")
         with gate.answering():
             pass
+        yield started
+
+
+def test_work_after_a_burst_waits_for_the_quiet_after_its_last_request() -> None:
+    """Once the last request of a burst ends, the work still waits ``quiet`` for more."""
+    gate = AckGate(quiet=0.2, longest_wait=PATIENT)
+    with work_held_in_a_burst(gate) as started:
         ending = time.monotonic()
     until(lambda: bool(started), "the work to run")
     assert started[0] - ending >= 0.2
@@ -82,13 +92,8 @@ def test_a_request_arriving_in_the_quiet_starts_the_quiet_again() -> None:
     """A request that starts before the quiet after a burst is over holds the work back
     until a whole quiet after it ends."""
     gate = AckGate(quiet=0.5, longest_wait=PATIENT)
-    after = AfterAck(1, gate)
-    started: list[float] = []
-    with gate.answering():
-        after.submit(lambda: started.append(time.monotonic()))
-        until(lambda: gate.waiting == 1, "the work to wait at the gate")
-        with gate.answering():
-            pass
+    with work_held_in_a_burst(gate) as started:
+        pass
     with gate.answering():
         assert not started
         ending = time.monotonic()
