@@ -13,7 +13,7 @@ from agent_runtime.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from agent_runtime.agent import Agent, AgentInput, AgentNotFound, Agents
-    from agent_runtime.approval_service import Approvals, DecisionResult, ToolLookup
+    from agent_runtime.approval_service import Approvals, DecisionResult
     from agent_runtime.approvals import Actor, Approval, ApprovalId, ApprovalStatus, Decision
     from agent_runtime.budget import Budget, Price, PriceTable
     from agent_runtime.clock import Clock, SystemClock
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from agent_runtime.retry import NO_RETRY, RetryPolicy
     from agent_runtime.runtime import Runtime
     from agent_runtime.store import ApprovalStore, Store
+    from agent_runtime.tool_lookup import ToolLookup
     from agent_runtime.tools import Tool, Tools, UnknownOutcome, tool
     from agent_runtime.worker import Worker, WorkerOptions
     from agent_runtime.workflows import Workflows
@@ -71,7 +72,7 @@ _MODULE_OF = {
     "Agents": "agent",
     "Approvals": "approval_service",
     "DecisionResult": "approval_service",
-    "ToolLookup": "approval_service",
+    "ToolLookup": "tool_lookup",
     "Actor": "approvals",
     "Approval": "approvals",
     "ApprovalId": "approvals",

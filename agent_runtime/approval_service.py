@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,6 +37,7 @@ from agent_runtime.rules import RuleContext, Rules
 from agent_runtime.serialization import canonical_json
 from agent_runtime.step_names import wake_key
 from agent_runtime.store import ApprovalStore, Granting, Save
+from agent_runtime.tool_lookup import ToolLookup
 from agent_runtime.tools import Tool
 
 logger = logging.getLogger(__name__)
@@ -44,12 +45,6 @@ logger = logging.getLogger(__name__)
 CAS_ATTEMPTS = 8
 SWEEP_BATCH = 100
 """How many due approvals the sweep reads at a time."""
-
-
-def fingerprint(tool: Tool, groups: Mapping[str, tuple[str, ...]]) -> str:
-    """Return a digest of what an approval is asked under: the tool's schema and its policy."""
-    policy = None if tool.approval is None else tool.approval.snapshot(groups).to_json()
-    return args_hash({"tool": tool.name, "parameters": tool.parameters, "policy": policy})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,43 +70,6 @@ class SweepResult:
     def count(self) -> int:
         """How many approvals the sweep changed."""
         return len(self.expired) + len(self.escalated) + len(self.reminded)
-
-
-class ToolLookup:
-    """The current tools by name, each with the approver groups of the agent that has it."""
-
-    def __init__(self) -> None:
-        self._tools: dict[str, tuple[Tool, Mapping[str, tuple[str, ...]]]] = {}
-        self._fingerprints: dict[str, tuple[Tool, str]] = {}
-
-    def add(self, tool: Tool, groups: Mapping[str, tuple[str, ...]] | None = None) -> None:
-        """Make ``tool`` known, its policy's groups resolved with ``groups``."""
-        self._tools[tool.name] = (tool, dict(groups or {}))
-        self._fingerprints.pop(tool.name, None)
-
-    def get(self, name: str) -> Tool | None:
-        """Return the tool called ``name``, if known."""
-        found = self._tools.get(name)
-        return None if found is None else found[0]
-
-    def groups(self, name: str) -> Mapping[str, tuple[str, ...]]:
-        """Return the approver groups the tool called ``name`` was added with."""
-        found = self._tools.get(name)
-        return {} if found is None else found[1]
-
-    def fingerprint(self, tool: Tool, groups: Mapping[str, tuple[str, ...]] | None = None) -> str:
-        """Return the tool's fingerprint under ``groups`` (default: the ones it was added with,
-        computed once for the tool added: every decision checks it)."""
-        if groups is not None:
-            return fingerprint(tool, groups)
-        known = self._fingerprints.get(tool.name)
-        if known is not None and known[0] is tool:
-            return known[1]
-        added = self._tools.get(tool.name)
-        digest = fingerprint(tool, {} if added is None else added[1])
-        if added is not None and added[0] is tool:
-            self._fingerprints[tool.name] = (tool, digest)
-        return digest
 
 
 class Approvals:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from agent_runtime.agent import Agent, AgentInput, Agents
 from agent_runtime.agent_loop import ModelResolver, agent_workflow
-from agent_runtime.approval_service import Approvals, ToolLookup
+from agent_runtime.approval_service import Approvals
 from agent_runtime.budget_ask import budget_tool
 from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.exceptions import InvalidConfiguration
@@ -17,6 +17,7 @@ from agent_runtime.observers import StepObserver
 from agent_runtime.rules import Rules
 from agent_runtime.runtime import Runtime
 from agent_runtime.store import ApprovalStore, Store
+from agent_runtime.tool_lookup import ToolLookup
 from agent_runtime.workflows import Workflows
 
 

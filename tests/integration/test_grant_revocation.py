@@ -11,11 +11,11 @@ from itertools import count
 import pytest
 
 from agent_runtime import ApprovalPolicy, Approvals, SystemClock, new_run_id, tool
-from agent_runtime.approval_service import ToolLookup
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus
 from agent_runtime.audit_report import examine
 from agent_runtime.grant_service import Grants
 from agent_runtime.grants import Grant, GrantScope
+from agent_runtime.tool_lookup import ToolLookup
 from store import SqlStore, open_store
 from store.approval_store import SqlApprovalStore
 

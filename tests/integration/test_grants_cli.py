@@ -6,10 +6,10 @@ import json
 from datetime import UTC, datetime
 
 from agent_runtime import ApprovalPolicy, Approvals, SystemClock, new_run_id, tool
-from agent_runtime.approval_service import ToolLookup
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus
 from agent_runtime.grant_service import Grants
 from agent_runtime.grants import GrantScope
+from agent_runtime.tool_lookup import ToolLookup
 from store import SqlStore
 from store.approval_store import SqlApprovalStore
 from tests.integration import cli_ok, run_cli, signoff_env

@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 import pytest
 
 from agent_runtime import ApprovalPolicy, Approvals, SystemClock, new_run_id, tool
-from agent_runtime.approval_service import ToolLookup
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus
 from agent_runtime.audit_report import examine
 from agent_runtime.rules import Rules
+from agent_runtime.tool_lookup import ToolLookup
 from store import SqlStore, open_store
 from store.approval_store import SqlApprovalStore
 

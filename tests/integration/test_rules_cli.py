@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_runtime import ApprovalPolicy, Approvals, SystemClock, new_run_id, tool
-from agent_runtime.approval_service import ToolLookup
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus, Decision
 from agent_runtime.rules import Rules
+from agent_runtime.tool_lookup import ToolLookup
 from store import SqlStore
 from store.approval_store import SqlApprovalStore
 from tests.integration import cli_ok, signoff_env

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from agent_runtime import ApprovalPolicy, Approvals, Decision, new_run_id, tool
-from agent_runtime.approval_service import ToolLookup
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus
 from agent_runtime.clock import FrozenClock
 from agent_runtime.store import Judge, Save
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
+from agent_runtime.tool_lookup import ToolLookup
 
 DANA, ERIN, EVE = Actor(user_id="U_DANA"), Actor(user_id="U_ERIN"), Actor(user_id="U_EVE")
 REQ = Actor(user_id="U_REQ")

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from agent_runtime import ApprovalPolicy, Approvals, new_run_id, tool
-from agent_runtime.approval_service import ToolLookup
 from agent_runtime.approvals import Actor, Approval, ApprovalStatus
 from agent_runtime.audit_report import examine
 from agent_runtime.clock import FrozenClock
@@ -19,6 +18,7 @@ from agent_runtime.grants import Grant, GrantScope, describe, similar
 from agent_runtime.policy import PolicySnapshot
 from agent_runtime.rules import Rules
 from agent_runtime.testing import InMemoryApprovalStore, InMemoryStore
+from agent_runtime.tool_lookup import ToolLookup
 
 DANA, ERIN, REQ = Actor(user_id="U_DANA"), Actor(user_id="U_ERIN"), Actor(user_id="U_REQ")
 POLICY = ApprovalPolicy(approvers=("U_DANA", "U_ERIN"))

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from agent_runtime import ApprovalPolicy, OnExpiry, tool
-from agent_runtime.approval_service import fingerprint
 from agent_runtime.policy import PolicySnapshot
 from agent_runtime.serialization import canonical_json
+from agent_runtime.tool_lookup import fingerprint
 
 POLICY = ApprovalPolicy(
     approvers=("U_B", "U_A"),
