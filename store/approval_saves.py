@@ -70,7 +70,18 @@ def decide_many(
     it left it. Returns each one's outcome: what its judge saw and saved, or the error that
     is its alone (no such approval, its judge's exception)."""
     ids = sorted({decision.approval_id for decision in decisions})
-    latest = {row.id: approval_of(row) for row in conn.execute(LOCK_AND_READ, {"ids": ids})}
+    locked = [approval_of(row) for row in conn.execute(LOCK_AND_READ, {"ids": ids})]
+    outcomes, winners = judge_in_order(locked, decisions)
+    _write(conn, keys, winners)
+    return outcomes
+
+
+def judge_in_order(
+    locked: Sequence[Approval], decisions: Sequence[Deciding]
+) -> tuple[list[Decided | BaseException], list[Save]]:
+    """Judge each of ``decisions`` in order on the approvals ``locked`` as stored, each on
+    what the decisions before it left; return every outcome and the saves to write."""
+    latest: dict[str, Approval] = {approval.id: approval for approval in locked}
     outcomes: list[Decided | BaseException] = []
     winners = []
     for decision in decisions:
@@ -89,8 +100,7 @@ def decide_many(
             latest[current.id] = replace(save.approval, version=save.approval.version + 1)
             winners.append(save)
         outcomes.append((current, save))
-    _write(conn, keys, winners)
-    return outcomes
+    return outcomes, winners
 
 
 def save_many(conn: Connection, keys: AuditKeys | None, saves: Sequence[Save]) -> list[bool]:

@@ -42,6 +42,7 @@ from store.approval_rows import approval_of, changes, row_of
 from store.approval_saves import Decided, Deciding, decide_many, save_many
 from store.audit_chains import Chains, newest_entries, read_log
 from store.connections import reading, writing
+from store.decision_pipeline import DecisionStatements, decide_pipelined
 from store.driver import DriverConnections, Prepared
 from store.engine import reader
 from store.errors import is_conflict, translated
@@ -102,6 +103,7 @@ class SqlApprovalStore:
         self._decisions = GroupCommit(self.decide_approvals, most=BATCH_MOST, gather=GATHER_S)
         self._driver = DriverConnections(engine, most=READ_CONNECTIONS)
         self._by_id = Prepared(APPROVAL_BY_ID, engine.dialect, approvals.c)
+        self._decision_sql = DecisionStatements(engine.dialect) if postgres else None
 
     def _tx(self) -> AbstractContextManager[Connection]:
         return writing(self.engine)
@@ -266,6 +268,8 @@ class SqlApprovalStore:
         carried out alone, and the error is that decision's outcome only.
         """
         try:
+            if self._decision_sql is not None:
+                return decide_pipelined(self.engine, self._decision_sql, self._keys, decisions)
             with self._tx() as conn:
                 return decide_many(conn, self._keys, decisions)
         except StoreUnavailable as error:

@@ -67,7 +67,7 @@ class Chains:
         self.lock(draft.run_id)
         seq, prev_hash = self._heads[shard_of(draft.run_id)]
         entry = chain(draft, seq + 1, prev_hash, self._keys)
-        values = _values(entry)
+        values = entry_values(entry)
         if self._postgres:
             self._conn.execute(APPEND, values)  # one round trip under the lock
         else:
@@ -81,17 +81,11 @@ class Chains:
         locked in one statement, the entries inserted in one, and each chain's head moved
         once."""
         self.lock(*(draft.run_id for draft in drafts))
-        entries = []
-        for draft in drafts:
-            seq, prev_hash = self._heads[shard_of(draft.run_id)]
-            entry = chain(draft, seq + 1, prev_hash, self._keys)
-            self._heads[entry.shard] = (entry.seq, entry.hash)
-            entries.append(entry)
+        entries = chained(drafts, self._heads, self._keys)
         if not entries:
             return entries
-        self._conn.execute(ADD_ENTRY, [_values(entry) for entry in entries])
-        last = {entry.shard: entry for entry in entries}
-        self._conn.execute(MOVE_HEAD, [_values(entry) for entry in last.values()])
+        self._conn.execute(ADD_ENTRY, [entry_values(entry) for entry in entries])
+        self._conn.execute(MOVE_HEAD, [entry_values(entry) for entry in last_of_each(entries)])
         return entries
 
     def serialise_rulings(self) -> None:
@@ -103,8 +97,33 @@ class Chains:
         return query.with_for_update() if self._postgres else query
 
 
-def _values(entry: AuditEntry) -> dict[str, Any]:
-    return {f"e_{name}": getattr(entry, name) for name in ENTRY_FIELDS}
+def chained(
+    drafts: Sequence[AuditDraft], heads: dict[int, tuple[int, str]], keys: AuditKeys | None
+) -> list[AuditEntry]:
+    """``drafts`` as entries, in their order, each after its shard's head in ``heads`` (which
+    must hold every shard they need, and is moved to the last entry of each)."""
+    entries = []
+    for draft in drafts:
+        seq, prev_hash = heads[shard_of(draft.run_id)]
+        entry = chain(draft, seq + 1, prev_hash, keys)
+        heads[entry.shard] = (entry.seq, entry.hash)
+        entries.append(entry)
+    return entries
+
+
+def last_of_each(entries: Sequence[AuditEntry]) -> list[AuditEntry]:
+    """The last of ``entries`` in each shard: the heads they leave."""
+    return list({entry.shard: entry for entry in entries}.values())
+
+
+def entry_row(entry: AuditEntry) -> dict[str, Any]:
+    """The row of the log that holds ``entry``."""
+    return {name: getattr(entry, name) for name in ENTRY_FIELDS}
+
+
+def entry_values(entry: AuditEntry) -> dict[str, Any]:
+    """The bind values of ``ADD_ENTRY`` and ``MOVE_HEAD`` for ``entry``."""
+    return {f"e_{name}": value for name, value in entry_row(entry).items()}
 
 
 def read_log(conn: Connection) -> tuple[list[AuditEntry], dict[int, tuple[int, str]]]:

@@ -42,7 +42,7 @@ class Prepared:
         self.sql = compiled.string
         bind_names: Mapping[Any, str] = getattr(compiled, "bind_names", {})
         self._fixed = {n: b.effective_value for b, n in bind_names.items() if not b.required}
-        encoders = {name: _encoder(bind.type, dialect) for bind, name in bind_names.items()}
+        encoders = {name: encoder_of(bind.type, dialect) for bind, name in bind_names.items()}
         order: Sequence[str] | None = getattr(compiled, "positiontup", None)
         self._positional = order is not None
         self._encoders = [(name, encoders[name]) for name in (order or encoders)]
@@ -65,7 +65,7 @@ class Prepared:
         return [self._row(*(d(v) for d, v in zip(decoders, row, strict=True))) for row in fetched]
 
 
-def _encoder(kind: TypeEngine[Any], dialect: Dialect) -> Encoder:
+def encoder_of(kind: TypeEngine[Any], dialect: Dialect) -> Encoder:
     encode = kind.dialect_impl(dialect).bind_processor(dialect)
     return encode if encode is not None else _unchanged
 
@@ -174,14 +174,7 @@ class DriverConnections:
         try:
             pooled = self._engine.raw_connection()
         except dialect.loaded_dbapi.Error as exc:  # wrapped as an engine's connect wraps it
-            raise sa_exc.DBAPIError.instance(
-                None,
-                None,
-                exc,
-                dialect.loaded_dbapi.Error,
-                connection_invalidated=dialect.is_disconnect(exc, None, None),
-                dialect=dialect,
-            ) from exc
+            raise as_sqlalchemy_error(dialect, exc, None, None, None) from exc
         pooled.detach()
         connection: Any = pooled.dbapi_connection
         if self._engine.dialect.name == "postgresql":  # SQLite's always are (store.engine)
@@ -192,20 +185,28 @@ class DriverConnections:
         self, exc: BaseException, channel: _Channel, sql: str, params: Any
     ) -> BaseException:
         """Wrap a driver error as SQLAlchemy does; any other exception is returned as is."""
-        dialect = self._engine.dialect
-        if not isinstance(exc, dialect.loaded_dbapi.Error):
-            return exc
-        broken = dialect.is_disconnect(exc, channel.connection, channel.cursor)
-        if broken:  # the server went away: the idle connections are no better, nor the pool's
+        error = as_sqlalchemy_error(self._engine.dialect, exc, channel.connection, sql, params)
+        if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
+            # the server went away: the idle connections are no better, nor the pool's
             self._engine.dispose()  # as SQLAlchemy does; closes the idle ones here too
-        return sa_exc.DBAPIError.instance(
-            sql,
-            params,
-            exc,
-            dialect.loaded_dbapi.Error,
-            connection_invalidated=broken,
-            dialect=dialect,
-        )
+        return error
+
+
+def as_sqlalchemy_error(
+    dialect: Dialect, exc: BaseException, connection: Any, sql: str | None, params: Any
+) -> BaseException:
+    """A driver error from ``connection`` wrapped as SQLAlchemy wraps it (marked
+    ``connection_invalidated`` if the connection is broken); any other exception as is."""
+    if not isinstance(exc, dialect.loaded_dbapi.Error):
+        return exc
+    return sa_exc.DBAPIError.instance(
+        sql,
+        params,
+        exc,
+        dialect.loaded_dbapi.Error,
+        connection_invalidated=dialect.is_disconnect(exc, connection, None),
+        dialect=dialect,
+    )
 
 
 def _close_all(idle: list[_Channel]) -> None:

@@ -42,6 +42,11 @@ def person_of(notice: Notice) -> Person:
     return notice.enterprise_id or notice.team_id, str(notice.data["user"]["user_id"])
 
 
+def refreshes_by_person(notices: Sequence[Notice]) -> dict[Person, Notice]:
+    """The refresh notice of each person among ``notices`` (their last one)."""
+    return {person_of(n): n for n in notices}
+
+
 class SqlHomeTabs:
     """The people who opened their Home tab, over one SQLAlchemy engine."""
 
@@ -112,7 +117,7 @@ def queue_refreshes(conn: Connection, notices: Sequence[Notice], now: datetime) 
 
     One read finds which of them opened their tab (usually none, and then it is the only
     statement)."""
-    chosen = {person_of(n): n for n in notices}
+    chosen = refreshes_by_person(notices)
     if not chosen:
         return
     opened = conn.execute(OPENED_AMONG, {"people": list(chosen)}).all()
@@ -162,4 +167,11 @@ def _is(person: Person) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
     return slack_home_tabs.c.workspace == person[0], slack_home_tabs.c.user_id == person[1]
 
 
-__all__ = ["HOME_REFRESH", "REFRESH_SPACING", "SqlHomeTabs", "person_of", "queue_refreshes"]
+__all__ = [
+    "HOME_REFRESH",
+    "REFRESH_SPACING",
+    "SqlHomeTabs",
+    "person_of",
+    "queue_refreshes",
+    "refreshes_by_person",
+]

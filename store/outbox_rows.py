@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -23,23 +24,41 @@ def insert_notices(
     """Insert ``notices``, due at ``due`` (else at once), skipping keys already queued."""
     if not notices:
         return
-    rows = [
-        {
-            "key": n.key,
-            "run_id": n.run_id,
-            "kind": n.kind,
-            "data": n.data,
-            "created_at": now,
-            "status": PENDING,
-            "attempts": 0,
-            "next_at": due or now,
-            "fence": 0,
-            "team_id": n.team_id,
-            "enterprise_id": n.enterprise_id,
-        }
-        for n in notices
-    ]
+    rows = [queued_row(n, now, due) for n in notices]
     conn.execute(QUEUE[conn.dialect.name], rows)
 
 
-__all__ = ["DEAD", "PENDING", "SENT", "insert_notices"]
+QUEUED = (
+    "key",
+    "run_id",
+    "kind",
+    "data",
+    "created_at",
+    "status",
+    "attempts",
+    "next_at",
+    "fence",
+    "team_id",
+    "enterprise_id",
+)
+"""The columns ``queued_row`` gives a value."""
+
+
+def queued_row(notice: Notice, now: datetime, due: datetime | None = None) -> dict[str, Any]:
+    """The outbox row of ``notice`` queued at ``now``, due at ``due`` (else at once)."""
+    return {
+        "key": notice.key,
+        "run_id": notice.run_id,
+        "kind": notice.kind,
+        "data": notice.data,
+        "created_at": now,
+        "status": PENDING,
+        "attempts": 0,
+        "next_at": due or now,
+        "fence": 0,
+        "team_id": notice.team_id,
+        "enterprise_id": notice.enterprise_id,
+    }
+
+
+__all__ = ["DEAD", "PENDING", "QUEUED", "SENT", "insert_notices", "queued_row"]

@@ -21,7 +21,7 @@ from agent_runtime.approvals import (
     approval_id,
     args_hash,
 )
-from agent_runtime.audit import AuditDraft
+from agent_runtime.audit import AUDIT_SHARDS, AuditDraft, verify
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.policy import PolicySnapshot
 from agent_runtime.store import ApprovalStore
@@ -94,3 +94,21 @@ def approved(approval: Approval) -> Approval:
         decided_args=approval.args,
         decided_args_hash=approval.args_hash,
     )
+
+
+def pending(runs: SqlStore, approvals: SqlApprovalStore, count: int) -> list[Approval]:
+    """``count`` waiting runs, each with a pending approval."""
+    found = []
+    for _ in range(count):
+        approval = an_approval(waiting_run(runs))
+        approvals.create_approval(approval, draft(approval, "requested"))
+        found.append(approval)
+    return found
+
+
+def chains_sound(approvals: SqlApprovalStore) -> None:
+    """Every shard's chain verifies against its head."""
+    entries, heads = approvals.audit_log()
+    for shard in range(AUDIT_SHARDS):
+        mine = [e for e in entries if e.shard == shard]
+        assert verify(mine, heads.get(shard), shard) == []

@@ -12,7 +12,6 @@ from sqlalchemy import Connection, select
 
 from agent_runtime import RunId, RunStatus
 from agent_runtime.approvals import Approval, ApprovalStatus
-from agent_runtime.audit import AUDIT_SHARDS, verify
 from agent_runtime.audit_keys import AuditKeys
 from agent_runtime.exceptions import ApprovalNotFound
 from agent_runtime.notices import Notice
@@ -22,7 +21,16 @@ from store import SqlStore
 from store.approval_saves import ChangedUnderLock, Deciding, decide_many, save_many
 from store.approval_store import SqlApprovalStore
 from store.models import outbox
-from tests.contract.approvals import KEYS, T0, an_approval, approved, draft, waiting_run
+from tests.contract.approvals import (
+    KEYS,
+    T0,
+    an_approval,
+    approved,
+    chains_sound,
+    draft,
+    pending,
+    waiting_run,
+)
 from tests.integration import wait_until
 
 WAIT_S = 60
@@ -37,29 +45,11 @@ def sql(request: pytest.FixtureRequest) -> SqlStore:
     return store
 
 
-def pending(runs: SqlStore, approvals: SqlApprovalStore, count: int) -> list[Approval]:
-    """``count`` waiting runs, each with a pending approval."""
-    found = []
-    for _ in range(count):
-        approval = an_approval(waiting_run(runs))
-        approvals.create_approval(approval, draft(approval, "requested"))
-        found.append(approval)
-    return found
-
-
 def decision(approval: Approval, *, notices: Sequence[Notice] = ()) -> Save:
     """The save of ``approval`` approved, waking its run, with ``notices``."""
     wake = Event(key="approval:x", data={"status": "approved"}, delivered_at=T0)
     decided = approved(approval)
     return Save(decided, draft(decided, "approve"), T0, wake, tuple(notices))
-
-
-def chains_sound(approvals: SqlApprovalStore) -> None:
-    """Every shard's chain verifies against its head."""
-    entries, heads = approvals.audit_log()
-    for shard in range(AUDIT_SHARDS):
-        mine = [e for e in entries if e.shard == shard]
-        assert verify(mine, heads.get(shard), shard) == []
 
 
 def test_a_batch_saves_each_wakes_each_run_and_chains_each_entry(sql: SqlStore) -> None:

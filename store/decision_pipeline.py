@@ -1,0 +1,262 @@
+"""A batch of decisions on PostgreSQL in four round trips, whatever its size.
+
+``store.approval_saves.decide_many`` sends a batch's statements one at a time: a dozen round
+trips, each waited for while the batch's rows are locked, and SQLAlchemy's execution
+machinery around each. Here the same statements, compiled once (``store.driver.Prepared``),
+go through the transaction's driver connection in pipeline mode: statements whose results
+nothing waits for are sent together with the next ones that are waited for, so a batch
+waits for the server four times:
+
+1. the approvals, locked and read (with the transaction's BEGIN);
+2. the approvals written, their notices queued (a Home tab refresh only for a person who
+   opened their tab, as ``store.home_tabs.queue_refreshes`` does), the runs to wake
+   locked and read;
+3. the events stored and their runs woken, the audit chains' heads locked and read;
+4. the audit entries appended, the heads moved, and the COMMIT.
+
+Each write is one statement for the whole batch, its rows sent as one JSON document
+(``store.pg_rows``). The locks are taken in ``decide_many``'s order (approvals, Home tabs
+and the refreshes waiting, runs, and the chains' heads last, so that they are held for the
+append and the commit only), and every decision has the same outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import ARRAY, Connection, Dialect, Engine, Integer, any_, bindparam, select
+
+from agent_runtime.audit import shard_of
+from agent_runtime.audit_keys import AuditKeys
+from agent_runtime.exceptions import InvalidConfiguration, RunNotFound
+from agent_runtime.notices import Notice
+from agent_runtime.records import RunStatus
+from agent_runtime.store import Save
+from store.approval_rows import CHANGING, approval_of, changes
+from store.approval_saves import Decided, Deciding, judge_in_order
+from store.audit_chains import ENTRY_FIELDS, chained, entry_row, last_of_each
+from store.driver import Prepared, as_sqlalchemy_error
+from store.errors import translated
+from store.home_tabs import (
+    HOME_REFRESH,
+    REFRESH_SPACING,
+    Person,
+    refreshes_by_person,
+)
+from store.models import approvals, audit_head, audit_log, events, outbox, runs, slack_home_tabs
+from store.notify import CHANNEL
+from store.outbox_rows import QUEUED, queued_row
+from store.pg_rows import JsonRows, insert_rows, recordset, update_rows
+
+WRITTEN = (*CHANGING, "version")
+"""The columns a decision writes."""
+DELIVERED = ("run_id", "key", "data", "delivered_at")
+"""The columns of a delivered event."""
+
+
+class DecisionStatements:
+    """The statements of a batch, compiled once for a PostgreSQL dialect; those that write
+    take every row of the batch in one statement (``store.pg_arrays``)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.lock_approvals = Prepared(
+            select(approvals)
+            .where(approvals.c.id == any_(bindparam("ids", type_=ARRAY(approvals.c.id.type))))
+            .order_by(approvals.c.id)
+            .with_for_update(),
+            dialect,
+            approvals.c,
+        )
+        self.save = update_rows(approvals, "id", WRITTEN, dialect)
+        self.queue = insert_rows(outbox, QUEUED, dialect, "ON CONFLICT (key) DO NOTHING")
+        wanted = [
+            slack_home_tabs.c.workspace,
+            slack_home_tabs.c.user_id,
+            *(outbox.c[name] for name in ("key", "run_id", "kind", "data", "team_id")),
+            outbox.c.enterprise_id,
+        ]
+        self.refresh = JsonRows(  # store.home_tabs.queue_refreshes, for every person at once
+            f"WITH wanted AS (SELECT * FROM {recordset(wanted, dialect)}), "
+            "tab AS (SELECT t.workspace, t.user_id, t.refreshes, w.key FROM slack_home_tabs t"
+            " JOIN wanted w USING (workspace, user_id)"
+            " ORDER BY t.workspace, t.user_id FOR UPDATE OF t), "
+            # the person's refresh still waiting to be sent shows this change: kept so
+            "held AS (UPDATE outbox o SET next_at = o.next_at FROM tab"
+            " WHERE o.key = tab.key || ':' || tab.refreshes AND o.status = 'pending'"
+            " AND o.sending_at IS NULL RETURNING tab.workspace, tab.user_id), "
+            "numbered AS (UPDATE slack_home_tabs t SET refreshes = t.refreshes + 1,"
+            " refresh_due_at = CASE WHEN t.refresh_due_at IS NULL THEN %(now)s"
+            " ELSE GREATEST(%(now)s, t.refresh_due_at + %(spacing)s) END"
+            " FROM tab WHERE t.workspace = tab.workspace AND t.user_id = tab.user_id"
+            " AND NOT EXISTS (SELECT FROM held h"
+            " WHERE h.workspace = t.workspace AND h.user_id = t.user_id)"
+            " RETURNING t.workspace, t.user_id, t.refreshes, t.refresh_due_at) "
+            "INSERT INTO outbox (key, run_id, kind, data, created_at, status, attempts,"
+            " next_at, fence, team_id, enterprise_id)"
+            " SELECT w.key || ':' || n.refreshes, w.run_id, w.kind, w.data, %(now)s,"
+            " 'pending', 0, n.refresh_due_at, 0, w.team_id, w.enterprise_id"
+            " FROM numbered n JOIN wanted w USING (workspace, user_id)"
+            " ON CONFLICT (key) DO NOTHING",
+            wanted,
+        )
+        self.lock_runs = Prepared(
+            select(runs.c.id, runs.c.status)
+            .where(runs.c.id == any_(bindparam("ids", type_=ARRAY(runs.c.id.type))))
+            .order_by(runs.c.id)
+            .with_for_update(),
+            dialect,
+            (runs.c.id, runs.c.status),
+        )
+        stored = insert_rows(
+            events, DELIVERED, dialect, "ON CONFLICT DO NOTHING RETURNING run_id, key"
+        )
+        self.deliver = JsonRows(  # the events stored, and the runs waiting for them woken
+            f"WITH stored AS ({stored.sql}) "
+            f"UPDATE runs SET status = '{RunStatus.PENDING.value}', due_at = %(now)s, "
+            "wait_key = NULL, updated_at = %(now)s FROM stored "
+            f"WHERE runs.id = stored.run_id AND runs.status = '{RunStatus.WAITING.value}' "
+            f"AND runs.wait_key = stored.key RETURNING pg_notify('{CHANNEL}', '')",
+            [events.c[name] for name in DELIVERED],
+        )
+        self.lock_heads = Prepared(
+            select(audit_head.c.shard, audit_head.c.seq, audit_head.c.hash)
+            .where(audit_head.c.shard == any_(bindparam("shards", type_=ARRAY(Integer))))
+            .order_by(audit_head.c.shard)
+            .with_for_update(),
+            dialect,
+            (audit_head.c.shard, audit_head.c.seq, audit_head.c.hash),
+        )
+        self.add_entries = insert_rows(audit_log, ENTRY_FIELDS, dialect)
+        self.move_heads = update_rows(audit_head, "shard", ("seq", "hash"), dialect)
+
+
+def decide_pipelined(
+    engine: Engine,
+    sql: DecisionStatements,
+    keys: AuditKeys | None,
+    decisions: Sequence[Deciding],
+) -> list[Decided | BaseException]:
+    """``store.approval_saves.decide_many`` on PostgreSQL, in a transaction of its own
+    whose COMMIT goes with the last writes."""
+    with translated(), engine.connect() as conn, _wrapped(conn):
+        driver: Any = conn.connection.driver_connection
+        transaction = conn.begin()
+        try:
+            with driver.pipeline() as pipeline:
+                ids = sorted({decision.approval_id for decision in decisions})
+                locking = _send(driver, sql.lock_approvals, {"ids": ids})
+                pipeline.sync()
+                rows = sql.lock_approvals.rows(locking.fetchall())
+                outcomes, winners = judge_in_order([approval_of(row) for row in rows], decisions)
+                if winners:
+                    _write(driver, pipeline, sql, keys, winners)
+                transaction.commit()  # the COMMIT goes with the last writes
+        except BaseException:
+            transaction.rollback()  # out of the pipeline, which has kept the first error
+            raise
+    return outcomes
+
+
+def _write(
+    driver: Any,
+    pipeline: Any,
+    sql: DecisionStatements,
+    keys: AuditKeys | None,
+    winners: Sequence[Save],
+) -> None:
+    now = max(save.audit.at for save in winners)
+    notices = [notice for save in winners for notice in save.notices]
+    refreshes = refreshes_by_person([n for n in notices if n.kind == HOME_REFRESH])
+    wakes = [(save.approval.run_id, save.wake) for save in winners if save.wake is not None]
+    # trip 2: the writes nothing waits for, with the reads the next trip needs
+    last = {save.approval.id: save for save in winners}  # an approval decided twice: the last
+    _send_rows(driver, sql.save, [_saved(save) for save in last.values()])
+    queued = [queued_row(n, now) for n in notices if n.kind != HOME_REFRESH]
+    _send_rows(driver, sql.queue, queued)
+    if refreshes:
+        _send_rows(driver, sql.refresh, _refreshing(refreshes), now=now, spacing=REFRESH_SPACING)
+    run_ids = sorted({run_id for run_id, _ in wakes})
+    statuses = _send(driver, sql.lock_runs, {"ids": run_ids}) if wakes else None
+    pipeline.sync()
+    live = _live(run_ids, sql.lock_runs.rows(statuses.fetchall()) if statuses else [])
+    # trip 3: the events and wake-ups, and the chains' heads locked (last, as everywhere)
+    delivered = [
+        {"run_id": run_id, "key": wake.key, "data": wake.data, "delivered_at": wake.delivered_at}
+        for run_id, wake in wakes
+        if run_id in live
+    ]
+    if delivered:
+        woken_at = max(row["delivered_at"] for row in delivered)
+        _send_rows(driver, sql.deliver, delivered, now=woken_at)
+    drafts = [save.audit for save in winners]
+    shards = sorted({shard_of(draft.run_id) for draft in drafts})
+    locking = _send(driver, sql.lock_heads, {"shards": shards})
+    pipeline.sync()
+    heads = {row.shard: (row.seq, row.hash) for row in sql.lock_heads.rows(locking.fetchall())}
+    missing = set(shards) - set(heads)
+    if missing:  # the schema does not have the shards the code expects
+        raise InvalidConfiguration(f"audit shards without a head row: {sorted(missing)}")
+    # trip 4: the entries appended, each chain's head moved once, and the commit
+    entries = chained(drafts, heads, keys)
+    _send_rows(driver, sql.add_entries, [entry_row(entry) for entry in entries])
+    _send_rows(driver, sql.move_heads, [entry_row(entry) for entry in last_of_each(entries)])
+
+
+def _live(run_ids: Sequence[str], rows: Sequence[Any]) -> set[str]:
+    """The runs of ``rows`` (all of ``run_ids``, else ``RunNotFound``) not finished."""
+    found = {row.id: RunStatus(row.status) for row in rows}
+    for run_id in run_ids:
+        if run_id not in found:
+            raise RunNotFound(run_id)
+    return {run_id for run_id, status in found.items() if not status.finished}
+
+
+def _refreshing(refreshes: dict[Person, Notice]) -> list[dict[str, Any]]:
+    """The rows of ``DecisionStatements.refresh``, in one lock order."""
+    return [
+        {
+            "workspace": person[0],
+            "user_id": person[1],
+            "key": notice.key,
+            "run_id": notice.run_id,
+            "kind": notice.kind,
+            "data": notice.data,
+            "team_id": notice.team_id,
+            "enterprise_id": notice.enterprise_id,
+        }
+        for person, notice in sorted(refreshes.items())
+    ]
+
+
+def _saved(save: Save) -> dict[str, Any]:
+    return changes(save.approval) | {"id": save.approval.id, "version": save.approval.version + 1}
+
+
+def _send(driver: Any, statement: Prepared, values: dict[str, Any]) -> Any:
+    """Queue ``statement`` on a cursor of its own (its rows are read after a sync)."""
+    cursor = driver.cursor()
+    cursor.execute(statement.sql, statement.params(values))
+    return cursor
+
+
+def _send_rows(driver: Any, statement: JsonRows, rows: Sequence[Any], **values: Any) -> None:
+    """Queue ``statement`` with ``rows`` (if any): nothing waits for its result."""
+    if rows:
+        driver.cursor().execute(statement.sql, statement.params(rows, **values))
+
+
+@contextmanager
+def _wrapped(conn: Connection) -> Iterator[None]:
+    """Driver errors come out as SQLAlchemy's, and a broken connection is not reused."""
+    try:
+        yield
+    except Exception as exc:
+        driver = conn.connection.driver_connection
+        error = as_sqlalchemy_error(conn.dialect, exc, driver, None, None)
+        if error is exc:
+            raise
+        if getattr(error, "connection_invalidated", False):
+            conn.invalidate()
+        raise error from exc
