@@ -7,7 +7,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from agent_runtime.agent import Agent, AgentInput, Agents
-from agent_runtime.agent_loop import ModelResolver, agent_workflow
 from agent_runtime.approval_service import Approvals
 from agent_runtime.budget_ask import budget_tool
 from agent_runtime.built_once import built_once
@@ -19,9 +18,11 @@ from agent_runtime.observers import StepObserver
 from agent_runtime.rules import Rules
 from agent_runtime.store import ApprovalStore, Store
 from agent_runtime.tool_lookup import ToolLookup
-from agent_runtime.workflows import Workflows
+from agent_runtime.workflows import WorkflowFn, Workflows
 
 if TYPE_CHECKING:
+    from agent_runtime.agent_loop import ModelResolver
+    from agent_runtime.context import RunContext
     from agent_runtime.runtime import Runtime
 
 
@@ -31,7 +32,8 @@ class Deployment:
     Each agent's tools are known to approvals with that agent's approver groups, which
     are also the groups its approval policies are resolved with: one source for both.
     Everything is built at once (a configuration error is raised here) but the runtime,
-    made when first used: deciding an approval needs no runtime, nor its worker's modules.
+    made when first used, and the agent loop, imported when a run first executes: deciding
+    an approval needs neither, nor their modules.
     """
 
     def __init__(
@@ -58,7 +60,7 @@ class Deployment:
         for agent in self.agents:
             self.workflows.add(
                 agent.workflow,
-                agent_workflow(agent, self.approvals, models),
+                _agent_workflow(agent, self.approvals, models),
                 validate=AgentInput.from_json,
             )
         self._store = store
@@ -80,6 +82,18 @@ class Deployment:
             observer=self._observer,
             approvals=self.approvals,
         )
+
+
+def _agent_workflow(agent: Agent, approvals: Approvals, models: ModelResolver | None) -> WorkflowFn:
+    """The workflow that runs ``agent`` (``agent_loop.agent_workflow``'s), the agent loop
+    imported when a run first executes."""
+
+    def workflow(ctx: RunContext, data: object) -> object:
+        from agent_runtime.agent_loop import agent_workflow
+
+        return agent_workflow(agent, approvals, models)(ctx, data)
+
+    return workflow
 
 
 def resolved(agents: Agents, models: ModelResolver | None) -> Agents:
