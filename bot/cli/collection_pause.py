@@ -9,9 +9,9 @@ command (``serve``, ``worker``, ``eval``, ``import``...) gets it back, as it was
 command line is parsed and before the command runs, so it collects as it always did.
 
 A one-shot command gets it back when it returns, unless it is the process's own command line
-(the ``signoff`` script), which exits next: there, giving it back would only make Python
-traverse every object once more on the way out (another 30 ms), to free nothing the exit
-does not free.
+(the ``signoff`` script), which exits next (as it does after ``--help`` or a usage error):
+there, giving it back would only make Python traverse every object once more on the way
+out (another 30 ms), to free nothing the exit does not free.
 """
 
 from __future__ import annotations
@@ -31,13 +31,12 @@ exit: they run with automatic collection off."""
 class CollectionPause:
     """Automatic collection off from entering the block until ``end()`` or the block's end,
     whichever comes first; then as it was before (still off if it was off). With
-    ``process_exits``, the block's end gives nothing back after a one-shot command."""
+    ``process_exits`` (the process exits after the block), only ``end()`` gives it back."""
 
     def __init__(self, *, process_exits: bool = False) -> None:
         self._process_exits = process_exits
         self._was_enabled = False
         self._paused = False
-        self._one_shot = False
 
     def __enter__(self) -> CollectionPause:
         self._was_enabled = gc.isenabled()
@@ -54,10 +53,9 @@ class CollectionPause:
 
     def end_unless_one_shot(self, command: str | None) -> None:
         """Give automatic collection back unless ``command`` is one of ``ONE_SHOT``."""
-        self._one_shot = command in ONE_SHOT
-        if not self._one_shot:
+        if command not in ONE_SHOT:
             self.end()
 
     def __exit__(self, *raised: object) -> None:
-        if not (self._one_shot and self._process_exits):
+        if not self._process_exits:
             self.end()

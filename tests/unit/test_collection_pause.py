@@ -56,6 +56,13 @@ def test_the_process_own_one_shot_command_leaves_collection_off_for_its_exit() -
     assert gc.isenabled()
 
 
+def test_the_process_own_help_leaves_collection_off_for_its_exit() -> None:
+    """With `process_exits`, `--help` (a SystemExit before any command) leaves collection off."""
+    with pytest.raises(SystemExit), CollectionPause(process_exits=True):
+        raise SystemExit(0)
+    assert not gc.isenabled()
+
+
 def test_collection_already_off_stays_off() -> None:
     """A pause entered with automatic collection off never turns it on."""
     gc.disable()
@@ -66,7 +73,7 @@ def test_collection_already_off_stays_off() -> None:
 
 
 def test_an_error_in_the_block_still_gives_collection_back() -> None:
-    """A command that fails (a usage error's SystemExit, say) gives collection back."""
-    with pytest.raises(SystemExit), CollectionPause(process_exits=True):
+    """A command called in a process that goes on gives collection back even if it fails."""
+    with pytest.raises(SystemExit), CollectionPause():
         raise SystemExit(2)
     assert gc.isenabled()
