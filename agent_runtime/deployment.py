@@ -4,21 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from agent_runtime.agent import Agent, AgentInput, Agents
-from agent_runtime.agent_loop import ModelResolver, agent_workflow
 from agent_runtime.approval_service import Approvals
 from agent_runtime.budget_ask import budget_tool
+from agent_runtime.built_once import built_once
 from agent_runtime.clock import Clock, SystemClock
 from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.models.spec import ModelSpec
 from agent_runtime.notices import Notifier
 from agent_runtime.observers import StepObserver
 from agent_runtime.rules import Rules
-from agent_runtime.runtime import Runtime
 from agent_runtime.store import ApprovalStore, Store
 from agent_runtime.tool_lookup import ToolLookup
-from agent_runtime.workflows import Workflows
+from agent_runtime.workflows import WorkflowFn, Workflows
+
+if TYPE_CHECKING:
+    from agent_runtime.agent_loop import ModelResolver
+    from agent_runtime.context import RunContext
+    from agent_runtime.runtime import Runtime
 
 
 class Deployment:
@@ -26,6 +31,9 @@ class Deployment:
 
     Each agent's tools are known to approvals with that agent's approver groups, which
     are also the groups its approval policies are resolved with: one source for both.
+    Everything is built at once (a configuration error is raised here) but the runtime,
+    made when first used, and the agent loop, imported when a run first executes: deciding
+    an approval needs neither, nor their modules.
     """
 
     def __init__(
@@ -52,18 +60,40 @@ class Deployment:
         for agent in self.agents:
             self.workflows.add(
                 agent.workflow,
-                agent_workflow(agent, self.approvals, models),
+                _agent_workflow(agent, self.approvals, models),
                 validate=AgentInput.from_json,
             )
-        self.runtime = Runtime(
-            store,
+        self._store = store
+        self._sweeps = tuple(sweeps)
+        self._notifier = notifier
+        self._observer = observer
+
+    @built_once
+    def runtime(self) -> Runtime:
+        """The runtime over the store and these workflows, its sweeps led by the approvals'."""
+        from agent_runtime.runtime import Runtime
+
+        return Runtime(
+            self._store,
             self.workflows,
             clock=self.clock,
-            sweeps=(self.approvals.sweep, *sweeps),
-            notifier=notifier,
-            observer=observer,
+            sweeps=(self.approvals.sweep, *self._sweeps),
+            notifier=self._notifier,
+            observer=self._observer,
             approvals=self.approvals,
         )
+
+
+def _agent_workflow(agent: Agent, approvals: Approvals, models: ModelResolver | None) -> WorkflowFn:
+    """The workflow that runs ``agent`` (``agent_loop.agent_workflow``'s), the agent loop
+    imported when a run first executes."""
+
+    def workflow(ctx: RunContext, data: object) -> object:
+        from agent_runtime.agent_loop import agent_workflow
+
+        return agent_workflow(agent, approvals, models)(ctx, data)
+
+    return workflow
 
 
 def resolved(agents: Agents, models: ModelResolver | None) -> Agents:

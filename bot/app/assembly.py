@@ -12,15 +12,15 @@ import importlib
 import os
 import sys
 import traceback
-from dataclasses import dataclass
+from collections.abc import Collection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import agent_runtime
 import bot
 from agent_runtime import Agent, Agents, SystemClock, Workflows
-from agent_runtime.agent_loop import ModelResolver
+from agent_runtime.built_once import built_once
 from agent_runtime.deployment import Deployment
-from agent_runtime.grant_service import Grants
 from agent_runtime.observers import StepObserver
 from bot.api.tools import WORKFLOW as API_WORKFLOW
 from bot.api.tools import ApiTools
@@ -30,13 +30,33 @@ from bot.mcp import parking
 from bot.slack.notifier import SlackNotifier
 from store import Stores
 
+if TYPE_CHECKING:
+    from agent_runtime.agent_loop import ModelResolver
+    from agent_runtime.grant_service import Grants
 
-@dataclass(frozen=True, slots=True)
+
 class Deployed:
-    """The runtime and approvals wired to the configured agents, and the grants over them."""
+    """The runtime and approvals wired to the configured agents, and the grants over them
+    (made when first used: a decision needs none)."""
 
-    deployment: Deployment
-    grants: Grants
+    def __init__(
+        self, deployment: Deployment, slack: SlackNotifier, day_granters: Collection[str]
+    ) -> None:
+        self.deployment = deployment
+        self._slack = slack
+        self._day_granters = day_granters
+
+    @built_once
+    def grants(self) -> Grants:
+        """The grants over the approvals, announced in Slack."""
+        from agent_runtime.grant_service import Grants
+
+        return Grants(
+            self.deployment.approvals,
+            self.deployment.clock,
+            day_granters=self._day_granters,
+            notifier=self._slack,
+        )
 
 
 def deploy(
@@ -58,13 +78,7 @@ def deploy(
         tools=ApiTools(),
         rules=settings.rules,
     )
-    grants = Grants(
-        deployment.approvals,
-        deployment.clock,
-        day_granters=settings.grant_approvers,
-        notifier=slack,
-    )
-    return Deployed(deployment, grants)
+    return Deployed(deployment, slack, settings.grant_approvers)
 
 
 def load_agents(settings: Settings) -> Agents:

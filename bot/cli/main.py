@@ -7,11 +7,12 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_runtime.exceptions import SignoffError, UserError
-from bot.app.settings import Settings, SettingsError
-from bot.cli.common import Parser
+from bot.cli.collection_pause import CollectionPause
+
+if TYPE_CHECKING:
+    from bot.app.settings import Settings
 
 COMMAND_MODULES = {
     "runs": (
@@ -37,13 +38,26 @@ here is still found, the slow way: every module is then imported.)"""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status."""
+    """Run the command line (``argv``, else this process's, which then exits when this
+    returns); return the exit status. Automatic garbage collection is paused from here (the
+    settings and the command's modules are imported in the pause) and, for a command that is
+    not one-shot, given back before the command runs (see ``bot.cli.collection_pause``)."""
+    with CollectionPause(process_exits=argv is None) as pause:
+        return _run(argv, pause)
+
+
+def _run(argv: Sequence[str] | None, pause: CollectionPause) -> int:
+    """Parse ``argv`` and run its command (``main``)."""
+    from agent_runtime.exceptions import SignoffError, UserError
+    from bot.app.settings import Settings, SettingsError
+
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
         build_parser(Settings(), argv).parse_args(argv)  # --help and usage errors answer first
         return _fail(2, exc)
     args = build_parser(settings, argv).parse_args(argv)
+    pause.end_unless_one_shot(args.command)
     try:
         handler: Callable[[argparse.Namespace, Settings], int] = args.handler
         status = handler(args, settings)
@@ -74,6 +88,8 @@ def build_parser(
     the built-in command it names, alone (its module alone imported); else every subcommand,
     with the installed plugins' (only the one ``argv`` names, if it names one). ``signoff
     --help`` lists everything."""
+    from bot.app.settings import Settings
+
     settings = settings or Settings()
     named = _command_named(sys.argv[1:] if argv is None else argv)
     if named is not None:
@@ -92,6 +108,8 @@ def build_parser(
 
 def _parser() -> tuple[argparse.ArgumentParser, Any]:
     """A parser with no subcommand yet, and the action its subcommands are added to."""
+    from bot.cli.common import Parser
+
     parser = Parser(prog="signoff", description="Durable agents with human sign-off.")
     commands: Any = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     return parser, commands

@@ -68,6 +68,18 @@ included), the approvals service and its store, the notices of Slack and of the 
 API, the worker and the agent loop, and the other commands' modules."""
 
 
+DECIDING = (
+    "agent_runtime.agent_loop",
+    "agent_runtime.grant_service",
+    "agent_runtime.runtime",
+    "agent_runtime.worker",
+    "concurrent.futures.thread",
+)
+"""What deciding an approval has no use for beyond ``HEAVY``: the runtime, made when first
+used, and its worker's modules (a decision's wake-up is written by the approvals' store),
+the agent loop, imported when a run first executes, and the grants, made when first used."""
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> tuple[dict[str, str], str, str]:
     """A SQLite file with a demo-agent run waiting on a pending approval of its refund:
@@ -120,6 +132,13 @@ def test_listing_runs_builds_no_agent_and_no_service(
     env, _, _ = world
     env = env | {"SIGNOFF_AGENT": "bench.cli_agent:agent"}
     assert loaded(imported(tmp_path, env, "runs"), (*HEAVY, *ON_SQLITE, *LISTING_RUNS)) == []
+
+
+def test_deciding_builds_no_runtime(tmp_path: Path, world: tuple[dict[str, str], str, str]) -> None:
+    """`signoff approve ID` builds no runtime or grants and imports no worker or agent loop."""
+    env, _, approval_id = world
+    modules = imported(tmp_path, env, "approve", approval_id, "--as", "U_APPROVER")
+    assert loaded(modules, DECIDING) == []
 
 
 @pytest.mark.parametrize("args", [["--help"], ["worker", "--help"], ["approve", "--help"]])
