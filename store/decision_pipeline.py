@@ -1,23 +1,24 @@
-"""A batch of decisions on PostgreSQL in four round trips, whatever its size.
+"""A batch of decisions on PostgreSQL in three round trips, whatever its size.
 
 ``store.approval_saves.decide_many`` sends a batch's statements one at a time: a dozen round
 trips, each waited for while the batch's rows are locked, and SQLAlchemy's execution
-machinery around each. Here the same statements, compiled once (``store.driver.Prepared``),
-go through the transaction's driver connection in pipeline mode: statements whose results
-nothing waits for are sent together with the next ones that are waited for, so a batch
-waits for the server four times:
+machinery around each. Here the statements, compiled once, go through the transaction's
+driver connection in pipeline mode: statements whose results nothing waits for are sent
+together with the next ones that are waited for, so a batch waits for the server three
+times:
 
 1. the approvals, locked and read (with the transaction's BEGIN);
-2. the approvals written, their notices queued (a Home tab refresh only for a person who
-   opened their tab, as ``store.home_tabs.queue_refreshes`` does), the runs to wake
-   locked and read;
-3. the events stored and their runs woken, the audit chains' heads locked and read;
-4. the audit entries appended, the heads moved, and the COMMIT.
+2. the approvals written; their notices queued (a Home tab refresh only for a person who
+   opened their tab, as ``store.home_tabs.queue_refreshes`` does); the runs locked, the
+   events of those not finished stored and the runs waiting for them woken; the audit
+   chains' heads locked and read;
+3. the audit entries appended, the heads moved, and the COMMIT.
 
 Each write is one statement for the whole batch, its rows sent as one JSON document
-(``store.pg_rows``). The locks are taken in ``decide_many``'s order (approvals, Home tabs
-and the refreshes waiting, runs, and the chains' heads last, so that they are held for the
-append and the commit only), and every decision has the same outcome.
+(``store.pg_rows``). The server runs a trip's statements in order, so the locks are taken
+in ``decide_many``'s order (approvals, Home tabs and the refreshes waiting, runs, and the
+chains' heads last, so that they are held for the append and the commit only), and every
+decision has the same outcome.
 """
 
 from __future__ import annotations
@@ -109,11 +110,13 @@ class DecisionStatements:
             dialect,
             (runs.c.id, runs.c.status),
         )
-        stored = insert_rows(
-            events, DELIVERED, dialect, "ON CONFLICT DO NOTHING RETURNING run_id, key"
-        )
-        self.deliver = JsonRows(  # the events stored, and the runs waiting for them woken
-            f"WITH stored AS ({stored.sql}) "
+        finished = ", ".join(f"'{status.value}'" for status in RunStatus if status.finished)
+        arriving = recordset([events.c[name] for name in DELIVERED], dialect)
+        self.deliver = JsonRows(  # the events of live runs stored, the runs waiting woken
+            "WITH stored AS (INSERT INTO events (run_id, key, data, delivered_at)"
+            f" SELECT v.run_id, v.key, v.data, v.delivered_at FROM {arriving}"
+            f" JOIN runs r ON r.id = v.run_id WHERE r.status NOT IN ({finished})"
+            " ON CONFLICT DO NOTHING RETURNING run_id, key) "
             f"UPDATE runs SET status = '{RunStatus.PENDING.value}', due_at = %(now)s, "
             "wait_key = NULL, updated_at = %(now)s FROM stored "
             f"WHERE runs.id = stored.run_id AND runs.status = '{RunStatus.WAITING.value}' "
@@ -170,7 +173,8 @@ def _write(
     notices = [notice for save in winners for notice in save.notices]
     refreshes = refreshes_by_person([n for n in notices if n.kind == HOME_REFRESH])
     wakes = [(save.approval.run_id, save.wake) for save in winners if save.wake is not None]
-    # trip 2: the writes nothing waits for, with the reads the next trip needs
+    # trip 2: the writes nothing waits for, with the reads the next trip needs: the runs
+    # and the chains' heads locked
     last = {save.approval.id: save for save in winners}  # an approval decided twice: the last
     _send_rows(driver, sql.save, [_saved(save) for save in last.values()])
     queued = [queued_row(n, now) for n in notices if n.kind != HOME_REFRESH]
@@ -178,39 +182,36 @@ def _write(
     if refreshes:
         _send_rows(driver, sql.refresh, _refreshing(refreshes), now=now, spacing=REFRESH_SPACING)
     run_ids = sorted({run_id for run_id, _ in wakes})
-    statuses = _send(driver, sql.lock_runs, {"ids": run_ids}) if wakes else None
-    pipeline.sync()
-    live = _live(run_ids, sql.lock_runs.rows(statuses.fetchall()) if statuses else [])
-    # trip 3: the events and wake-ups, and the chains' heads locked (last, as everywhere)
+    locked_runs = _send(driver, sql.lock_runs, {"ids": run_ids}) if wakes else None
     delivered = [
         {"run_id": run_id, "key": wake.key, "data": wake.data, "delivered_at": wake.delivered_at}
         for run_id, wake in wakes
-        if run_id in live
     ]
-    if delivered:
+    if delivered:  # a finished run's event is left out, by the statement
         woken_at = max(row["delivered_at"] for row in delivered)
         _send_rows(driver, sql.deliver, delivered, now=woken_at)
     drafts = [save.audit for save in winners]
     shards = sorted({shard_of(draft.run_id) for draft in drafts})
-    locking = _send(driver, sql.lock_heads, {"shards": shards})
+    locking = _send(driver, sql.lock_heads, {"shards": shards})  # last, as everywhere
     pipeline.sync()
+    if locked_runs is not None:
+        _all_found(run_ids, sql.lock_runs.rows(locked_runs.fetchall()))
     heads = {row.shard: (row.seq, row.hash) for row in sql.lock_heads.rows(locking.fetchall())}
     missing = set(shards) - set(heads)
     if missing:  # the schema does not have the shards the code expects
         raise InvalidConfiguration(f"audit shards without a head row: {sorted(missing)}")
-    # trip 4: the entries appended, each chain's head moved once, and the commit
+    # trip 3: the entries appended, each chain's head moved once, and the commit
     entries = chained(drafts, heads, keys)
     _send_rows(driver, sql.add_entries, [entry_row(entry) for entry in entries])
     _send_rows(driver, sql.move_heads, [entry_row(entry) for entry in last_of_each(entries)])
 
 
-def _live(run_ids: Sequence[str], rows: Sequence[Any]) -> set[str]:
-    """The runs of ``rows`` (all of ``run_ids``, else ``RunNotFound``) not finished."""
-    found = {row.id: RunStatus(row.status) for row in rows}
+def _all_found(run_ids: Sequence[str], rows: Sequence[Any]) -> None:
+    """``RunNotFound`` unless ``rows`` (the runs locked) hold every one of ``run_ids``."""
+    found = {row.id for row in rows}
     for run_id in run_ids:
         if run_id not in found:
             raise RunNotFound(run_id)
-    return {run_id for run_id, status in found.items() if not status.finished}
 
 
 def _refreshing(refreshes: dict[Person, Notice]) -> list[dict[str, Any]]:
