@@ -48,7 +48,7 @@ from store.home_tabs import (
 )
 from store.models import approvals, audit_head, audit_log, events, outbox, runs, slack_home_tabs
 from store.notify import CHANNEL
-from store.outbox_rows import QUEUED, queued_row
+from store.outbox_rows import PENDING, QUEUED, queued_row
 from store.pg_rows import JsonRows, insert_rows, recordset, update_rows
 
 WRITTEN = (*CHANGING, "version")
@@ -59,7 +59,7 @@ DELIVERED = ("run_id", "key", "data", "delivered_at")
 
 class DecisionStatements:
     """The statements of a batch, compiled once for a PostgreSQL dialect; those that write
-    take every row of the batch in one statement (``store.pg_arrays``)."""
+    take every row of the batch in one statement (``store.pg_rows``)."""
 
     def __init__(self, dialect: Dialect) -> None:
         self.lock_approvals = Prepared(
@@ -85,7 +85,7 @@ class DecisionStatements:
             " ORDER BY t.workspace, t.user_id FOR UPDATE OF t), "
             # the person's refresh still waiting to be sent shows this change: kept so
             "held AS (UPDATE outbox o SET next_at = o.next_at FROM tab"
-            " WHERE o.key = tab.key || ':' || tab.refreshes AND o.status = 'pending'"
+            f" WHERE o.key = tab.key || ':' || tab.refreshes AND o.status = '{PENDING}'"
             " AND o.sending_at IS NULL RETURNING tab.workspace, tab.user_id), "
             "numbered AS (UPDATE slack_home_tabs t SET refreshes = t.refreshes + 1,"
             " refresh_due_at = CASE WHEN t.refresh_due_at IS NULL THEN %(now)s"
@@ -97,7 +97,7 @@ class DecisionStatements:
             "INSERT INTO outbox (key, run_id, kind, data, created_at, status, attempts,"
             " next_at, fence, team_id, enterprise_id)"
             " SELECT w.key || ':' || n.refreshes, w.run_id, w.kind, w.data, %(now)s,"
-            " 'pending', 0, n.refresh_due_at, 0, w.team_id, w.enterprise_id"
+            f" '{PENDING}', 0, n.refresh_due_at, 0, w.team_id, w.enterprise_id"
             " FROM numbered n JOIN wanted w USING (workspace, user_id)"
             " ON CONFLICT (key) DO NOTHING",
             wanted,
