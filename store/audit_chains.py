@@ -56,11 +56,7 @@ class Chains:
         else:
             rows = self._conn.execute(self._for_update(LOCK_HEADS), {"shards": shards}).all()
         self._heads |= {row.shard: (row.seq, row.hash) for row in rows}
-        missing = set(shards) - set(self._heads)
-        if missing:
-            raise InvalidConfiguration(  # the schema does not have the shards the code expects
-                f"audit shards without a head row: {sorted(missing)}"
-            )
+        require_heads(shards, self._heads)
 
     def append(self, draft: AuditDraft) -> AuditEntry:
         """Append ``draft`` to its run's chain, locking that chain's head first if needed."""
@@ -95,6 +91,14 @@ class Chains:
 
     def _for_update(self, query: Any) -> Any:
         return query.with_for_update() if self._postgres else query
+
+
+def require_heads(shards: Sequence[int], heads: dict[int, tuple[int, str]]) -> None:
+    """``InvalidConfiguration`` unless ``heads`` has every one of ``shards``: the schema does
+    not have the shards the code expects."""
+    missing = set(shards) - set(heads)
+    if missing:
+        raise InvalidConfiguration(f"audit shards without a head row: {sorted(missing)}")
 
 
 def chained(

@@ -31,13 +31,13 @@ from sqlalchemy import ARRAY, Connection, Dialect, Engine, Integer, any_, bindpa
 
 from agent_runtime.audit import shard_of
 from agent_runtime.audit_keys import AuditKeys
-from agent_runtime.exceptions import InvalidConfiguration, RunNotFound
+from agent_runtime.exceptions import RunNotFound
 from agent_runtime.notices import Notice
 from agent_runtime.records import RunStatus
 from agent_runtime.store import Save
 from store.approval_rows import CHANGING, approval_of, changes
 from store.approval_saves import Decided, Deciding, judge_in_order
-from store.audit_chains import ENTRY_FIELDS, chained, entry_row, last_of_each
+from store.audit_chains import ENTRY_FIELDS, chained, entry_row, last_of_each, require_heads
 from store.driver import Prepared, as_sqlalchemy_error
 from store.errors import translated
 from store.home_tabs import (
@@ -197,9 +197,7 @@ def _write(
     if locked_runs is not None:
         _all_found(run_ids, sql.lock_runs.rows(locked_runs.fetchall()))
     heads = {row.shard: (row.seq, row.hash) for row in sql.lock_heads.rows(locking.fetchall())}
-    missing = set(shards) - set(heads)
-    if missing:  # the schema does not have the shards the code expects
-        raise InvalidConfiguration(f"audit shards without a head row: {sorted(missing)}")
+    require_heads(shards, heads)
     # trip 3: the entries appended, each chain's head moved once, and the commit
     entries = chained(drafts, heads, keys)
     _send_rows(driver, sql.add_entries, [entry_row(entry) for entry in entries])
