@@ -54,12 +54,22 @@ from store.outbox import write_notices
 from store.pages import after as page_after
 from store.pages import newest_first
 from store.pages import oldest_first as oldest_first_by
+from store.row_checks import row_has
 from store.run_sql import cancel_in
 from store.wake import deliver
 
 APPROVAL_ORDER = (approvals.c.requested_at, approvals.c.position, approvals.c.id)
 """The order of lists of approvals (newest first), which their indexes hold."""
 APPROVAL_BY_ID = select(approvals).where(approvals.c.id == bindparam("approval_id"))
+PENDING_OF_RUN = (
+    select(approvals)
+    .where(
+        approvals.c.run_id == bindparam("run_id"),
+        row_has(approvals.c.status, ApprovalStatus.PENDING.value),
+    )
+    .order_by(approvals.c.id)
+)
+"""A run's pending approvals (locked, on PostgreSQL, by a cancel that closes them)."""
 SAVE_IF_VERSION = update(approvals).where(
     approvals.c.id == bindparam("b_id"), approvals.c.version == bindparam("b_version")
 )
@@ -384,15 +394,11 @@ class SqlApprovalStore:
         decision racing the cancel waits for it or is refused, never deadlocks; on PostgreSQL
         the locked read sees a decision committed meanwhile.
         """
-        pending = (
-            select(approvals)
-            .where(approvals.c.run_id == run_id, approvals.c.status == ApprovalStatus.PENDING.value)
-            .order_by(approvals.c.id)
-        )
+        pending = PENDING_OF_RUN
         with self._tx() as conn:
             if conn.dialect.name == "postgresql":
                 pending = pending.with_for_update()
-            found = [approval_of(row) for row in conn.execute(pending)]
+            found = [approval_of(row) for row in conn.execute(pending, {"run_id": run_id})]
             if while_pending is not None and while_pending not in {a.id for a in found}:
                 raise ApprovalNotPending(while_pending)
             chains = Chains(conn, self._keys)

@@ -50,6 +50,7 @@ from store.models import approvals, audit_head, audit_log, events, outbox, runs,
 from store.notify import CHANNEL
 from store.outbox_rows import PENDING, QUEUED, queued_row
 from store.pg_rows import JsonRows, insert_rows, recordset, update_rows
+from store.row_checks import ROW_HAS_SQL
 
 WRITTEN = (*CHANGING, "version")
 """The columns a decision writes."""
@@ -85,8 +86,9 @@ class DecisionStatements:
             " ORDER BY t.workspace, t.user_id FOR UPDATE OF t), "
             # the person's refresh still waiting to be sent shows this change: kept so
             "held AS (UPDATE outbox o SET next_at = o.next_at FROM tab"
-            f" WHERE o.key = tab.key || ':' || tab.refreshes AND o.status = '{PENDING}'"
-            " AND o.sending_at IS NULL RETURNING tab.workspace, tab.user_id), "
+            " WHERE o.key = tab.key || ':' || tab.refreshes"
+            f" AND o.status {ROW_HAS_SQL} '{PENDING}' AND o.sending_at IS NULL"
+            " RETURNING tab.workspace, tab.user_id), "
             "numbered AS (UPDATE slack_home_tabs t SET refreshes = t.refreshes + 1,"
             " refresh_due_at = CASE WHEN t.refresh_due_at IS NULL THEN %(now)s"
             " ELSE GREATEST(%(now)s, t.refresh_due_at + %(spacing)s) END"
@@ -119,7 +121,8 @@ class DecisionStatements:
             " ON CONFLICT DO NOTHING RETURNING run_id, key) "
             f"UPDATE runs SET status = '{RunStatus.PENDING.value}', due_at = %(now)s, "
             "wait_key = NULL, updated_at = %(now)s FROM stored "
-            f"WHERE runs.id = stored.run_id AND runs.status = '{RunStatus.WAITING.value}' "
+            f"WHERE runs.id = stored.run_id AND runs.status {ROW_HAS_SQL} "
+            f"'{RunStatus.WAITING.value}' "
             f"AND runs.wait_key = stored.key RETURNING pg_notify('{CHANNEL}', '')",
             [events.c[name] for name in DELIVERED],
         )

@@ -26,6 +26,7 @@ from store import dialects
 from store.connections import reading, writing
 from store.models import outbox, slack_home_tabs
 from store.outbox_rows import PENDING, insert_notices
+from store.row_checks import row_has
 
 HOME_REFRESH = "home.refresh"
 """The kind of notice that re-publishes a person's Home tab: ``data["user"]`` is the person
@@ -153,7 +154,9 @@ def _still_waiting(conn: Connection, key: str) -> bool:
     send waits for this transaction (and then shows its change), or has begun already."""
     held = conn.execute(
         update(outbox)
-        .where(outbox.c.key == key, outbox.c.status == PENDING, outbox.c.sending_at.is_(None))
+        .where(
+            outbox.c.key == key, row_has(outbox.c.status, PENDING), outbox.c.sending_at.is_(None)
+        )
         .values(next_at=outbox.c.next_at)
     )
     return held.rowcount == 1

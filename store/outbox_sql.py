@@ -16,6 +16,7 @@ from sqlalchemy import Dialect, bindparam, exists, func, or_, select, update
 from store.driver import Prepared
 from store.models import outbox
 from store.outbox_rows import DEAD, PENDING, SENT
+from store.row_checks import row_has
 
 STAMP = outbox.c.claimed_until.type
 """The type of the outbox's times (all the same)."""
@@ -67,7 +68,7 @@ def _fenced(**values: Any) -> Any:
         .where(
             outbox.c.id == bindparam("item_id"),
             outbox.c.fence == bindparam("item_fence"),
-            outbox.c.status == PENDING,
+            row_has(outbox.c.status, PENDING),
         )
         .values(**values)
     )
@@ -106,7 +107,7 @@ GIVE_UP = _fenced(status=DEAD, claimed_until=None, sending_at=None, last_error=b
 """The notice is dead: it stops holding up its run's later notices."""
 
 DELIVERY = select(outbox.c.channel, outbox.c.ts).where(
-    outbox.c.key == bindparam("notice_key"), outbox.c.status == SENT
+    outbox.c.key == bindparam("notice_key"), row_has(outbox.c.status, SENT)
 )
 """Where a notice was delivered."""
 

@@ -19,6 +19,7 @@ from agent_runtime.records import ErrorInfo, Lease, Run, RunStatus, StepKind, St
 from store.models import events, runs, steps
 from store.notify import notify_wake
 from store.outbox import write_notices
+from store.row_checks import row_has, row_has_one_of
 
 RUNNING = RunStatus.RUNNING.value
 UNFINISHED = (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.WAITING.value)
@@ -40,7 +41,9 @@ RUN_QUERY = select(runs).where(runs.c.id == bindparam("run_id"))
 
 
 def held_by(lease: Lease) -> Any:
-    return and_(runs.c.id == lease.run_id, runs.c.fence == lease.fence, runs.c.status == RUNNING)
+    return and_(
+        runs.c.id == lease.run_id, runs.c.fence == lease.fence, row_has(runs.c.status, RUNNING)
+    )
 
 
 def fenced_append_statement(postgres: bool) -> Any:
@@ -89,7 +92,7 @@ def held_by_params() -> Any:
     return and_(
         runs.c.id == bindparam("held_run"),
         runs.c.fence == bindparam("held_fence"),
-        runs.c.status == RUNNING,
+        row_has(runs.c.status, RUNNING),
     )
 
 
@@ -161,7 +164,7 @@ def cancel_in(conn: Connection, run_id: RunId, now: datetime, notices: Sequence[
     out. ``InvalidRunState`` for a finished run."""
     stmt = (
         update(runs)
-        .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED))
+        .where(runs.c.id == run_id, row_has_one_of(runs.c.status, UNFINISHED))
         .values(status=RunStatus.CANCELLED.value, fence=runs.c.fence + 1, **end_values(now))
         .returning(*runs.c)
     )

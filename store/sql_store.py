@@ -53,6 +53,7 @@ from store.notify import notify_wake
 from store.outbox import write_notices
 from store.pages import after as page_after
 from store.pages import newest_first
+from store.row_checks import row_has, row_has_one_of
 from store.run_sql import (
     ENTRY,
     EVENT,
@@ -269,7 +270,7 @@ class SqlStore:
         free = or_(runs.c.status != RUNNING, runs.c.due_at <= now)
         stmt = (
             update(runs)
-            .where(runs.c.id == run_id, runs.c.status.in_(UNFINISHED), free)
+            .where(runs.c.id == run_id, row_has_one_of(runs.c.status, UNFINISHED), free)
             .values(
                 status=RUNNING,
                 lease_owner=owner,
@@ -297,7 +298,7 @@ class SqlStore:
         held = tuple_(runs.c.id, runs.c.fence).in_([(held.run_id, held.fence) for held in leases])
         stmt = (
             update(runs)
-            .where(held, runs.c.status == RUNNING)
+            .where(held, row_has(runs.c.status, RUNNING))
             .values(due_at=expires_at)
             .returning(runs.c.id, runs.c.fence)
         )
@@ -463,7 +464,7 @@ class SqlStore:
         """Make a failed run pending again."""
         stmt = (
             update(runs)
-            .where(runs.c.id == run_id, runs.c.status == RunStatus.FAILED.value)
+            .where(runs.c.id == run_id, row_has(runs.c.status, RunStatus.FAILED.value))
             .values(status=RunStatus.PENDING.value, error=None, due_at=now, updated_at=now)
             .returning(*runs.c)
         )

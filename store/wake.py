@@ -14,6 +14,7 @@ from agent_runtime.records import RunStatus
 from store.dialects import PerDialect, insert
 from store.models import events, runs
 from store.notify import CHANNEL, notify_wake
+from store.row_checks import row_has
 
 LOCK_RUN = select(runs.c.status).where(runs.c.id == bindparam("run_id")).with_for_update()
 STORE_EVENT = PerDialect(
@@ -40,7 +41,7 @@ WAKE = (
     update(runs)
     .where(
         runs.c.id == bindparam("run_id"),
-        runs.c.status == RunStatus.WAITING.value,
+        row_has(runs.c.status, RunStatus.WAITING.value),
         runs.c.wait_key == bindparam("key"),
     )
     .values(WOKEN)
@@ -94,7 +95,7 @@ STORE_EVENTS = PerDialect(
 WAKE_MANY = (
     update(runs)
     .where(
-        runs.c.status == RunStatus.WAITING.value,
+        row_has(runs.c.status, RunStatus.WAITING.value),
         tuple_(runs.c.id, runs.c.wait_key).in_(bindparam("waits", expanding=True)),
     )
     .values(WOKEN)
