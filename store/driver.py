@@ -26,6 +26,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.types import TypeEngine
 
+from store.hangups import hung_up
+
 Encoder = Callable[[Any], Any]
 MOST_CONNECTIONS = 8
 """The most driver connections one ``DriverConnections`` holds at once."""
@@ -110,7 +112,8 @@ class DriverConnections:
     than ``most`` (a statement beyond waits for one to come back), so a process that runs
     many runs at once holds a bounded number of the database's connections. A connection
     that fails is closed, never reused (a failure to open one comes out as SQLAlchemy's
-    error too); the idle ones are closed when the engine is
+    error too), and one the server closed while it was idle is closed before it is lent
+    (``store.hangups``); the idle ones are closed when the engine is
     disposed or this object is garbage-collected. A forked child opens its own.
     """
 
@@ -164,10 +167,14 @@ class DriverConnections:
             self._pid = os.getpid()
 
     def _borrow(self) -> _Channel:
-        try:
-            return self._idle.pop()  # atomic: no lock needed
-        except IndexError:
-            return self._open()
+        while True:
+            try:
+                channel = self._idle.pop()  # atomic: no lock needed
+            except IndexError:
+                return self._open()
+            if not hung_up(channel.connection):  # store.hangups
+                return channel
+            channel.close()
 
     def _open(self) -> _Channel:
         dialect = self._engine.dialect

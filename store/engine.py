@@ -10,6 +10,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from agent_runtime.exceptions import InvalidConfiguration
+from store.hangups import discard_hung_up
 
 SQLITE_BUSY_TIMEOUT_S = 30
 READ_ONLY = "signoff_read_only"
@@ -31,7 +32,9 @@ def build_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
-        return create_engine(parsed, pool_size=10, max_overflow=20, pool_pre_ping=False)
+        engine = create_engine(parsed, pool_size=10, max_overflow=20, pool_pre_ping=False)
+        discard_hung_up(engine)  # instead of a ping's round trip at every checkout
+        return engine
     backend = parsed.get_backend_name()
     raise InvalidConfiguration(f"unsupported database {backend!r}: use sqlite or postgresql")
 

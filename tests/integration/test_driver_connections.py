@@ -7,8 +7,9 @@ import socket
 import threading
 from datetime import UTC, datetime
 
+import psycopg
 import pytest
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import Column, Engine, Integer, create_engine, event, text
 
 from agent_runtime import StoreUnavailable
 from store import SqlStore, open_store
@@ -98,3 +99,52 @@ def test_a_warmed_replay_guard_has_its_connections_open_before_requests_come(
         assert len(opened) == 3
     finally:
         engine.dispose()
+
+
+PID = text("SELECT pg_backend_pid()")
+
+
+def _terminate(engine: Engine, pid: int) -> None:
+    """Terminate the session ``pid`` from another connection, and wait until it is gone."""
+    with psycopg.connect(_libpq(engine), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+        def gone() -> bool:
+            row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
+            return row.fetchone() == (0,)
+
+        wait_until(gone, timeout=30, what=f"session {pid} to end")
+
+
+def _libpq(engine: Engine) -> str:
+    return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def test_a_driver_connection_the_server_closed_while_idle_is_replaced(
+    pg_store: SqlStore,
+) -> None:
+    """A driver connection whose session was terminated while idle is not lent again: the
+    next statement runs on a new one instead of failing."""
+    engine = pg_store.engine
+    connections = DriverConnections(engine, most=1)
+    pid = Prepared(PID, engine.dialect, (Column("pid", Integer),))
+    first = connections.execute(pid, {}, fetch=True).rows[0][0]
+    _terminate(engine, first)
+    second = connections.execute(pid, {}, fetch=True).rows[0][0]
+    assert second != first
+    connections.close()
+
+
+def test_a_pooled_connection_the_server_closed_while_idle_is_replaced(
+    pg_store: SqlStore,
+) -> None:
+    """A connection of the engine's pool whose session was terminated while idle is
+    replaced at checkout: the next transaction runs instead of failing."""
+    engine = pg_store.engine
+    engine.dispose()
+    with engine.connect() as conn:
+        first = conn.execute(PID).scalar_one()
+    _terminate(engine, first)
+    with engine.connect() as conn:
+        second = conn.execute(PID).scalar_one()
+    assert second != first
