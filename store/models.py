@@ -140,7 +140,6 @@ approvals = Table(
     Column("preview_digest", String(64), nullable=True),
     Column("version", Integer, nullable=False),
     Index(None, "run_id"),
-    Index(None, "status", "deadline"),
     Index(None, "status", "requested_at", "position", "id"),
     Index(None, "requested_at", "position", "id"),
 )

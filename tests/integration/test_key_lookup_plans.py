@@ -43,7 +43,6 @@ NOW = datetime(2026, 6, 1, tzinfo=UTC)
 STATUS_INDEXES = (
     "ix_outbox_status_next_at",
     "ix_runs_status_created_at_id",
-    "ix_approvals_status_deadline",
     "ix_approvals_status_requested_at_position_id",
 )
 
