@@ -113,6 +113,7 @@ class RawDecisions:
         with self._autocommit() as execute:
             for approval in ids:
                 execute(f"INSERT INTO raw_approvals VALUES ('{approval}', 'pending', 0)")
+            execute("ANALYZE")  # as decide's database is (bench.decisions.Bench.pending)
         return ids
 
     def decide(self, approval: str, chaining: Chaining) -> None:

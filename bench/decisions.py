@@ -4,12 +4,15 @@ and SQLite.
 Run ``python -m bench.decisions`` (``--quick`` for fewer decisions per repeat).
 
 Set-up, torn down at the end: a fresh PostgreSQL database on ``SIGNOFF_BENCH_PG_URL`` (default:
-the local server, as the other benchmarks) and a SQLite file, migrated; runs started from a
-Slack channel, each with one pending approval of a gated tool (two approvers, one needed),
-exactly as the agent loop asks for them, so each decision writes what a click's does: the
-compare-and-set on the approval, its audit entry (chained in its run's shard, and signed
-with an audit key), the card updates and thread reply for the outbox, and the wake-up event
-for the run.
+the local server, as the other benchmarks) and a SQLite file, migrated. Before each repeat:
+runs started from a Slack channel, each with one pending approval of a gated tool (two
+approvers, one needed) exactly as the agent loop asks for them, so each decision writes
+what a click's does: the compare-and-set on the approval, its audit entry (chained in its
+run's shard, and signed with an audit key), the card updates and thread reply for the
+outbox, and the wake-up event for the run; then the planner's statistics refreshed
+(``ANALYZE``, as autovacuum keeps them in a deployment, for the raw baselines too: on a
+server with autovacuum off, the planner would take the growing tables for empty ones and
+read each whole where an index finds a row).
 
 For 1, 8 and 32 deciding threads, repeat by repeat and interleaved (the order rotating), it
 times ``decide`` (each thread takes the next approval and calls ``Approvals.decide``, which
@@ -122,7 +125,16 @@ class Bench:
                     now=now,
                 ).id
             )
+        self.analyze()
         return ids
+
+    def analyze(self) -> None:
+        """Refresh the planner's statistics, as autovacuum keeps them in a deployment (a
+        server with autovacuum off would otherwise plan on tables it thinks empty, and
+        read a whole table where an index finds a row)."""
+        engine = self.runtime.store.engine  # type: ignore[attr-defined]
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ANALYZE")
 
 
 def idle(context: RunContext, data: Any) -> None:
