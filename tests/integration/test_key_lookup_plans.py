@@ -30,7 +30,7 @@ from bench._common import scratch_database
 from bench.decisions import pg_url
 from store import SqlStore, open_store
 from store.approval_store import PENDING_OF_RUN
-from store.decision_pipeline import DecisionStatements
+from store.decision_pipeline import WRITTEN, DecisionStatements
 from store.driver import Prepared
 from store.home_tabs import HOME_REFRESH, queue_refreshes
 from store.outbox import SqlOutbox
@@ -275,3 +275,28 @@ def test_a_decision_batch_finds_its_rows_by_their_keys(busy: tuple[SqlStore, str
         (of_run.sql, of_run.params({"run_id": waiting})),
     ]
     assert _status_indexes_read(dsn, sent) == []
+
+
+def test_a_batchs_rows_are_updated_through_their_keys(busy: tuple[SqlStore, str]) -> None:
+    """A batch's approvals saved and runs woken are found through their keys, not by
+    reading the whole table: the planner is told how many rows a batch holds."""
+    store, dsn = busy
+    sql = DecisionStatements(store.engine.dialect)
+    saved = [{name: None for name in ("id", *WRITTEN)} | {"id": f"pending{n}"} for n in range(8)]
+    waiting = _run_of(dsn, "waiting")
+    events = [{"run_id": waiting, "key": "approval:1", "data": {}, "delivered_at": NOW}] * 8
+    with psycopg.connect(dsn) as conn:
+        for statement, params in (
+            (sql.save.sql, sql.save.params(saved)),
+            (sql.deliver.sql, sql.deliver.params(events, now=NOW)),
+        ):
+            plan = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
+            assert plan is not None
+            scans = [node for node in _nodes(plan[0][0]["Plan"]) if node["Node Type"] == "Seq Scan"]
+            assert scans == [], statement[:80]
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
