@@ -25,7 +25,7 @@ import hashlib
 import statistics
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -160,6 +160,13 @@ def explain(engine: Engine, statement: str, params: Any, *, analyze: bool = Fals
         conn.rollback()
     assert row is not None
     return row[0][0]
+
+
+def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every node of an ``explain`` plan's ``Plan``, the node itself first."""
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
 
 
 def measure(

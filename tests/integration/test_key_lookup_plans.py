@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from agent_runtime import Lease, RunId, StepRecord
@@ -28,6 +29,7 @@ from agent_runtime.notices import Notice, QueuedNotice
 from agent_runtime.records import StepKind
 from bench._common import scratch_database
 from bench.decisions import pg_url
+from bench.lists import explain, plan_nodes
 from store import SqlStore, open_store
 from store.approval_store import PENDING_OF_RUN
 from store.decision_pipeline import WRITTEN, DecisionStatements
@@ -100,13 +102,6 @@ def busy(pg_server_url: str) -> Iterator[tuple[SqlStore, str]]:
             store.engine.dispose()
 
 
-def _one(dsn: str, sql: str) -> Any:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(sql).fetchone()
-    assert row is not None
-    return row[0]
-
-
 def _sent_by(call: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> Sent:
     """Carry out ``call`` and return every statement it sent, with its parameters."""
     sent: Sent = []
@@ -126,22 +121,21 @@ def _sent_by(call: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> Sent:
     ]
 
 
-def _status_indexes_read(dsn: str, sent: Sent) -> list[str]:
+def _status_indexes_read(engine: Engine, sent: Sent) -> list[str]:
     """The status indexes each statement's plan would read through, as 'index: statement'."""
     assert sent, "the operation sent no statement"
     found = []
-    with psycopg.connect(dsn) as conn:
-        for sql, params in sent:
-            plan = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone()
-            assert plan is not None
-            shown = json.dumps(plan[0])
-            found += [f"{index}: {sql[:120]}" for index in STATUS_INDEXES if index in shown]
-        conn.rollback()
+    for sql, params in sent:
+        shown = json.dumps(explain(engine, sql, params))
+        found += [f"{index}: {sql[:120]}" for index in STATUS_INDEXES if index in shown]
     return found
 
 
 def _run_of(dsn: str, status: str) -> RunId:
-    return RunId(str(_one(dsn, f"SELECT id FROM runs WHERE status = '{status}' LIMIT 1")))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT id FROM runs WHERE status = %s LIMIT 1", (status,)).fetchone()
+    assert row is not None
+    return RunId(str(row[0]))
 
 
 @dataclass
@@ -201,7 +195,7 @@ def test_runs_found_by_id_are_read_through_their_key(
     leases = (_adopted(store, dsn), _adopted(store, dsn))
     target = Busy(store, leases, *(_run_of(dsn, s) for s in ("waiting", "failed", "pending")))
     sent = _sent_by(lambda: RUN_OPERATIONS[name](target), monkeypatch)
-    assert _status_indexes_read(dsn, sent) == []
+    assert _status_indexes_read(store.engine, sent) == []
 
 
 def _claimed(outbox: SqlOutbox) -> QueuedNotice:
@@ -223,18 +217,18 @@ def test_notices_found_by_id_are_read_through_their_key(
     busy: tuple[SqlStore, str], name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each step of a notice's delivery plans no read through the outbox's status index."""
-    store, dsn = busy
+    store, _ = busy
     outbox = SqlOutbox(store.engine)
     item = _claimed(outbox)
     sent = _sent_by(lambda: NOTICE_OPERATIONS[name](outbox, item), monkeypatch)
-    assert _status_indexes_read(dsn, sent) == []
+    assert _status_indexes_read(store.engine, sent) == []
 
 
 def test_a_home_tab_refresh_finds_the_waiting_one_by_its_key(
     busy: tuple[SqlStore, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A refresh for a person whose tab is open checks their waiting one by its key."""
-    store, dsn = busy
+    store, _ = busy
     notice = Notice(
         key="home:T1:U_DANA",
         run_id=None,
@@ -248,7 +242,7 @@ def test_a_home_tab_refresh_finds_the_waiting_one_by_its_key(
             queue_refreshes(conn, [notice], NOW)
 
     sent = _sent_by(refresh, monkeypatch)
-    assert _status_indexes_read(dsn, sent) == []
+    assert _status_indexes_read(store.engine, sent) == []
 
 
 def test_a_decision_batch_finds_its_rows_by_their_keys(busy: tuple[SqlStore, str]) -> None:
@@ -274,7 +268,7 @@ def test_a_decision_batch_finds_its_rows_by_their_keys(busy: tuple[SqlStore, str
         (sql.deliver.sql, sql.deliver.params([event], now=NOW)),
         (of_run.sql, of_run.params({"run_id": waiting})),
     ]
-    assert _status_indexes_read(dsn, sent) == []
+    assert _status_indexes_read(store.engine, sent) == []
 
 
 def test_a_batchs_rows_are_updated_through_their_keys(busy: tuple[SqlStore, str]) -> None:
@@ -285,18 +279,10 @@ def test_a_batchs_rows_are_updated_through_their_keys(busy: tuple[SqlStore, str]
     saved = [{name: None for name in ("id", *WRITTEN)} | {"id": f"pending{n}"} for n in range(8)]
     waiting = _run_of(dsn, "waiting")
     events = [{"run_id": waiting, "key": "approval:1", "data": {}, "delivered_at": NOW}] * 8
-    with psycopg.connect(dsn) as conn:
-        for statement, params in (
-            (sql.save.sql, sql.save.params(saved)),
-            (sql.deliver.sql, sql.deliver.params(events, now=NOW)),
-        ):
-            plan = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
-            assert plan is not None
-            scans = [node for node in _nodes(plan[0][0]["Plan"]) if node["Node Type"] == "Seq Scan"]
-            assert scans == [], statement[:80]
-
-
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
+    for statement, params in (
+        (sql.save.sql, sql.save.params(saved)),
+        (sql.deliver.sql, sql.deliver.params(events, now=NOW)),
+    ):
+        nodes = plan_nodes(explain(store.engine, statement, params)["Plan"])
+        scans = [node for node in nodes if node["Node Type"] == "Seq Scan"]
+        assert scans == [], statement[:80]

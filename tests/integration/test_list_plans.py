@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 
 from bench._common import scratch_database
 from bench.decisions import Bench, open_bench, pg_url
-from bench.lists import explain, last_statement, lists, seed
+from bench.lists import explain, last_statement, lists, plan_nodes, seed
 from store import open_store
 
 pytestmark = pytest.mark.postgres
@@ -75,18 +75,12 @@ def _plan(engine: Engine, statement: str, params: Any) -> dict[str, Any]:
     return plan
 
 
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
-
-
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_each_list_reads_through_its_index(seeded: Bench, name: str) -> None:
     """The list's statement scans its own index, no table sequentially, and sorts only few."""
     engine = _engine(seeded)
     statement, params = last_statement(engine, lists(seeded, FINISHED)[name])
-    nodes = list(_nodes(_plan(engine, statement, params)))
+    nodes = list(plan_nodes(_plan(engine, statement, params)))
     kinds = {node["Node Type"] for node in nodes}
     assert "Seq Scan" not in kinds, nodes
     assert EXPECTED[name] & {node.get("Index Name") for node in nodes}, nodes
@@ -98,7 +92,7 @@ def test_a_deep_page_starts_inside_the_index(seeded: Bench) -> None:
     engine = _engine(seeded)
     call = lists(seeded, FINISHED)["signoff runs --status completed, a deep page"]
     statement, params = last_statement(engine, call)
-    (scan,) = [n for n in _nodes(_plan(engine, statement, params)) if "Index Name" in n]
+    (scan,) = [n for n in plan_nodes(_plan(engine, statement, params)) if "Index Name" in n]
     assert scan["Index Name"] in RUNS_IN_ORDER, scan
     assert "ROW(created_at, id) <" in scan["Index Cond"], scan
 
