@@ -66,10 +66,12 @@ from bot.slack.why_listener import WhyListener
 
 logger = logging.getLogger(__name__)
 
-AFTER_ACK_THREADS = 16
+AFTER_ACK_THREADS = 64
 """Acknowledged requests carried out at once (decisions, modals, runs to create): each
 mostly waits on the database or Slack, so more than the cores. They start once the process
-has answered the requests in flight (``bot.slack.ack_gate``)."""
+has answered the requests in flight (``bot.slack.ack_gate``), together: as many as a batch
+of decisions holds (``store.approval_store.BATCH_MOST``), so that a burst of clicks is
+decided in one or two batches rather than one batch per handful of threads."""
 
 
 def build_app(

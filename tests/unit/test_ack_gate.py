@@ -13,6 +13,8 @@ import pytest
 
 from bot.slack.ack_gate import AckGate
 from bot.slack.after_ack import AfterAck
+from bot.slack.app import AFTER_ACK_THREADS
+from store.approval_store import BATCH_MOST
 
 PATIENT = 60.0
 """A bound no test reaches: work waits for the requests, not for the bound."""
@@ -163,3 +165,21 @@ def test_its_threads_are_started_with_it() -> None:
         after.submit(done.wait)
     done.wait()
     assert threading.active_count() == before + 4
+
+
+def test_a_burst_of_clicks_as_large_as_a_batch_of_decisions_is_released_at_once() -> None:
+    """The listeners' pool holds a whole batch of decisions at the gate, so a burst's
+    decisions start together once the burst is answered and can share one transaction."""
+    gate = AckGate(quiet=0.0, longest_wait=PATIENT)
+    after = AfterAck(AFTER_ACK_THREADS, gate, name="signoff-after-burst")
+    together = threading.Barrier(BATCH_MOST, timeout=TIMEOUT_S / 2)
+    passed: list[int] = []
+
+    def decide() -> None:  # each piece waits until all are under way at the same time
+        passed.append(together.wait())
+
+    with gate.answering():
+        for _ in range(BATCH_MOST):
+            after.submit(decide)
+        until(lambda: gate.waiting == BATCH_MOST, "every piece to wait at the gate")
+    until(lambda: len(passed) == BATCH_MOST, "every piece to be under way at once")
