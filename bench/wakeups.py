@@ -91,6 +91,7 @@ class Process:
         self._listening_before = _listeners(store)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
         env["SIGNOFF_DATABASE_URL"] = store.engine.url.render_as_string(hide_password=False)
+        env["SIGNOFF_DEMO"] = "1"  # the demo.* workflows this benchmark starts
         script = Path(sys.executable).with_name("signoff")
         self.process = subprocess.Popen(
             [str(script), *args, "--metrics-port", str(self.port)],
