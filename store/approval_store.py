@@ -13,6 +13,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    Integer,
     Select,
     and_,
     bindparam,
@@ -61,6 +62,15 @@ from store.wake import deliver
 APPROVAL_ORDER = (approvals.c.requested_at, approvals.c.position, approvals.c.id)
 """The order of lists of approvals (newest first), which their indexes hold."""
 APPROVAL_BY_ID = select(approvals).where(approvals.c.id == bindparam("approval_id"))
+_USED_AT = bindparam("position", type_=Integer)
+CONSUME = (  # an approval used by the execution at a position (again by the same: a replay)
+    update(approvals)
+    .where(
+        approvals.c.id == bindparam("id"),
+        or_(approvals.c.consumed_by.is_(None), approvals.c.consumed_by == _USED_AT),
+    )
+    .values(consumed_by=_USED_AT)
+)
 PENDING_OF_RUN = (
     select(approvals)
     .where(
@@ -88,8 +98,8 @@ GATHER_S = 0.001
 the callers of one batch come back together, and without it the first back would decide
 alone while the others gather behind it."""
 READ_CONNECTIONS = 4
-"""The most driver connections reading approvals by id at once (a read takes one round
-trip, so a few serve a burst of deciders)."""
+"""The most driver connections reading an approval by id, or marking one used, at once
+(each takes one round trip, so a few serve a burst of deciders or of resumed runs)."""
 
 logger = logging.getLogger(__name__)
 Item = TypeVar("Item")
@@ -113,6 +123,7 @@ class SqlApprovalStore:
         self._decisions = GroupCommit(self.decide_approvals, most=BATCH_MOST, gather=GATHER_S)
         self._driver = DriverConnections(engine, most=READ_CONNECTIONS)
         self._by_id = Prepared(APPROVAL_BY_ID, engine.dialect, approvals.c)
+        self._consume = Prepared(CONSUME, engine.dialect)
         self._decision_sql = DecisionStatements(engine.dialect) if postgres else None
 
     def _tx(self) -> AbstractContextManager[Connection]:
@@ -352,16 +363,9 @@ class SqlApprovalStore:
 
     def consume_approval(self, approval_id: str, position: int) -> bool:
         """Mark the approval used by the execution at ``position``."""
-        with self._tx() as conn:
-            result = conn.execute(
-                update(approvals)
-                .where(
-                    approvals.c.id == approval_id,
-                    or_(approvals.c.consumed_by.is_(None), approvals.c.consumed_by == position),
-                )
-                .values(consumed_by=position)
-            )
-        return bool(result.rowcount)
+        with translated():
+            done = self._driver.execute(self._consume, {"id": approval_id, "position": position})
+        return bool(done.rowcount)
 
     def append_audit(self, audit: AuditDraft) -> AuditEntry:
         """Append an attempt to the audit log."""
