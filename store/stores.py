@@ -14,6 +14,7 @@ import store
 from agent_runtime.built_once import built_once
 from store.errors import translated
 from store.migrate import current_revision, is_current, latest_revision, upgrade
+from store.planner_stats import StaleTable, stale_statistics
 from store.stats import Stats, read_stats
 
 if TYPE_CHECKING:
@@ -116,6 +117,10 @@ class Stores:
     def stats(self, now: datetime) -> Stats:
         """Return the counts the metrics report."""
         return read_stats(self.engine, now)
+
+    def stale_statistics(self) -> list[StaleTable]:
+        """The tables the planner's statistics no longer describe (``store.planner_stats``)."""
+        return stale_statistics(self.engine)
 
     def prune(
         self, *, cutoff: datetime, archive: Path | None = None, dry_run: bool = False

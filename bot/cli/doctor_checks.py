@@ -34,6 +34,7 @@ def run_checks(settings: Settings, channel: str | None, team: str | None = None)
     for each workspace the app is installed in, ``channel`` in the one ``team`` names)."""
     yield _signing_secret(settings)
     yield _database(settings)
+    yield from _planner_statistics(settings)
     yield _approvers(settings)
     if settings.is_oauth:
         yield from _installations(settings, channel, team)
@@ -107,6 +108,33 @@ def _database(settings: Settings) -> Check:
             "run `signoff db upgrade`",
         )
     return Check("database", True, f"reachable, schema at {schema.latest}")
+
+
+def _planner_statistics(settings: Settings) -> Iterator[Check]:
+    """On PostgreSQL: whether the planner's statistics describe Signoff's tables."""
+    stores = store.open(settings.database_url, migrate=False)
+    try:
+        if stores.engine.dialect.name != "postgresql":
+            return
+        stale = stores.stale_statistics()
+    except SignoffError:
+        return  # the database check says why
+    finally:
+        stores.close()
+    if not stale:
+        yield Check("planner statistics", True, "current for every table")
+        return
+    tables = ", ".join(
+        f"{t.name} ({'never analyzed' if t.never_analyzed else f'{t.changed_rows:,} rows changed'}"
+        f", {t.live_rows:,} rows)"
+        for t in stale
+    )
+    yield Check(
+        "planner statistics",
+        False,
+        f"stale for {tables}: statements that find a row by its index may read whole "
+        "tables; run ANALYZE, and turn autovacuum on (or analyze on a schedule)",
+    )
 
 
 def _approvers(settings: Settings) -> Check:

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from unittest.mock import ANY
 
+import psycopg
 import pytest
+from sqlalchemy import make_url
 
+from bench._common import scratch_database
+from bench.decisions import pg_url
 from bot.slack.scopes import BOT_SCOPES
 from devkit.sandbox.slack_api import DEFAULT_TOKEN, RunningSlackApi, Workspace, start_slack_api
-from tests.integration import cli_ok, run_cli, signoff_env
+from tests.integration import cli_ok, run_cli, signoff_env, wait_until
 
 
 @pytest.fixture
@@ -91,3 +98,53 @@ def test_a_channel_the_bot_has_not_joined_is_named_with_the_invite(
     assert done.stdout.splitlines()[-1] == (
         "FAIL  channel: the bot is not in #ops: type /invite @Signoff there"
     )
+
+
+def test_tables_the_planner_takes_for_empty_are_named_until_analyzed(
+    pg_server_url: str, slack: RunningSlackApi
+) -> None:
+    """On PostgreSQL, a table whose rows came after its statistics (autovacuum off) fails the
+    planner statistics check, named with its row count and the fix; ANALYZE clears it."""
+    admin = make_url(pg_server_url).set(drivername="postgresql")
+    with scratch_database(admin.render_as_string(hide_password=False), "signoff_doctor") as dsn:
+        env = doctor_env(pg_url(dsn), slack)
+        cli_ok(env, "db", "upgrade")
+        assert _planner_check(env) == {"check": "planner statistics", "ok": True, "detail": ANY}
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ALTER TABLE runs SET (autovacuum_enabled = false)")
+            conn.execute(
+                "INSERT INTO runs (id, workflow, input, status, created_at, updated_at, fence)"
+                " SELECT gen_random_uuid(), 'w', '{}', 'completed', now(), now(), 0"
+                " FROM generate_series(1, 1500)"
+            )
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            wait_until(lambda: _live(conn, "runs") >= 1500, timeout=30, what="the rows counted")
+            stale = _planner_check(env)
+            assert not stale["ok"]
+            assert "runs (never analyzed, 1,500 rows)" in stale["detail"]
+            assert "run ANALYZE" in stale["detail"]
+            conn.execute("ANALYZE runs")
+            wait_until(lambda: _analyzed(conn, "runs"), timeout=30, what="the analyze counted")
+        assert _planner_check(env)["ok"]
+
+
+def _planner_check(env: dict[str, str]) -> dict[str, Any]:
+    done = run_cli(env, "doctor", "--json")
+    [check] = [c for c in json.loads(done.stdout) if c["check"] == "planner statistics"]
+    return dict(check)
+
+
+def _live(conn: psycopg.Connection[Any], table: str) -> int:
+    row = conn.execute(
+        "SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = %s", (table,)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _analyzed(conn: psycopg.Connection[Any], table: str) -> bool:
+    row = conn.execute(
+        "SELECT last_analyze IS NOT NULL AND n_mod_since_analyze = 0 FROM pg_stat_user_tables"
+        " WHERE relname = %s",
+        (table,),
+    ).fetchone()
+    return bool(row and row[0])
