@@ -139,7 +139,8 @@ def _dsn(store: SqlStore) -> str:
 
 
 @contextmanager
-def _running(process: Process) -> Iterator[Process]:
+def running(process: Process) -> Iterator[Process]:
+    """Wait until ``process`` is ready and yield it; SIGKILL it on the way out."""
     try:
         yield process.ready()
     finally:
@@ -222,9 +223,9 @@ def start_latencies(dsn: str, repeats: int, sqlite_repeats: int) -> dict[str, li
         worker_db = stack.enter_context(pg_store(dsn))
         local_db = stack.enter_context(sqlite_store())
         file_db = stack.enter_context(sqlite_store())
-        stack.enter_context(_running(Process(serve_db, "serve", "--no-http", "--no-scheduler")))
-        stack.enter_context(_running(Process(worker_db, "worker")))
-        stack.enter_context(_running(Process(file_db, "worker")))
+        stack.enter_context(running(Process(serve_db, "serve", "--no-http", "--no-scheduler")))
+        stack.enter_context(running(Process(worker_db, "worker")))
+        stack.enter_context(running(Process(file_db, "worker")))
         stack.enter_context(in_process_worker(local_db))
         floor = NotifyFloor(_dsn(serve_db))
         stack.callback(floor.close)
@@ -255,13 +256,13 @@ def takeover_s(store: SqlStore) -> float:
     runtime = Runtime(store, demo_workflows())
     with (
         tempfile.TemporaryDirectory(prefix="signoff-bench-") as tmp,
-        _running(Process(store, "worker", "--concurrency", "1")) as victim,
+        running(Process(store, "worker", "--concurrency", "1")) as victim,
     ):
         run = runtime.start(
             "demo.steps", {"n": 1, "delay_ms": 600_000, "path": os.path.join(tmp, "out.txt")}
         )
         _wait(lambda: victim.holds(run.id), "the victim to hold the run", every=0.01)
-        with _running(Process(store, "worker")) as survivor:
+        with running(Process(store, "worker")) as survivor:
             victim.kill()
             killed = time.monotonic()
             _wait(lambda: survivor.holds(run.id), "the takeover", every=0.01)

@@ -18,6 +18,7 @@ from bot.slack.installations import SignoffInstallationStore
 from bot.slack.oauth import INSTALL_PATH
 from bot.slack.scopes import BOT_SCOPES
 from bot.slack.token_cipher import TokenCipher, TokenUnreadable
+from store.planner_stats import StaleTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +34,7 @@ def run_checks(settings: Settings, channel: str | None, team: str | None = None)
     """Yield each check in turn (the Slack ones only when a token is set, or, in OAuth mode,
     for each workspace the app is installed in, ``channel`` in the one ``team`` names)."""
     yield _signing_secret(settings)
-    yield _database(settings)
-    yield from _planner_statistics(settings)
+    yield from _database(settings)
     yield _approvers(settings)
     if settings.is_oauth:
         yield from _installations(settings, channel, team)
@@ -92,44 +92,44 @@ def _signing_secret(settings: Settings) -> Check:
     )
 
 
-def _database(settings: Settings) -> Check:
+def _database(settings: Settings) -> Iterator[Check]:
+    """The database's reachability and schema, and on PostgreSQL its planner's statistics."""
     stores = store.open(settings.database_url, migrate=False)
     try:
-        schema = stores.schema()
-    except SignoffError as exc:
-        return Check("database", False, f"unreachable: {exc}")
-    finally:
-        stores.close()
-    if not schema.up_to_date:
-        return Check(
-            "database",
-            False,
-            f"schema at {schema.current or 'nothing'}, code needs {schema.latest}: "
-            "run `signoff db upgrade`",
-        )
-    return Check("database", True, f"reachable, schema at {schema.latest}")
-
-
-def _planner_statistics(settings: Settings) -> Iterator[Check]:
-    """On PostgreSQL: whether the planner's statistics describe Signoff's tables."""
-    stores = store.open(settings.database_url, migrate=False)
-    try:
-        if stores.engine.dialect.name != "postgresql":
+        try:
+            schema = stores.schema()
+        except SignoffError as exc:
+            yield Check("database", False, f"unreachable: {exc}")
             return
-        stale = stores.stale_statistics()
-    except SignoffError:
-        return  # the database check says why
+        if not schema.up_to_date:
+            yield Check(
+                "database",
+                False,
+                f"schema at {schema.current or 'nothing'}, code needs {schema.latest}: "
+                "run `signoff db upgrade`",
+            )
+            return
+        yield Check("database", True, f"reachable, schema at {schema.latest}")
+        if stores.engine.dialect.name == "postgresql":
+            try:
+                stale = stores.stale_statistics()
+            except SignoffError:
+                return  # gone since the schema was read: the next run's database check says so
+            yield _planner_statistics(stale)
     finally:
         stores.close()
+
+
+def _planner_statistics(stale: list[StaleTable]) -> Check:
+    """Whether the planner's statistics describe Signoff's tables (``store.planner_stats``)."""
     if not stale:
-        yield Check("planner statistics", True, "current for every table")
-        return
+        return Check("planner statistics", True, "current for every table")
     tables = ", ".join(
         f"{t.name} ({'never analyzed' if t.never_analyzed else f'{t.changed_rows:,} rows changed'}"
         f", {t.live_rows:,} rows)"
         for t in stale
     )
-    yield Check(
+    return Check(
         "planner statistics",
         False,
         f"stale for {tables}: statements that find a row by its index may read whole "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import make_url
 
 from bench.step_harness import pg_store
-from bench.wakeups import Process, _running, first_step_ms
+from bench.wakeups import Process, first_step_ms, running
 
 
 def test_a_benchmarked_worker_process_runs_the_demo_run_it_is_timed_on(
@@ -16,7 +16,7 @@ def test_a_benchmarked_worker_process_runs_the_demo_run_it_is_timed_on(
     admin = make_url(pg_server_url).set(drivername="postgresql")
     with (
         pg_store(admin.render_as_string(hide_password=False)) as store,
-        _running(Process(store, "worker")),
+        running(Process(store, "worker")),
     ):
         timing = first_step_ms(store)
     assert timing.total > 0
