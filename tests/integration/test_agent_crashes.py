@@ -341,14 +341,15 @@ class CrashDriver:
         return state if state.status in (RunStatus.WAITING, RunStatus.COMPLETED) else None
 
     def _refund_is_next(self) -> bool:
-        """The refund is approved and has not run: it runs next (the email is asked after)."""
+        """The refund is approved and has not finished: it runs next, or already runs (a
+        worker may take the approval between the decision and this look; the provider then
+        holds its answer), and the email is asked only after it."""
         found = self.services.approvals.store.list_approvals(run_id=self.run_id)
-        return any(
-            a.tool == "issue_refund"
-            and a.status == ApprovalStatus.APPROVED
-            and a.consumed_by is None
-            for a in found
+        approved = any(
+            a.tool == "issue_refund" and a.status == ApprovalStatus.APPROVED for a in found
         )
+        journal = self.services.store.load_journal(self.run_id)
+        return approved and not any(entry.name == "tool:issue_refund" for entry in journal)
 
     def _decide(self, state: RunState) -> None:
         key = state.wait_key or ""
