@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from store.migrate import latest_revision, upgrade
     from store.notify import WakeListener
     from store.outbox import WEBHOOK, SqlOutbox
+    from store.planner_stats import StaleTable
     from store.replay_guard import SqlReplayGuard
     from store.slack_installations import SqlInstallations
     from store.sql_store import SqlStore
@@ -49,6 +50,7 @@ _MODULE_OF = {
     "WakeListener": "notify",
     "WEBHOOK": "outbox",
     "SqlOutbox": "outbox",
+    "StaleTable": "planner_stats",
     "SqlReplayGuard": "replay_guard",
     "SqlInstallations": "slack_installations",
     "SqlStore": "sql_store",
@@ -100,6 +102,7 @@ __all__ = [
     "SqlOutbox",
     "SqlReplayGuard",
     "SqlStore",
+    "StaleTable",
     "Stats",
     "Stores",
     "WakeListener",

@@ -18,7 +18,6 @@ from bot.slack.installations import SignoffInstallationStore
 from bot.slack.oauth import INSTALL_PATH
 from bot.slack.scopes import BOT_SCOPES
 from bot.slack.token_cipher import TokenCipher, TokenUnreadable
-from store.planner_stats import StaleTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +119,7 @@ def _database(settings: Settings) -> Iterator[Check]:
         stores.close()
 
 
-def _planner_statistics(stale: list[StaleTable]) -> Check:
+def _planner_statistics(stale: list[store.StaleTable]) -> Check:
     """Whether the planner's statistics describe Signoff's tables (``store.planner_stats``)."""
     if not stale:
         return Check("planner statistics", True, "current for every table")
