@@ -62,9 +62,19 @@ def fenced_append_statement(postgres: bool) -> Any:
 
 def fenced_append_params(lease: Lease, step: StepRecord) -> dict[str, Any]:
     """The parameters of ``fenced_append_statement`` that append ``step`` under ``lease``."""
-    row = step_row(lease.run_id, step)
-    entry = {f"entry_{name}": row[name] for name in ENTRY}
-    return {**entry, **held_params(lease)}
+    return {  # spelled out, not built from ``step_row``: it is made for every entry
+        "entry_position": step.position,
+        "entry_kind": step.kind.value,
+        "entry_name": step.name,
+        "entry_input_hash": step.input_hash,
+        "entry_output": step.output,
+        "entry_error": None if step.error is None else step.error.to_json(),
+        "entry_attempts": step.attempts,
+        "entry_started_at": step.started_at,
+        "entry_finished_at": step.finished_at,
+        "held_run": lease.run_id,
+        "held_fence": lease.fence,
+    }
 
 
 def end_statement() -> Any:
