@@ -18,8 +18,8 @@ import os
 import queue
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from sqlalchemy import Column, Dialect, Engine, event
 from sqlalchemy import exc as sa_exc
@@ -31,6 +31,19 @@ from store.hangups import hung_up
 Encoder = Callable[[Any], Any]
 MOST_CONNECTIONS = 8
 """The most driver connections one ``DriverConnections`` holds at once."""
+
+
+class Statement(Protocol):
+    """What ``DriverConnections`` runs: SQL compiled once, its parameters made from values
+    by bind name, and a way to execute it on a driver connection."""
+
+    sql: str
+
+    def params(self, values: Mapping[str, Any]) -> Any:
+        """The driver parameters for ``values`` (by bind name)."""
+
+    def run(self, channel: Channel, params: Any, fetch: bool) -> Outcome:
+        """Execute with ``params`` on ``channel``; the rows only if ``fetch``."""
 
 
 class Prepared:
@@ -77,6 +90,13 @@ class Prepared:
             given[name] = value if encode is None else encode(value)
         return given
 
+    def run(self, channel: Channel, params: Any, fetch: bool) -> Outcome:
+        """Execute on ``channel``'s cursor with ``params`` (from ``params``)."""
+        cursor = channel.cursor
+        cursor.execute(self.sql, params)
+        rows = self.rows(cursor.fetchall()) if fetch else []
+        return Outcome(rows, int(cursor.rowcount))
+
     def rows(self, fetched: Iterable[Sequence[Any]]) -> list[Any]:
         """Decode driver rows into named tuples (attribute access, as SQLAlchemy rows)."""
         decoders = self._decoders
@@ -115,11 +135,13 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
-class _Channel:
-    """A driver connection of our own, with its one cursor."""
+class Channel:
+    """A driver connection of our own, with its one cursor and the names of the statements
+    prepared on it (``store.libpq_statements``)."""
 
     connection: Any
     cursor: Any
+    prepared: set[bytes] = field(default_factory=set)
 
     def close(self) -> None:
         """Close the connection; never raises (it may be broken already)."""
@@ -144,7 +166,7 @@ class DriverConnections:
 
     def __init__(self, engine: Engine, most: int = MOST_CONNECTIONS) -> None:
         self._engine = engine
-        self._idle: list[_Channel] = []
+        self._idle: list[Channel] = []
         self._most = most
         self._slots = _slots(most)
         self._pid = os.getpid()
@@ -152,7 +174,7 @@ class DriverConnections:
         weakref.finalize(self, _close_all, self._idle)
 
     def execute(
-        self, statement: Prepared, values: Mapping[str, Any], *, fetch: bool = False
+        self, statement: Statement, values: Mapping[str, Any], *, fetch: bool = False
     ) -> Outcome:
         """Run ``statement`` with ``values`` as a transaction of its own.
 
@@ -164,9 +186,7 @@ class DriverConnections:
         try:
             channel = self._borrow()
             try:
-                channel.cursor.execute(statement.sql, params)
-                rows = statement.rows(channel.cursor.fetchall()) if fetch else []
-                rowcount = int(channel.cursor.rowcount)
+                outcome = statement.run(channel, params, fetch)
             except BaseException as exc:
                 error = self._wrapped(exc, channel, statement.sql, params)  # asks the driver
                 channel.close()
@@ -176,7 +196,7 @@ class DriverConnections:
             self._idle.append(channel)
         finally:
             self._slots.put(None)
-        return Outcome(rows, rowcount)
+        return outcome
 
     def keep_open(self, count: int) -> None:
         """Open connections until ``count`` (at most ``most``) are idle (before they are
@@ -194,7 +214,7 @@ class DriverConnections:
             self._slots = _slots(self._most)  # nor are its statements
             self._pid = os.getpid()
 
-    def _borrow(self) -> _Channel:
+    def _borrow(self) -> Channel:
         while True:
             try:
                 channel = self._idle.pop()  # atomic: no lock needed
@@ -204,7 +224,7 @@ class DriverConnections:
                 return channel
             channel.close()
 
-    def _open(self) -> _Channel:
+    def _open(self) -> Channel:
         dialect = self._engine.dialect
         try:
             pooled = self._engine.raw_connection()
@@ -214,10 +234,10 @@ class DriverConnections:
         connection: Any = pooled.dbapi_connection
         if self._engine.dialect.name == "postgresql":  # SQLite's always are (store.engine)
             connection.autocommit = True
-        return _Channel(connection, connection.cursor())
+        return Channel(connection, connection.cursor())
 
     def _wrapped(
-        self, exc: BaseException, channel: _Channel, sql: str, params: Any
+        self, exc: BaseException, channel: Channel, sql: str, params: Any
     ) -> BaseException:
         """Wrap a driver error as SQLAlchemy does; any other exception is returned as is."""
         error = as_sqlalchemy_error(self._engine.dialect, exc, channel.connection, sql, params)
@@ -253,7 +273,7 @@ def _slots(most: int) -> queue.SimpleQueue[None]:
     return tokens
 
 
-def _close_all(idle: list[_Channel]) -> None:
+def _close_all(idle: list[Channel]) -> None:
     while idle:
         idle.pop().close()
 

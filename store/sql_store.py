@@ -44,7 +44,7 @@ from agent_runtime.records import (
     Wait,
 )
 from store.connections import writing
-from store.driver import DriverConnections, Prepared
+from store.driver import DriverConnections, Prepared, Statement
 from store.engine import reader
 from store.errors import is_unique_violation, translated
 from store.json_filters import text_is
@@ -113,7 +113,11 @@ class SqlStore:
         return Prepared(self._claim_statement, self.engine.dialect, claimed_columns())
 
     @built_once
-    def _fast_append(self) -> Prepared:
+    def _fast_append(self) -> Statement:
+        if self._postgres:  # every step's statement: libpq's own call
+            from store.libpq_statements import LibpqPrepared  # psycopg: PostgreSQL's only
+
+            return LibpqPrepared(self._append, self.engine.dialect, "signoff_append")
         return Prepared(self._append, self.engine.dialect)
 
     @built_once

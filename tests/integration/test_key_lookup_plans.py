@@ -14,6 +14,7 @@ parameters, and no plan may read through a status index.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -35,6 +36,7 @@ from store.approval_store import PENDING_OF_RUN
 from store.decision_pipeline import WRITTEN, DecisionStatements
 from store.driver import Prepared
 from store.home_tabs import HOME_REFRESH, queue_refreshes
+from store.libpq_statements import LibpqPrepared
 from store.outbox import SqlOutbox
 
 pytestmark = pytest.mark.postgres
@@ -111,8 +113,16 @@ def _sent_by(call: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> Sent:
         sent.append((str(query), params))
         return execute(cursor, query, params, **options)
 
+    run = LibpqPrepared.run
+
+    def recording_libpq(statement: LibpqPrepared, channel: Any, params: Any, fetch: bool) -> Any:
+        numbered = re.sub(r"\$(\d+)", r"%(p\1)s", statement.sql)  # explained by a cursor
+        sent.append((numbered, {f"p{i}": value for i, value in enumerate(params, 1)}))
+        return run(statement, channel, params, fetch)
+
     with monkeypatch.context() as patch:
         patch.setattr(psycopg.Cursor, "execute", recording)
+        patch.setattr(LibpqPrepared, "run", recording_libpq)
         call()
     return [
         (sql, params)

@@ -1,0 +1,188 @@
+"""The journal's append through libpq's own call: what it writes, and how it fails."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import Boolean, bindparam, select, text
+from sqlalchemy import exc as sa_exc
+
+from agent_runtime import ErrorInfo, Lease, StepKind, StepRecord, StoreUnavailable, new_run_id
+from store import SqlStore
+from store.driver import DriverConnections, Prepared, Statement
+from store.libpq_statements import LibpqPrepared, numbered
+from store.models import steps
+from store.run_sql import fenced_append_params, fenced_append_statement
+from tests.integration import wait_until
+
+pytestmark = pytest.mark.postgres
+
+NOW = datetime(2026, 12, 3, 4, 5, 6, 789012, tzinfo=UTC)
+EAST = timezone(timedelta(hours=5, minutes=30))
+
+
+def _lease(store: SqlStore) -> Lease:
+    run = store.create_run(new_run_id(), "t", {"n": 1}, NOW)
+    lease = store.adopt_run(run.id, "w", now=NOW, expires_at=NOW + timedelta(hours=1))
+    assert lease is not None
+    return lease
+
+
+def _entry(position: int, **changes: Any) -> StepRecord:
+    fields: dict[str, Any] = {
+        "position": position,
+        "kind": StepKind.STEP,
+        "name": "envoyer l'e-mail « ✓ » 'quoted' %s %(x)s $1",
+        "input_hash": "0123456789abcdef",
+        "output": {"zeta": [1, 2.5, None, True], "alpha": 'naïve \u2028 "q" \\ \t', "n": {}},
+        "attempts": 3,
+        "started_at": NOW.astimezone(EAST),
+        "finished_at": NOW + timedelta(microseconds=1),
+    }
+    return StepRecord(**(fields | changes))
+
+
+ENTRIES = {
+    "output": _entry(0),
+    "error": _entry(
+        0,
+        output=None,
+        error=ErrorInfo(type="ValueError", message="bad « input »", details={"at": 3}),
+    ),
+    "string output": _entry(0, output="just text"),
+    "no output": _entry(0, output=None),
+    "whole-second times": _entry(0, started_at=NOW.replace(microsecond=0)),
+}
+
+
+def _stored(store: SqlStore, lease: Lease) -> tuple[Any, ...]:
+    """The entry's columns as PostgreSQL holds them, in their text forms."""
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            text(
+                "SELECT kind, name, input_hash, output::text, output IS NULL, error::text, "
+                "attempts, started_at, finished_at FROM steps WHERE run_id = :run"
+            ),
+            {"run": lease.run_id},
+        ).one()
+    return tuple(row)
+
+
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_an_entry_appended_through_libpq_is_stored_as_sqlalchemy_stores_it(
+    pg_store: SqlStore, name: str
+) -> None:
+    """The same entry, appended through libpq and through SQLAlchemy's type processing on
+    a cursor, is stored alike, column for column, and reads back as it was written."""
+    entry = ENTRIES[name]
+    statement = fenced_append_statement(postgres=True)
+    through_cursor = Prepared(statement, pg_store.engine.dialect)
+    through_libpq = LibpqPrepared(statement, pg_store.engine.dialect, "test_append")
+    connections = DriverConnections(pg_store.engine, most=1)
+    leases = _lease(pg_store), _lease(pg_store)
+    ways: tuple[Statement, Statement] = (through_cursor, through_libpq)
+    for lease, prepared in zip(leases, ways, strict=True):
+        outcome = connections.execute(prepared, fenced_append_params(lease, entry))
+        assert outcome.rowcount == 1
+    assert _stored(pg_store, leases[1]) == _stored(pg_store, leases[0])
+    assert pg_store.load_journal(leases[1].run_id) == [entry]
+    connections.close()
+
+
+def test_an_append_under_a_lost_lease_writes_nothing(pg_store: SqlStore) -> None:
+    """Through libpq the fence still holds: an append under an older fence changes no row."""
+    lease = _lease(pg_store)
+    stale = Lease(lease.run_id, lease.owner, lease.fence - 1)
+    connections = DriverConnections(pg_store.engine, most=1)
+    prepared = LibpqPrepared(fenced_append_statement(True), pg_store.engine.dialect, "t_fence")
+    assert connections.execute(prepared, fenced_append_params(stale, _entry(0))).rowcount == 0
+    assert connections.execute(prepared, fenced_append_params(lease, _entry(0))).rowcount == 1
+    connections.close()
+
+
+def test_a_statement_deallocated_on_its_connection_is_prepared_again(pg_store: SqlStore) -> None:
+    """After ``DEALLOCATE ALL`` on the connection it was prepared on, the next append
+    prepares it again and is written."""
+    lease = _lease(pg_store)
+    connections = DriverConnections(pg_store.engine, most=1)  # one connection: always the same
+    prepared = LibpqPrepared(fenced_append_statement(True), pg_store.engine.dialect, "t_again")
+    connections.execute(prepared, fenced_append_params(lease, _entry(0)))
+    connections.execute(Prepared(text("DEALLOCATE ALL"), pg_store.engine.dialect), {})
+    assert connections.execute(prepared, fenced_append_params(lease, _entry(1))).rowcount == 1
+    assert [e.position for e in pg_store.load_journal(lease.run_id)] == [0, 1]
+    connections.close()
+
+
+def test_an_append_whose_session_is_terminated_leaves_the_store_unavailable(
+    pg_store: SqlStore,
+) -> None:
+    """An append whose session is terminated while it waits fails as the store being
+    unavailable, and the next append runs on a new connection."""
+    lease = _lease(pg_store)
+    failed: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            pg_store.append_step(lease, _entry(0))
+        except BaseException as exc:
+            failed.append(exc)
+
+    with pg_store.engine.connect() as holder:
+        holder.execute(text("SELECT 1 FROM runs WHERE id = :id FOR UPDATE"), {"id": lease.run_id})
+        appending = threading.Thread(target=append)
+        appending.start()
+        waiting = text(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND query LIKE 'INSERT INTO steps%' AND wait_event_type = 'Lock'"
+        )
+        pids: list[int] = []
+
+        def blocked() -> bool:
+            with pg_store.engine.connect() as conn:
+                pids[:] = list(conn.execute(waiting).scalars())
+            return len(pids) == 1
+
+        wait_until(blocked, timeout=30, what="the append waiting for the run's row")
+        with pg_store.engine.connect() as admin:
+            admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pids[0]})
+        appending.join(30)
+        holder.rollback()
+    assert len(failed) == 1, failed
+    assert isinstance(failed[0], StoreUnavailable), failed
+    pg_store.append_step(lease, _entry(0))
+    assert [e.position for e in pg_store.load_journal(lease.run_id)] == [0]
+
+
+def test_a_unique_violation_comes_out_as_psycopg_raises_it(pg_store: SqlStore) -> None:
+    """A second entry at the same position fails with psycopg's ``UniqueViolation``,
+    wrapped as SQLAlchemy wraps it, and the connection stays usable."""
+    lease = _lease(pg_store)
+    connections = DriverConnections(pg_store.engine, most=1)
+    prepared = LibpqPrepared(fenced_append_statement(True), pg_store.engine.dialect, "t_twice")
+    connections.execute(prepared, fenced_append_params(lease, _entry(0)))
+    with pytest.raises(sa_exc.IntegrityError) as raised:
+        connections.execute(prepared, fenced_append_params(lease, _entry(0)))
+    assert isinstance(getattr(raised.value, "orig", None), psycopg.errors.UniqueViolation)
+    assert connections.execute(prepared, fenced_append_params(lease, _entry(1))).rowcount == 1
+    connections.close()
+
+
+def test_a_statement_binding_a_type_without_a_text_encoding_is_refused(
+    pg_store: SqlStore,
+) -> None:
+    """A statement with a parameter of a type the text encoders do not know is refused
+    when it is built, not sent with a guess."""
+    statement = select(steps.c.position).where(bindparam("flag", type_=Boolean()))
+    with pytest.raises(TypeError, match="no text encoding"):
+        LibpqPrepared(statement, pg_store.engine.dialect, "t_bool")
+
+
+def test_placeholders_are_numbered_once_per_name() -> None:
+    """A name used twice gets one number, and an escaped percent sign is unescaped."""
+    sql, names = numbered("SELECT %(a)s, %(b)s, %(a)s, 10 %% 3")
+    assert sql == "SELECT $1, $2, $1, 10 % 3"
+    assert names == ["a", "b"]
