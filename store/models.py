@@ -71,7 +71,7 @@ waiting, its lease expiry if running, NULL once finished."""
 steps = Table(
     "steps",
     metadata,
-    Column("run_id", HexUuid, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("run_id", HexUuid, primary_key=True),  # no foreign key: see migration 0019
     Column("position", Integer, primary_key=True, autoincrement=False),
     Column("kind", String(16), nullable=False),
     Column("name", Text, nullable=False),
@@ -82,7 +82,9 @@ steps = Table(
     Column("started_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime, nullable=False),
 )
-"""One journal entry: the committed result of the step at ``position``."""
+"""One journal entry: the committed result of the step at ``position``. Its run exists:
+the fenced append writes an entry only under a run's lease (``store.run_sql``), and a
+fork's entries are copied as the fork is created; pruning deletes a run's entries with it."""
 
 attempts = Table(
     "attempts",

@@ -16,17 +16,17 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from psycopg import sql
-from sqlalchemy import Engine, column, insert, inspect, select, table, text
+from sqlalchemy import Engine, column, func, insert, inspect, select, table, text
 from sqlalchemy.engine import make_url
 
-from agent_runtime import ApprovalStatus, new_run_id
+from agent_runtime import ApprovalStatus, Lease, LeaseLost, StepKind, StepRecord, new_run_id
 from agent_runtime.audit import GENESIS, AuditDraft, AuditEntry, chain
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.audit_report import examine
-from store import build_engine
+from store import SqlStore, build_engine
 from store.approval_store import SqlApprovalStore
 from store.migrate import alembic_config, downgrade, upgrade
-from store.models import approvals, runs
+from store.models import approvals, runs, steps
 from store.schema import metadata
 from store.types import UTCDateTime
 
@@ -262,4 +262,48 @@ def test_approvals_from_before_previews_read_back_without_one(empty_engine: Engi
         ApprovalStatus.APPROVED,
         None,
         None,
+    )
+
+
+def test_journals_written_before_0019_are_kept_without_their_foreign_key(
+    empty_engine: Engine,
+) -> None:
+    """A journal written at 0018 reads back the same after 0019 drops its foreign key, and
+    an append for a run that does not exist still writes nothing."""
+    upgrade(empty_engine, "0018")
+    run_id = new_run_id()
+    written = [
+        {"run_id": run_id, "position": p, "kind": "step", "name": f"s{p}", "input_hash": "h"}
+        | {"output": {"p": p, "text": "é"}, "attempts": 1, "started_at": T0, "finished_at": T0}
+        for p in range(3)
+    ]
+    with empty_engine.begin() as conn:
+        conn.execute(
+            insert(runs).values(
+                id=run_id, workflow="wf", status="running", created_at=T0, updated_at=T0, fence=1
+            )
+        )
+        conn.execute(insert(steps), written)
+    upgrade(empty_engine)
+    assert inspect(empty_engine).get_foreign_keys("steps") == []
+    store = SqlStore(empty_engine)
+    assert [(s.position, s.output) for s in store.load_journal(run_id)] == [
+        (p, {"p": p, "text": "é"}) for p in range(3)
+    ]
+    store.append_step(Lease(run_id, "w", 1), _entry(3))
+    with pytest.raises(LeaseLost):
+        store.append_step(Lease(new_run_id(), "w", 1), _entry(0))
+    with empty_engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(steps)).scalar_one() == 4
+
+
+def _entry(position: int) -> StepRecord:
+    return StepRecord(
+        position=position,
+        kind=StepKind.STEP,
+        name=f"s{position}",
+        input_hash="h",
+        output=None,
+        started_at=T0,
+        finished_at=T0,
     )
