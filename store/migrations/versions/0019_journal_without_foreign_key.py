@@ -26,7 +26,8 @@ FOREIGN_KEY = "fk_steps_run_id_runs"
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("steps") as batch:  # SQLite copies the table without it
+    # SQLite copies the table without it; the runs table it named is not read
+    with op.batch_alter_table("steps", reflect_kwargs={"resolve_fks": False}) as batch:
         batch.drop_constraint(FOREIGN_KEY, type_="foreignkey")
 
 
