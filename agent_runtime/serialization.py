@@ -15,12 +15,17 @@ _READ_BACK_UNCHANGED = frozenset({type(None), bool, int, str})
 """Exact types that JSON gives back equal and of the same type (not float: NaN is refused)."""
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+"""Made once: ``json.dumps`` with these options builds an encoder at every call, and a
+step encodes several values."""
+
+
 def canonical_json(value: JSONValue, *, what: str = "value") -> str:
     """Return the canonical JSON text of ``value`` or raise NotSerializable naming ``what``."""
     try:
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        return _CANONICAL.encode(value)
     except (TypeError, ValueError) as exc:
         raise NotSerializable(what, str(exc)) from exc
 

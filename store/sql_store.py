@@ -53,6 +53,7 @@ from store.notify import notify_wake
 from store.outbox import write_notices
 from store.pages import after as page_after
 from store.pages import newest_first
+from store.plain_statements import PlainPrepared
 from store.row_checks import row_has, row_has_one_of
 from store.run_sql import (
     ENTRY,
@@ -118,7 +119,7 @@ class SqlStore:
             from store.libpq_statements import LibpqPrepared  # psycopg: PostgreSQL's only
 
             return LibpqPrepared(self._append, self.engine.dialect, "signoff_append")
-        return Prepared(self._append, self.engine.dialect)
+        return PlainPrepared(self._append, self.engine.dialect)
 
     @built_once
     def _fast_end(self) -> Prepared:

@@ -1,25 +1,41 @@
-"""The journal's append through libpq's own call: what it writes, and how it fails."""
+"""The journal's append with plainly encoded parameters (on SQLite through the cursor, on
+PostgreSQL through libpq's own call): what it writes, and how it fails."""
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Boolean, bindparam, select, text
+from sqlalchemy import Boolean, text
 from sqlalchemy import exc as sa_exc
 
 from agent_runtime import ErrorInfo, Lease, StepKind, StepRecord, StoreUnavailable, new_run_id
 from store import SqlStore
 from store.driver import DriverConnections, Prepared, Statement
 from store.libpq_statements import LibpqPrepared, numbered
-from store.models import steps
+from store.plain_statements import PlainPrepared, plain_encoder
 from store.run_sql import fenced_append_params, fenced_append_statement
 from tests.integration import wait_until
 
-pytestmark = pytest.mark.postgres
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def sql_store(request: pytest.FixtureRequest) -> SqlStore:
+    """A migrated store on SQLite, then on PostgreSQL."""
+    store: SqlStore = request.getfixturevalue(f"{request.param}_store".replace("postgres", "pg"))
+    return store
+
+
+def _plain(store: SqlStore, name: str) -> Statement:
+    """The journal append as the store runs it on its database."""
+    statement = fenced_append_statement(postgres=store.engine.dialect.name == "postgresql")
+    if store.engine.dialect.name == "postgresql":
+        return LibpqPrepared(statement, store.engine.dialect, name)
+    return PlainPrepared(statement, store.engine.dialect)
+
 
 NOW = datetime(2026, 12, 3, 4, 5, 6, 789012, tzinfo=UTC)
 EAST = timezone(timedelta(hours=5, minutes=30))
@@ -60,50 +76,53 @@ ENTRIES = {
 
 
 def _stored(store: SqlStore, lease: Lease) -> tuple[Any, ...]:
-    """The entry's columns as PostgreSQL holds them, in their text forms."""
+    """The entry's columns as the database holds them (SQLite's timestamps as their text),
+    its JSON documents parsed (one text may space them differently from the other)."""
     with store.engine.connect() as conn:
         row = conn.execute(
             text(
-                "SELECT kind, name, input_hash, output::text, output IS NULL, error::text, "
-                "attempts, started_at, finished_at FROM steps WHERE run_id = :run"
+                "SELECT kind, name, input_hash, output, output IS NULL, error, attempts, "
+                "started_at, finished_at FROM steps WHERE run_id = :run"
             ),
             {"run": lease.run_id},
         ).one()
-    return tuple(row)
+    texts = store.engine.dialect.name == "sqlite"  # PostgreSQL's driver parses jsonb itself
+    parsed = [json.loads(v) if texts and v is not None else v for v in (row.output, row.error)]
+    return (*row[:3], parsed[0], row[4], parsed[1], *row[6:])
 
 
 @pytest.mark.parametrize("name", list(ENTRIES))
-def test_an_entry_appended_through_libpq_is_stored_as_sqlalchemy_stores_it(
-    pg_store: SqlStore, name: str
+def test_an_entry_appended_plainly_is_stored_as_sqlalchemy_stores_it(
+    sql_store: SqlStore, name: str
 ) -> None:
-    """The same entry, appended through libpq and through SQLAlchemy's type processing on
-    a cursor, is stored alike, column for column, and reads back as it was written."""
+    """The same entry, appended with plain parameters and with SQLAlchemy's type processing
+    on a cursor, is stored alike, column for column, and reads back as it was written."""
     entry = ENTRIES[name]
-    statement = fenced_append_statement(postgres=True)
-    through_cursor = Prepared(statement, pg_store.engine.dialect)
-    through_libpq = LibpqPrepared(statement, pg_store.engine.dialect, "test_append")
-    connections = DriverConnections(pg_store.engine, most=1)
-    leases = _lease(pg_store), _lease(pg_store)
-    ways: tuple[Statement, Statement] = (through_cursor, through_libpq)
+    through_sqlalchemy = Prepared(sql_store._append, sql_store.engine.dialect)
+    connections = DriverConnections(sql_store.engine, most=1)
+    leases = _lease(sql_store), _lease(sql_store)
+    ways: tuple[Statement, Statement] = (through_sqlalchemy, _plain(sql_store, "test_append"))
     for lease, prepared in zip(leases, ways, strict=True):
         outcome = connections.execute(prepared, fenced_append_params(lease, entry))
         assert outcome.rowcount == 1
-    assert _stored(pg_store, leases[1]) == _stored(pg_store, leases[0])
-    assert pg_store.load_journal(leases[1].run_id) == [entry]
+    assert _stored(sql_store, leases[1]) == _stored(sql_store, leases[0])
+    assert sql_store.load_journal(leases[1].run_id) == [entry]
     connections.close()
 
 
-def test_an_append_under_a_lost_lease_writes_nothing(pg_store: SqlStore) -> None:
-    """Through libpq the fence still holds: an append under an older fence changes no row."""
-    lease = _lease(pg_store)
+def test_an_append_under_a_lost_lease_writes_nothing(sql_store: SqlStore) -> None:
+    """With plain parameters the fence still holds: an append under an older fence changes
+    no row."""
+    lease = _lease(sql_store)
     stale = Lease(lease.run_id, lease.owner, lease.fence - 1)
-    connections = DriverConnections(pg_store.engine, most=1)
-    prepared = LibpqPrepared(fenced_append_statement(True), pg_store.engine.dialect, "t_fence")
+    connections = DriverConnections(sql_store.engine, most=1)
+    prepared = _plain(sql_store, "t_fence")
     assert connections.execute(prepared, fenced_append_params(stale, _entry(0))).rowcount == 0
     assert connections.execute(prepared, fenced_append_params(lease, _entry(0))).rowcount == 1
     connections.close()
 
 
+@pytest.mark.postgres
 def test_a_statement_deallocated_on_its_connection_is_prepared_again(pg_store: SqlStore) -> None:
     """After ``DEALLOCATE ALL`` on the connection it was prepared on, the next append
     prepares it again and is written."""
@@ -117,6 +136,7 @@ def test_a_statement_deallocated_on_its_connection_is_prepared_again(pg_store: S
     connections.close()
 
 
+@pytest.mark.postgres
 def test_an_append_whose_session_is_terminated_leaves_the_store_unavailable(
     pg_store: SqlStore,
 ) -> None:
@@ -157,6 +177,7 @@ def test_an_append_whose_session_is_terminated_leaves_the_store_unavailable(
     assert [e.position for e in pg_store.load_journal(lease.run_id)] == [0]
 
 
+@pytest.mark.postgres
 def test_a_unique_violation_comes_out_as_psycopg_raises_it(pg_store: SqlStore) -> None:
     """A second entry at the same position fails with psycopg's ``UniqueViolation``,
     wrapped as SQLAlchemy wraps it, and the connection stays usable."""
@@ -171,14 +192,11 @@ def test_a_unique_violation_comes_out_as_psycopg_raises_it(pg_store: SqlStore) -
     connections.close()
 
 
-def test_a_statement_binding_a_type_without_a_text_encoding_is_refused(
-    pg_store: SqlStore,
-) -> None:
-    """A statement with a parameter of a type the text encoders do not know is refused
-    when it is built, not sent with a guess."""
-    statement = select(steps.c.position).where(bindparam("flag", type_=Boolean()))
-    with pytest.raises(TypeError, match="no text encoding"):
-        LibpqPrepared(statement, pg_store.engine.dialect, "t_bool")
+def test_a_type_without_a_plain_encoding_is_refused(sql_store: SqlStore) -> None:
+    """A parameter of a type the plain encoders do not know is refused when its statement
+    is built, not sent with a guess."""
+    with pytest.raises(TypeError, match="no plain encoding"):
+        plain_encoder(Boolean(), sql_store.engine.dialect)
 
 
 def test_placeholders_are_numbered_once_per_name() -> None:
