@@ -40,6 +40,7 @@ from bench._common import (
 )
 from bench.workloads import TRIVIAL, WORKFLOW, workloads
 from store import build_engine, upgrade
+from store.driver import DriverConnections, Prepared
 from store.run_sql import fenced_append_params, fenced_append_statement
 from store.sql_store import SqlStore
 
@@ -280,6 +281,18 @@ def core_appender(store: TimedStore) -> Callable[[Lease, StepRecord], object]:
             return conn.execute(statement, fenced_append_params(lease, step)).rowcount
 
     return append_in_transaction
+
+
+def cursor_appender(store: TimedStore) -> Callable[[Lease, StepRecord], object]:
+    """The fenced append compiled once (``Prepared``) and run on a driver connection's
+    psycopg cursor: the store's PostgreSQL path before libpq's own call replaced it."""
+    prepared = Prepared(fenced_append_statement(postgres=True), store.engine.dialect)
+    connections = DriverConnections(store.engine)
+
+    def append(lease: Lease, step: StepRecord) -> object:
+        return connections.execute(prepared, fenced_append_params(lease, step)).rowcount
+
+    return append
 
 
 @dataclass(frozen=True, slots=True)

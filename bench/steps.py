@@ -19,9 +19,10 @@ schema, dropped afterwards):
   contestants take turns repeat by repeat, in rotating order; the ratio is the median
   of the per-repeat ratios, with its interquartile range.
 * journal (the statement the hot path uses): µs per append of the fenced
-  ``INSERT … SELECT`` on a driver connection (what ``SqlStore`` does) and through
-  SQLAlchemy Core (``Connection.execute`` of the same statement, built once, on an
-  autocommit connection), interleaved.
+  ``INSERT … SELECT`` as ``SqlStore`` runs it (on a driver connection: SQLite's cursor,
+  PostgreSQL's libpq call) and through SQLAlchemy Core (``Connection.execute`` of the
+  same statement, built once, on an autocommit connection), interleaved; on PostgreSQL
+  also the statement on a driver connection's psycopg cursor beside Core.
 * concurrent (PostgreSQL): total steps/s of 8 payload runs x 50 steps on one worker of
   concurrency 8, beside 8 raw connections each writing 50 rows, autocommit.
 * journal bytes (PostgreSQL): ``pg_total_relation_size('steps') / rows`` (heap,
@@ -47,9 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from agent_runtime import (
-    Runtime,
-)
+from agent_runtime import Lease, Runtime, StepRecord
 from bench import peers, raw
 from bench._common import (
     Paired,
@@ -68,6 +67,7 @@ from bench.step_harness import (
     TimedStore,
     append_seconds,
     core_appender,
+    cursor_appender,
     engine_bytes_per_step,
     engine_concurrent_steps_per_second,
     engine_crash_resume,
@@ -143,18 +143,28 @@ def _sequential(
 
 def journal(settings: Settings, dsn: str) -> dict[str, tuple[Paired, Paired]]:
     """Per append, wall and client CPU: SQLAlchemy Core (the pairs' first) beside the
-    store's driver path, on each backend."""
+    store's path on each backend, and on PostgreSQL beside the same statement on a
+    driver connection's psycopg cursor (the path libpq's own call replaced)."""
     results: dict[str, tuple[Paired, Paired]] = {}
     for backend, open_store in BACKENDS.items():
         with open_store(dsn) as store:
-            results[backend] = (
-                _journal(settings, store, time.perf_counter),
-                _journal(settings, store, time.thread_time),
-            )
+            ways: dict[str, Callable[[Lease, StepRecord], object]] = {backend: store.append_step}
+            if backend == "postgres":
+                ways["postgres, psycopg cursor"] = cursor_appender(store)
+            for name, append in ways.items():
+                results[name] = (
+                    _journal(settings, store, append, time.perf_counter),
+                    _journal(settings, store, append, time.thread_time),
+                )
     return results
 
 
-def _journal(settings: Settings, store: TimedStore, clock: Callable[[], float]) -> Paired:
+def _journal(
+    settings: Settings,
+    store: TimedStore,
+    append: Callable[[Lease, StepRecord], object],
+    clock: Callable[[], float],
+) -> Paired:
     runtime = Runtime(store, workloads())
     runtime.start(WORKFLOW, {"n": 1})
     now = runtime.clock.now()
@@ -163,7 +173,7 @@ def _journal(settings: Settings, store: TimedStore, clock: Callable[[], float]) 
     core = core_appender(store)
     return interleave(
         lambda: append_seconds(core, lease, next(positions), clock),
-        lambda: append_seconds(store.append_step, lease, next(positions), clock),
+        lambda: append_seconds(append, lease, next(positions), clock),
         settings.repeats,
     )
 
@@ -315,17 +325,17 @@ def journal_table(results: dict[str, tuple[Paired, Paired]], repeats: int) -> st
     ]
     return table(
         f"One fenced journal append ({APPENDS} per turn, {repeats} interleaved pairs each for "
-        "wall and CPU time): the store's driver connection beside SQLAlchemy Core's "
+        "wall and CPU time): the store's path beside SQLAlchemy Core's "
         "Connection.execute of the same statement",
         [
             "backend",
-            "driver µs",
+            "store µs",
             "Core µs",
-            "Core/driver",
+            "Core/store",
             "IQR",
-            "driver CPU µs",
+            "store CPU µs",
             "Core CPU µs",
-            "Core/driver CPU",
+            "Core/store CPU",
             "IQR",
         ],
         rows,
