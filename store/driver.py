@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Column, Dialect, Engine, event
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Compiled
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.types import TypeEngine
 
@@ -46,6 +47,43 @@ class Statement(Protocol):
         """Execute with ``params`` on ``channel``; the rows only if ``fetch``."""
 
 
+class BoundParams:
+    """A compiled statement's driver parameters from values by bind name: each encoded by
+    the encoder ``encoder_for`` gives its bind's type (None: passed as it is), the
+    literals the statement was built with encoded once, here. In ``order`` (a list for a
+    statement with positional placeholders), else by name (a dict)."""
+
+    def __init__(
+        self,
+        compiled: Compiled,
+        encoder_for: Callable[[TypeEngine[Any]], Encoder | None],
+        order: Sequence[str] | None,
+    ) -> None:
+        bind_names: Mapping[Any, str] = getattr(compiled, "bind_names", {})
+        encoders = {name: encoder_for(bind.type) for bind, name in bind_names.items()}
+        fixed = {
+            name: _encoded(encoders[name], bind.effective_value)
+            for bind, name in bind_names.items()
+            if not bind.required
+        }
+        self._positional = order is not None
+        self._fixed = fixed
+        self._given = [(name, encoders[name]) for name in encoders if name not in fixed]
+        self._order = [(name, encoders[name], fixed.get(name, _GIVEN)) for name in order or ()]
+
+    def __call__(self, values: Mapping[str, Any]) -> list[Any] | dict[str, Any]:
+        """The parameters for ``values`` (``KeyError`` if a bind has no value)."""
+        if self._positional:
+            return [
+                _encoded(encode, values[name]) if fixed is _GIVEN else fixed
+                for name, encode, fixed in self._order
+            ]
+        given = dict(self._fixed)
+        for name, encode in self._given:
+            given[name] = _encoded(encode, values[name])
+        return given
+
+
 class Prepared:
     """A Core statement compiled once for one dialect, with the encoders of its parameters
     and (given the columns it returns) the decoders of its rows."""
@@ -55,43 +93,19 @@ class Prepared:
     ) -> None:
         compiled = statement.compile(dialect=dialect)
         self.sql = compiled.string
-        bind_names: Mapping[Any, str] = getattr(compiled, "bind_names", {})
-        encoders = {name: _encoder_or_none(bind.type, dialect) for bind, name in bind_names.items()}
-        fixed = {  # the literals the statement was built with, encoded once
-            name: _encoded(encoders[name], bind.effective_value)
-            for bind, name in bind_names.items()
-            if not bind.required
-        }
         order: Sequence[str] | None = getattr(compiled, "positiontup", None)
-        self._positional = order is not None
-        self._fixed = fixed
-        self._given = [(name, encoders[name]) for name in encoders if name not in fixed]
-        self._order = [
-            (name, encoders[name], _GIVEN) if name not in fixed else (name, None, fixed[name])
-            for name in order or ()
-        ]
+        self._params = BoundParams(compiled, lambda kind: _processor(kind, dialect), order)
         columns = list(returns)
         self._decoders = [_decoder(column.type, dialect) for column in columns]
         self._row = collections.namedtuple("_row", [c.name for c in columns])  # type: ignore[misc]
 
-    def params(self, values: Mapping[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
-        """The driver parameters for ``values`` (by bind name), encoded as SQLAlchemy would.
-
-        ``KeyError`` if a bind has no value. The literals the statement was built with are
-        its own (encoded when it was compiled); ``values`` name the others."""
-        if self._positional:
-            return tuple(
-                fixed if fixed is not _GIVEN else _encoded(encode, values[name])
-                for name, encode, fixed in self._order
-            )
-        given = dict(self._fixed)
-        for name, encode in self._given:
-            value = values[name]
-            given[name] = value if encode is None else encode(value)
-        return given
+    def params(self, values: Mapping[str, Any]) -> list[Any] | dict[str, Any]:
+        """The driver parameters for ``values`` (by bind name), encoded as SQLAlchemy would
+        (``BoundParams``)."""
+        return self._params(values)
 
     def run(self, channel: Channel, params: Any, fetch: bool) -> Outcome:
-        """Execute on ``channel``'s cursor with ``params`` (from ``params``)."""
+        """Execute on ``channel``'s cursor; its rows, decoded, if ``fetch``."""
         cursor = channel.cursor
         cursor.execute(self.sql, params)
         rows = self.rows(cursor.fetchall()) if fetch else []
@@ -111,8 +125,8 @@ def _encoded(encode: Encoder | None, value: Any) -> Any:
     return value if encode is None else encode(value)
 
 
-def _encoder_or_none(kind: TypeEngine[Any], dialect: Dialect) -> Encoder | None:
-    """The type's bind processor, None where it passes values as they are."""
+def _processor(kind: TypeEngine[Any], dialect: Dialect) -> Encoder | None:
+    """The type's bind processor on ``dialect``, None where it passes values as they are."""
     encode: Encoder | None = kind.dialect_impl(dialect).bind_processor(dialect)
     return encode
 

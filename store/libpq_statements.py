@@ -28,7 +28,7 @@ from sqlalchemy import Dialect
 from sqlalchemy.sql import ClauseElement
 
 from store.driver import Channel, Outcome
-from store.plain_statements import PlainParams
+from store.plain_statements import plain_params
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
 _DONE = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
@@ -44,11 +44,11 @@ class LibpqPrepared:
             raise ValueError(f"libpq statements are PostgreSQL's, not {dialect.name}'s")
         compiled = statement.compile(dialect=dialect)
         self.sql, order = numbered(compiled.string)
-        self._params = PlainParams(compiled, dialect, order)
+        self._params = plain_params(compiled, dialect, order)
         self._name = name.encode()
         self._sql = self.sql.encode()
 
-    def params(self, values: Mapping[str, Any]) -> list[str | None]:
+    def params(self, values: Mapping[str, Any]) -> list[Any] | dict[str, Any]:
         """The statement's parameters as text, in placeholder order (``KeyError`` if a bind
         has no value; the literals it was built with are its own)."""
         return self._params(values)

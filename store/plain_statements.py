@@ -3,7 +3,7 @@ SQLAlchemy's type processing.
 
 SQLAlchemy encodes a parameter through its type's bind processor (a ``TypeDecorator``'s
 own step, then its implementation's), which for a journal entry's ten columns costs more
-client time than SQLite takes to write the row. ``PlainParams`` encodes each parameter
+client time than SQLite takes to write the row. ``plain_params`` encodes each parameter
 with one function chosen by its column's type, to the very value SQLAlchemy would send:
 
 ========================  ===============================  ===============================
@@ -38,36 +38,12 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.types import TypeEngine
 
 from agent_runtime.serialization import canonical_json
-from store.driver import Channel, Outcome
+from store.driver import BoundParams, Channel, Outcome
 from store.types import HexUuid, JsonDocument, UTCDateTime
 
 Encoder = Callable[[Any], Any]
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
-_GIVEN: Any = object()
-"""Marks a parameter whose value the caller gives (not a literal of the statement)."""
-
-
-class PlainParams:
-    """The parameters of one compiled statement, in placeholder order, from values by
-    bind name; the literals the statement was built with are encoded once, here."""
-
-    def __init__(self, compiled: Compiled, dialect: Dialect, order: Sequence[str]) -> None:
-        bind_names: Mapping[Any, str] = getattr(compiled, "bind_names", {})
-        encoders = {name: plain_encoder(bind.type, dialect) for bind, name in bind_names.items()}
-        fixed = {
-            name: encoders[name](bind.effective_value)
-            for bind, name in bind_names.items()
-            if not bind.required
-        }
-        self._order = [(name, encoders[name], fixed.get(name, _GIVEN)) for name in order]
-
-    def __call__(self, values: Mapping[str, Any]) -> list[Any]:
-        """The parameters for ``values`` (``KeyError`` if a bind has no value)."""
-        return [
-            encode(values[name]) if fixed is _GIVEN else fixed
-            for name, encode, fixed in self._order
-        ]
 
 
 class PlainPrepared:
@@ -81,9 +57,9 @@ class PlainPrepared:
         if order is None:
             raise ValueError(f"{dialect.name}'s placeholders are named: use Prepared")
         self.sql = compiled.string
-        self._params = PlainParams(compiled, dialect, order)
+        self._params = plain_params(compiled, dialect, order)
 
-    def params(self, values: Mapping[str, Any]) -> list[Any]:
+    def params(self, values: Mapping[str, Any]) -> list[Any] | dict[str, Any]:
         """The parameters for ``values``, by bind name."""
         return self._params(values)
 
@@ -94,6 +70,11 @@ class PlainPrepared:
         cursor = channel.cursor
         cursor.execute(self.sql, params)
         return Outcome([], int(cursor.rowcount))
+
+
+def plain_params(compiled: Compiled, dialect: Dialect, order: Sequence[str]) -> BoundParams:
+    """The parameters of ``compiled`` in ``order``, each encoded plainly by its type."""
+    return BoundParams(compiled, lambda kind: plain_encoder(kind, dialect), order)
 
 
 def plain_encoder(kind: TypeEngine[Any], dialect: Dialect) -> Encoder:
