@@ -66,6 +66,8 @@ class ResumeFirst:
 
     def wait_turn(self) -> None:
         """Wait (at most ``max_wait``) until no run is getting to its first live step."""
+        if self._open or not self._resuming:  # every step asks: most need not take the lock
+            return
         with self._changed:
             self._waiting += 1
             try:
