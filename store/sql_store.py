@@ -115,15 +115,20 @@ class SqlStore:
 
     @built_once
     def _fast_append(self) -> Statement:
-        if self._postgres:  # every step's statement: libpq's own call
-            from store.libpq_statements import LibpqPrepared  # psycopg: PostgreSQL's only
-
-            return LibpqPrepared(self._append, self.engine.dialect, "signoff_append")
-        return PlainPrepared(self._append, self.engine.dialect)
+        return self._plain(self._append, "signoff_append")
 
     @built_once
-    def _fast_end(self) -> Prepared:
-        return Prepared(self._end, self.engine.dialect)
+    def _fast_end(self) -> Statement:
+        return self._plain(self._end, "signoff_end")
+
+    def _plain(self, statement: Any, name: str) -> Statement:
+        """``statement`` with plainly encoded parameters: on PostgreSQL prepared as ``name``
+        and sent through libpq's own call (``store.plain_statements``)."""
+        if self._postgres:
+            from store.libpq_statements import LibpqPrepared  # psycopg: PostgreSQL's only
+
+            return LibpqPrepared(statement, self.engine.dialect, name)
+        return PlainPrepared(statement, self.engine.dialect)
 
     @built_once
     def _journal(self) -> Prepared:

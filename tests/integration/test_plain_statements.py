@@ -110,6 +110,50 @@ def test_an_entry_appended_plainly_is_stored_as_sqlalchemy_stores_it(
     connections.close()
 
 
+ENDS: dict[str, dict[str, Any]] = {
+    "completed": {"end_status": "completed", "end_output": {"answer": "« ✓ »", "n": [1.5]}},
+    "failed": {"end_status": "failed", "end_error": {"type": "E", "message": "x", "details": {}}},
+    "completed with no output": {"end_status": "completed", "end_output": None},
+}
+
+
+def _run_row(store: SqlStore, lease: Lease) -> tuple[Any, ...]:
+    """The run's columns an end writes, JSON parsed, SQLite's timestamps as their text."""
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            text(
+                "SELECT status, output, output IS NULL, error, error IS NULL, lease_owner, "
+                "due_at, wait_key, updated_at FROM runs WHERE id = :run"
+            ),
+            {"run": lease.run_id},
+        ).one()
+    texts = store.engine.dialect.name == "sqlite"
+    parsed = [json.loads(v) if texts and v is not None else v for v in (row.output, row.error)]
+    return (row.status, parsed[0], row[2], parsed[1], *row[4:])
+
+
+@pytest.mark.parametrize("name", list(ENDS))
+def test_a_run_ended_plainly_is_stored_as_sqlalchemy_stores_it(
+    sql_store: SqlStore, name: str
+) -> None:
+    """A run's end, written with plain parameters and with SQLAlchemy's type processing,
+    is stored alike, column for column."""
+    values: dict[str, Any] = {"end_output": None, "end_error": None}
+    values["end_at"] = NOW.astimezone(EAST)
+    values |= ENDS[name]
+    connections = DriverConnections(sql_store.engine, most=1)
+    leases = _lease(sql_store), _lease(sql_store)
+    ways: tuple[Statement, Statement] = (
+        Prepared(sql_store._end, sql_store.engine.dialect),
+        sql_store._plain(sql_store._end, "test_end"),
+    )
+    for lease, prepared in zip(leases, ways, strict=True):
+        held = {"held_run": lease.run_id, "held_fence": lease.fence}
+        assert connections.execute(prepared, values | held).rowcount == 1
+    assert _run_row(sql_store, leases[1]) == _run_row(sql_store, leases[0])
+    connections.close()
+
+
 def test_an_append_under_a_lost_lease_writes_nothing(sql_store: SqlStore) -> None:
     """With plain parameters the fence still holds: an append under an older fence changes
     no row."""
