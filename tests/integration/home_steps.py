@@ -49,13 +49,16 @@ def open_home(bot: BotInstance, user: str, *, team: str | None = None) -> Ack:
     return acked(bot.post(json.dumps(body).encode(), content_type=JSON))
 
 
-def published(world: SlackWorld, user: str, after: int, bot: BotInstance) -> dict[str, Any]:
-    """Wait for a ``views.publish`` to ``user`` beyond the first ``after``; return its view as
-    sent, having checked it with slack_sdk's models."""
+def published(
+    world: SlackWorld, user: str, after: int, bot: BotInstance, *, saying: str | None = None
+) -> dict[str, Any]:
+    """Wait for a ``views.publish`` to ``user`` beyond the first ``after`` (one whose blocks
+    hold ``saying``, if given: a refresh another change queued may come first); return its
+    view as sent, having checked it with slack_sdk's models."""
 
     def probe() -> list[Any]:
         calls = [c for c in world.successful("views.publish") if c.params["user_id"] == user]
-        return calls[after:]
+        return [c for c in calls[after:] if saying is None or saying in _view_text(c)]
 
     view = eventually(probe, between=bot.drain, what=f"the Home tab of {user}")[-1].params["view"]
     view = json.loads(view) if isinstance(view, str) else view
@@ -65,6 +68,11 @@ def published(world: SlackWorld, user: str, after: int, bot: BotInstance) -> dic
         assert parsed is not None, block
         parsed.validate_json()
     return dict(view)
+
+
+def _view_text(call: Any) -> str:
+    view = call.params["view"]
+    return view if isinstance(view, str) else json.dumps(view, ensure_ascii=False)
 
 
 def latest(world: SlackWorld, user: str) -> dict[str, Any]:

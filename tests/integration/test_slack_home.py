@@ -153,8 +153,9 @@ def test_a_stale_approve_on_home_is_refused_and_the_tab_shows_why(
     assert edited.proposed_hash != refund.proposed_hash
 
     click_home(bot, APPROVER, old, APPROVE, refund.id)
-    told = published(world, APPROVER, 1, bot)
-    assert "Not recorded: the arguments changed since you were shown them" in texts(told)
+    refusal = "Not recorded: the arguments changed since you were shown them"
+    told = published(world, APPROVER, 1, bot, saying=refusal)  # the edit's refresh may be first
+    assert refusal in texts(told)
     assert f'"value": "{refund.id}:{edited.proposed_hash}"' in texts(told)
     current = bot.services.approvals.get(refund.id)
     assert current.status == ApprovalStatus.PENDING
