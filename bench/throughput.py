@@ -108,7 +108,7 @@ def seed(database: Database, runs: int, steps: int) -> None:
     now = datetime.now(UTC)
     rows = [(uuid.uuid4(), WORKFLOW, json.dumps({"n": steps}), now, now, now) for _ in range(runs)]
     with database.connect() as conn:
-        conn.execute("TRUNCATE runs CASCADE")
+        conn.execute("TRUNCATE runs, steps CASCADE")  # the journal has no key to runs
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO runs (id, workflow, status, input, created_at, updated_at, due_at,"

@@ -274,8 +274,10 @@ def _select(engine: Engine, table: Any, where: Any) -> list[dict[str, Any]]:
 
 
 def _forget(engine: Engine, ids: list[RunId]) -> None:
-    """Delete the scene's runs (their other rows go with them), so no later test sees them."""
+    """Delete the scene's runs and their rows (the journal's too: it has no key to runs to
+    cascade from), so no later test sees them."""
     with engine.begin() as conn:
+        conn.execute(delete(steps).where(steps.c.run_id.in_(ids)))
         conn.execute(delete(outbox).where(outbox.c.run_id.in_(ids)))
         conn.execute(delete(api_approvals).where(api_approvals.c.run_id.in_(ids)))
         conn.execute(delete(grants).where(grants.c.run_id.in_(ids)))
