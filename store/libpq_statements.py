@@ -1,4 +1,4 @@
-"""The journal's append on PostgreSQL through libpq's own call, without psycopg's cursor.
+"""The journal's append (and a run's end) on PostgreSQL through libpq's own call.
 
 Every journaled step is one fenced ``INSERT``. Through a psycopg cursor the statement
 costs the client about twice what libpq itself needs: the cursor adapts each parameter,

@@ -20,8 +20,8 @@ A Python None is SQL NULL in every column (a JSON document's too, as ``JsonDocum
 stores it). A statement binding any other type is refused when it is built
 (``TypeError``). ``tests/integration/test_plain_statements.py`` checks, column by column,
 that what is stored is what SQLAlchemy stores. ``PlainPrepared`` runs such a statement on
-a driver connection's cursor (SQLite's journal append); ``store.libpq_statements`` sends
-one through libpq (PostgreSQL's).
+a driver connection's cursor (SQLite's journal append and run end);
+``store.libpq_statements`` sends one through libpq (PostgreSQL's).
 """
 
 from __future__ import annotations
