@@ -38,7 +38,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.types import TypeEngine
 
 from agent_runtime.serialization import canonical_json
-from store.driver import BoundParams, Channel, Outcome
+from store.driver import BoundParams, Channel, Outcome, Statement
 from store.types import HexUuid, JsonDocument, UTCDateTime
 
 Encoder = Callable[[Any], Any]
@@ -70,6 +70,16 @@ class PlainPrepared:
         cursor = channel.cursor
         cursor.execute(self.sql, params)
         return Outcome([], int(cursor.rowcount))
+
+
+def plain_statement(statement: ClauseElement, dialect: Dialect, name: str) -> Statement:
+    """``statement`` with plainly encoded parameters: on PostgreSQL prepared as ``name`` on
+    each driver connection and sent through libpq's own call, elsewhere on the cursor."""
+    if dialect.name == "postgresql":
+        from store.libpq_statements import LibpqPrepared  # psycopg: PostgreSQL's only
+
+        return LibpqPrepared(statement, dialect, name)
+    return PlainPrepared(statement, dialect)
 
 
 def plain_params(compiled: Compiled, dialect: Dialect, order: Sequence[str]) -> BoundParams:

@@ -53,7 +53,7 @@ from store.notify import notify_wake
 from store.outbox import write_notices
 from store.pages import after as page_after
 from store.pages import newest_first
-from store.plain_statements import PlainPrepared
+from store.plain_statements import plain_statement
 from store.row_checks import row_has, row_has_one_of
 from store.run_sql import (
     ENTRY,
@@ -115,20 +115,11 @@ class SqlStore:
 
     @built_once
     def _fast_append(self) -> Statement:
-        return self._plain(self._append, "signoff_append")
+        return plain_statement(self._append, self.engine.dialect, "signoff_append")
 
     @built_once
     def _fast_end(self) -> Statement:
-        return self._plain(self._end, "signoff_end")
-
-    def _plain(self, statement: Any, name: str) -> Statement:
-        """``statement`` with plainly encoded parameters: on PostgreSQL prepared as ``name``
-        and sent through libpq's own call (``store.plain_statements``)."""
-        if self._postgres:
-            from store.libpq_statements import LibpqPrepared  # psycopg: PostgreSQL's only
-
-            return LibpqPrepared(statement, self.engine.dialect, name)
-        return PlainPrepared(statement, self.engine.dialect)
+        return plain_statement(self._end, self.engine.dialect, "signoff_end")
 
     @built_once
     def _journal(self) -> Prepared:

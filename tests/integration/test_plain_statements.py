@@ -17,7 +17,7 @@ from agent_runtime import ErrorInfo, Lease, StepKind, StepRecord, StoreUnavailab
 from store import SqlStore
 from store.driver import DriverConnections, Prepared, Statement
 from store.libpq_statements import LibpqPrepared, numbered
-from store.plain_statements import PlainPrepared, plain_encoder
+from store.plain_statements import plain_encoder, plain_statement
 from store.run_sql import fenced_append_params, fenced_append_statement
 from tests.integration import wait_until
 
@@ -31,10 +31,7 @@ def sql_store(request: pytest.FixtureRequest) -> SqlStore:
 
 def _plain(store: SqlStore, name: str) -> Statement:
     """The journal append as the store runs it on its database."""
-    statement = fenced_append_statement(postgres=store.engine.dialect.name == "postgresql")
-    if store.engine.dialect.name == "postgresql":
-        return LibpqPrepared(statement, store.engine.dialect, name)
-    return PlainPrepared(statement, store.engine.dialect)
+    return plain_statement(store._append, store.engine.dialect, name)
 
 
 NOW = datetime(2026, 12, 3, 4, 5, 6, 789012, tzinfo=UTC)
@@ -75,20 +72,26 @@ ENTRIES = {
 }
 
 
-def _stored(store: SqlStore, lease: Lease) -> tuple[Any, ...]:
-    """The entry's columns as the database holds them (SQLite's timestamps as their text),
-    its JSON documents parsed (one text may space them differently from the other)."""
+def _columns(store: SqlStore, query: str, lease: Lease) -> tuple[Any, ...]:
+    """The run's row ``query`` selects (by ``:run``) as the database holds it (SQLite's
+    timestamps as their text), its ``output`` and ``error`` JSON documents parsed (one text
+    may space them differently from the other)."""
     with store.engine.connect() as conn:
-        row = conn.execute(
-            text(
-                "SELECT kind, name, input_hash, output, output IS NULL, error, attempts, "
-                "started_at, finished_at FROM steps WHERE run_id = :run"
-            ),
-            {"run": lease.run_id},
-        ).one()
-    texts = store.engine.dialect.name == "sqlite"  # PostgreSQL's driver parses jsonb itself
-    parsed = [json.loads(v) if texts and v is not None else v for v in (row.output, row.error)]
-    return (*row[:3], parsed[0], row[4], parsed[1], *row[6:])
+        row = conn.execute(text(query), {"run": lease.run_id}).one()._asdict()
+    if store.engine.dialect.name == "sqlite":  # PostgreSQL's driver parses jsonb itself
+        for name in ("output", "error"):
+            row[name] = None if row[name] is None else json.loads(row[name])
+    return tuple(row.values())
+
+
+def _stored(store: SqlStore, lease: Lease) -> tuple[Any, ...]:
+    """The entry's columns."""
+    return _columns(
+        store,
+        "SELECT kind, name, input_hash, output, output IS NULL AS no_output, error, attempts, "
+        "started_at, finished_at FROM steps WHERE run_id = :run",
+        lease,
+    )
 
 
 @pytest.mark.parametrize("name", list(ENTRIES))
@@ -118,18 +121,13 @@ ENDS: dict[str, dict[str, Any]] = {
 
 
 def _run_row(store: SqlStore, lease: Lease) -> tuple[Any, ...]:
-    """The run's columns an end writes, JSON parsed, SQLite's timestamps as their text."""
-    with store.engine.connect() as conn:
-        row = conn.execute(
-            text(
-                "SELECT status, output, output IS NULL, error, error IS NULL, lease_owner, "
-                "due_at, wait_key, updated_at FROM runs WHERE id = :run"
-            ),
-            {"run": lease.run_id},
-        ).one()
-    texts = store.engine.dialect.name == "sqlite"
-    parsed = [json.loads(v) if texts and v is not None else v for v in (row.output, row.error)]
-    return (row.status, parsed[0], row[2], parsed[1], *row[4:])
+    """The run's columns an end writes."""
+    return _columns(
+        store,
+        "SELECT status, output, output IS NULL AS no_output, error, error IS NULL AS no_error, "
+        "lease_owner, due_at, wait_key, updated_at FROM runs WHERE id = :run",
+        lease,
+    )
 
 
 @pytest.mark.parametrize("name", list(ENDS))
@@ -145,7 +143,7 @@ def test_a_run_ended_plainly_is_stored_as_sqlalchemy_stores_it(
     leases = _lease(sql_store), _lease(sql_store)
     ways: tuple[Statement, Statement] = (
         Prepared(sql_store._end, sql_store.engine.dialect),
-        sql_store._plain(sql_store._end, "test_end"),
+        plain_statement(sql_store._end, sql_store.engine.dialect, "test_end"),
     )
     for lease, prepared in zip(leases, ways, strict=True):
         held = {"held_run": lease.run_id, "held_fence": lease.fence}
