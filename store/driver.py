@@ -73,9 +73,13 @@ class BoundParams:
 
     def __call__(self, values: Mapping[str, Any]) -> list[Any] | dict[str, Any]:
         """The parameters for ``values`` (``KeyError`` if a bind has no value)."""
-        if self._positional:
+        if self._positional:  # inline, not through ``_encoded``: it is every statement's
             return [
-                _encoded(encode, values[name]) if fixed is _GIVEN else fixed
+                fixed
+                if fixed is not _GIVEN
+                else values[name]
+                if encode is None
+                else encode(values[name])
                 for name, encode, fixed in self._order
             ]
         given = dict(self._fixed)
@@ -150,12 +154,15 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Channel:
-    """A driver connection of our own, with its one cursor and the names of the statements
-    prepared on it (``store.libpq_statements``)."""
+    """A driver connection of our own, with its one cursor, the names of the statements
+    prepared on it and, on PostgreSQL, the Python codec of its client encoding (both for
+    ``store.libpq_statements``; the encoding is the session's from its start, as nothing
+    run on these connections sets another)."""
 
     connection: Any
     cursor: Any
     prepared: set[bytes] = field(default_factory=set)
+    codec: str = "utf-8"
 
     def close(self) -> None:
         """Close the connection; never raises (it may be broken already)."""
@@ -183,8 +190,8 @@ class DriverConnections:
         self._idle: list[Channel] = []
         self._most = most
         self._slots = _slots(most)
-        self._pid = os.getpid()
         event.listen(engine, "engine_disposed", _close_on_dispose(weakref.ref(self)))
+        os.register_at_fork(after_in_child=_forget_in_child(weakref.ref(self)))
         weakref.finalize(self, _close_all, self._idle)
 
     def execute(
@@ -195,7 +202,6 @@ class DriverConnections:
         Driver errors come out wrapped as SQLAlchemy's (see ``store.errors.translated``).
         """
         params = statement.params(values)
-        self._in_this_process()
         self._slots.get()  # waits while ``most`` statements run
         try:
             channel = self._borrow()
@@ -222,11 +228,10 @@ class DriverConnections:
         """Close the idle connections (statements in flight close theirs when they fail)."""
         _close_all(self._idle)
 
-    def _in_this_process(self) -> None:
-        if self._pid != os.getpid():  # a forked child: its parent's connections are not its own
-            self._idle.clear()  # dropped, not closed: the parent still uses them
-            self._slots = _slots(self._most)  # nor are its statements
-            self._pid = os.getpid()
+    def _forked(self) -> None:
+        """In a forked child: its parent's connections are not its own."""
+        self._idle.clear()  # dropped, not closed: the parent still uses them
+        self._slots = _slots(self._most)  # nor are its statements
 
     def _borrow(self) -> Channel:
         while True:
@@ -246,9 +251,10 @@ class DriverConnections:
             raise as_sqlalchemy_error(dialect, exc, None, None, None) from exc
         pooled.detach()
         connection: Any = pooled.dbapi_connection
-        if self._engine.dialect.name == "postgresql":  # SQLite's always are (store.engine)
-            connection.autocommit = True
-        return Channel(connection, connection.cursor())
+        if self._engine.dialect.name != "postgresql":  # SQLite's autocommit (store.engine)
+            return Channel(connection, connection.cursor())
+        connection.autocommit = True
+        return Channel(connection, connection.cursor(), codec=connection.info.encoding)
 
     def _wrapped(
         self, exc: BaseException, channel: Channel, sql: str, params: Any
@@ -290,6 +296,18 @@ def _slots(most: int) -> queue.SimpleQueue[None]:
 def _close_all(idle: list[Channel]) -> None:
     while idle:
         idle.pop().close()
+
+
+def _forget_in_child(connections: weakref.ref[DriverConnections]) -> Callable[[], None]:
+    """Run in a child process right after ``os.fork`` (not a ``getpid`` system call at every
+    statement)."""
+
+    def forget() -> None:
+        alive = connections()
+        if alive is not None:
+            alive._forked()
+
+    return forget
 
 
 def _close_on_dispose(connections: weakref.ref[DriverConnections]) -> Callable[[Engine], None]:

@@ -60,7 +60,7 @@ class LibpqPrepared:
             raise ValueError("a libpq statement returns no rows")
         connection = channel.connection
         pgconn = connection.pgconn
-        codec = connection.info.encoding
+        codec = channel.codec
         sent = [None if p is None else p.encode(codec) for p in params]
         if self._name in channel.prepared:
             result = pgconn.exec_prepared(self._name, sent)

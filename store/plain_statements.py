@@ -87,9 +87,9 @@ def plain_params(compiled: Compiled, dialect: Dialect, order: Sequence[str]) -> 
     return BoundParams(compiled, lambda kind: plain_encoder(kind, dialect), order)
 
 
-def plain_encoder(kind: TypeEngine[Any], dialect: Dialect) -> Encoder:
+def plain_encoder(kind: TypeEngine[Any], dialect: Dialect) -> Encoder | None:
     """How a value bound to a column of type ``kind`` is sent on ``dialect`` (see the
-    table above); ``TypeError`` for a type without one."""
+    table above; None: as it is); ``TypeError`` for a type without one."""
     text = dialect.name == "postgresql"
     if isinstance(kind, JsonDocument):
         return _json
@@ -98,7 +98,7 @@ def plain_encoder(kind: TypeEngine[Any], dialect: Dialect) -> Encoder:
     if isinstance(kind, HexUuid):
         return _hex_uuid
     if isinstance(kind, Integer | String):  # String covers Text and VARCHAR
-        return _text if text else _as_is
+        return _text if text else None
     raise TypeError(f"no plain encoding for a parameter of type {kind!r}")
 
 
@@ -107,13 +107,25 @@ def _json(value: Any) -> str | None:
 
 
 def _offset_timestamp(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat()
+    return None if value is None else _utc_text(value) + "+00:00"
 
 
 def _sqlite_timestamp(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+    return None if value is None else _utc_text(value)
+
+
+def _utc_text(value: datetime) -> str:
+    """``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC (``isoformat`` takes half as long again)."""
+    utc = value if value.tzinfo is UTC else value.astimezone(UTC)
+    return "%04d-%02d-%02d %02d:%02d:%02d.%06d" % (  # noqa: UP031 (a third faster than f"")
+        utc.year,
+        utc.month,
+        utc.day,
+        utc.hour,
+        utc.minute,
+        utc.second,
+        utc.microsecond,
+    )
 
 
 def _hex_uuid(value: str | None) -> str | None:
@@ -124,7 +136,3 @@ def _hex_uuid(value: str | None) -> str | None:
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def _as_is(value: Any) -> Any:
-    return value

@@ -3,6 +3,7 @@ before they are needed, and failing as the engine's connections do."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from datetime import UTC, datetime
@@ -148,3 +149,28 @@ def test_a_pooled_connection_the_server_closed_while_idle_is_replaced(
     with engine.connect() as conn:
         second = conn.execute(PID).scalar_one()
     assert second != first
+
+
+def test_a_forked_child_opens_connections_of_its_own(pg_store: SqlStore) -> None:
+    """A child forked while the parent holds an idle driver connection runs its statements
+    on a connection of its own, and the parent's goes on serving the parent."""
+    engine = pg_store.engine
+    connections = DriverConnections(engine, most=1)
+    pid = Prepared(PID, engine.dialect, (Column("pid", Integer),))
+    parents = connections.execute(pid, {}, fetch=True).rows[0][0]
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe and exits
+        code = 1
+        try:
+            os.write(writing, str(connections.execute(pid, {}, fetch=True).rows[0][0]).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writing)
+    with os.fdopen(reading) as report:
+        childs = int(report.read() or 0)
+    assert os.waitpid(child, 0)[1] == 0
+    assert childs not in (0, parents)
+    assert connections.execute(pid, {}, fetch=True).rows[0][0] == parents
+    connections.close()
