@@ -39,6 +39,11 @@ TABLE = "raw_steps"
 OUTPUT = "null"  # JSON text of a trivial step's output
 WARMUP_STEPS = 5
 
+Driver = Literal["libpq", "psycopg"]
+"""How the PostgreSQL raw runs send their statements: ``libpq`` prepares each once and runs
+it with libpq's own call (the least client work a Python program can do per statement, and
+how the engine sends its journal entries); ``psycopg`` through ``Connection.execute``."""
+
 KeyType = Literal["uuid", "text"]
 """How the PostgreSQL raw table stores its run key: native ``uuid`` (as the engine) or text."""
 
@@ -174,15 +179,19 @@ def raw_pg_concurrent_steps_per_second(
     key: KeyType = "uuid",
     output: str = OUTPUT,
     autocommit: bool = False,
+    driver: Driver = "psycopg",
 ) -> float:
     """Total steps per second when ``connections`` threads, each with its own
     connection and its own run key, do ``steps_each`` INSERT + COMMIT each (with
     ``autocommit``: each INSERT alone, one round trip) of ``output`` into the same
     table at once.  Wall time runs from a common start barrier to the last thread's
-    last commit; connection set-up and warm-up are excluded.
+    last commit; connection set-up and warm-up are excluded.  With ``driver="libpq"``
+    (autocommit only) each INSERT is prepared once and run with libpq's own call.
     """
     if connections < 1:
         raise ValueError("connections must be >= 1")
+    if driver == "libpq" and not autocommit:
+        raise ValueError("libpq statements are sent in autocommit mode")
     _check_steps(steps_each)
     schema = fresh_name("bench_raw")
     create_schema(dsn, schema)
@@ -198,14 +207,24 @@ def raw_pg_concurrent_steps_per_second(
         def worker() -> None:
             try:
                 with psycopg.connect(dsn, autocommit=autocommit) as wconn, wconn.cursor() as cur:
+                    if driver == "libpq":
+                        prepared = LibpqStatements(wconn)
+                        text = insert.as_string(wconn).replace("%s", "?")
+
+                        def write(params: tuple[Any, ...]) -> None:
+                            prepared.execute(text, params)
+                    else:
+
+                        def write(params: tuple[Any, ...]) -> None:
+                            cur.execute(insert, params)
+                            wconn.commit()
+
                     for position in range(WARMUP_STEPS):
-                        cur.execute(insert, (_pg_key(key), position, output))
-                        wconn.commit()
+                        write((_pg_key(key), position, output))
                     run_id = _pg_key(key)
                     barrier.wait()
                     for position in range(steps_each):
-                        cur.execute(insert, (run_id, position, output))
-                        wconn.commit()
+                        write((run_id, position, output))
                     done = time.perf_counter()
                 with lock:
                     finished.append(done)
@@ -380,7 +399,7 @@ def raw_sqlite_runs(path: str) -> Iterator[RawRuns]:
 
 
 @contextlib.contextmanager
-def raw_pg_runs(dsn: str) -> Iterator[RawRuns]:
+def raw_pg_runs(dsn: str, driver: Driver = "libpq") -> Iterator[RawRuns]:
     """``RawRuns`` on PostgreSQL (native ``uuid`` keys), in a fresh schema dropped afterwards."""
     schema = fresh_name("bench_raw")
     create_schema(dsn, schema)
@@ -388,6 +407,15 @@ def raw_pg_runs(dsn: str) -> Iterator[RawRuns]:
         with psycopg.connect(dsn, autocommit=True, options=f"-csearch_path={schema}") as conn:
             for ddl in _RUN_TABLES:
                 conn.execute(ddl.format(key="UUID"))
+            if driver == "libpq":
+                prepared = LibpqStatements(conn)
+                yield RawRuns(
+                    prepared.execute,
+                    lambda: prepared.command(b"BEGIN"),
+                    lambda: prepared.command(b"COMMIT"),
+                    uuid.uuid4,
+                )
+                return
             yield RawRuns(
                 lambda text, params: conn.execute(text.replace("?", "%s"), params),
                 lambda: conn.execute("BEGIN"),
@@ -396,3 +424,32 @@ def raw_pg_runs(dsn: str) -> Iterator[RawRuns]:
             )
     finally:
         drop_schema(dsn, schema)
+
+
+class LibpqStatements:
+    """Statements with ``?`` placeholders, each prepared by name on first use on one
+    connection and then run with ``PQexecPrepared``, parameters as their text."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._pgconn = conn.pgconn
+        self._names: dict[str, bytes] = {}
+
+    def execute(self, text: str, params: tuple[Any, ...]) -> None:
+        """Run ``text`` with ``params`` (prepared the first time)."""
+        name = self._names.get(text)
+        if name is None:
+            name = f"raw_{len(self._names)}".encode()
+            numbered = text.split("?")
+            sql = numbered[0] + "".join(f"${n}{rest}" for n, rest in enumerate(numbered[1:], 1))
+            _succeeded(self._pgconn.prepare(name, sql.encode(), None))
+            self._names[text] = name
+        _succeeded(self._pgconn.exec_prepared(name, [str(p).encode() for p in params]))
+
+    def command(self, sql: bytes) -> None:
+        """Run a statement without parameters (BEGIN, COMMIT)."""
+        _succeeded(self._pgconn.exec_(sql))
+
+
+def _succeeded(result: Any) -> None:
+    if result.status not in (psycopg.pq.ExecStatus.COMMAND_OK, psycopg.pq.ExecStatus.TUPLES_OK):
+        raise RuntimeError((result.error_message or b"").decode(errors="replace"))

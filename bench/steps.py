@@ -14,8 +14,13 @@ schema, dropped afterwards):
   same process on the same database (on SQLite, the very file), the same run written
   raw (``bench.raw.RawRuns``): a run row, one row per step with the same JSON, the
   final update, each committed before the next.  The primary ratio is against the
-  same round trips (each statement alone, autocommit: what the engine does); the
-  BEGIN/INSERT/COMMIT column (three round trips on PostgreSQL) is for reference.  The
+  same round trips (each statement alone, autocommit: what the engine does), sent the
+  cheapest way a Python program can: on PostgreSQL each statement prepared once and run
+  with libpq's own call, as the engine sends its journal entries.  For reference: the
+  BEGIN/INSERT/COMMIT column (three round trips on PostgreSQL), and on PostgreSQL the
+  same raw run sent through psycopg's ``Connection.execute`` (about 100 µs more client
+  CPU a statement on this machine class: a raw baseline that went through it, as this
+  one did before, flattered the engine).  The
   contestants take turns repeat by repeat, in rotating order; the ratio is the median
   of the per-repeat ratios, with its interquartile range.
 * journal (the statement the hot path uses): µs per append of the fenced
@@ -24,7 +29,8 @@ schema, dropped afterwards):
   same statement, built once, on an autocommit connection), interleaved; on PostgreSQL
   also the statement on a driver connection's psycopg cursor beside Core.
 * concurrent (PostgreSQL): total steps/s of 8 payload runs x 50 steps on one worker of
-  concurrency 8, beside 8 raw connections each writing 50 rows, autocommit.
+  concurrency 8, beside 8 raw connections each writing 50 rows, autocommit, through
+  libpq's own call.
 * journal bytes (PostgreSQL): ``pg_total_relation_size('steps') / rows`` (heap,
   indexes, TOAST) after sequential ``bench.trivial`` runs, beside the raw table (same ``uuid``
   key type, same rows per run) measured the same way.
@@ -105,10 +111,12 @@ QUICK = Settings(repeats=7, byte_rows=2_000, resume_repeats=3, peer_repeats=1)
 
 @dataclass(frozen=True, slots=True)
 class Sequential:
-    """Engine beside the same-round-trip raw run (paired), and the BEGIN/COMMIT raw median."""
+    """Engine beside the same-round-trip raw run (paired), the BEGIN/COMMIT raw median, and
+    on PostgreSQL the median of the raw run sent through psycopg's ``Connection.execute``."""
 
     pair: Paired
     transactions: float
+    psycopg: float | None
 
 
 def sequential(settings: Settings, dsn: str) -> dict[tuple[str, int], Sequential]:
@@ -118,27 +126,34 @@ def sequential(settings: Settings, dsn: str) -> dict[tuple[str, int], Sequential
         with (
             open_store(dsn) as store,
             ServingWorker(store) as worker,
-            raw_beside(store, dsn) as base,
+            raw_beside(store, dsn) as bases,
         ):
             for n in STEP_COUNTS:
-                results[backend, n] = _sequential(settings, worker, store, base, n)
+                results[backend, n] = _sequential(settings, worker, store, bases, n)
     return results
 
 
 def _sequential(
-    settings: Settings, worker: ServingWorker, store: TimedStore, base: raw.RawRuns, n: int
+    settings: Settings,
+    worker: ServingWorker,
+    store: TimedStore,
+    bases: dict[str, raw.RawRuns],
+    n: int,
 ) -> Sequential:
     outputs = [step_output_json(index) for index in range(n)]
-    samples = take_turns(
-        {
-            "engine": lambda: engine_step_seconds(worker, store, n),
-            "raw": lambda: base.run_step_seconds(outputs),
-            "transactions": lambda: base.run_step_seconds(outputs, transactions=True),
-        },
-        settings.repeats,
-    )
+    base = bases.get("libpq") or bases["sqlite3"]
+    turns: dict[str, Callable[[], float]] = {
+        "engine": lambda: engine_step_seconds(worker, store, n),
+        "raw": lambda: base.run_step_seconds(outputs),
+        "transactions": lambda: base.run_step_seconds(outputs, transactions=True),
+    }
+    cursor = bases.get("psycopg")
+    if cursor is not None:
+        turns["psycopg"] = lambda: cursor.run_step_seconds(outputs)
+    samples = take_turns(turns, settings.repeats)
     pairs = tuple(zip(samples["engine"], samples["raw"], strict=True))
-    return Sequential(Paired(pairs), statistics.median(samples["transactions"]))
+    through_psycopg = statistics.median(samples["psycopg"]) if cursor is not None else None
+    return Sequential(Paired(pairs), statistics.median(samples["transactions"]), through_psycopg)
 
 
 def journal(settings: Settings, dsn: str) -> dict[str, tuple[Paired, Paired]]:
@@ -186,7 +201,12 @@ def concurrent(settings: Settings, dsn: str) -> Paired:
                 worker, store, CONCURRENT_RUNS, CONCURRENT_STEPS
             ),
             lambda: raw.raw_pg_concurrent_steps_per_second(
-                dsn, CONCURRENT_RUNS, CONCURRENT_STEPS, output=step_output_json(0), autocommit=True
+                dsn,
+                CONCURRENT_RUNS,
+                CONCURRENT_STEPS,
+                output=step_output_json(0),
+                autocommit=True,
+                driver="libpq",
             ),
             settings.repeats,
         )
@@ -286,6 +306,7 @@ def sequential_table(results: dict[tuple[str, int], Sequential], repeats: int) -
                 f"{pair.ratio:.2f}x",
                 spread(pair),
                 us(result.transactions),
+                "" if result.psycopg is None else us(result.psycopg),
                 bar,
             ]
         )
@@ -301,6 +322,7 @@ def sequential_table(results: dict[tuple[str, int], Sequential], repeats: int) -
             "engine/raw",
             "IQR",
             "raw BEGIN/COMMIT µs/step",
+            "raw via psycopg µs/step",
             "bar",
         ],
         rows,
