@@ -434,8 +434,8 @@ class LibpqStatements:
         self._pgconn = conn.pgconn
         self._names: dict[str, bytes] = {}
 
-    def execute(self, text: str, params: tuple[Any, ...]) -> None:
-        """Run ``text`` with ``params`` (prepared the first time)."""
+    def execute(self, text: str, params: tuple[Any, ...]) -> Any:
+        """Run ``text`` with ``params`` (prepared the first time); return libpq's result."""
         name = self._names.get(text)
         if name is None:
             name = f"raw_{len(self._names)}".encode()
@@ -443,13 +443,15 @@ class LibpqStatements:
             sql = numbered[0] + "".join(f"${n}{rest}" for n, rest in enumerate(numbered[1:], 1))
             _succeeded(self._pgconn.prepare(name, sql.encode(), None))
             self._names[text] = name
-        _succeeded(self._pgconn.exec_prepared(name, [str(p).encode() for p in params]))
+        sent = [str(p).encode() for p in params]
+        return _succeeded(self._pgconn.exec_prepared(name, sent))
 
     def command(self, sql: bytes) -> None:
         """Run a statement without parameters (BEGIN, COMMIT)."""
         _succeeded(self._pgconn.exec_(sql))
 
 
-def _succeeded(result: Any) -> None:
+def _succeeded(result: Any) -> Any:
     if result.status not in (psycopg.pq.ExecStatus.COMMAND_OK, psycopg.pq.ExecStatus.TUPLES_OK):
         raise RuntimeError((result.error_message or b"").decode(errors="replace"))
+    return result

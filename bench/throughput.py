@@ -5,8 +5,10 @@ Run ``python -m bench.throughput`` (``--quick`` for fewer runs and one pair).  F
 tables (a fresh schema), then ``PROCESSES`` processes execute them all:
 
 * engine: each process runs a ``Worker`` of concurrency ``THREADS`` on a ``SqlStore``.
-* raw: each process runs ``THREADS`` threads, each on its own autocommit psycopg
-  connection, doing the engine's protocol with hand-written SQL and nothing else: claim
+* raw: each process runs ``THREADS`` threads, each on its own autocommit connection,
+  doing the engine's protocol with hand-written SQL, each statement prepared once and
+  sent through libpq's own call (as the engine sends its journal entries), and nothing
+  else: claim
   one due run (``FOR UPDATE SKIP LOCKED``), read its journal unless it is the run's first
   claim, append each step with the fenced ``INSERT … SELECT`` (the same 226-byte
   output), complete it under its fence.
@@ -43,6 +45,7 @@ from bench._common import (
     sqlalchemy_pg_url,
     table,
 )
+from bench.raw import LibpqStatements
 from bench.workloads import WORKFLOW, step_output_json, workloads
 from store import build_engine, upgrade
 from store.sql_store import SqlStore
@@ -149,46 +152,48 @@ def engine_process(url: str, barrier: Barrier) -> None:
 
 
 CLAIM = (
-    "UPDATE runs SET status = 'running', lease_owner = %(owner)s, fence = fence + 1,"
-    " due_at = %(expires)s, updated_at = %(now)s"
-    " WHERE id IN (SELECT id FROM runs WHERE due_at <= %(now)s ORDER BY due_at LIMIT 1"
-    " FOR UPDATE SKIP LOCKED) RETURNING *"
+    "UPDATE runs SET status = 'running', lease_owner = ?, fence = fence + 1,"
+    " due_at = ?, updated_at = ?"
+    " WHERE id IN (SELECT id FROM runs WHERE due_at <= ? ORDER BY due_at LIMIT 1"
+    " FOR UPDATE SKIP LOCKED) RETURNING id, fence, input"
 )
-JOURNAL = "SELECT * FROM steps WHERE run_id = %s ORDER BY position"
+JOURNAL = "SELECT * FROM steps WHERE run_id = ? ORDER BY position"
 APPEND = (
     "INSERT INTO steps (run_id, position, kind, name, input_hash, output, error, attempts,"
-    " started_at, finished_at) SELECT id, %s, 'step', %s, 'h', %s::jsonb, NULL, 1, %s, %s"
-    " FROM runs WHERE id = %s AND fence = %s AND status = 'running' FOR SHARE"
+    " started_at, finished_at) SELECT id, ?, 'step', ?, 'h', ?::jsonb, NULL, 1, ?, ?"
+    " FROM runs WHERE id = ? AND fence = ? AND status = 'running' FOR SHARE"
 )
 COMPLETE = (
-    "UPDATE runs SET status = 'completed', output = %s::jsonb, lease_owner = NULL,"
-    " due_at = NULL, wait_key = NULL, updated_at = %s"
-    " WHERE id = %s AND fence = %s AND status = 'running'"
+    "UPDATE runs SET status = 'completed', output = ?::jsonb, lease_owner = NULL,"
+    " due_at = NULL, wait_key = NULL, updated_at = ?"
+    " WHERE id = ? AND fence = ? AND status = 'running'"
 )
 
 
 def raw_thread(database: Database, ready: threading.Barrier) -> None:
-    """Claim, load, append and complete runs one by one until none is due."""
+    """Claim, load, append and complete runs one by one until none is due, each statement
+    prepared once and run with libpq's own call (``bench.raw.LibpqStatements``)."""
     outputs = [step_output_json(index) for index in range(max(STEP_COUNTS))]
     with database.connect() as conn:
+        sql = LibpqStatements(conn)
         ready.wait(READY_TIMEOUT_S)
         while True:
             now = datetime.now(UTC)
-            claim = {"owner": "raw", "expires": now + timedelta(seconds=3), "now": now}
-            run = conn.execute(CLAIM, claim).fetchone()
-            if run is None:
+            claimed = sql.execute(CLAIM, ("raw", now + timedelta(seconds=3), now, now))
+            if not claimed.ntuples:
                 return
-            run_id, fence, steps = run[0], run[11], run[3]["n"]
+            run_id, fence = claimed.get_value(0, 0).decode(), int(claimed.get_value(0, 1))
+            steps = json.loads(claimed.get_value(0, 2))["n"]
             if fence > 1:  # as the engine: a first claim finds an empty journal
-                conn.execute(JOURNAL, (run_id,)).fetchall()
+                sql.execute(JOURNAL, (run_id,))
             for index in range(steps):
                 at = datetime.now(UTC)
-                appended = conn.execute(
+                appended = sql.execute(
                     APPEND, (index, f"step {index}", outputs[index], at, at, run_id, fence)
                 )
-                assert appended.rowcount == 1
+                assert appended.command_tuples == 1
             done = (json.dumps({"steps": steps}), datetime.now(UTC), run_id, fence)
-            assert conn.execute(COMPLETE, done).rowcount == 1
+            assert sql.execute(COMPLETE, done).command_tuples == 1
 
 
 def raw_process(database: Database, barrier: Barrier) -> None:
