@@ -99,9 +99,7 @@ class Prepared:
         self.sql = compiled.string
         order: Sequence[str] | None = getattr(compiled, "positiontup", None)
         self._params = BoundParams(compiled, lambda kind: _processor(kind, dialect), order)
-        columns = list(returns)
-        self._decoders = [_decoder(column.type, dialect) for column in columns]
-        self._row = collections.namedtuple("_row", [c.name for c in columns])  # type: ignore[misc]
+        self.rows = RowDecoder(returns, dialect)
 
     def params(self, values: Mapping[str, Any]) -> list[Any] | dict[str, Any]:
         """The driver parameters for ``values`` (by bind name), encoded as SQLAlchemy would
@@ -115,8 +113,18 @@ class Prepared:
         rows = self.rows(cursor.fetchall()) if fetch else []
         return Outcome(rows, int(cursor.rowcount))
 
-    def rows(self, fetched: Iterable[Sequence[Any]]) -> list[Any]:
-        """Decode driver rows into named tuples (attribute access, as SQLAlchemy rows)."""
+
+class RowDecoder:
+    """Driver rows of the given columns decoded by their SQLAlchemy types into named tuples
+    (attribute access, as SQLAlchemy's rows)."""
+
+    def __init__(self, columns: Iterable[Column[Any]], dialect: Dialect) -> None:
+        returned = list(columns)
+        self._decoders = [_decoder(column.type, dialect) for column in returned]
+        self._row = collections.namedtuple("_row", [c.name for c in returned])  # type: ignore[misc]
+
+    def __call__(self, fetched: Iterable[Sequence[Any]]) -> list[Any]:
+        """The rows, decoded."""
         decoders = self._decoders
         return [self._row(*(d(v) for d, v in zip(decoders, row, strict=True))) for row in fetched]
 

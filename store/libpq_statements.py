@@ -19,15 +19,16 @@ connection the server closed as ``OperationalError``, leaving the connection clo
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from psycopg import OperationalError, pq
+from psycopg.adapt import Transformer
 from psycopg.errors import error_from_result
-from sqlalchemy import Dialect
+from sqlalchemy import Column, Dialect
 from sqlalchemy.sql import ClauseElement
 
-from store.driver import Channel, Outcome
+from store.driver import Channel, Outcome, RowDecoder
 from store.plain_statements import plain_params
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
@@ -37,9 +38,17 @@ _NOT_PREPARED = b"26000"  # invalid_sql_statement_name: no prepared statement of
 
 class LibpqPrepared:
     """A PostgreSQL statement prepared as ``name`` on each driver connection it runs on,
-    executed by libpq with its parameters as text; it returns no rows."""
+    executed by libpq with its parameters as text. Given the columns it returns, its rows
+    are loaded by the connection's own psycopg loaders and decoded by the columns' types,
+    as a cursor's rows are (``store.driver.Prepared``)."""
 
-    def __init__(self, statement: ClauseElement, dialect: Dialect, name: str) -> None:
+    def __init__(
+        self,
+        statement: ClauseElement,
+        dialect: Dialect,
+        name: str,
+        returns: Iterable[Column[Any]] = (),
+    ) -> None:
         if dialect.name != "postgresql":
             raise ValueError(f"libpq statements are PostgreSQL's, not {dialect.name}'s")
         compiled = statement.compile(dialect=dialect)
@@ -47,6 +56,7 @@ class LibpqPrepared:
         self._params = plain_params(compiled, dialect, order)
         self._name = name.encode()
         self._sql = self.sql.encode()
+        self._rows = RowDecoder(returns, dialect)
 
     def params(self, values: Mapping[str, Any]) -> list[Any] | dict[str, Any]:
         """The statement's parameters as text, in placeholder order (``KeyError`` if a bind
@@ -55,21 +65,24 @@ class LibpqPrepared:
 
     def run(self, channel: Channel, params: list[str | None], fetch: bool) -> Outcome:
         """Execute on ``channel``'s connection (preparing the statement there first if it
-        is new to it); return how many rows it changed."""
-        if fetch:
-            raise ValueError("a libpq statement returns no rows")
+        is new to it); return how many rows it changed, and its rows if ``fetch``."""
         connection = channel.connection
         pgconn = connection.pgconn
         codec = channel.codec
         sent = [None if p is None else p.encode(codec) for p in params]
+        result = None
         if self._name in channel.prepared:
             result = pgconn.exec_prepared(self._name, sent)
-            if not _unknown(result, pgconn):
-                return _changed(_check(result, pgconn, codec))
-            channel.prepared.discard(self._name)  # deallocated meanwhile: prepared again
-        _check(pgconn.prepare(self._name, self._sql, None), pgconn, codec)
-        channel.prepared.add(self._name)
-        return _changed(_check(pgconn.exec_prepared(self._name, sent), pgconn, codec))
+            if _unknown(result, pgconn):
+                channel.prepared.discard(self._name)  # deallocated meanwhile: prepared again
+                result = None
+        if result is None:
+            _check(pgconn.prepare(self._name, self._sql, None), pgconn, codec)
+            channel.prepared.add(self._name)
+            result = pgconn.exec_prepared(self._name, sent)
+        _check(result, pgconn, codec)
+        rows = self._rows(_loaded(result, connection)) if fetch else []
+        return Outcome(rows, int(result.command_tuples or 0))
 
 
 def numbered(sql: str) -> tuple[str, list[str]]:
@@ -98,8 +111,12 @@ def _unknown(result: Any, pgconn: Any) -> bool:
     )
 
 
-def _changed(result: Any) -> Outcome:
-    return Outcome([], int(result.command_tuples or 0))
+def _loaded(result: Any, connection: Any) -> list[tuple[Any, ...]]:
+    """The result's rows as the connection's psycopg loaders read them (as its cursor would)."""
+    loader = Transformer(connection)
+    loader.set_pgresult(result)
+    rows: list[tuple[Any, ...]] = loader.load_rows(0, result.ntuples, tuple)
+    return rows
 
 
 def _check(result: Any, pgconn: Any, codec: str) -> Any:

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Dialect, Integer, String
+from sqlalchemy import Column, Dialect, Integer, String
 from sqlalchemy.engine import Compiled
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.types import TypeEngine
@@ -76,10 +76,19 @@ def plain_statement(statement: ClauseElement, dialect: Dialect, name: str) -> St
     """``statement`` with plainly encoded parameters: on PostgreSQL prepared as ``name`` on
     each driver connection and sent through libpq's own call, elsewhere on the cursor."""
     if dialect.name == "postgresql":
-        from store.libpq_statements import LibpqPrepared  # psycopg: PostgreSQL's only
-
-        return LibpqPrepared(statement, dialect, name)
+        return libpq_statement(statement, dialect, name)
     return PlainPrepared(statement, dialect)
+
+
+def libpq_statement(
+    statement: ClauseElement, dialect: Dialect, name: str, returns: Iterable[Column[Any]] = ()
+) -> Statement:
+    """``statement`` prepared as ``name`` on each PostgreSQL driver connection, returning the
+    rows of ``returns`` (``store.libpq_statements``; psycopg is imported by PostgreSQL's
+    processes only)."""
+    from store.libpq_statements import LibpqPrepared
+
+    return LibpqPrepared(statement, dialect, name, returns)
 
 
 def plain_params(compiled: Compiled, dialect: Dialect, order: Sequence[str]) -> BoundParams:

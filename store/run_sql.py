@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, column, insert, select, update
+from sqlalchemy import Connection, Integer, and_, bindparam, column, insert, select, update
 
 from agent_runtime.exceptions import InvalidRunState, RunNotFound
 from agent_runtime.ids import RunId
@@ -139,7 +139,7 @@ def claim_statement(postgres: bool) -> Any:
         select(runs.c.id, runs.c.status.label("was"))
         .where(runs.c.due_at <= now)
         .order_by(runs.c.due_at)
-        .limit(bindparam("limit"))
+        .limit(bindparam("limit", type_=Integer))
     )
     if not postgres:
         return lease_values(

@@ -53,7 +53,7 @@ from store.notify import notify_wake
 from store.outbox import write_notices
 from store.pages import after as page_after
 from store.pages import newest_first
-from store.plain_statements import plain_statement
+from store.plain_statements import libpq_statement, plain_statement
 from store.row_checks import row_has, row_has_one_of
 from store.run_sql import (
     ENTRY,
@@ -110,8 +110,10 @@ class SqlStore:
         return claim_statement(self._postgres)
 
     @built_once
-    def _claim(self) -> Prepared:
-        return Prepared(self._claim_statement, self.engine.dialect, claimed_columns())
+    def _claim(self) -> Statement:  # PostgreSQL's: SQLite claims in a transaction
+        return libpq_statement(
+            self._claim_statement, self.engine.dialect, "signoff_claim", claimed_columns()
+        )
 
     @built_once
     def _fast_append(self) -> Statement:
@@ -122,8 +124,11 @@ class SqlStore:
         return plain_statement(self._end, self.engine.dialect, "signoff_end")
 
     @built_once
-    def _journal(self) -> Prepared:
-        return Prepared(JOURNAL_QUERY, self.engine.dialect, (steps.c[n] for n in ENTRY))
+    def _journal(self) -> Statement:
+        entry = [steps.c[name] for name in ENTRY]
+        if self._postgres:
+            return libpq_statement(JOURNAL_QUERY, self.engine.dialect, "signoff_journal", entry)
+        return Prepared(JOURNAL_QUERY, self.engine.dialect, entry)
 
     @built_once
     def _event(self) -> Prepared:

@@ -1,10 +1,12 @@
 """The journal's append with plainly encoded parameters (on SQLite through the cursor, on
-PostgreSQL through libpq's own call): what it writes, and how it fails."""
+PostgreSQL through libpq's own call): what it writes, and how it fails; and on PostgreSQL
+the claim and the journal load through libpq: what they read."""
 
 from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -17,8 +19,16 @@ from agent_runtime import ErrorInfo, Lease, StepKind, StepRecord, StoreUnavailab
 from store import SqlStore
 from store.driver import DriverConnections, Prepared, Statement
 from store.libpq_statements import LibpqPrepared, numbered
+from store.models import steps
 from store.plain_statements import plain_encoder, plain_statement
-from store.run_sql import fenced_append_params, fenced_append_statement
+from store.run_sql import (
+    ENTRY,
+    JOURNAL_QUERY,
+    claimed_columns,
+    fenced_append_params,
+    fenced_append_statement,
+    run_from_row,
+)
 from tests.integration import wait_until
 
 
@@ -246,3 +256,63 @@ def test_placeholders_are_numbered_once_per_name() -> None:
     sql, names = numbered("SELECT %(a)s, %(b)s, %(a)s, 10 %% 3")
     assert sql == "SELECT $1, $2, $1, 10 % 3"
     assert names == ["a", "b"]
+
+
+RICH_INPUT = {"zeta": [1, 2.5, None, True], "alpha": 'naïve \u2028 "q" \\ \t « ✓ »', "n": {}}
+
+
+def _claimed_both_ways(pg_store: SqlStore) -> tuple[list[Any], list[Any]]:
+    """One due run claimed by the store's statement through libpq, and another by the same
+    statement through ``Prepared`` on a psycopg cursor: each claim's decoded rows."""
+    connections = DriverConnections(pg_store.engine, most=1)
+    ways: tuple[Statement, Statement] = (
+        pg_store._claim,
+        Prepared(pg_store._claim_statement, pg_store.engine.dialect, claimed_columns()),
+    )
+    rows = []
+    for way in ways:
+        pg_store.create_run(new_run_id(), "t", RICH_INPUT, NOW.astimezone(EAST))
+        claim = {"owner": "w « 1 »", "now": NOW + timedelta(seconds=1), "limit": 5}
+        claim["expires_at"] = NOW.astimezone(EAST) + timedelta(minutes=1, microseconds=7)
+        rows.append(connections.execute(way, claim, fetch=True).rows)
+    connections.close()
+    return rows[0], rows[1]
+
+
+@pytest.mark.postgres
+def test_a_claim_through_libpq_reads_its_runs_as_a_cursor_does(pg_store: SqlStore) -> None:
+    """The claim sent through libpq returns each column as the same statement on a psycopg
+    cursor decodes it (ids, JSON input, timestamps, the status it had), and the run it
+    returns is the run the database then holds."""
+    through_libpq, through_cursor = _claimed_both_ways(pg_store)
+    assert len(through_libpq) == len(through_cursor) == 1
+    mine, theirs = through_libpq[0]._asdict(), through_cursor[0]._asdict()
+    assert mine.keys() == theirs.keys()
+    assert {k: v for k, v in mine.items() if k != "id"} == {  # two runs, alike but for it
+        k: v for k, v in theirs.items() if k != "id"
+    }
+    assert mine["input"] == RICH_INPUT
+    assert mine["was"] == "pending"
+    assert run_from_row(through_libpq[0]) == pg_store.get_run(mine["id"])
+
+
+@pytest.mark.postgres
+def test_a_journal_loaded_through_libpq_reads_as_a_cursor_does(pg_store: SqlStore) -> None:
+    """The journal query sent through libpq reads every entry (outputs, errors, times) as
+    the same query on a psycopg cursor decodes it, and again after its name was
+    deallocated on the connection."""
+    lease = _lease(pg_store)
+    for position, entry in enumerate(ENTRIES.values()):
+        pg_store.append_step(lease, replace(entry, position=position))
+    connections = DriverConnections(pg_store.engine, most=1)
+    cursor = Prepared(JOURNAL_QUERY, pg_store.engine.dialect, [steps.c[n] for n in ENTRY])
+    values = {"run_id": lease.run_id}
+    through_cursor = connections.execute(cursor, values, fetch=True).rows
+    assert connections.execute(pg_store._journal, values, fetch=True).rows == through_cursor
+    connections.execute(Prepared(text("DEALLOCATE ALL"), pg_store.engine.dialect), {})
+    assert connections.execute(pg_store._journal, values, fetch=True).rows == through_cursor
+    assert len(through_cursor) == len(ENTRIES)
+    assert pg_store.load_journal(lease.run_id) == [
+        replace(entry, position=position) for position, entry in enumerate(ENTRIES.values())
+    ]
+    connections.close()
