@@ -1,4 +1,5 @@
-"""The journal's append (and a run's end) on PostgreSQL through libpq's own call.
+"""The hot path's statements on PostgreSQL through libpq's own call: the journal's append,
+a run's end, the claim and the journal load.
 
 Every journaled step is one fenced ``INSERT``. Through a psycopg cursor the statement
 costs the client about twice what libpq itself needs: the cursor adapts each parameter,
@@ -9,7 +10,9 @@ prepared by name once on each driver connection it runs on (``PQprepare``) and t
 executed with ``PQexecPrepared``, which releases the GIL while it waits; its parameters go
 as text, encoded by the type of the column they are bound to (``store.plain_statements``).
 The SQL is SQLAlchemy's, with its placeholders numbered, so the statement is the very one
-``Prepared`` runs.
+``Prepared`` runs. Rows (the claim's runs, a journal's entries) are loaded by the
+connection's own psycopg loaders and decoded by their columns' SQLAlchemy types, as
+``Prepared`` decodes a cursor's.
 
 Errors come out as psycopg raises them (a unique violation as ``UniqueViolation``, a
 connection the server closed as ``OperationalError``, leaving the connection closed), so
