@@ -115,10 +115,12 @@ def test_a_run_beginning_and_ending_republishes_its_requesters_tab(
     assert "You have started no runs yet" in texts(published(world, REQUESTER, 0, bot))
 
     run_id = run_id_of(acked(bot.command(TASK)))
-    assert f"`{run_id}` pending" in texts(published(world, REQUESTER, 1, bot))
+    pending = f"`{run_id}` pending"
+    assert pending in texts(published(world, REQUESTER, 1, bot, saying=pending))
 
     bot.services.runtime.cancel(run_id, by=Actor(user_id="operator"))
-    assert f"`{run_id}` cancelled" in texts(published(world, REQUESTER, 2, bot))
+    cancelled = f"`{run_id}` cancelled"
+    assert cancelled in texts(published(world, REQUESTER, 2, bot, saying=cancelled))
     bot.drain()
     assert publishes(world, REQUESTER) == 3
 
