@@ -1,0 +1,42 @@
+"""The step benchmark's raw baselines write what they are compared for: a run row, one row
+per step with the step's JSON, the run's end; through libpq's own call as through psycopg."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from sqlalchemy import make_url
+
+from bench.raw import Driver, raw_pg_runs
+from bench.workloads import step_output_json
+
+
+@pytest.mark.parametrize("driver", ["libpq", "psycopg"])
+def test_a_raw_run_writes_its_run_its_steps_and_its_end(pg_server_url: str, driver: Driver) -> None:
+    """A raw run of five steps leaves one completed run and its five outputs, in order, by
+    whichever driver sent them, alone or each in BEGIN/COMMIT."""
+    dsn = make_url(pg_server_url).set(drivername="postgresql").render_as_string(False)
+    outputs = [step_output_json(index) for index in range(5)]
+    with raw_pg_runs(dsn, driver) as runs:
+        assert runs.run_step_seconds(outputs) > 0
+        assert runs.run_step_seconds(outputs, transactions=True) > 0
+        schema = _schema_of(dsn)
+        with psycopg.connect(dsn, options=f"-csearch_path={schema}") as conn:
+            ended = conn.execute("SELECT id, status FROM raw_runs").fetchall()
+            assert [status for _, status in ended] == ["completed", "completed"]
+            for run_id, _ in ended:
+                written = conn.execute(
+                    "SELECT output FROM raw_run_steps WHERE run_id = %s ORDER BY position",
+                    (run_id,),
+                ).fetchall()
+                assert [output for (output,) in written] == outputs
+
+
+def _schema_of(dsn: str) -> str:
+    """The one raw schema the benchmark made (it is dropped when its runs are done)."""
+    with psycopg.connect(dsn) as conn:
+        (name,) = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench_raw%' "
+            "ORDER BY oid DESC LIMIT 1"
+        ).fetchone() or ("",)
+    return str(name)
