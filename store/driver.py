@@ -160,17 +160,18 @@ class Outcome:
     rowcount: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Channel:
-    """A driver connection of our own, with its one cursor, the names of the statements
-    prepared on it and, on PostgreSQL, the Python codec of its client encoding (both for
-    ``store.libpq_statements``; the encoding is the session's from its start, as nothing
-    run on these connections sets another)."""
+    """A driver connection of our own, with its one cursor and, for
+    ``store.libpq_statements`` on PostgreSQL, the names of the statements prepared on it,
+    the Python codec of its client encoding (the session's from its start, as nothing run
+    on these connections sets another) and the psycopg loader of its rows, made once."""
 
     connection: Any
     cursor: Any
     prepared: set[bytes] = field(default_factory=set)
     codec: str = "utf-8"
+    loader: Any = None
 
     def close(self) -> None:
         """Close the connection; never raises (it may be broken already)."""

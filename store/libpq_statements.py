@@ -84,7 +84,7 @@ class LibpqPrepared:
             channel.prepared.add(self._name)
             result = pgconn.exec_prepared(self._name, sent)
         _check(result, pgconn, codec)
-        rows = self._rows(_loaded(result, connection)) if fetch else []
+        rows = self._rows(_loaded(result, channel)) if fetch else []
         return Outcome(rows, int(result.command_tuples or 0))
 
 
@@ -114,11 +114,16 @@ def _unknown(result: Any, pgconn: Any) -> bool:
     )
 
 
-def _loaded(result: Any, connection: Any) -> list[tuple[Any, ...]]:
-    """The result's rows as the connection's psycopg loaders read them (as its cursor would)."""
-    loader = Transformer(connection)
-    loader.set_pgresult(result)
-    rows: list[tuple[Any, ...]] = loader.load_rows(0, result.ntuples, tuple)
+def _loaded(result: Any, channel: Channel) -> list[tuple[Any, ...]]:
+    """The result's rows as the connection's psycopg loaders read them (as its cursor would),
+    by the channel's loader (made on first use: making one costs as much as loading a row)."""
+    if channel.loader is None:
+        channel.loader = Transformer(channel.connection)
+    channel.loader.set_pgresult(result)
+    try:
+        rows: list[tuple[Any, ...]] = channel.loader.load_rows(0, result.ntuples, tuple)
+    finally:
+        channel.loader.set_pgresult(None)  # not kept: a journal's result can be large
     return rows
 
 
