@@ -161,18 +161,18 @@ def pg_store(dsn: str) -> Iterator[TimedStore]:
 
 
 @contextlib.contextmanager
-def raw_beside(store: TimedStore, dsn: str) -> Iterator[dict[str, raw.RawRuns]]:
-    """Raw runs on the store's database, by how they send their statements: on SQLite the
-    very file (``sqlite3``), on PostgreSQL the server (``libpq``'s own call, as the engine's
-    journal entries go, and ``psycopg``'s ``Connection.execute``)."""
+def raw_beside(store: TimedStore, dsn: str) -> Iterator[tuple[raw.RawRuns, raw.RawRuns | None]]:
+    """Raw runs on the store's database: on SQLite the very file; on PostgreSQL the server,
+    through libpq's own call (as the engine's journal entries go), and beside them, for
+    reference, through psycopg's ``Connection.execute`` (None on SQLite)."""
     if store.engine.dialect.name == "sqlite":
         path = store.engine.url.database
         assert path is not None
         with raw.raw_sqlite_runs(path) as runs:
-            yield {"sqlite3": runs}
+            yield runs, None
     else:
         with raw.raw_pg_runs(dsn, "libpq") as runs, raw.raw_pg_runs(dsn, "psycopg") as cursor:
-            yield {"libpq": runs, "psycopg": cursor}
+            yield runs, cursor
 
 
 BACKENDS: dict[str, Callable[[str], contextlib.AbstractContextManager[TimedStore]]] = {

@@ -126,10 +126,10 @@ def sequential(settings: Settings, dsn: str) -> dict[tuple[str, int], Sequential
         with (
             open_store(dsn) as store,
             ServingWorker(store) as worker,
-            raw_beside(store, dsn) as bases,
+            raw_beside(store, dsn) as (base, cursor),
         ):
             for n in STEP_COUNTS:
-                results[backend, n] = _sequential(settings, worker, store, bases, n)
+                results[backend, n] = _sequential(settings, worker, store, base, cursor, n)
     return results
 
 
@@ -137,17 +137,16 @@ def _sequential(
     settings: Settings,
     worker: ServingWorker,
     store: TimedStore,
-    bases: dict[str, raw.RawRuns],
+    base: raw.RawRuns,
+    cursor: raw.RawRuns | None,
     n: int,
 ) -> Sequential:
     outputs = [step_output_json(index) for index in range(n)]
-    base = bases.get("libpq") or bases["sqlite3"]
     turns: dict[str, Callable[[], float]] = {
         "engine": lambda: engine_step_seconds(worker, store, n),
         "raw": lambda: base.run_step_seconds(outputs),
         "transactions": lambda: base.run_step_seconds(outputs, transactions=True),
     }
-    cursor = bases.get("psycopg")
     if cursor is not None:
         turns["psycopg"] = lambda: cursor.run_step_seconds(outputs)
     samples = take_turns(turns, settings.repeats)
