@@ -15,6 +15,7 @@ from sqlalchemy import Column, Engine, Integer, create_engine, event, text
 from agent_runtime import StoreUnavailable
 from store import SqlStore, open_store
 from store.driver import DriverConnections, Prepared
+from store.errors import translated
 from store.replay_guard import SqlReplayGuard
 from tests.integration import wait_until
 
@@ -127,10 +128,28 @@ def test_a_driver_connection_the_server_closed_while_idle_is_replaced(
     """A driver connection whose session was terminated while idle is not lent again: the
     next statement runs on a new one instead of failing."""
     engine = pg_store.engine
-    connections = DriverConnections(engine, most=1)
+    connections = DriverConnections(engine, most=1, checked_after=0)
     pid = Prepared(PID, engine.dialect, (Column("pid", Integer),))
     first = connections.execute(pid, {}, fetch=True).rows[0][0]
     _terminate(engine, first)
+    second = connections.execute(pid, {}, fetch=True).rows[0][0]
+    assert second != first
+    connections.close()
+
+
+def test_a_connection_given_back_a_moment_ago_is_lent_unchecked_and_its_failure_is_an_outage(
+    pg_store: SqlStore,
+) -> None:
+    """A connection given back within ``checked_after`` is lent without the hang-up check:
+    if its session ended meanwhile, that statement fails as the store being unavailable
+    (as one whose session ends while it runs), and the next runs on a new connection."""
+    engine = pg_store.engine
+    connections = DriverConnections(engine, most=1, checked_after=3600)
+    pid = Prepared(PID, engine.dialect, (Column("pid", Integer),))
+    first = connections.execute(pid, {}, fetch=True).rows[0][0]
+    _terminate(engine, first)
+    with pytest.raises(StoreUnavailable), translated():
+        connections.execute(pid, {}, fetch=True)
     second = connections.execute(pid, {}, fetch=True).rows[0][0]
     assert second != first
     connections.close()
