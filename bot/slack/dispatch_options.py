@@ -17,7 +17,10 @@ class DispatchOptions:
     """How long a claim lasts, how far backoff grows, how many notices one round claims.
 
     Slack calls time out at a quarter of the claim, so a call in flight always ends
-    (answered or failed) well before anyone else may claim its notice.
+    (answered or failed) well before anyone else may claim its notice. A round claims its
+    batch for that quarter only (``pick_up``), and each notice for the whole claim as its
+    send begins: a dispatcher that dies with a batch claimed holds the notices it had not
+    begun for a quarter of the claim, not all of it.
     """
 
     claim_for: timedelta = timedelta(seconds=60)
@@ -38,6 +41,13 @@ class DispatchOptions:
     def call_timeout(self) -> float:
         """Seconds one Slack call may take."""
         return self.claim_for.total_seconds() / 4
+
+    @property
+    def pick_up(self) -> timedelta:
+        """How long a round's claim holds a notice whose send has not begun. Another
+        dispatcher that takes one over meanwhile makes this one's begin refused (the claim
+        is fenced), so a slow round loses notices to others, never sends one twice."""
+        return self.claim_for / 4
 
 
 def sending_client(client: WebClient, options: DispatchOptions) -> WebClient:

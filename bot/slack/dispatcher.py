@@ -140,7 +140,7 @@ class Dispatcher:
         items = self._outbox.claim_due(
             self._owner,
             now=now,
-            until=now + self._options.claim_for,
+            until=now + self._options.pick_up,
             limit=limit or self._options.batch,
         )
         for item in items:

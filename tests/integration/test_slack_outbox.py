@@ -154,6 +154,49 @@ def test_notices_committed_before_a_crash_are_posted_by_the_next_process(
     assert_each_notice_posted_once(world, restarted)
 
 
+class _Died(BaseException):
+    """A dispatcher's process ending where it stood."""
+
+
+def _die() -> None:
+    raise _Died()
+
+
+def test_a_batch_whose_dispatcher_died_before_sending_it_is_taken_over_after_the_pick_up(
+    world: SlackWorld, bot: BotInstance
+) -> None:
+    """A dispatcher that dies right after claiming a round's batch holds the notices it had
+    not begun for the pick-up time (a quarter of a send's claim), not a whole claim; then
+    another dispatcher posts each of them once."""
+    first, second = start_runs(bot, 2)
+    dying = Dispatcher(
+        bot.services.outbox,
+        bot.client,
+        bot.services.approvals,
+        SystemClock(),
+        "dying-dispatcher",
+        DispatchOptions(pace=UNPACED_PACE, give_way=_die),  # dies before its first notice
+        runs=bot.services.store,
+    )
+    with pytest.raises(_Died):
+        dying.dispatch_once()
+    claimed = [r for r in outbox_rows(bot) if r["claimed_by"] == "dying-dispatcher"]
+    assert claimed, "it died holding notices"
+    pick_up = DispatchOptions().pick_up
+    assert pick_up < CLAIM_FOR
+    clock = ShiftedClock()
+    late = dispatcher_at(bot, clock, "dispatcher-2")
+    clock.offset = pick_up - timedelta(seconds=5)
+    late.drain()
+    assert world.workspace.calls("chat.postMessage") == [], "the dead dispatcher's claim holds"
+
+    clock.offset = pick_up + timedelta(seconds=1)
+    late.drain()
+    assert world.root_of(first).ts
+    assert world.root_of(second).ts
+    assert_each_notice_posted_once(world, bot)
+
+
 @pytest.mark.parametrize("database", ["sqlite", "postgres"])
 def test_concurrent_dispatchers_post_each_notice_once(
     tmp_path: Path, database: str, request: pytest.FixtureRequest
