@@ -345,19 +345,26 @@ class RawRuns:
 
     ``run_step_seconds(outputs, transactions=False)`` sends each statement on its own in
     autocommit mode (one round trip, as the engine's single statements);
-    ``transactions=True`` wraps each in BEGIN/COMMIT (three round trips on PostgreSQL).
-    The connection stays open between runs, as the engine's do.
+    ``transactions=True`` wraps each in BEGIN/COMMIT (three round trips on PostgreSQL);
+    ``busy`` adds client work before each step's statement. The connection stays open
+    between runs, as the engine's do.
     """
 
     def __init__(self, execute: Any, begin: Any, commit: Any, key: Any) -> None:
         self._execute, self._begin, self._commit, self._key = execute, begin, commit, key
 
-    def run_step_seconds(self, outputs: list[str], *, transactions: bool = False) -> float:
-        """Seconds per step of one run writing ``outputs``, from its row to its end."""
+    def run_step_seconds(
+        self, outputs: list[str], *, transactions: bool = False, busy: float = 0.0
+    ) -> float:
+        """Seconds per step of one run writing ``outputs``, from its row to its end; with
+        ``busy``, the client first keeps the processor busy that many seconds at every step
+        (as an engine's own work between its statements would)."""
         run_id = self._key()
         start = time.perf_counter()
         self._statement("INSERT INTO raw_runs VALUES (?, 'running', NULL)", (run_id,), transactions)
         for position, output in enumerate(outputs):
+            if busy:
+                _spin(busy)
             self._statement(
                 "INSERT INTO raw_run_steps VALUES (?, ?, ?)",
                 (run_id, position, output),
@@ -376,6 +383,13 @@ class RawRuns:
         self._execute(text, params)
         if transactions:
             self._commit()
+
+
+def _spin(seconds: float) -> None:
+    """Keep the processor busy for ``seconds`` (not asleep: the work an engine does)."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
 
 
 @contextlib.contextmanager

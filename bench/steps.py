@@ -20,7 +20,11 @@ schema, dropped afterwards):
   BEGIN/INSERT/COMMIT column (three round trips on PostgreSQL), and on PostgreSQL the
   same raw run sent through psycopg's ``Connection.execute`` (about 100 µs more client
   CPU a statement on this machine class: a raw baseline that went through it, as this
-  one did before, flattered the engine).  The
+  one did before, flattered the engine).  And the raw run that first keeps the processor
+  busy, at every step, for the CPU time the engine's process spends beyond the raw
+  client's (measured just before, over whole runs): what the engine would take if its
+  statements cost the database what the raw ones do, so the column beside the engine
+  tells the client's share of the gap from the database's.  The
   contestants take turns repeat by repeat, in rotating order; the ratio is the median
   of the per-repeat ratios, with its interquartile range.
 * journal (the statement the hot path uses): µs per append of the fenced
@@ -111,12 +115,16 @@ QUICK = Settings(repeats=7, byte_rows=2_000, resume_repeats=3, peer_repeats=1)
 
 @dataclass(frozen=True, slots=True)
 class Sequential:
-    """Engine beside the same-round-trip raw run (paired), the BEGIN/COMMIT raw median, and
-    on PostgreSQL the median of the raw run sent through psycopg's ``Connection.execute``."""
+    """Engine beside the same-round-trip raw run (paired), the BEGIN/COMMIT raw median, on
+    PostgreSQL the median of the raw run sent through psycopg's ``Connection.execute``, and
+    the median of the raw run that first spends, at every step, the CPU the engine's
+    process spends beyond the raw client's (``extra_cpu``, seconds a step)."""
 
     pair: Paired
     transactions: float
     psycopg: float | None
+    extra_cpu: float
+    with_extra_cpu: float
 
 
 def sequential(settings: Settings, dsn: str) -> dict[tuple[str, int], Sequential]:
@@ -142,17 +150,40 @@ def _sequential(
     n: int,
 ) -> Sequential:
     outputs = [step_output_json(index) for index in range(n)]
+    extra = max(
+        0.0,
+        cpu_per_step(lambda: engine_step_seconds(worker, store, n), n)
+        - cpu_per_step(lambda: base.run_step_seconds(outputs), n),
+    )
     turns: dict[str, Callable[[], float]] = {
         "engine": lambda: engine_step_seconds(worker, store, n),
         "raw": lambda: base.run_step_seconds(outputs),
         "transactions": lambda: base.run_step_seconds(outputs, transactions=True),
+        "busy": lambda: base.run_step_seconds(outputs, busy=extra),
     }
     if cursor is not None:
         turns["psycopg"] = lambda: cursor.run_step_seconds(outputs)
     samples = take_turns(turns, settings.repeats)
     pairs = tuple(zip(samples["engine"], samples["raw"], strict=True))
     through_psycopg = statistics.median(samples["psycopg"]) if cursor is not None else None
-    return Sequential(Paired(pairs), statistics.median(samples["transactions"]), through_psycopg)
+    return Sequential(
+        Paired(pairs),
+        statistics.median(samples["transactions"]),
+        through_psycopg,
+        extra,
+        statistics.median(samples["busy"]),
+    )
+
+
+def cpu_per_step(run: Callable[[], float], steps: int, times: int = 5) -> float:
+    """The median CPU time of this process (all its threads: the engine's worker too) per
+    step of ``run``, over ``times`` runs."""
+    spent = []
+    for _ in range(times):
+        start = time.process_time()
+        run()
+        spent.append((time.process_time() - start) / steps)
+    return statistics.median(spent)
 
 
 def journal(settings: Settings, dsn: str) -> dict[str, tuple[Paired, Paired]]:
@@ -306,6 +337,8 @@ def sequential_table(results: dict[tuple[str, int], Sequential], repeats: int) -
                 spread(pair),
                 us(result.transactions),
                 "" if result.psycopg is None else us(result.psycopg),
+                us(result.extra_cpu),
+                us(result.with_extra_cpu),
                 bar,
             ]
         )
@@ -322,6 +355,8 @@ def sequential_table(results: dict[tuple[str, int], Sequential], repeats: int) -
             "IQR",
             "raw BEGIN/COMMIT µs/step",
             "raw via psycopg µs/step",
+            "engine's extra CPU µs/step",
+            "raw + that CPU µs/step",
             "bar",
         ],
         rows,

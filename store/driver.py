@@ -201,12 +201,13 @@ class DriverConnections:
 
     The hang-up check is a system call, and under load it costs more than it saves: with
     8 runs at once on one worker, checking every statement's connection cost 14 µs of CPU
-    a step and 5–10 % of the steps per second (``python -m bench.steps --only
-    concurrent``), while there a connection comes back every millisecond or two. So a connection given back less than
-    ``checked_after`` seconds ago is lent unchecked. If the server ended its session in
-    that moment, the statement fails as one does whose session ends while it runs (the
-    store is unavailable for it, and the failure disposes of the other idle connections,
-    so no second statement meets a closed one); a connection idle longer is checked.
+    a step and 5 to 10 % of the steps per second (``python -m bench.steps --only
+    concurrent``), while there a connection comes back every millisecond or two. So a
+    connection given back less than ``checked_after`` seconds ago is lent unchecked. If
+    the server ended its session in that moment, the statement fails as one does whose
+    session ends while it runs (the store is unavailable for it, and the failure disposes
+    of the other idle connections, so no second statement meets a closed one); a
+    connection idle longer is checked.
     """
 
     def __init__(

@@ -40,3 +40,22 @@ def _schema_of(dsn: str) -> str:
             "ORDER BY oid DESC LIMIT 1"
         ).fetchone() or ("",)
     return str(name)
+
+
+def test_a_busy_raw_run_spends_its_busy_time_at_every_step_and_writes_the_same(
+    pg_server_url: str,
+) -> None:
+    """A raw run told to keep the client busy between its statements takes at least that
+    long a step, and still writes its run, its steps in order and its end."""
+    dsn = make_url(pg_server_url).set(drivername="postgresql").render_as_string(False)
+    outputs = [step_output_json(index) for index in range(5)]
+    with raw_pg_runs(dsn, "libpq") as runs:
+        assert runs.run_step_seconds(outputs, busy=0.01) >= 0.01
+        schema = _schema_of(dsn)
+        with psycopg.connect(dsn, options=f"-csearch_path={schema}") as conn:
+            ((status, run_id),) = conn.execute("SELECT status, id FROM raw_runs").fetchall()
+            written = conn.execute(
+                "SELECT output FROM raw_run_steps WHERE run_id = %s ORDER BY position", (run_id,)
+            ).fetchall()
+    assert status == "completed"
+    assert [output for (output,) in written] == outputs
