@@ -114,7 +114,8 @@ class Settings:
     outbox_claim: timedelta = timedelta(seconds=60)
     """``SIGNOFF_OUTBOX_CLAIM_SECONDS``: how long a dispatcher holds a notice it is sending;
     Slack calls time out at a quarter of it, so no other dispatcher can take a notice whose
-    call is still in flight."""
+    call is still in flight. A round's batch is held a quarter of it until each notice's
+    send begins."""
     outbox_backoff_cap: timedelta = timedelta(minutes=5)
     """``SIGNOFF_OUTBOX_BACKOFF_CAP_SECONDS``: the longest wait between two attempts to
     deliver a notice while Slack fails (429s wait for their ``Retry-After`` instead)."""
