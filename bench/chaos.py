@@ -171,6 +171,9 @@ class Chaos:
         self.unplanned = 0
         self.refused_to_start = 0
         self._database_down: tuple[float, float] | None = None
+        self._stopped: list[tuple[str, float]] | None = None
+        """While the database is stopped, the kills seen meanwhile (class, when): their
+        recovery is measured once it is back (the progress it starts from is read there)."""
         """When the database was last stopped, and started again."""
         self._aims = 0
 
@@ -269,6 +272,9 @@ class Chaos:
             return
         self.kills += 1
         self._run_kills -= 1
+        if self._stopped is not None:
+            self._stopped.append((class_of(death.point), death.seen_at))
+            return
         self._fault(class_of(death.point), death.seen_at)
 
     # -- faults other than kills -----------------------------------------------------------
@@ -280,10 +286,14 @@ class Chaos:
     def _restart_database(self) -> None:
         stopped = time.monotonic()
         self._database_down = (stopped, stopped + 3600.0)
+        self._stopped = []
         self.pg.stop()
         self._pause(self.options.pg_down_s)
         self.pg.start()
         self._database_down = (stopped, time.monotonic())
+        killed, self._stopped = self._stopped, None
+        for fault_class, since in killed:
+            self._fault(fault_class, since)
         self._fault(PG_RESTART, time.monotonic())
 
     def _database_was_down(self, death: Death) -> bool:
