@@ -150,14 +150,17 @@ def _sequential(
     n: int,
 ) -> Sequential:
     outputs = [step_output_json(index) for index in range(n)]
-    extra = max(
-        0.0,
-        cpu_per_step(lambda: engine_step_seconds(worker, store, n), n)
-        - cpu_per_step(lambda: base.run_step_seconds(outputs), n),
-    )
+
+    def engine() -> float:
+        return engine_step_seconds(worker, store, n)
+
+    def raw_run() -> float:
+        return base.run_step_seconds(outputs)
+
+    extra = max(0.0, cpu_per_step(engine, n) - cpu_per_step(raw_run, n))
     turns: dict[str, Callable[[], float]] = {
-        "engine": lambda: engine_step_seconds(worker, store, n),
-        "raw": lambda: base.run_step_seconds(outputs),
+        "engine": engine,
+        "raw": raw_run,
         "transactions": lambda: base.run_step_seconds(outputs, transactions=True),
         "busy": lambda: base.run_step_seconds(outputs, busy=extra),
     }

@@ -20,16 +20,26 @@ def test_a_raw_run_writes_its_run_its_steps_and_its_end(pg_server_url: str, driv
     with raw_pg_runs(dsn, driver) as runs:
         assert runs.run_step_seconds(outputs) > 0
         assert runs.run_step_seconds(outputs, transactions=True) > 0
-        schema = _schema_of(dsn)
-        with psycopg.connect(dsn, options=f"-csearch_path={schema}") as conn:
-            ended = conn.execute("SELECT id, status FROM raw_runs").fetchall()
-            assert [status for _, status in ended] == ["completed", "completed"]
-            for run_id, _ in ended:
-                written = conn.execute(
-                    "SELECT output FROM raw_run_steps WHERE run_id = %s ORDER BY position",
-                    (run_id,),
-                ).fetchall()
-                assert [output for (output,) in written] == outputs
+        assert _written(dsn) == [("completed", outputs), ("completed", outputs)]
+
+
+def _written(dsn: str) -> list[tuple[str, list[str]]]:
+    """Each raw run's status and its steps' outputs, in position order."""
+    with psycopg.connect(dsn, options=f"-csearch_path={_schema_of(dsn)}") as conn:
+        ended = conn.execute("SELECT id, status FROM raw_runs").fetchall()
+        return [
+            (
+                status,
+                [
+                    output
+                    for (output,) in conn.execute(
+                        "SELECT output FROM raw_run_steps WHERE run_id = %s ORDER BY position",
+                        (run_id,),
+                    )
+                ],
+            )
+            for run_id, status in ended
+        ]
 
 
 def _schema_of(dsn: str) -> str:
@@ -51,11 +61,4 @@ def test_a_busy_raw_run_spends_its_busy_time_at_every_step_and_writes_the_same(
     outputs = [step_output_json(index) for index in range(5)]
     with raw_pg_runs(dsn, "libpq") as runs:
         assert runs.run_step_seconds(outputs, busy=0.01) >= 0.01
-        schema = _schema_of(dsn)
-        with psycopg.connect(dsn, options=f"-csearch_path={schema}") as conn:
-            ((status, run_id),) = conn.execute("SELECT status, id FROM raw_runs").fetchall()
-            written = conn.execute(
-                "SELECT output FROM raw_run_steps WHERE run_id = %s ORDER BY position", (run_id,)
-            ).fetchall()
-    assert status == "completed"
-    assert [output for (output,) in written] == outputs
+        assert _written(dsn) == [("completed", outputs)]

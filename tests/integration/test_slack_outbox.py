@@ -8,13 +8,14 @@ whatever happens, each notice is posted once.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from agent_runtime import RunId, RunStatus
-from agent_runtime.clock import SystemClock
+from agent_runtime.clock import Clock, SystemClock
 from bot.slack.blocks import APPROVE
 from bot.slack.dispatcher import Dispatcher, DispatchOptions
 from tests.integration.slack_harness import (
@@ -43,15 +44,18 @@ POSTED_KINDS = ("run.root", "run.reply", "approval.card", "approval.dm")
 one order never does)."""
 
 
-def dispatcher_at(bot: BotInstance, clock: ShiftedClock, owner: str) -> Dispatcher:
-    """A dispatcher of ``bot``'s process that reads the time from ``clock``."""
+def dispatcher_at(
+    bot: BotInstance, clock: Clock, owner: str, give_way: Callable[[], object] | None = None
+) -> Dispatcher:
+    """A dispatcher of ``bot``'s process that reads the time from ``clock`` (and calls
+    ``give_way`` before each notice)."""
     return Dispatcher(
         bot.services.outbox,
         bot.client,
         bot.services.approvals,
         clock,
         owner,
-        DispatchOptions(pace=UNPACED_PACE),
+        DispatchOptions(pace=UNPACED_PACE, give_way=give_way),
         runs=bot.services.store,
     )
 
@@ -169,15 +173,7 @@ def test_a_batch_whose_dispatcher_died_before_sending_it_is_taken_over_after_the
     not begun for the pick-up time (a quarter of a send's claim), not a whole claim; then
     another dispatcher posts each of them once."""
     first, second = start_runs(bot, 2)
-    dying = Dispatcher(
-        bot.services.outbox,
-        bot.client,
-        bot.services.approvals,
-        SystemClock(),
-        "dying-dispatcher",
-        DispatchOptions(pace=UNPACED_PACE, give_way=_die),  # dies before its first notice
-        runs=bot.services.store,
-    )
+    dying = dispatcher_at(bot, SystemClock(), "dying-dispatcher", give_way=_die)  # dies first
     with pytest.raises(_Died):
         dying.dispatch_once()
     claimed = [r for r in outbox_rows(bot) if r["claimed_by"] == "dying-dispatcher"]
