@@ -413,9 +413,12 @@ def raw_sqlite_runs(path: str) -> Iterator[RawRuns]:
 
 
 @contextlib.contextmanager
-def raw_pg_runs(dsn: str, driver: Driver = "libpq") -> Iterator[RawRuns]:
-    """``RawRuns`` on PostgreSQL (native ``uuid`` keys), in a fresh schema dropped afterwards."""
-    schema = fresh_name("bench_raw")
+def raw_pg_runs(
+    dsn: str, driver: Driver = "libpq", *, schema: str | None = None
+) -> Iterator[RawRuns]:
+    """``RawRuns`` on PostgreSQL (native ``uuid`` keys), in a fresh schema (named ``schema``
+    if given) dropped afterwards."""
+    schema = schema or fresh_name("bench_raw")
     create_schema(dsn, schema)
     try:
         with psycopg.connect(dsn, autocommit=True, options=f"-csearch_path={schema}") as conn:

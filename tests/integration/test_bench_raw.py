@@ -7,6 +7,7 @@ import psycopg
 import pytest
 from sqlalchemy import make_url
 
+from bench._common import fresh_name
 from bench.raw import Driver, raw_pg_runs
 from bench.workloads import step_output_json
 
@@ -17,15 +18,16 @@ def test_a_raw_run_writes_its_run_its_steps_and_its_end(pg_server_url: str, driv
     whichever driver sent them, alone or each in BEGIN/COMMIT."""
     dsn = make_url(pg_server_url).set(drivername="postgresql").render_as_string(False)
     outputs = [step_output_json(index) for index in range(5)]
-    with raw_pg_runs(dsn, driver) as runs:
+    schema = fresh_name("bench_raw_test")
+    with raw_pg_runs(dsn, driver, schema=schema) as runs:
         assert runs.run_step_seconds(outputs) > 0
         assert runs.run_step_seconds(outputs, transactions=True) > 0
-        assert _written(dsn) == [("completed", outputs), ("completed", outputs)]
+        assert _written(dsn, schema) == [("completed", outputs), ("completed", outputs)]
 
 
-def _written(dsn: str) -> list[tuple[str, list[str]]]:
-    """Each raw run's status and its steps' outputs, in position order."""
-    with psycopg.connect(dsn, options=f"-csearch_path={_schema_of(dsn)}") as conn:
+def _written(dsn: str, schema: str) -> list[tuple[str, list[str]]]:
+    """Each raw run's status and its steps' outputs in ``schema``, in position order."""
+    with psycopg.connect(dsn, options=f"-csearch_path={schema}") as conn:
         ended = conn.execute("SELECT id, status FROM raw_runs").fetchall()
         return [
             (
@@ -42,16 +44,6 @@ def _written(dsn: str) -> list[tuple[str, list[str]]]:
         ]
 
 
-def _schema_of(dsn: str) -> str:
-    """The one raw schema the benchmark made (it is dropped when its runs are done)."""
-    with psycopg.connect(dsn) as conn:
-        (name,) = conn.execute(
-            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench_raw%' "
-            "ORDER BY oid DESC LIMIT 1"
-        ).fetchone() or ("",)
-    return str(name)
-
-
 def test_a_busy_raw_run_spends_its_busy_time_at_every_step_and_writes_the_same(
     pg_server_url: str,
 ) -> None:
@@ -59,6 +51,7 @@ def test_a_busy_raw_run_spends_its_busy_time_at_every_step_and_writes_the_same(
     long a step, and still writes its run, its steps in order and its end."""
     dsn = make_url(pg_server_url).set(drivername="postgresql").render_as_string(False)
     outputs = [step_output_json(index) for index in range(5)]
-    with raw_pg_runs(dsn, "libpq") as runs:
+    schema = fresh_name("bench_raw_test")
+    with raw_pg_runs(dsn, "libpq", schema=schema) as runs:
         assert runs.run_step_seconds(outputs, busy=0.01) >= 0.01
-        assert _written(dsn) == [("completed", outputs)]
+        assert _written(dsn, schema) == [("completed", outputs)]
