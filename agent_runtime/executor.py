@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from agent_runtime.clock import Clock
@@ -26,6 +26,11 @@ from agent_runtime.store import Store
 from agent_runtime.workflows import WorkflowFn, Workflows
 
 logger = logging.getLogger(__name__)
+
+AFTER_AN_OUTAGE = timedelta(seconds=0.5)
+"""How long a run whose store call failed waits before any worker may resume it: one cut
+connection does not hold it for its whole lease, and a store that keeps failing the run's
+writes while it answers claims does not have the run retried as fast as it can."""
 
 
 class RunExecutor:
@@ -64,7 +69,17 @@ class RunExecutor:
             self._observe_cancelled(run)
         except StoreUnavailable:
             logger.warning("store unavailable", extra={"action": "abandon", "run_id": run.id})
+            self._give_back(lease)
         return None
+
+    def _give_back(self, lease: Lease) -> None:
+        """Release the run for a retry after ``AFTER_AN_OUTAGE``; if the store cannot take
+        even that, the lease lapses and another worker takes the run over as before."""
+        now = self._clock.now()
+        try:
+            self._store.release(lease, now, due_at=now + AFTER_AN_OUTAGE)
+        except (LeaseLost, StoreUnavailable):
+            return
 
     def _advance(self, run: Run, lease: Lease) -> RunStatus:
         try:

@@ -203,11 +203,17 @@ class InMemoryStore:
             )
             return RunStatus.WAITING
 
-    def release(self, lease: Lease, now: datetime) -> None:
-        """Give the run back for any worker."""
+    def release(self, lease: Lease, now: datetime, due_at: datetime | None = None) -> None:
+        """Give the run back for any worker (from ``due_at``, now by default)."""
         with self._lock:
             run = self._check(lease)
-            self._put(run, status=RunStatus.PENDING, lease_owner=None, due_at=now, updated_at=now)
+            self._put(
+                run,
+                status=RunStatus.PENDING,
+                lease_owner=None,
+                due_at=due_at or now,
+                updated_at=now,
+            )
 
     def complete(
         self, lease: Lease, output: Any, now: datetime, notices: Sequence[Notice] = ()

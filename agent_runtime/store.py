@@ -116,8 +116,9 @@ class Store(Protocol):
         """Give up the lease and wait; return PENDING instead if the awaited event is here."""
         ...
 
-    def release(self, lease: Lease, now: datetime) -> None:
-        """Give up the lease so that any worker may resume the run at once."""
+    def release(self, lease: Lease, now: datetime, due_at: datetime | None = None) -> None:
+        """Give up the lease so that any worker may resume the run at once (from ``due_at``
+        if given)."""
         ...
 
     def complete(

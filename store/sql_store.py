@@ -413,15 +413,15 @@ class SqlStore:
             )
             return RunStatus.PENDING
 
-    def release(self, lease: Lease, now: datetime) -> None:
-        """Give the run back so that any worker resumes it at once."""
+    def release(self, lease: Lease, now: datetime, due_at: datetime | None = None) -> None:
+        """Give the run back so that any worker resumes it at once (from ``due_at`` if given)."""
         with self._one() as conn:
             self._update_held(
                 conn,
                 lease,
                 status=RunStatus.PENDING.value,
                 lease_owner=None,
-                due_at=now,
+                due_at=due_at or now,
                 updated_at=now,
             )
 

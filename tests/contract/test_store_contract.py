@@ -331,6 +331,17 @@ def test_release_makes_the_run_claimable_at_once(any_store: Store) -> None:
     assert _claim_one(any_store, "w2").fence == lease.fence + 1
 
 
+def test_a_run_released_until_later_is_claimable_from_then_on(any_store: Store) -> None:
+    """A run released with a due time is pending, unclaimed before that time and claimed at it."""
+    run_id = _new(any_store)
+    lease = _claim_one(any_store, "w1")
+    later = T0 + timedelta(seconds=1)
+    any_store.release(lease, T0, due_at=later)
+    assert any_store.get_run(run_id).status == RunStatus.PENDING
+    assert any_store.claim_runs("w2", limit=1, now=T0, expires_at=T0 + TTL) == []
+    assert _claim_one(any_store, "w2", now=later).fence == lease.fence + 1
+
+
 def test_concurrent_claimers_never_share_a_run(any_store: Store) -> None:
     """Eight threads claiming at once get every run exactly once."""
     ids = {_new(any_store) for _ in range(40)}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -15,7 +17,21 @@ import pytest
 from sqlalchemy import Boolean, text
 from sqlalchemy import exc as sa_exc
 
-from agent_runtime import ErrorInfo, Lease, StepKind, StepRecord, StoreUnavailable, new_run_id
+from agent_runtime import (
+    ErrorInfo,
+    Lease,
+    RunContext,
+    RunId,
+    RunStatus,
+    Runtime,
+    StepKind,
+    StepRecord,
+    StoreUnavailable,
+    WorkerOptions,
+    Workflows,
+    new_run_id,
+)
+from agent_runtime.executor import AFTER_AN_OUTAGE
 from store import SqlStore
 from store.driver import DriverConnections, Prepared, Statement
 from store.libpq_statements import LibpqPrepared, numbered
@@ -188,6 +204,30 @@ def test_a_statement_deallocated_on_its_connection_is_prepared_again(pg_store: S
     connections.close()
 
 
+@contextmanager
+def _append_cut(store: SqlStore, run_id: RunId) -> Iterator[None]:
+    """Hold the run's row locked while the body runs; then terminate the session of the
+    journal append that has come to wait for the row, and unlock it."""
+    with store.engine.connect() as holder:
+        holder.execute(text("SELECT 1 FROM runs WHERE id = :id FOR UPDATE"), {"id": run_id})
+        yield
+        waiting = text(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND query LIKE 'INSERT INTO steps%' AND wait_event_type = 'Lock'"
+        )
+        pids: list[int] = []
+
+        def blocked() -> bool:
+            with store.engine.connect() as conn:
+                pids[:] = list(conn.execute(waiting).scalars())
+            return len(pids) == 1
+
+        wait_until(blocked, timeout=30, what="the append waiting for the run's row")
+        with store.engine.connect() as admin:
+            admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pids[0]})
+        holder.rollback()
+
+
 @pytest.mark.postgres
 def test_an_append_whose_session_is_terminated_leaves_the_store_unavailable(
     pg_store: SqlStore,
@@ -203,30 +243,56 @@ def test_an_append_whose_session_is_terminated_leaves_the_store_unavailable(
         except BaseException as exc:
             failed.append(exc)
 
-    with pg_store.engine.connect() as holder:
-        holder.execute(text("SELECT 1 FROM runs WHERE id = :id FOR UPDATE"), {"id": lease.run_id})
-        appending = threading.Thread(target=append)
+    appending = threading.Thread(target=append)
+    with _append_cut(pg_store, lease.run_id):
         appending.start()
-        waiting = text(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND query LIKE 'INSERT INTO steps%' AND wait_event_type = 'Lock'"
-        )
-        pids: list[int] = []
-
-        def blocked() -> bool:
-            with pg_store.engine.connect() as conn:
-                pids[:] = list(conn.execute(waiting).scalars())
-            return len(pids) == 1
-
-        wait_until(blocked, timeout=30, what="the append waiting for the run's row")
-        with pg_store.engine.connect() as admin:
-            admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pids[0]})
-        appending.join(30)
-        holder.rollback()
+    appending.join(30)
     assert len(failed) == 1, failed
     assert isinstance(failed[0], StoreUnavailable), failed
     pg_store.append_step(lease, _entry(0))
     assert [e.position for e in pg_store.load_journal(lease.run_id)] == [0]
+
+
+@pytest.mark.postgres
+def test_a_run_whose_append_is_cut_is_given_back_for_a_retry_not_held_for_its_lease(
+    pg_store: SqlStore,
+) -> None:
+    """A run whose journal append fails because its session was terminated is released,
+    due moments later rather than when its hour-long lease ends, and another worker then
+    resumes and completes it."""
+    claimed, locked = threading.Event(), threading.Event()
+
+    def one() -> str:
+        claimed.set()
+        assert locked.wait(30)
+        return "done"
+
+    workflows = Workflows()
+
+    @workflows.register("cut")
+    def cut(ctx: RunContext, _: Any) -> str:
+        return ctx.step(one, name="one")
+
+    runtime = Runtime(pg_store, workflows)
+    hour = timedelta(hours=1)
+    run = runtime.start("cut")
+    cut_at = datetime.now(UTC)
+    working = threading.Thread(
+        target=runtime.worker(WorkerOptions(owner="cut", lease_ttl=hour)).run_once
+    )
+    working.start()
+    assert claimed.wait(30)
+    with _append_cut(pg_store, run.id):
+        locked.set()
+    working.join(30)
+    given_back = pg_store.get_run(run.id)
+    assert given_back.status == RunStatus.PENDING
+    assert given_back.lease_owner is None
+    assert given_back.due_at is not None
+    assert cut_at < given_back.due_at <= datetime.now(UTC) + AFTER_AN_OUTAGE
+    other = runtime.worker(WorkerOptions(owner="other", lease_ttl=hour))
+    wait_until(other.run_once, timeout=30, what="another worker to resume the run")
+    assert pg_store.get_run(run.id).output == "done"
 
 
 @pytest.mark.postgres
