@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.in_process import InProcessCli
+from tests.integration.pgbouncer import PgBouncer, pgbouncer_binary
 from tests.integration.private_postgres import PrivatePostgres, server_binaries
 from tests.integration.serve_cluster import Cluster, open_cluster
 from tests.integration.slack_harness import (
@@ -60,6 +61,21 @@ def stopped_pg() -> Iterator[PrivatePostgres]:
         yield server
 
 
+@pytest.fixture(params=["direct", "pgbouncer"])
+def deployed_pg_url(request: pytest.FixtureRequest, pg_url: str) -> Iterator[str]:
+    """The session's database as a deployment reaches it: directly, then through a PgBouncer
+    of the test's own in session mode (``tests/integration/pgbouncer.py``)."""
+    if request.param == "direct":
+        yield pg_url
+        return
+    binary = pgbouncer_binary()
+    if binary is None:
+        pytest.fail("pgbouncer missing: apt-get install -y pgbouncer")
+    with PgBouncer(binary, pg_url) as bouncer:
+        yield bouncer.url(pg_url)
+        assert bouncer.served(pg_url), "nothing reached the database through PgBouncer"
+
+
 @pytest.fixture
 def cli_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcessCli:
     """``signoff`` through ``bot.cli.main.main`` in this process, its output captured."""
@@ -79,6 +95,14 @@ def cluster(tmp_path: Path, pg_url: str) -> Iterator[Cluster]:
     """An emptied database, the provider and the fake Slack; no serve process yet."""
     empty_postgres(pg_url)
     with open_cluster(tmp_path, pg_url) as built:
+        yield built
+
+
+@pytest.fixture
+def deployed_cluster(tmp_path: Path, pg_url: str, deployed_pg_url: str) -> Iterator[Cluster]:
+    """``cluster``, its processes reaching the database directly, then through PgBouncer."""
+    empty_postgres(pg_url)
+    with open_cluster(tmp_path, deployed_pg_url) as built:
         yield built
 
 

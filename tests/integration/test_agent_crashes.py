@@ -509,11 +509,12 @@ def test_sigkilled_workers_on_sqlite_never_charge_twice(tmp_path: Path, launcher
 
 @pytest.mark.postgres
 def test_demo_run_on_postgres_resumes_after_its_approvals(
-    tmp_path: Path, pg_url: str, pg_store: SqlStore, launcher: Launcher
+    tmp_path: Path, deployed_pg_url: str, pg_store: SqlStore, launcher: Launcher
 ) -> None:
-    """No kill at all: the seed exercise on PostgreSQL resumes after its approvals, completes."""
+    """No kill at all: the seed exercise on PostgreSQL, reached directly or through
+    PgBouncer in session mode, resumes after its approvals and completes."""
     with DemoProvider(tmp_path) as provider:
-        env = agent_env(pg_url, provider.url)
+        env = agent_env(deployed_pg_url, provider.url)
         with services_for(env) as services:
             run_id = start_demo_run(services)
             launcher.work(env, tmp_path)
@@ -532,9 +533,10 @@ def test_demo_run_on_postgres_resumes_after_its_approvals(
 
 @pytest.mark.postgres
 def test_sigkilled_workers_on_postgres_never_charge_twice(
-    tmp_path: Path, pg_url: str, pg_store: SqlStore, launcher: Launcher
+    tmp_path: Path, deployed_pg_url: str, pg_store: SqlStore, launcher: Launcher
 ) -> None:
-    """9 random SIGKILLs + 1 between charge and commit (PostgreSQL): one charge, one key per run."""
-    outcome = drive_scenario(POSTGRES_SCENARIO, tmp_path, pg_url, launcher)
+    """9 random SIGKILLs + 1 between charge and commit (PostgreSQL, reached directly or
+    through PgBouncer in session mode): one charge, one key per run."""
+    outcome = drive_scenario(POSTGRES_SCENARIO, tmp_path, deployed_pg_url, launcher)
     assert len(outcome.kills) == POSTGRES_SCENARIO.kills + 1, summary([outcome])
     print(summary([outcome]))

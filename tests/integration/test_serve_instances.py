@@ -17,11 +17,14 @@ import uuid
 from collections import Counter
 from datetime import timedelta
 
+from sqlalchemy import text
+
 from agent_runtime import ApprovalStatus, RunId, RunStatus, SystemClock
 from agent_runtime.records import Wait
 from bot.slack.blocks import APPROVE, REJECT
-from store import open_store
+from store import SqlStore, open_store
 from store.wake import deliver
+from tests.integration import wait_until
 from tests.integration.serve_cluster import (
     ANSWER,
     TOOLS,
@@ -152,9 +155,11 @@ def test_simultaneous_decisions_on_a_and_b_record_exactly_one_and_tell_the_loser
 
 
 def test_a_run_waiting_on_a_killed_instance_completes_after_a_click_on_b(
-    cluster: Cluster,
+    deployed_cluster: Cluster,
 ) -> None:
-    """SIGKILL A while its run waits for approval; the clicks on B complete it on B's worker."""
+    """SIGKILL A while its run waits for approval; the clicks on B complete it on B's worker
+    (both reaching the database directly, then through PgBouncer in session mode)."""
+    cluster = deployed_cluster
     world = cluster.world
     [a] = cluster.start("A")
     run_id = run_id_of(acked(a.command(TASK)))
@@ -194,12 +199,18 @@ def test_an_event_committed_while_its_run_suspends_wakes_the_run(pg_url: str) ->
             # a decision delivers the event while the run still runs, not yet committed ...
             with decider.begin():
                 deliver(decider, run_id, key, {"by": "dana"}, clock.now(), strict=False)
-                # ... the worker reaches wait_for(key) and suspends the run meanwhile ...
+                decider_pid = decider.execute(text("SELECT pg_backend_pid()")).scalar_one()
+                # ... the worker reaches wait_for(key) and suspends the run meanwhile (until
+                # the suspend waits for the decision's lock, or has returned without) ...
                 suspending = threading.Thread(
                     target=store.suspend, args=(lease, Wait(wake_at=None, key=key), clock.now())
                 )
                 suspending.start()
-                suspending.join(timeout=1.0)
+                wait_until(
+                    lambda: not suspending.is_alive() or _blocked_by(store, decider_pid),
+                    timeout=30,
+                    what="the suspend to wait for the decision or return",
+                )
             # ... and then the decision commits
             suspending.join(timeout=10)
         assert not suspending.is_alive()
@@ -210,3 +221,13 @@ def test_an_event_committed_while_its_run_suspends_wakes_the_run(pg_url: str) ->
         )
     finally:
         store.engine.dispose()
+
+
+def _blocked_by(store: SqlStore, pid: int) -> bool:
+    """Tell whether a session of the store's database waits for a lock ``pid`` holds."""
+    with store.engine.connect() as conn:
+        blocked = conn.execute(
+            text("SELECT count(*) FROM pg_stat_activity WHERE :pid = ANY(pg_blocking_pids(pid))"),
+            {"pid": pid},
+        ).scalar_one()
+    return bool(blocked)

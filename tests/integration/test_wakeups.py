@@ -64,13 +64,14 @@ def _listening_since(store: SqlStore, since: datetime) -> bool:
 
 @pytest.mark.postgres
 def test_worker_alone_is_woken_by_a_started_and_a_resumed_run(
-    pg_url: str, pg_store: SqlStore, tmp_path: Path
+    deployed_pg_url: str, pg_store: SqlStore, tmp_path: Path
 ) -> None:
-    """With a two-minute poll, ``signoff worker`` runs a new and a resumed run when woken."""
+    """With a two-minute poll, ``signoff worker`` runs a new and a resumed run when woken,
+    connected directly or through PgBouncer in session mode."""
     runtime = Runtime(
         pg_store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,), demo=True))
     )
-    env = signoff_env(pg_url, poll_interval=SLOW_POLL_S)
+    env = signoff_env(deployed_pg_url, poll_interval=SLOW_POLL_S)
     since = datetime.now(UTC)
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
         wait_until(
