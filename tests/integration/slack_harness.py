@@ -77,6 +77,9 @@ PEOPLE = {APPROVER: "dana", SECOND_APPROVER: "erin", REQUESTER: "req", OUTSIDER:
 ACK_LIMIT_S = 3.0
 """Slack's limit for the HTTP answer to a command, click or submission."""
 HTTP_TIMEOUT_S = 10.0
+WAIT_S = 30.0
+"""How long ``eventually`` waits by default: work after an ack may wait a second at the gate,
+then for a loaded machine's CPU and database; only a failing test waits this long."""
 POSTING_METHODS = ("chat.postMessage", "chat.update", "chat.postEphemeral")
 FORM = "application/x-www-form-urlencoded"
 UNPACED_PACE = Pace(every=timedelta(milliseconds=1), burst=1000)
@@ -100,7 +103,7 @@ def eventually(
     probe: Callable[[], T | None],
     *,
     what: str,
-    timeout: float = 5.0,
+    timeout: float = WAIT_S,
     between: Callable[[], object] | None = None,
 ) -> T:
     """Call ``between`` then ``probe`` until ``probe`` is truthy; fail after ``timeout``."""

@@ -434,8 +434,10 @@ def test_sigterm_finishes_the_step_and_releases_the_run(
 def test_graceful_stop_keeps_the_lease_until_the_step_ends(tmp_path: Path) -> None:
     """A worker stopping on SIGTERM keeps its lease alive, so no other worker re-runs its step."""
     db, out = tmp_path / "signoff.db", tmp_path / "out.txt"
-    env = _env(db, lease_ttl=0.3)
-    run_input = json.dumps({"path": str(out), "n": 1, "delay_ms": 1500})
+    # A lease far shorter than the step, so that a worker no longer renewing it once stopping
+    # would lose the run mid-step; long enough that a loaded machine's renewals keep it.
+    env = _env(db, lease_ttl=1.0)
+    run_input = json.dumps({"path": str(out), "n": 1, "delay_ms": 4000})
     run_id = cli_ok(env, "start", "test.slow", "--input", run_input).strip()
     with WorkerProcess(env, tmp_path / "a.log") as a, WorkerProcess(env, tmp_path / "b.log") as b:
         wait_until(lambda: lines(out) == ["begin 1"], timeout=20, what="step 1 to begin", alive=a)

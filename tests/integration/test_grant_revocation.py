@@ -95,22 +95,29 @@ def test_no_call_is_decided_by_a_grant_after_its_revocation(
     run_id = pg_store.create_run(new_run_id(), "wf", None, datetime.now(UTC)).id
     asker = Asker(second, run_id)
     grant = _granted(first, asker)
-    revoked = threading.Event()
+    asking, revoked = threading.Event(), threading.Event()
     after: list[Approval] = []
 
     def keep_asking() -> None:
-        for _ in range(ASKS):
+        # asks until ASKS of them began after the revocation returned, however the two
+        # threads happen to be scheduled
+        while len(after) < ASKS:
             done = revoked.is_set()
             got = asker.ask()
+            asking.set()
             if done:
                 after.append(got)
 
     thread = threading.Thread(target=keep_asking)
     thread.start()
-    first.revoke(grant.id, DANA)
-    revoked.set()
-    thread.join(timeout=120)
-    assert after, "the asker finished before the revocation; raise ASKS"
+    try:
+        assert asking.wait(60), "the asker never asked"
+        first.revoke(grant.id, DANA)
+    finally:
+        revoked.set()
+        thread.join(timeout=120)
+    assert not thread.is_alive()
+    assert len(after) == ASKS
     assert {a.status for a in after} == {ApprovalStatus.PENDING}
     entries, heads = SqlApprovalStore(pg_store.engine).audit_log()
     assert examine(entries, heads).problems == []

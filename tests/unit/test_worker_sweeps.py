@@ -18,6 +18,11 @@ STUCK_S = 60.0
 """Longer than any wait here: only the end of the test releases the sweep."""
 
 
+def _sweep_threads() -> list[threading.Thread]:
+    """The sweep threads alive in this process now (any worker's)."""
+    return [thread for thread in threading.enumerate() if thread.name == "signoff-sweep"]
+
+
 def test_a_slow_sweep_does_not_hold_up_claims() -> None:
     """While a sweep is stuck (say, expiring a long backlog), the worker still runs a new run."""
     sweeping, release = threading.Event(), threading.Event()
@@ -76,6 +81,8 @@ def test_a_worker_whose_process_schedules_the_sweeps_starts_no_sweep_thread() ->
     workflows.add("one", lambda ctx, _: ctx.step(lambda: "done", name="only"))
     runtime = Runtime(InMemoryStore(), workflows, sweeps=[swept.set])
     worker = runtime.worker(dataclasses.replace(OPTIONS, sweep_thread=False))
+    # a sweep thread an earlier test left (still ending) is not this worker's
+    before = set(_sweep_threads())
     loop = threading.Thread(target=worker.run)
     loop.start()
     try:
@@ -85,7 +92,7 @@ def test_a_worker_whose_process_schedules_the_sweeps_starts_no_sweep_thread() ->
             what="the run to complete",
             timeout=WAIT_S,
         )
-        assert "signoff-sweep" not in {thread.name for thread in threading.enumerate()}
+        assert set(_sweep_threads()) <= before
     finally:
         worker.stop()
         loop.join()
