@@ -47,7 +47,7 @@ from store.home_tabs import (
     refreshes_by_person,
 )
 from store.models import approvals, audit_head, audit_log, events, outbox, runs, slack_home_tabs
-from store.notify import CHANNEL
+from store.notify import CHANNEL, wake_here
 from store.outbox_rows import PENDING, QUEUED, queued_row
 from store.pg_rows import JsonRows, insert_rows, recordset, update_rows
 from store.row_checks import ROW_HAS_SQL
@@ -162,6 +162,8 @@ def decide_pipelined(
         except BaseException:
             transaction.rollback()  # out of the pipeline, which has kept the first error
             raise
+    if any(save.wake is not None for save in winners):
+        wake_here(engine)  # this process's workers, where they hear no NOTIFY
     return outcomes
 
 

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Compiled
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.types import TypeEngine
 
+from store.engine import transaction_pooled
 from store.hangups import hung_up
 
 Encoder = Callable[[Any], Any]
@@ -167,12 +168,14 @@ class Outcome:
 @dataclass(slots=True)
 class Channel:
     """A driver connection of our own, with its one cursor and, for
-    ``store.libpq_statements`` on PostgreSQL, the names of the statements prepared on it,
-    the Python codec of its client encoding (the session's from its start, as nothing run
-    on these connections sets another) and the psycopg loader of its rows, made once."""
+    ``store.libpq_statements`` on PostgreSQL, whether statements may be prepared on it by
+    name (not behind a transaction pooler), the names of those prepared on it, the Python
+    codec of its client encoding (the session's from its start, as nothing run on these
+    connections sets another) and the psycopg loader of its rows, made once."""
 
     connection: Any
     cursor: Any
+    by_name: bool = True
     prepared: set[bytes] = field(default_factory=set)
     codec: str = "utf-8"
     loader: Any = None
@@ -285,7 +288,12 @@ class DriverConnections:
         if self._engine.dialect.name != "postgresql":  # SQLite's autocommit (store.engine)
             return Channel(connection, connection.cursor())
         connection.autocommit = True
-        return Channel(connection, connection.cursor(), codec=connection.info.encoding)
+        return Channel(
+            connection,
+            connection.cursor(),
+            by_name=not transaction_pooled(self._engine),
+            codec=connection.info.encoding,
+        )
 
     def _wrapped(
         self, exc: BaseException, channel: Channel, sql: str, params: Any

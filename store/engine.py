@@ -15,6 +15,13 @@ from store.hangups import discard_hung_up
 SQLITE_BUSY_TIMEOUT_S = 30
 READ_ONLY = "signoff_read_only"
 """The execution option of connections that only read (see ``reader``)."""
+POOLING = "pooling"
+"""The PostgreSQL URL's query parameter naming how a pooler between Signoff and the server
+lends server connections: ``session`` (or none: each client keeps one server connection
+for its whole session) or ``transaction`` (each transaction may run on another)."""
+POOLING_MODES = ("session", "transaction")
+TRANSACTION_POOLED = "signoff_transaction_pooled"
+"""The execution option of an engine behind a transaction pooler (see ``transaction_pooled``)."""
 
 
 def build_engine(url: str) -> Engine:
@@ -32,7 +39,22 @@ def build_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
-        engine = create_engine(parsed, pool_size=10, max_overflow=20, pool_pre_ping=False)
+        pooling = parsed.query.get(POOLING, "session")
+        if pooling not in POOLING_MODES:
+            raise InvalidConfiguration(
+                f"{POOLING}={pooling!r} in the database URL: use {' or '.join(POOLING_MODES)}"
+            )
+        by_transaction = pooling == "transaction"
+        engine = create_engine(
+            parsed.difference_update_query([POOLING]),
+            pool_size=10,
+            max_overflow=20,
+            pool_pre_ping=False,
+            # behind a transaction pooler a statement prepared by name on one server
+            # connection is unknown on the next (or already there under another client)
+            connect_args={"prepare_threshold": None} if by_transaction else {},
+            execution_options={TRANSACTION_POOLED: by_transaction},
+        )
         discard_hung_up(engine)  # instead of a ping's round trip at every checkout
         return engine
     backend = parsed.get_backend_name()
@@ -61,6 +83,13 @@ def _sqlite_engine(url: str) -> Engine:
         connection.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def transaction_pooled(engine: Engine) -> bool:
+    """Whether ``engine`` reaches PostgreSQL through a pooler in transaction mode (its URL
+    says ``pooling=transaction``): nothing that lives in a session (a statement prepared by
+    name, ``LISTEN``) outlasts a transaction there."""
+    return bool(engine.get_execution_options().get(TRANSACTION_POOLED, False))
 
 
 def reader(engine: Engine) -> Engine:

@@ -7,7 +7,9 @@ rewrites the query's placeholders, keeps its prepared-statement cache and drives
 protocol from Python generators (≈ 40 µs a statement, as much as the rest of a step;
 ``python -m bench.steps --only journal`` measures it). A ``LibpqPrepared`` statement is
 prepared by name once on each driver connection it runs on (``PQprepare``) and then
-executed with ``PQexecPrepared``, which releases the GIL while it waits; its parameters go
+executed with ``PQexecPrepared``, which releases the GIL while it waits (behind a
+transaction pooler, where a name prepared on one server connection is unknown on the next,
+it is sent whole each time with ``PQexecParams``); its parameters go
 as text, encoded by the type of the column they are bound to (``store.plain_statements``).
 The SQL is SQLAlchemy's, with its placeholders numbered, so the statement is the very one
 ``Prepared`` runs. Rows (the claim's runs, a journal's entries) are loaded by the
@@ -69,23 +71,27 @@ class LibpqPrepared:
     def run(self, channel: Channel, params: list[str | None], fetch: bool) -> Outcome:
         """Execute on ``channel``'s connection (preparing the statement there first if it
         is new to it); return how many rows it changed, and its rows if ``fetch``."""
-        connection = channel.connection
-        pgconn = connection.pgconn
-        codec = channel.codec
-        sent = [None if p is None else p.encode(codec) for p in params]
-        result = None
-        if self._name in channel.prepared:
-            result = pgconn.exec_prepared(self._name, sent)
-            if _unknown(result, pgconn):
-                channel.prepared.discard(self._name)  # deallocated meanwhile: prepared again
-                result = None
-        if result is None:
-            _check(pgconn.prepare(self._name, self._sql, None), pgconn, codec)
-            channel.prepared.add(self._name)
-            result = pgconn.exec_prepared(self._name, sent)
-        _check(result, pgconn, codec)
+        pgconn = channel.connection.pgconn
+        sent = [None if p is None else p.encode(channel.codec) for p in params]
+        if channel.by_name:
+            result = self._by_name(channel, sent)
+        else:
+            result = pgconn.exec_params(self._sql, sent)
+        _check(result, pgconn, channel.codec)
         rows = self._rows(_loaded(result, channel)) if fetch else []
         return Outcome(rows, int(result.command_tuples or 0))
+
+    def _by_name(self, channel: Channel, sent: list[bytes | None]) -> Any:
+        """The result of the statement prepared as its name on the channel's connection."""
+        pgconn = channel.connection.pgconn
+        if self._name in channel.prepared:
+            result = pgconn.exec_prepared(self._name, sent)
+            if not _unknown(result, pgconn):
+                return result
+            channel.prepared.discard(self._name)  # deallocated meanwhile: prepared again
+        _check(pgconn.prepare(self._name, self._sql, None), pgconn, channel.codec)
+        channel.prepared.add(self._name)
+        return pgconn.exec_prepared(self._name, sent)
 
 
 def numbered(sql: str) -> tuple[str, list[str]]:

@@ -1,9 +1,10 @@
 """Wake-ups: wake workers the moment a run becomes due.
 
 On PostgreSQL a committed ``NOTIFY`` reaches every listening process, on any host. On
-SQLite a commit wakes the listeners of the same process only; another process finds the
-run at its next poll. Polling stays the fallback everywhere: a lost notification only
-delays a run until the next poll.
+SQLite, and on PostgreSQL behind a transaction pooler (where a ``LISTEN`` does not outlast
+the transaction that ran it), a commit wakes the listeners of the same process only;
+another process finds the run at its next poll. Polling stays the fallback everywhere: a
+lost notification only delays a run until the next poll.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from types import TracebackType
 
 from sqlalchemy import Connection, Engine, text
 
+from store.engine import transaction_pooled
+
 logger = logging.getLogger(__name__)
 
 CHANNEL = "signoff_wake"
@@ -26,12 +29,31 @@ _local_lock = threading.Lock()
 _local: dict[str, set[Callable[[], object]]] = {}
 
 
+def heard_by_listeners(engine: Engine) -> bool:
+    """Whether a ``NOTIFY`` reaches the listening processes: on PostgreSQL, unless behind a
+    transaction pooler."""
+    return engine.dialect.name == "postgresql" and not transaction_pooled(engine)
+
+
 def notify_wake(conn: Connection) -> None:
     """Ask for a wake-up, sent when the caller's transaction commits."""
     if conn.dialect.name == "postgresql":
         conn.execute(text(f"NOTIFY {CHANNEL}"))
-    else:
+    woken(conn)
+
+
+def woken(conn: Connection) -> None:
+    """A wake-up is due when the caller's transaction commits (a ``NOTIFY`` for it sent
+    already): where listeners hear no ``NOTIFY``, this process's hear of it then."""
+    if not heard_by_listeners(conn.engine):
         conn.info[_PENDING] = True
+
+
+def wake_here(engine: Engine) -> None:
+    """After a commit that made runs due, wake this process's listeners where they hear no
+    ``NOTIFY``."""
+    if not heard_by_listeners(engine):
+        _wake_local(engine)
 
 
 @contextmanager
@@ -60,13 +82,13 @@ def _wake_local(engine: Engine) -> None:
 
 
 class WakeListener:
-    """Calls ``on_wake`` for every wake-up: a PostgreSQL listening thread, or (on SQLite)
-    the commits of this process."""
+    """Calls ``on_wake`` for every wake-up: a PostgreSQL listening thread, or (on SQLite or
+    behind a transaction pooler) the commits of this process."""
 
     def __init__(self, engine: Engine, on_wake: Callable[[], object]) -> None:
         self._url = engine.url
         self._database = _database(engine)
-        self._postgres = engine.dialect.name == "postgresql"
+        self._postgres = heard_by_listeners(engine)
         self._on_wake = on_wake
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="signoff-listen", daemon=True)

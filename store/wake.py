@@ -13,7 +13,7 @@ from agent_runtime.exceptions import EventAlreadyDelivered, InvalidRunState, Run
 from agent_runtime.records import RunStatus
 from store.dialects import PerDialect, insert
 from store.models import events, runs
-from store.notify import CHANNEL, notify_wake
+from store.notify import CHANNEL, woken
 from store.row_checks import row_has
 
 LOCK_RUN = select(runs.c.status).where(runs.c.id == bindparam("run_id")).with_for_update()
@@ -77,8 +77,8 @@ def deliver(
         if strict:
             raise EventAlreadyDelivered(run_id, key)
         return
-    if conn.execute(WAKE_RUN[conn.dialect.name], params).rowcount and conn.dialect.name == "sqlite":
-        notify_wake(conn)
+    if conn.execute(WAKE_RUN[conn.dialect.name], params).rowcount:
+        woken(conn)
 
 
 LOCK_RUNS = (
@@ -139,6 +139,6 @@ def deliver_many(conn: Connection, deliveries: Sequence[Delivery]) -> None:
     if not stored:  # every key was delivered before
         return
     now = max(d.now for d in live)
-    woken = conn.execute(WAKE_RUNS[conn.dialect.name], {"waits": stored, "now": now})
-    if woken.rowcount and conn.dialect.name == "sqlite":
-        notify_wake(conn)
+    made_due = conn.execute(WAKE_RUNS[conn.dialect.name], {"waits": stored, "now": now})
+    if made_due.rowcount:
+        woken(conn)

@@ -47,6 +47,7 @@ from bot.app.processes import stop_process
 from bot.app.settings import Settings
 from bot.app.wiring import Services, build_services
 from devkit.demo.ledger_cli import fetch_ledger
+from store.engine import POOLING
 from tests.integration import signoff_command, signoff_env, wait_until
 
 TASK = "refund order 1042 and email the customer"
@@ -268,8 +269,10 @@ class RunProbe:
             self._query = self._QUERY.format(p="?")
             self._uuid = False
         else:
-            libpq = url.set(drivername="postgresql").render_as_string(hide_password=False)
-            self._connection = psycopg.connect(libpq, autocommit=True)
+            libpq = url.set(drivername="postgresql").difference_update_query([POOLING])
+            self._connection = psycopg.connect(  # by the URL's way (a pooler's, say)
+                libpq.render_as_string(hide_password=False), autocommit=True, prepare_threshold=None
+            )
             self._query = self._QUERY.format(p="%s::uuid")
             self._uuid = True
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.in_process import InProcessCli
-from tests.integration.pgbouncer import PgBouncer, pgbouncer_binary
+from tests.integration.pgbouncer import reached
 from tests.integration.private_postgres import PrivatePostgres, server_binaries
 from tests.integration.serve_cluster import Cluster, open_cluster
 from tests.integration.slack_harness import (
@@ -61,19 +61,20 @@ def stopped_pg() -> Iterator[PrivatePostgres]:
         yield server
 
 
-@pytest.fixture(params=["direct", "pgbouncer"])
+@pytest.fixture(params=["direct", "session-pooled", "transaction-pooled"])
 def deployed_pg_url(request: pytest.FixtureRequest, pg_url: str) -> Iterator[str]:
     """The session's database as a deployment reaches it: directly, then through a PgBouncer
-    of the test's own in session mode (``tests/integration/pgbouncer.py``)."""
-    if request.param == "direct":
-        yield pg_url
-        return
-    binary = pgbouncer_binary()
-    if binary is None:
-        pytest.fail("pgbouncer missing: apt-get install -y pgbouncer")
-    with PgBouncer(binary, pg_url) as bouncer:
-        yield bouncer.url(pg_url)
-        assert bouncer.served(pg_url), "nothing reached the database through PgBouncer"
+    of the test's own in session mode, then in transaction mode (the URL saying so)."""
+    with reached(request.param, pg_url) as url:
+        yield url
+
+
+@pytest.fixture(params=["direct", "session-pooled"])
+def listening_pg_url(request: pytest.FixtureRequest, pg_url: str) -> Iterator[str]:
+    """The session's database reached where ``LISTEN`` works: directly, then through a
+    PgBouncer in session mode."""
+    with reached(request.param, pg_url) as url:
+        yield url
 
 
 @pytest.fixture

@@ -12,10 +12,13 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
 import psycopg
+import pytest
 from sqlalchemy.engine import make_url
 
 from tests.integration import wait_until
@@ -128,3 +131,21 @@ class PgBouncer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+@contextmanager
+def reached(how: str, pg_url: str) -> Iterator[str]:
+    """``pg_url``, reached ``how``: ``direct``, or ``MODE-pooled`` through a PgBouncer of
+    the test's own in that mode (its URL saying ``pooling=transaction`` for that mode);
+    then check the PgBouncer was used."""
+    if how == "direct":
+        yield pg_url
+        return
+    binary = pgbouncer_binary()
+    if binary is None:
+        pytest.fail("pgbouncer missing: apt-get install -y pgbouncer")
+    mode = how.removesuffix("-pooled")
+    with PgBouncer(binary, pg_url, pool_mode=mode) as bouncer:
+        url = bouncer.url(pg_url)
+        yield url if mode == "session" else f"{url}?pooling={mode}"
+        assert bouncer.served(pg_url), "nothing reached the database through PgBouncer"

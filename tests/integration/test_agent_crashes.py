@@ -512,7 +512,7 @@ def test_demo_run_on_postgres_resumes_after_its_approvals(
     tmp_path: Path, deployed_pg_url: str, pg_store: SqlStore, launcher: Launcher
 ) -> None:
     """No kill at all: the seed exercise on PostgreSQL, reached directly or through
-    PgBouncer in session mode, resumes after its approvals and completes."""
+    PgBouncer in session or transaction mode, resumes after its approvals and completes."""
     with DemoProvider(tmp_path) as provider:
         env = agent_env(deployed_pg_url, provider.url)
         with services_for(env) as services:
@@ -536,7 +536,7 @@ def test_sigkilled_workers_on_postgres_never_charge_twice(
     tmp_path: Path, deployed_pg_url: str, pg_store: SqlStore, launcher: Launcher
 ) -> None:
     """9 random SIGKILLs + 1 between charge and commit (PostgreSQL, reached directly or
-    through PgBouncer in session mode): one charge, one key per run."""
+    through PgBouncer in session or transaction mode): one charge, one key per run."""
     outcome = drive_scenario(POSTGRES_SCENARIO, tmp_path, deployed_pg_url, launcher)
     assert len(outcome.kills) == POSTGRES_SCENARIO.kills + 1, summary([outcome])
     print(summary([outcome]))

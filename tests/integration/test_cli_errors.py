@@ -53,6 +53,21 @@ def test_a_bad_setting_is_a_user_error(
     assert err == "signoff: error: SIGNOFF_DEMO must be 1 or 0 (true or false), not 'maybe'\n"
 
 
+def test_a_pooling_mode_signoff_cannot_work_behind_is_a_user_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database URL naming a pooling mode other than session or transaction exits 2,
+    naming the parameter and the modes, before any connection is tried."""
+    monkeypatch.setenv(
+        "SIGNOFF_DATABASE_URL", "postgresql://signoff@127.0.0.1:1/signoff?pooling=statement"
+    )
+    code, out, err = _run(["runs"], capsys)
+    assert (code, out) == (2, "")
+    assert err == (
+        "signoff: error: pooling='statement' in the database URL: use session or transaction\n"
+    )
+
+
 def test_every_user_error_of_the_product_descends_from_one_root() -> None:
     """The errors people can fix share UserError, itself under SignoffError."""
     from agent_runtime import (

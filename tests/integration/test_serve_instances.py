@@ -158,7 +158,8 @@ def test_a_run_waiting_on_a_killed_instance_completes_after_a_click_on_b(
     deployed_cluster: Cluster,
 ) -> None:
     """SIGKILL A while its run waits for approval; the clicks on B complete it on B's worker
-    (both reaching the database directly, then through PgBouncer in session mode)."""
+    (both reaching the database directly, then through PgBouncer in session and in
+    transaction mode)."""
     cluster = deployed_cluster
     world = cluster.world
     [a] = cluster.start("A")

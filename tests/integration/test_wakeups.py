@@ -18,7 +18,7 @@ from sqlalchemy import text
 from agent_runtime import Run, RunId, RunStatus, Runtime, WorkerOptions
 from bot.app.assembly import load_workflows
 from bot.app.settings import Settings
-from store import SqlStore
+from store import SqlStore, open_store
 from store.notify import WakeListener
 from tests.integration import (
     TEST_WORKFLOWS,
@@ -29,6 +29,7 @@ from tests.integration import (
     signoff_env,
     wait_until,
 )
+from tests.integration.pgbouncer import reached
 
 SLOW_POLL_S = 120.0
 WAKE_S = 30.0
@@ -64,14 +65,14 @@ def _listening_since(store: SqlStore, since: datetime) -> bool:
 
 @pytest.mark.postgres
 def test_worker_alone_is_woken_by_a_started_and_a_resumed_run(
-    deployed_pg_url: str, pg_store: SqlStore, tmp_path: Path
+    listening_pg_url: str, pg_store: SqlStore, tmp_path: Path
 ) -> None:
     """With a two-minute poll, ``signoff worker`` runs a new and a resumed run when woken,
     connected directly or through PgBouncer in session mode."""
     runtime = Runtime(
         pg_store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,), demo=True))
     )
-    env = signoff_env(deployed_pg_url, poll_interval=SLOW_POLL_S)
+    env = signoff_env(listening_pg_url, poll_interval=SLOW_POLL_S)
     since = datetime.now(UTC)
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
         wait_until(
@@ -102,28 +103,51 @@ def test_worker_alone_is_woken_by_a_started_and_a_resumed_run(
 def test_sqlite_worker_is_woken_by_its_own_process(sqlite_store: SqlStore, tmp_path: Path) -> None:
     """On SQLite, a run started and resumed in the worker's process runs when woken, not at the
     next (two-minute) poll."""
+    _woken_by_its_own_process(sqlite_store, tmp_path)
+
+
+@pytest.mark.postgres
+def test_a_worker_behind_a_transaction_pooler_is_woken_by_its_own_process_without_listen(
+    pg_url: str, pg_store: SqlStore, tmp_path: Path
+) -> None:
+    """Behind PgBouncer in transaction mode no ``LISTEN`` is held (it would not outlast its
+    transaction), and a run started and resumed in the worker's process runs when woken, not
+    at the next (two-minute) poll."""
+    since = datetime.now(UTC)
+    with reached("transaction-pooled", pg_url) as url:
+        store = open_store(url, migrate=False)
+        try:
+            _woken_by_its_own_process(store, tmp_path)
+        finally:
+            store.engine.dispose()
+    assert not _listening_since(pg_store, since)
+
+
+def _woken_by_its_own_process(store: SqlStore, tmp_path: Path) -> None:
+    """A worker with a two-minute poll, woken by its process's commits, runs a run started
+    and then resumed in its process."""
     runtime = Runtime(
-        sqlite_store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,), demo=True))
+        store, load_workflows(Settings(workflow_modules=(TEST_WORKFLOWS,), demo=True))
     )
     worker = runtime.worker(WorkerOptions(poll_interval=timedelta(seconds=SLOW_POLL_S)))
     thread = threading.Thread(target=worker.run, daemon=True)
-    with WakeListener(sqlite_store.engine, worker.wake):
+    with WakeListener(store.engine, worker.wake):
         thread.start()
         run = runtime.start("test.waiter", {"path": str(tmp_path / "out.txt")})
         wait_until(
-            lambda: sqlite_store.get_run(run.id).status == RunStatus.WAITING,
+            lambda: store.get_run(run.id).status == RunStatus.WAITING,
             timeout=WAKE_S,
             what="the new run to be run",
         )
         runtime.signal(run.id, "go", "now")
         wait_until(
-            lambda: sqlite_store.get_run(run.id).status.finished,
+            lambda: store.get_run(run.id).status.finished,
             timeout=WAKE_S,
             what="the resumed run to finish",
         )
         worker.stop()
         thread.join()
-    assert sqlite_store.get_run(run.id).status == RunStatus.COMPLETED
+    assert store.get_run(run.id).status == RunStatus.COMPLETED
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
