@@ -20,6 +20,22 @@ POOLING = "pooling"
 lends server connections: ``session`` (or none: each client keeps one server connection
 for its whole session) or ``transaction`` (each transaction may run on another)."""
 POOLING_MODES = ("session", "transaction")
+NETWORK_DEFAULTS = {
+    "connect_timeout": "10",
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
+"""libpq's settings a PostgreSQL URL gets unless it sets them itself. Without them a
+connection to a host that never answers waits as long as the operating system's TCP does
+(minutes), a statement sent into a network partition waits for TCP's retransmissions to
+give up (about 15 minutes on Linux), and an idle connection, the wake-up listener's say,
+to a server that died without closing it is never found out. With them a connection
+attempt gives up after 10 s, sent data unacknowledged for 30 s ends the connection, and
+an idle connection is probed after 30 s of silence (ended if 3 probes 10 s apart go
+unanswered)."""
 TRANSACTION_POOLED = "signoff_transaction_pooled"
 """The execution option of an engine behind a transaction pooler (see ``transaction_pooled``)."""
 
@@ -45,8 +61,9 @@ def build_engine(url: str) -> Engine:
                 f"{POOLING}={pooling!r} in the database URL: use {' or '.join(POOLING_MODES)}"
             )
         by_transaction = pooling == "transaction"
+        unset = {k: v for k, v in NETWORK_DEFAULTS.items() if k not in parsed.query}
         engine = create_engine(
-            parsed.difference_update_query([POOLING]),
+            parsed.difference_update_query([POOLING]).update_query_dict(unset),
             pool_size=10,
             max_overflow=20,
             pool_pre_ping=False,
