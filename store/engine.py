@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -44,8 +46,10 @@ def build_engine(url: str) -> Engine:
     """Return an SQLite (WAL, full sync, immediate transactions) or PostgreSQL engine."""
     try:
         parsed = make_url(url)
-    except ArgumentError:
-        raise InvalidConfiguration(f"not a database URL: {url!r}") from None
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise InvalidConfiguration(f"not a database URL: {_masked(url)}") from None
+    if POOLING in parsed.query and parsed.get_backend_name() != "postgresql":
+        raise InvalidConfiguration(f"{POOLING}= in the database URL is for PostgreSQL only")
     if parsed.get_backend_name() == "sqlite":
         if parsed.database in (None, "", ":memory:"):
             raise InvalidConfiguration(
@@ -60,6 +64,7 @@ def build_engine(url: str) -> Engine:
             raise InvalidConfiguration(
                 f"{POOLING}={pooling!r} in the database URL: use {' or '.join(POOLING_MODES)}"
             )
+        _check_options(parsed.query)
         by_transaction = pooling == "transaction"
         unset = {k: v for k, v in NETWORK_DEFAULTS.items() if k not in parsed.query}
         engine = create_engine(
@@ -100,6 +105,26 @@ def _sqlite_engine(url: str) -> Engine:
         connection.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def _check_options(query: Mapping[str, object]) -> None:
+    """Refuse a PostgreSQL URL's query parameter neither libpq nor Signoff knows (libpq would
+    refuse it at every connection, deep in whatever tried to connect)."""
+    from psycopg import pq
+
+    known = {option.keyword.decode() for option in pq.Conninfo.get_defaults()}
+    unknown = sorted(set(query) - known - {POOLING, "prepare_threshold"})
+    if unknown:
+        hint = f" (a pooler's mode is {POOLING}=session or {POOLING}=transaction)"
+        raise InvalidConfiguration(
+            f"unknown parameter {unknown[0]!r} in the database URL"
+            + (hint if "pool" in unknown[0].lower() else "")
+        )
+
+
+def _masked(url: str) -> str:
+    """``url`` for a message: its password, if it has one, hidden."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
 
 
 def transaction_pooled(engine: Engine) -> bool:

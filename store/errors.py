@@ -19,10 +19,14 @@ class _Translated:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> Literal[False]:
+        if exc is None:
+            return False
         if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError):
             raise StoreUnavailable(_first_line(exc)) from exc
         if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
             raise StoreUnavailable(_first_line(exc)) from exc
+        if isinstance(exc, sa_exc.ProgrammingError) and _sqlstate(exc) in POOLED_NAMES:
+            raise StoreUnavailable(f"{_first_line(exc)}{POOLED_HINT}") from exc
         return False
 
 
@@ -42,6 +46,15 @@ def is_unique_violation(exc: sa_exc.IntegrityError) -> bool:
     return "UNIQUE constraint failed" in str(exc.orig)
 
 
+POOLED_NAMES = ("42P05", "26000")
+"""A statement prepared by name already there on a connection that never prepared it, or
+missing from the one that did: what a pooler in transaction mode does to them, the store
+unavailable as it stands (not a fault of the run whose statement it was)."""
+POOLED_HINT = (
+    " (is a pooler in transaction mode between Signoff and PostgreSQL? then add"
+    " pooling=transaction to the database URL)"
+)
+
 CONFLICTS = ("40P01", "40001")
 """PostgreSQL's deadlock and serialization failures: a transaction that may succeed again."""
 
@@ -51,6 +64,10 @@ def is_conflict(exc: BaseException) -> bool:
     serialization failure."""
     cause = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
     return getattr(getattr(cause, "orig", None), "sqlstate", None) in CONFLICTS
+
+
+def _sqlstate(exc: sa_exc.DBAPIError) -> str | None:
+    return getattr(exc.orig, "sqlstate", None)
 
 
 def _first_line(exc: BaseException) -> str:

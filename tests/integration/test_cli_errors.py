@@ -68,6 +68,41 @@ def test_a_pooling_mode_signoff_cannot_work_behind_is_a_user_error(
     )
 
 
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        (
+            "postgresql://signoff@127.0.0.1:1/signoff?pool_mode=transaction",
+            "unknown parameter 'pool_mode' in the database URL (a pooler's mode is"
+            " pooling=session or pooling=transaction)",
+        ),
+        (
+            "postgresql://signoff@127.0.0.1:1/signoff?keepalive=1",
+            "unknown parameter 'keepalive' in the database URL",
+        ),
+        (
+            "sqlite:///signoff.db?pooling=transaction",
+            "pooling= in the database URL is for PostgreSQL only",
+        ),
+        (
+            "postgresql://signoff:s3cret@db:PORT/signoff",
+            "not a database URL: postgresql://signoff:***@db:PORT/signoff",
+        ),
+    ],
+    ids=["pooler-word", "misspelt", "sqlite", "port"],
+)
+def test_a_database_url_signoff_cannot_use_is_a_one_line_error_without_its_password(
+    url: str, error: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database URL with a parameter libpq does not know (a pooler's own word for its
+    mode, a misspelling), a pooling mode on SQLite or a port that is not a number exits 2
+    with one line saying so, before any connection is tried, and never shows a password."""
+    monkeypatch.setenv("SIGNOFF_DATABASE_URL", url)
+    code, out, err = _run(["runs"], capsys)
+    assert (code, out) == (2, "")
+    assert err == f"signoff: error: {error}\n"
+
+
 def test_every_user_error_of_the_product_descends_from_one_root() -> None:
     """The errors people can fix share UserError, itself under SignoffError."""
     from agent_runtime import (

@@ -34,6 +34,7 @@ from agent_runtime import (
 from agent_runtime.executor import AFTER_AN_OUTAGE
 from store import SqlStore
 from store.driver import DriverConnections, Prepared, Statement
+from store.errors import translated
 from store.libpq_statements import LibpqPrepared, numbered
 from store.models import steps
 from store.plain_statements import plain_encoder, plain_statement
@@ -202,6 +203,24 @@ def test_a_statement_deallocated_on_its_connection_is_prepared_again(pg_store: S
     assert connections.execute(prepared, fenced_append_params(lease, _entry(1))).rowcount == 1
     assert [e.position for e in pg_store.load_journal(lease.run_id)] == [0, 1]
     connections.close()
+
+
+@pytest.mark.postgres
+def test_a_name_already_prepared_on_the_connection_is_the_store_unavailable_with_a_hint(
+    pg_store: SqlStore,
+) -> None:
+    """A statement's name found prepared already on a connection that never prepared it
+    (what a pooler in transaction mode hands over) fails as the store being unavailable,
+    naming the URL parameter for such a pooler, not as an error of the run's own."""
+    lease = _lease(pg_store)
+    dialect = pg_store.engine.dialect
+    connections = DriverConnections(pg_store.engine, most=1)  # one connection: always the same
+    connections.execute(Prepared(text("PREPARE t_taken AS SELECT 1"), dialect), {})
+    prepared = LibpqPrepared(fenced_append_statement(True), dialect, "t_taken")
+    with pytest.raises(StoreUnavailable, match="pooling=transaction"), translated():
+        connections.execute(prepared, fenced_append_params(lease, _entry(0)))
+    connections.close()
+    assert pg_store.load_journal(lease.run_id) == []
 
 
 @contextmanager
