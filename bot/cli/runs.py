@@ -254,11 +254,17 @@ def cmd_signal(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
-    """Apply migrations."""
+    """Apply migrations, and say what they did."""
     from bot.app.wiring import build_services
 
-    build_services(settings, migrate=False).stores.upgrade()
-    print("database is up to date")
+    stores = build_services(settings, migrate=False).stores
+    before = stores.schema().current
+    stores.upgrade()
+    after = stores.schema().current
+    if before == after:
+        print(f"database is up to date (schema at {after})")
+    else:
+        print(f"database upgraded from {before or 'an empty database'} to {after}")
     return 0
 
 

@@ -452,20 +452,21 @@ def test_graceful_stop_keeps_the_lease_until_the_step_ends(tmp_path: Path) -> No
 
 
 def test_db_upgrade_on_a_fresh_file(tmp_path: Path) -> None:
-    """`signoff db upgrade` creates the schema at the head revision in a new file, idempotently."""
+    """`signoff db upgrade` creates the schema at the head revision in a new file, saying so,
+    and idempotently, saying there was nothing to do."""
     db = tmp_path / "fresh.db"
     env = _env(db)
     assert not db.exists()
-    assert cli_ok(env, "db", "upgrade") == "database is up to date\n"
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     head = ScriptDirectory.from_config(config).get_current_head()
+    assert cli_ok(env, "db", "upgrade") == f"database upgraded from an empty database to {head}\n"
     with closing(sqlite3.connect(db)) as conn:
         tables = _tables(conn)
         version = conn.execute("SELECT version_num FROM alembic_version").fetchall()
     assert tables >= TABLES
     assert version == [(head,)]
-    assert cli_ok(env, "db", "upgrade") == "database is up to date\n"
+    assert cli_ok(env, "db", "upgrade") == f"database is up to date (schema at {head})\n"
 
 
 def test_unsupported_database_url_is_a_one_line_error(tmp_path: Path) -> None:
