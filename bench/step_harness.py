@@ -41,6 +41,7 @@ from bench._common import (
 from bench.workloads import TRIVIAL, WORKFLOW, workloads
 from store import build_engine, upgrade
 from store.driver import DriverConnections, Prepared
+from store.engine import POOLING
 from store.run_sql import fenced_append_params, fenced_append_statement
 from store.sql_store import SqlStore
 
@@ -158,6 +159,18 @@ def pg_store(dsn: str) -> Iterator[TimedStore]:
             engine.dispose()
     finally:
         drop_schema(dsn, schema)
+
+
+@contextlib.contextmanager
+def sent_whole(store: TimedStore) -> Iterator[SqlStore]:
+    """A store on ``store``'s database whose statements are sent whole each time, nothing
+    prepared by name: the way behind a pooler in transaction mode (``pooling=transaction``)."""
+    url = store.engine.url.update_query_dict({POOLING: "transaction"})
+    engine = build_engine(url.render_as_string(hide_password=False))
+    try:
+        yield SqlStore(engine)
+    finally:
+        engine.dispose()
 
 
 @contextlib.contextmanager

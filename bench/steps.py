@@ -52,6 +52,7 @@ of per cent: read the ratios and their spread, and rerun before drawing conclusi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
@@ -84,6 +85,7 @@ from bench.step_harness import (
     engine_step_seconds,
     pg_store,
     raw_beside,
+    sent_whole,
 )
 from bench.workloads import WORKFLOW, step_output_json, workloads
 
@@ -192,13 +194,16 @@ def cpu_per_step(run: Callable[[], float], steps: int, times: int = 5) -> float:
 def journal(settings: Settings, dsn: str) -> dict[str, tuple[Paired, Paired]]:
     """Per append, wall and client CPU: SQLAlchemy Core (the pairs' first) beside the
     store's path on each backend, and on PostgreSQL beside the same statement on a
-    driver connection's psycopg cursor (the path libpq's own call replaced)."""
+    driver connection's psycopg cursor (the path libpq's own call replaced) and sent whole
+    each time (behind a transaction pooler, ``pooling=transaction``)."""
     results: dict[str, tuple[Paired, Paired]] = {}
     for backend, open_store in BACKENDS.items():
-        with open_store(dsn) as store:
+        with open_store(dsn) as store, contextlib.ExitStack() as later:
             ways: dict[str, Callable[[Lease, StepRecord], object]] = {backend: store.append_step}
             if backend == "postgres":
                 ways["postgres, psycopg cursor"] = cursor_appender(store)
+                whole = later.enter_context(sent_whole(store))
+                ways["postgres, sent whole (pooling=transaction)"] = whole.append_step
             for name, append in ways.items():
                 results[name] = (
                     _journal(settings, store, append, time.perf_counter),
