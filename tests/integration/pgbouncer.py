@@ -1,9 +1,10 @@
-"""A PgBouncer of a test's own in front of the shared test server, in session pooling mode.
+"""A PgBouncer of a test's own in front of the shared test server, pooling by session or by
+transaction.
 
 It listens on a free port of the loopback, lets every database through to the server the
-tests use, with trust auth, and keeps PgBouncer's defaults otherwise (a server connection
-given to another client is reset with ``DISCARD ALL`` first). PgBouncer refuses to run as
-root, so as root it runs as the ``postgres`` user, as the server does.
+tests use, with trust auth, and keeps PgBouncer's defaults otherwise (in session mode, a
+server connection given to another client is reset with ``DISCARD ALL`` first). PgBouncer
+refuses to run as root, so as root it runs as the ``postgres`` user, as the server does.
 """
 
 from __future__ import annotations
