@@ -127,14 +127,18 @@ class Launcher:
             return int(self._out.readline())
 
     def run(self, env: dict[str, str], log: Path, *args: str) -> tuple[int, str]:
-        """Fork ``signoff args``, wait for it to exit; return its exit status and output."""
+        """Fork ``signoff args``, wait for it to exit; return its exit status and output.
+        One that has not exited in time is killed, not left running after the test."""
         child = ForkedWorker(self.spawn(env, log, *args), log)
-        wait_until(
-            lambda: not child.running(),
-            timeout=60,
-            interval=0.005,
-            what=f"signoff {' '.join(args)}",
-        )
+        try:
+            wait_until(
+                lambda: not child.running(),
+                timeout=60,
+                interval=0.005,
+                what=f"signoff {' '.join(args)}",
+            )
+        finally:
+            child.close()
         return child.exit_status(), child.output()
 
     def work(self, env: dict[str, str], logs: Path) -> None:
