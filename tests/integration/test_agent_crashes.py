@@ -68,6 +68,7 @@ from tests.integration.agent_helpers import (
     services_for,
     start_demo_run,
 )
+from tests.integration.pgbouncer import reached
 from tests.integration.worker_processes import (
     Launcher,
     ScriptWorker,
@@ -532,11 +533,14 @@ def test_demo_run_on_postgres_resumes_after_its_approvals(
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("how", ["direct", "transaction-pooled"])
 def test_sigkilled_workers_on_postgres_never_charge_twice(
-    tmp_path: Path, deployed_pg_url: str, pg_store: SqlStore, launcher: Launcher
+    tmp_path: Path, how: str, pg_url: str, pg_store: SqlStore, launcher: Launcher
 ) -> None:
     """9 random SIGKILLs + 1 between charge and commit (PostgreSQL, reached directly or
-    through PgBouncer in session or transaction mode): one charge, one key per run."""
-    outcome = drive_scenario(POSTGRES_SCENARIO, tmp_path, deployed_pg_url, launcher)
+    through PgBouncer in transaction mode, where a killed worker's server connection goes
+    straight to another client): one charge, one key per run."""
+    with reached(how, pg_url) as url:
+        outcome = drive_scenario(POSTGRES_SCENARIO, tmp_path, url, launcher)
     assert len(outcome.kills) == POSTGRES_SCENARIO.kills + 1, summary([outcome])
     print(summary([outcome]))
