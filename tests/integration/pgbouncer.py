@@ -16,7 +16,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 
 import psycopg
 import pytest
@@ -122,17 +121,6 @@ class PgBouncer:
                 self._process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def __enter__(self) -> PgBouncer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 @contextmanager
 def reached(how: str, pg_url: str) -> Iterator[str]:
@@ -146,7 +134,10 @@ def reached(how: str, pg_url: str) -> Iterator[str]:
     if binary is None:
         pytest.fail("pgbouncer missing: apt-get install -y pgbouncer")
     mode = how.removesuffix("-pooled")
-    with PgBouncer(binary, pg_url, pool_mode=mode) as bouncer:
+    bouncer = PgBouncer(binary, pg_url, pool_mode=mode)
+    try:
         url = bouncer.url(pg_url)
         yield url if mode == "session" else f"{url}?pooling={mode}"
         assert bouncer.served(pg_url), "nothing reached the database through PgBouncer"
+    finally:
+        bouncer.close()
