@@ -113,7 +113,7 @@ def _check_options(query: Mapping[str, object]) -> None:
     from psycopg import pq
 
     known = {option.keyword.decode() for option in pq.Conninfo.get_defaults()}
-    unknown = sorted(set(query) - known - {POOLING, "prepare_threshold"})
+    unknown = sorted(set(query) - known - {POOLING})
     if unknown:
         hint = f" (a pooler's mode is {POOLING}=session or {POOLING}=transaction)"
         raise InvalidConfiguration(
