@@ -171,10 +171,10 @@ class Chaos:
         self.unplanned = 0
         self.refused_to_start = 0
         self._database_down: tuple[float, float] | None = None
+        """When the database was last stopped, and started again."""
         self._stopped: list[tuple[str, float]] | None = None
         """While the database is stopped, the kills seen meanwhile (class, when): their
         recovery is measured once it is back (the progress it starts from is read there)."""
-        """When the database was last stopped, and started again."""
         self._aims = 0
 
     # -- the session -----------------------------------------------------------------------

@@ -40,7 +40,7 @@ def translated() -> _Translated:
 
 def is_unique_violation(exc: sa_exc.IntegrityError) -> bool:
     """Tell whether an IntegrityError comes from a primary key or UNIQUE constraint."""
-    sqlstate = getattr(exc.orig, "sqlstate", None)
+    sqlstate = _sqlstate(exc)
     if sqlstate is not None:
         return bool(sqlstate == "23505")
     return "UNIQUE constraint failed" in str(exc.orig)
