@@ -12,9 +12,11 @@ from sqlalchemy import Engine
 
 import store
 from agent_runtime.built_once import built_once
+from store.engine import transaction_pooled
 from store.errors import translated
 from store.migrate import current_revision, is_current, latest_revision, upgrade
 from store.planner_stats import StaleTable, stale_statistics
+from store.pooler import check_pooling
 from store.stats import Stats, read_stats
 
 if TYPE_CHECKING:
@@ -113,6 +115,16 @@ class Stores:
     def schema_is_current(self) -> bool:
         """Tell whether the schema has every migration this code knows; a newer one counts."""
         return is_current(self.engine)
+
+    @property
+    def pooled_by_transaction(self) -> bool:
+        """Whether the database URL says ``pooling=transaction`` (``store.engine``)."""
+        return transaction_pooled(self.engine)
+
+    def check_pooling(self) -> None:
+        """Raise ``InvalidConfiguration`` if a pooler lends server connections per
+        transaction and the database URL does not say so (``store.pooler``)."""
+        check_pooling(self.engine)
 
     def stats(self, now: datetime) -> Stats:
         """Return the counts the metrics report."""

@@ -213,9 +213,9 @@ def waitress_wsgi(
     application: WSGIApp, port: int, host: str, *, flag: str = "", path: str = "/"
 ) -> Iterator[None]:
     """Serve ``application`` with waitress on a background thread while the block runs; log
-    ``listening`` (with the URL of ``path``) once the port is claimed. On leaving, stop
-    accepting and let the requests in flight finish, but not wait for idle keep-alive
-    connections (a drain that follows must begin at once)."""
+    ``listening`` with the URL of ``path`` on the port claimed (any free one for 0). On
+    leaving, stop accepting and let the requests in flight finish, but not wait for idle
+    keep-alive connections (a drain that follows must begin at once)."""
     from waitress.server import BaseWSGIServer, create_server
 
     try:
@@ -232,8 +232,9 @@ def waitress_wsgi(
         raise
     if not isinstance(server, BaseWSGIServer):  # one host and port: one socket
         raise TypeError(f"waitress built {type(server).__name__} for one socket")
-    threading.Thread(target=server.run, name=f"waitress-{port}", daemon=True).start()
-    logger.info("listening", extra={"action": f"http://{host}:{port}{path}"})
+    bound = int(server.getsockname()[1])  # port 0: the one the system picked
+    threading.Thread(target=server.run, name=f"waitress-{bound}", daemon=True).start()
+    logger.info("listening", extra={"action": f"http://{host}:{bound}{path}"})
     try:
         yield
     finally:

@@ -386,7 +386,7 @@ def _slack(env: Mapping[str, str]) -> dict[str, Any]:
         "slack_signing_secret": env.get("SLACK_SIGNING_SECRET", ""),
         "slack_app_token": env.get("SLACK_APP_TOKEN", ""),
         "slack_api_url": api_url if api_url.endswith("/") else api_url + "/",
-        "port": _port(env, "SIGNOFF_PORT", 8080),
+        "port": _port(env, "SIGNOFF_PORT", 8080, any_free=True),
     }
 
 
@@ -501,11 +501,13 @@ def _quorum(env: Mapping[str, str], approvers: tuple[str, ...]) -> int:
     return int(raw)
 
 
-def _port(env: Mapping[str, str], name: str, default: int) -> int:
+def _port(env: Mapping[str, str], name: str, default: int, *, any_free: bool = False) -> int:
+    """A TCP port; with ``any_free``, 0 too (the system picks a free one)."""
     raw = env.get(name)
     if not raw:
         return default
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
+    lowest = 0 if any_free else 1
+    if not raw.isdigit() or not lowest <= int(raw) < 65536:
         raise SettingsError(f"{name} must be a TCP port number, not {raw!r}")
     return int(raw)
 

@@ -10,7 +10,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 import store
-from agent_runtime import SignoffError, SystemClock
+from agent_runtime import InvalidConfiguration, SignoffError, SystemClock
 from bot.app.assembly import load_agents
 from bot.app.settings import Settings, SettingsError
 from bot.app.slack_mode import web_client
@@ -112,11 +112,30 @@ def _database(settings: Settings) -> Iterator[Check]:
         if stores.engine.dialect.name == "postgresql":
             try:
                 stale = stores.stale_statistics()
+                pooling = _pooling(stores)
             except SignoffError:
                 return  # gone since the schema was read: the next run's database check says so
             yield _planner_statistics(stale)
+            yield pooling
     finally:
         stores.close()
+
+
+def _pooling(stores: store.Stores) -> Check:
+    """Whether a pooler lending server connections per transaction is declared if there is
+    one (``store.pooler``)."""
+    if stores.pooled_by_transaction:
+        return Check(
+            "connection pooling",
+            True,
+            "by transaction (pooling=transaction): no LISTEN; other processes' wake-ups "
+            "come at the poll",
+        )
+    try:
+        stores.check_pooling()
+    except InvalidConfiguration as exc:
+        return Check("connection pooling", False, str(exc))
+    return Check("connection pooling", True, "no pooler seen lending by transaction")
 
 
 def _planner_statistics(stale: list[store.StaleTable]) -> Check:

@@ -8,6 +8,7 @@ database is reached: it serves a ``Front``, which answers for the starting proce
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from bot.app.request_hygiene import WSGIApp
 from bot.app.serving import serve_wsgi
 from bot.ops.health import Report
 from bot.ops.metrics import CONTENT_TYPE, Metrics
+
+logger = logging.getLogger(__name__)
 
 JSON = "application/json"
 
@@ -105,10 +108,13 @@ def reply(
 @contextmanager
 def ops_port(application: WSGIApp, port: int | None) -> Iterator[None]:
     """Answer the operator's endpoints (``application``: an ``ops_app`` or a ``Front`` over
-    one) on ``port``, if given, while the block runs."""
+    one) on ``port`` (0: any free one, logged), if given, while the block runs."""
     if port is None:
         yield
         return
     host = "0.0.0.0"  # noqa: S104
-    with serve_wsgi(application, port, host, name="signoff-ops", flag="--metrics-port"):
+    with serve_wsgi(application, port, host, name="signoff-ops", flag="--metrics-port") as served:
+        logger.info(
+            "operator endpoints listening", extra={"action": f"http://{host}:{served.port}/"}
+        )
         yield

@@ -76,6 +76,7 @@ def supervised_services(
         startup=start.startup,
     )
     check_tools(services.agents)
+    services.stores.check_pooling()
     stores, clock, loops = services.stores, SystemClock(), Loops()
     metrics.watch(lambda: stores.stats(clock.now()), loops, clock)
     health = Health(loops, stores.schema_is_current, settings.loop_stall, settings.loop_exit)

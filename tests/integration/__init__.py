@@ -8,6 +8,7 @@ reading the effect files the tests assert on.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -128,6 +129,10 @@ class WorkerProcess:
         self._handle.flush()
         return self.log.read_text(encoding="utf-8", errors="replace")
 
+    def ops_port(self, timeout: float = 30.0) -> int:
+        """The port of its operator endpoints (started with ``--metrics-port 0``)."""
+        return bound_port(self.log, "/", timeout=timeout, alive=self.assert_alive)
+
     def assert_alive(self) -> None:
         """Fail with the worker's log if it has exited."""
         code = self.process.poll()
@@ -153,6 +158,24 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(interval)
+
+
+def bound_port(
+    log: Path, path: str, *, timeout: float, alive: Callable[[], object] | None = None
+) -> int:
+    """Wait until the process logging to ``log``, given port 0, logs the URL of ``path`` on
+    the port it was given (``/slack/events``, or ``/`` for its operator endpoints), and
+    return that port (``alive`` fails the wait if the process has exited)."""
+    url = re.compile(rf"http://[^\s/\"]+:(\d+){re.escape(path)}(?=[\s\"]|$)", re.MULTILINE)
+
+    def found() -> int | None:
+        if alive is not None:
+            alive()
+        text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        match = url.search(text)
+        return int(match.group(1)) if match else None
+
+    return wait_until(found, timeout=timeout, what=f"the port of {path} in {log.name}")
 
 
 def lines(path: Path) -> list[str]:

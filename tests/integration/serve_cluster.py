@@ -27,7 +27,7 @@ from bot.app.wiring import Services, build_services
 from bot.slack.blocks import APPROVE
 from devkit.sandbox.slack_api import DEFAULT_TOKEN, Message
 from store import models
-from tests.integration import signoff_command, signoff_env
+from tests.integration import bound_port, signoff_command, signoff_env
 from tests.integration.slack_harness import (
     ACK_LIMIT_S,
     APPROVER,
@@ -54,6 +54,7 @@ LEASE_TTL_S = 2.0
 POLL_INTERVAL_S = 0.2
 TOOLS = ("issue_refund", "send_email")
 ANSWER = "Order 1042: Refund: done; Email: done"
+EVENTS_PATH = "/slack/events"
 
 
 def free_port() -> int:
@@ -83,21 +84,37 @@ class ServeProcess(BotInstance):
         self.world = world
         self.name = name
         self.services = services
-        self.port = free_port()
-        base = f"http://127.0.0.1:{self.port}"
-        self.url = f"{base}/slack/events"
-        self.health_url = f"{base}/healthz"
+        self._port: int | None = None
         self._http = requests.Session()
         self._http.trust_env = False
         self.log = world.tmp_path / f"serve-{name}.log"
         self._log = self.log.open("w", encoding="utf-8")
         self.process = subprocess.Popen(
             [*(command or signoff_command()), "serve", *args],
-            env={**env, "SIGNOFF_PORT": str(self.port)},
+            env={**env, "SIGNOFF_PORT": "0"},
             cwd=world.tmp_path,
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (any free one: it logs which once it has it)."""
+        if self._port is None:
+            self._port = bound_port(
+                self.log, EVENTS_PATH, timeout=START_TIMEOUT_S, alive=self.assert_alive
+            )
+        return self._port
+
+    @property
+    def url(self) -> str:  # type: ignore[override]
+        """Where Slack sends it events."""
+        return f"http://127.0.0.1:{self.port}{EVENTS_PATH}"
+
+    @property
+    def health_url(self) -> str:
+        """Its liveness probe."""
+        return f"http://127.0.0.1:{self.port}/healthz"
 
     def wait_healthy(self) -> None:
         """Wait until ``/healthz`` answers 200 with status ``ok``, not ``starting`` (the

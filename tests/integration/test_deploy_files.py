@@ -20,8 +20,7 @@ import yaml
 
 from bot.cli.main import build_parser
 from devkit.sandbox.slack_api import DEFAULT_TOKEN, Workspace, start_slack_api
-from tests.integration import REPO_ROOT, cli_ok, signoff_command, signoff_env
-from tests.integration.serve_cluster import free_port
+from tests.integration import REPO_ROOT, bound_port, cli_ok, signoff_command, signoff_env
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 COMPOSE = REPO_ROOT / "compose.yaml"
@@ -110,7 +109,6 @@ def test_the_start_up_sequence_of_the_image_runs_and_becomes_healthy(
     """``db upgrade`` then compose's ``serve`` command, probed by the image's HEALTHCHECK."""
     services = compose_services()
     slack = start_slack_api(Workspace())
-    port = free_port()
     env = signoff_env(
         pg_url,
         extra={
@@ -118,7 +116,7 @@ def test_the_start_up_sequence_of_the_image_runs_and_becomes_healthy(
             "SLACK_SIGNING_SECRET": "s" * 32,
             "SIGNOFF_APPROVERS": "U_DANA",
             "SIGNOFF_SLACK_API_URL": slack.api_url,
-            "SIGNOFF_PORT": str(port),
+            "SIGNOFF_PORT": "0",
         },
     )
     serve = None
@@ -131,6 +129,14 @@ def test_the_start_up_sequence_of_the_image_runs_and_becomes_healthy(
             cwd=tmp_path,
             stdout=log,
             stderr=subprocess.STDOUT,
+        )
+        started = serve
+
+        def alive() -> None:
+            assert started.poll() is None, (tmp_path / "serve.log").read_text()
+
+        port = bound_port(
+            tmp_path / "serve.log", "/slack/events", timeout=HEALTHY_WITHIN_S, alive=alive
         )
         probe = health_probe(final_stage(DOCKERFILE))
         assert probe[0] == "python"

@@ -19,6 +19,7 @@ from bot.app.processes import stop_process
 from store import build_engine
 from tests.integration import (
     WorkerProcess,
+    bound_port,
     cli_ok,
     lines,
     signoff_command,
@@ -26,7 +27,6 @@ from tests.integration import (
     wait_until,
 )
 from tests.integration.ops_probes import metrics, probe, sample
-from tests.integration.serve_cluster import free_port
 
 TIMEOUT_S = 30.0
 
@@ -47,10 +47,11 @@ def test_worker_probes_and_metrics_then_sigterm_releases_its_step_for_another_wo
 ) -> None:
     """The worker answers probes and metrics; SIGTERM mid-step exits 0 and the run resumes."""
     # steps long enough, and a lease long enough, that a loaded machine still sees one under way
-    env, port = signoff_env(sqlite_url, lease_ttl=5.0), free_port()
+    env = signoff_env(sqlite_url, lease_ttl=5.0)
     effects = tmp_path / "slow.txt"
     cli_ok(env, "db", "upgrade")
-    with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port)) as worker:
+    with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", "0") as worker:
+        port = worker.ops_port()
         loops = {"loop:worker": "ok", "loop:approvals": "ok", "loop:webhooks": "ok"}
         ready = answering(worker, port, "/readyz", 200)["checks"]
         assert ready == {"database": "ok", "migrations": "ok", **loops}
@@ -83,9 +84,10 @@ def test_readyz_fails_while_the_schema_is_behind_the_code(
     sqlite_url: str,
 ) -> None:
     """/readyz answers 503 naming the migrations while the database is not at the newest."""
-    env, port = signoff_env(sqlite_url), free_port()
+    env = signoff_env(sqlite_url)
     cli_ok(env, "db", "upgrade")
-    with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port)) as worker:
+    with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", "0") as worker:
+        port = worker.ops_port()
         answering(worker, port, "/readyz", 200)
         engine = build_engine(sqlite_url)
         try:
@@ -132,10 +134,10 @@ def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
     sqlite_url: str,
 ) -> None:
     """``serve --no-http --metrics-port`` reports its worker and scheduler loops."""
-    env, port = signoff_env(sqlite_url), free_port()
+    env = signoff_env(sqlite_url)
     log = (tmp_path / "serve.log").open("w", encoding="utf-8")
     process = subprocess.Popen(
-        [*signoff_command(), "serve", "--no-http", "--metrics-port", str(port)],
+        [*signoff_command(), "serve", "--no-http", "--metrics-port", "0"],
         env=env,
         cwd=tmp_path,
         stdout=log,
@@ -143,8 +145,13 @@ def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
     )
     try:
 
-        def ready() -> dict[str, Any] | None:
+        def alive() -> None:
             assert process.poll() is None, (tmp_path / "serve.log").read_text()
+
+        port = bound_port(tmp_path / "serve.log", "/", timeout=TIMEOUT_S, alive=alive)
+
+        def ready() -> dict[str, Any] | None:
+            alive()
             found = probe(port, "/readyz")
             return found[1] if found is not None and found[0] == 200 else None
 

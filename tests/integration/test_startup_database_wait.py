@@ -14,6 +14,7 @@ import pytest
 from bot.app.processes import stop_process
 from tests.integration import (
     WorkerProcess,
+    bound_port,
     cli_ok,
     lines,
     run_cli,
@@ -23,7 +24,6 @@ from tests.integration import (
 )
 from tests.integration.ops_probes import probe
 from tests.integration.private_postgres import PrivatePostgres
-from tests.integration.serve_cluster import free_port
 
 pytestmark = pytest.mark.postgres
 
@@ -82,8 +82,9 @@ def test_a_worker_started_before_its_database_waits_then_runs_work(
 ) -> None:
     """The worker keeps trying while the database is down (``/readyz`` 503 on its metrics
     port), then becomes ready and completes a run, the same process throughout."""
-    env, port = env_for(stopped_pg, TIMEOUT_S), free_port()
-    with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port)) as worker:
+    env = env_for(stopped_pg, TIMEOUT_S)
+    with WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", "0") as worker:
+        port = worker.ops_port(TIMEOUT_S)
         wait_until(
             lambda: worker.output().count(RETRY) >= 2,
             timeout=TIMEOUT_S,
@@ -103,11 +104,11 @@ def test_serve_started_before_its_database_waits_then_serves_and_runs_work(
 ) -> None:
     """``signoff serve`` keeps trying while the database is down, then answers ``/readyz``
     and its worker completes a run, without a restart."""
-    env, port = env_for(stopped_pg, TIMEOUT_S), free_port()
+    env = env_for(stopped_pg, TIMEOUT_S)
     log_path = tmp_path / "serve.log"
     with log_path.open("w", encoding="utf-8") as log:
         process = subprocess.Popen(
-            [*signoff_command(), "serve", "--no-http", "--metrics-port", str(port)],
+            [*signoff_command(), "serve", "--no-http", "--metrics-port", "0"],
             env=env,
             cwd=tmp_path,
             stdout=log,
@@ -118,6 +119,8 @@ def test_serve_started_before_its_database_waits_then_serves_and_runs_work(
             def output() -> str:
                 assert process.poll() is None, log_path.read_text()
                 return log_path.read_text(encoding="utf-8", errors="replace")
+
+            port = bound_port(log_path, "/", timeout=TIMEOUT_S, alive=output)
 
             wait_until(lambda: output().count(RETRY) >= 2, timeout=TIMEOUT_S, what="two tries")
             assert not_ready(port)

@@ -27,11 +27,10 @@ from bot.app.starting import STARTING_TEXT
 from devkit.sandbox.payloads import Origin, slash_command_form
 from devkit.sandbox.slack_api import DEFAULT_TOKEN
 from store import build_engine, models
-from tests.integration import signoff_command, signoff_env, wait_until
+from tests.integration import bound_port, signoff_command, signoff_env, wait_until
 from tests.integration.ops_probes import metrics, probe, sample
 from tests.integration.private_postgres import PrivatePostgres
 from tests.integration.response_urls import ResponseUrls
-from tests.integration.serve_cluster import free_port
 from tests.integration.slack_harness import (
     APPROVER,
     FORM,
@@ -55,7 +54,6 @@ class Serve:
 
     def __init__(self, world: SlackWorld, server: PrivatePostgres) -> None:
         self.world = world
-        self.port = free_port()
         url = server.url.replace("postgres@", f"postgres:{PASSWORD}@", 1)
         self.env = signoff_env(
             url,
@@ -66,7 +64,7 @@ class Serve:
                 "SIGNOFF_SLACK_API_URL": world.slack.api_url,
                 "SLACK_BOT_TOKEN": DEFAULT_TOKEN,
                 "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-                "SIGNOFF_PORT": str(self.port),
+                "SIGNOFF_PORT": "0",
                 **UNPACED,
             },
         )
@@ -81,6 +79,7 @@ class Serve:
             )
         self._http = requests.Session()
         self._http.trust_env = False
+        self.port = bound_port(self.log, "/slack/events", timeout=TIMEOUT_S, alive=self.alive)
 
     def output(self) -> str:
         """Return what the process has logged so far."""

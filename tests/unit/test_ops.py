@@ -123,6 +123,17 @@ def test_readiness_names_an_unreachable_database_and_a_stalled_loop() -> None:
     assert health.liveness().ok
 
 
+def test_signoff_port_takes_0_for_any_free_port_and_refuses_what_is_no_port() -> None:
+    """SIGNOFF_PORT is a TCP port or 0 (any free one); the demo provider's port may not be 0."""
+    assert Settings.from_env({"SIGNOFF_PORT": "0"}).port == 0
+    assert Settings.from_env({"SIGNOFF_PORT": "65535"}).port == 65535
+    for wrong in ("65536", "-1", "http"):
+        with pytest.raises(SettingsError, match="SIGNOFF_PORT must be a TCP port number"):
+            Settings.from_env({"SIGNOFF_PORT": wrong})
+    with pytest.raises(SettingsError, match="SIGNOFF_DEMO_PROVIDER_PORT"):
+        Settings.from_env({"SIGNOFF_DEMO_PROVIDER_PORT": "0"})
+
+
 def test_log_format_and_loop_limits_are_checked_when_read() -> None:
     """A bad SIGNOFF_LOG_FORMAT, or an exit limit below the stall limit, is refused."""
     with pytest.raises(SettingsError, match="SIGNOFF_LOG_FORMAT"):
