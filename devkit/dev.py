@@ -27,6 +27,7 @@ from bot.app.settings import Settings, SettingsError
 from bot.app.slack_mode import web_client
 from bot.app.wiring import Services, build_services
 from bot.slack.ack_gate import AckGate
+from bot.slack.after_ack import AfterAck
 from devkit.app_thread import RunningApp
 from devkit.demo.provider_server import RunningProvider, start_in_thread
 from devkit.panel import DevPanel
@@ -194,7 +195,11 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
         cleanup.callback(keep_saved(workspace, options.slack_file))
         client = web_client(settings)
         acks = AckGate()
-        app = RunningApp(wsgi(slack_app(services, client, acks), acks=acks), host=options.host)
+        after_acks = AfterAck(acks)
+        cleanup.callback(after_acks.close)  # once the app below has stopped
+        app = RunningApp(
+            wsgi(slack_app(services, client, after_acks), acks=acks), host=options.host
+        )
         cleanup.callback(app.stop)
         link = AppLink(
             workspace,

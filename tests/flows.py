@@ -192,13 +192,21 @@ def _install_claim_fault(kind: str, switch: Path) -> None:
     SqlStore.claim_runs = claim_runs  # type: ignore[method-assign]
 
 
+def held_run_creation(switch: Path) -> Path:
+    """The file a run creation held by ``switch`` makes once it is held."""
+    return switch.with_name(f"{switch.name}.held")
+
+
 def _install_run_creation_hold(switch: Path) -> None:
-    """While ``switch`` exists, make creating a run block for good."""
+    """While ``switch`` exists, make creating a run wait (first making
+    ``held_run_creation(switch)``)."""
     original = SqlStore.create_run
 
     def create_run(self: SqlStore, *args: Any, **kw: Any) -> Any:
         if switch.exists():
-            threading.Event().wait()
+            held_run_creation(switch).touch()
+            while switch.exists():
+                time.sleep(0.02)
         return original(self, *args, **kw)
 
     SqlStore.create_run = create_run  # type: ignore[method-assign]

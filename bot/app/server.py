@@ -34,6 +34,7 @@ from bot.ops.supervision import (
     supervised_services,
 )
 from bot.slack.ack_gate import AckGate
+from bot.slack.after_ack import AfterAck
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.form_request import SlackWsgiHandler
 from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
@@ -64,8 +65,8 @@ def signing_secret(settings: Settings) -> str:
     return settings.slack_signing_secret
 
 
-def slack_app(services: Services, client: WebClient, acks: AckGate | None = None) -> App:
-    """The Bolt app over the services (what follows its acks waits its turn at ``acks``)."""
+def slack_app(services: Services, client: WebClient, after_acks: AfterAck | None = None) -> App:
+    """The Bolt app over the services (what follows its acks carried out by ``after_acks``)."""
     secret = signing_secret(services.settings)
     deps = SlackDeps(
         runtime=services.runtime,
@@ -85,7 +86,7 @@ def slack_app(services: Services, client: WebClient, acks: AckGate | None = None
         auth=bolt_auth(services, client),
         uninstalls=uninstalls(services),
         allowed=allowed_workspaces(services.settings),
-        acks=acks,
+        after_acks=after_acks,
     )
 
 
@@ -156,6 +157,8 @@ def serve(settings: Settings, parts: Parts) -> int:
         # Slack's requests are answered first: what follows an ack and the outbox rounds
         # wait while the HTTP front answers any (bot.slack.ack_gate)
         acks = AckGate()
+        # what follows an ack: carried out before the process goes (see _drain)
+        after_acks = AfterAck(acks) if parts.http or parts.socket_mode else None
         scheduler = (
             build_scheduler(
                 jobs(services, SERVE, supervision.metrics, give_way, acks=acks),
@@ -173,10 +176,10 @@ def serve(settings: Settings, parts: Parts) -> int:
             wake.start()
         supervision.watchdog.start()
         try:
-            _front(services, client, parts, supervision.ops, start, acks)
+            _front(services, client, parts, supervision.ops, start, acks, after_acks)
         finally:
             listener.close()  # no more requests, then drain
-            _drain(services, supervision, worker, threads, scheduler, wake)
+            _drain(services, supervision, worker, threads, scheduler, wake, after_acks)
     return 0
 
 
@@ -187,10 +190,13 @@ def _drain(
     threads: list[threading.Thread],
     scheduler: BackgroundScheduler | None,
     listener: WakeListener | None,
+    after_acks: AfterAck | None,
 ) -> None:
     deadline = drain_deadline(services.settings.drain_timeout)
     logger.info("draining", extra={"action": "drain"})
     supervision.watchdog.stop()
+    if after_acks is not None:
+        after_acks.close()  # what was acknowledged is done (a run created, a click decided)
     worker.stop()
     if scheduler is not None:
         scheduler.shutdown(wait=True)  # the outbox round in flight finishes
@@ -210,17 +216,18 @@ def _front(
     ops: Ops,
     start: Starting,
     acks: AckGate,
+    after_acks: AfterAck | None,
 ) -> None:
     """Hand the listener over to the process's own app, then serve until stopped."""
     if parts.socket_mode:
-        app = slack_app(services, client, acks)
+        app = slack_app(services, client, after_acks)
         start.up(ops_app(ops))
         _socket_mode(app, services.settings)
         return
     if parts.http:
         # each request thread writes one signature before its ack: open their connections now
         services.stores.replays.warm(HTTP_THREADS)
-        app = slack_app(services, client, acks)
+        app = slack_app(services, client, after_acks)
         start.up(wsgi(app, ops, api_approvals(services), acks=acks))
     else:
         start.up(ops_app(ops))

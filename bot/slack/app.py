@@ -66,13 +66,6 @@ from bot.slack.why_listener import WhyListener
 
 logger = logging.getLogger(__name__)
 
-AFTER_ACK_THREADS = 64
-"""Acknowledged requests carried out at once (decisions, modals, runs to create): each
-mostly waits on the database or Slack, so more than the cores. They start once the process
-has answered the requests in flight (``bot.slack.ack_gate``), together: as many as a batch
-of decisions holds (``store.approval_store.BATCH_MOST``), so that a burst of clicks is
-decided in one or two batches rather than one batch per handful of threads."""
-
 
 def build_app(
     deps: SlackDeps,
@@ -82,15 +75,16 @@ def build_app(
     auth: BoltAuth | None = None,
     uninstalls: Uninstalls | None = None,
     allowed: AllowedWorkspaces | None = None,
-    acks: AckGate | None = None,
+    after_acks: AfterAck | None = None,
 ) -> App:
     """Return the Bolt app with every listener registered.
 
     ``auth`` says how requests are authorized (by default with ``client``'s token alone);
     ``uninstalls`` handles workspaces removing the app (OAuth mode); requests from a
     workspace ``allowed`` does not admit are answered without being handled; what follows
-    an ack waits its turn at ``acks``, the gate that counts the process's requests in
-    flight (by default a gate of its own, which holds nothing back).
+    an ack is carried out by ``after_acks``, each piece in its turn at the gate that counts
+    the process's requests in flight (by default threads of its own at a gate of their
+    own, which holds nothing back, never closed).
     """
     auth = auth or single_workspace(client.token or "")
     app = App(
@@ -108,7 +102,7 @@ def build_app(
     if uninstalls is not None:
         app.event("app_uninstalled")(uninstalls.app_uninstalled)
         app.event("tokens_revoked")(uninstalls.tokens_revoked)
-    listeners = Listeners(deps, acks or AckGate())
+    listeners = Listeners(deps, after_acks or AfterAck(AckGate()))
     if allowed is not None and not allowed.anyone:
         app.middleware(refuse_other_workspaces(allowed))
     app.middleware(drop_retries)
@@ -153,13 +147,13 @@ def build_app(
 class Listeners:
     """The handlers for ``/agent``, the card buttons and the modals."""
 
-    def __init__(self, deps: SlackDeps, acks: AckGate) -> None:
+    def __init__(self, deps: SlackDeps, after_acks: AfterAck) -> None:
         self.deps = deps
         self.home = HomeListener(deps.home_tabs, deps.outbox, deps.clock)
         self.access = RunAccess(deps.runtime, deps.agents)
         # What follows an ack (decisions waiting on database locks, modals waiting on Slack,
-        # runs being created) runs here, so that the request's answer never waits for it.
-        self._after_acks = AfterAck(AFTER_ACK_THREADS, acks)
+        # runs being created) runs there, so that the request's answer never waits for it.
+        self._after_acks = after_acks
         self.commands = CommandListener(deps, self.access, self._after_acks.submit)
 
     def approve(self, ack: Ack, body: dict[str, Any]) -> None:

@@ -48,6 +48,7 @@ from bot.app.settings import Settings
 from bot.app.slack_mode import web_client
 from bot.app.wiring import Services, build_services
 from bot.slack.ack_gate import AckGate
+from bot.slack.after_ack import AfterAck
 from bot.slack.blocks import parse_approval_ref
 from bot.slack.dispatcher import Dispatcher
 from bot.slack.home import unmarked
@@ -149,7 +150,8 @@ class BotInstance:
         self.services: Services = build_services(settings, migrate=migrate)
         self.client: WebClient = web_client(settings)
         self.acks = AckGate()
-        self.app: App = slack_app(self.services, self.client, self.acks)
+        self._after_acks = AfterAck(self.acks)
+        self.app: App = slack_app(self.services, self.client, self._after_acks)
         self.dispatcher: Dispatcher = dispatcher(self.services, self.client)
         self.worker = self.services.runtime.worker(
             WorkerOptions(
@@ -415,6 +417,7 @@ class BotInstance:
         """Stop serving, let listeners in flight finish, release the database."""
         self._serving.stop()
         self.app.listener_runner.listener_executor.shutdown(wait=True)
+        self._after_acks.close()
         self._http.close()
         self.services.store.engine.dispose()
 

@@ -8,6 +8,7 @@ sweep starts the run under the promised id.
 from __future__ import annotations
 
 import logging
+import signal
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,11 @@ from sqlalchemy import func, select
 from agent_runtime import RunNotFound, WorkflowNotFound
 from agent_runtime.clock import SystemClock
 from bot.app.jobs import intake_sweep
+from bot.ops.supervision import EXIT_DRAIN_TIMEOUT
 from bot.slack.intake import IntakeSweep
 from store import models
 from store.replay_guard import REPLAY_WINDOW, SqlReplayGuard
-from tests.flows import HOLD_RUN_CREATION_ENV
+from tests.flows import HOLD_RUN_CREATION_ENV, held_run_creation
 from tests.integration.response_urls import ResponseUrls
 from tests.integration.serve_cluster import Cluster, ServeProcess
 from tests.integration.slack_harness import (
@@ -36,6 +38,9 @@ from tests.integration.slack_steps import (
     ShiftedClock,
     acked,
 )
+
+DRAIN_WAIT_S = 90.0
+"""How long a stopping serve may take to exit before the test fails (well past its drain)."""
 
 
 def run_count(bot: BotInstance) -> int:
@@ -86,6 +91,63 @@ def test_a_run_acknowledged_by_a_process_killed_after_its_ack_is_started_by_anot
         "acknowledged run started by the sweep" in line and run_id in line
         for line in b.output().splitlines()
     )
+
+
+@pytest.mark.postgres
+def test_a_serve_stopped_while_creating_an_acknowledged_run_creates_it_before_it_drains(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """SIGTERM reaches A while the run it acknowledged is still being created: A creates it
+    before it logs ``drained``, and exits 0."""
+    hold = tmp_path / "hold-run-creation"
+    hold.touch()
+    a = held_serve(cluster, hold, drain_seconds=60)
+    run_id = run_id_of(acked(a.post(a.command_body(TASK), settle=False)))
+    cluster.wait(held_run_creation(hold).exists, what="the run's creation held")
+    a.process.send_signal(signal.SIGTERM)
+    cluster.wait(lambda: ": draining " in a.output(), what="A draining")
+    hold.unlink()
+    assert a.process.wait(timeout=DRAIN_WAIT_S) == 0, a.output()
+    lines = a.output().splitlines()
+    started = next(
+        i for i, line in enumerate(lines) if "run started after its ack" in line and run_id in line
+    )
+    drained = next(i for i, line in enumerate(lines) if ": drained " in line)
+    assert started < drained, a.output()
+    assert cluster.reader.runtime.get(run_id).input["task"] == TASK
+
+
+@pytest.mark.postgres
+def test_a_serve_whose_acknowledged_work_outlasts_its_drain_deadline_still_exits(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Work after an ack that never ends does not keep a stopping A alive: it exits with the
+    drain timeout's status once ``SIGNOFF_DRAIN_SECONDS`` have passed."""
+    hold = tmp_path / "hold-run-creation"
+    hold.touch()
+    a = held_serve(cluster, hold, drain_seconds=1)
+    acked(a.post(a.command_body(TASK), settle=False))
+    cluster.wait(held_run_creation(hold).exists, what="the run's creation held")
+    a.process.send_signal(signal.SIGTERM)
+    assert a.process.wait(timeout=DRAIN_WAIT_S) == EXIT_DRAIN_TIMEOUT, a.output()
+
+
+def held_serve(cluster: Cluster, hold: Path, *, drain_seconds: int) -> ServeProcess:
+    """A healthy ``serve --no-worker`` whose run creations wait while ``hold`` exists."""
+    a = ServeProcess(
+        cluster.world,
+        "A",
+        cluster.reader,
+        {
+            **cluster.env,
+            HOLD_RUN_CREATION_ENV: str(hold),
+            "SIGNOFF_DRAIN_SECONDS": str(drain_seconds),
+        },
+        "--no-worker",
+    )
+    cluster.processes.append(a)
+    a.wait_healthy()
+    return a
 
 
 def test_the_listener_logs_the_promised_run_it_started(

@@ -13,7 +13,6 @@ import pytest
 
 from bot.slack.ack_gate import AckGate
 from bot.slack.after_ack import AfterAck
-from bot.slack.app import AFTER_ACK_THREADS
 from store.approval_store import BATCH_MOST
 
 PATIENT = 60.0
@@ -32,7 +31,7 @@ def until(probe: Callable[[], bool], what: str) -> None:
 def test_work_waits_while_a_request_is_answered_and_runs_once_it_is() -> None:
     """A piece handed over during a request waits at the gate until the request ends."""
     gate = AckGate(quiet=0.0, longest_wait=PATIENT)
-    after = AfterAck(2, gate)
+    after = AfterAck(gate, 2)
     ran = threading.Event()
     with gate.answering():
         after.submit(ran.set)
@@ -45,7 +44,7 @@ def test_work_waits_while_a_request_is_answered_and_runs_once_it_is() -> None:
 def test_work_waits_at_most_its_bound_while_requests_never_stop() -> None:
     """Requests in flight all along do not starve the work: it runs at its bound."""
     gate = AckGate(quiet=0.0, longest_wait=0.2)
-    after = AfterAck(1, gate)
+    after = AfterAck(gate, 1)
     started: list[float] = []
     with gate.answering():
         handed = time.monotonic()
@@ -58,7 +57,7 @@ def test_work_waits_at_most_its_bound_while_requests_never_stop() -> None:
 def test_work_after_a_lone_request_goes_as_soon_as_it_is_answered() -> None:
     """With no burst (one request since the gate was quiet), the work waits for no quiet."""
     gate = AckGate(quiet=PATIENT, longest_wait=PATIENT)
-    after = AfterAck(1, gate)
+    after = AfterAck(gate, 1)
     ran = threading.Event()
     with gate.answering():
         after.submit(ran.set)
@@ -71,7 +70,7 @@ def work_held_in_a_burst(gate: AckGate) -> Iterator[list[float]]:
     """A burst of two requests with work submitted during the first and waiting at the gate;
     the body runs as the burst's last request ends. Yields when the work started (empty
     until it runs)."""
-    after = AfterAck(1, gate)
+    after = AfterAck(gate, 1)
     started: list[float] = []
     with gate.answering():
         after.submit(lambda: started.append(time.monotonic()))
@@ -106,7 +105,7 @@ def test_a_request_arriving_in_the_quiet_starts_the_quiet_again() -> None:
 def test_every_piece_runs_once_in_the_order_it_was_handed_over() -> None:
     """Pieces held back by a burst are none of them lost, and run in order (one thread)."""
     gate = AckGate(quiet=0.0, longest_wait=PATIENT)
-    after = AfterAck(1, gate)
+    after = AfterAck(gate, 1)
     done: list[int] = []
     with gate.answering():
         for i in range(20):
@@ -121,7 +120,7 @@ def test_a_failing_piece_is_logged_and_the_next_still_runs(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """An exception in one piece is logged and leaves the thread to carry out the next."""
-    after = AfterAck(1, AckGate(quiet=0.0))
+    after = AfterAck(AckGate(quiet=0.0), 1)
     ran = threading.Event()
 
     def fails() -> None:
@@ -163,7 +162,7 @@ def test_its_threads_are_started_with_it() -> None:
         return sum(t.name.startswith(name) for t in threading.enumerate())
 
     assert its_threads() == 0
-    after = AfterAck(4, AckGate(), name=name)
+    after = AfterAck(AckGate(), 4, name=name)
     assert its_threads() == 4
     done = threading.Barrier(5, timeout=TIMEOUT_S)
     for _ in range(4):
@@ -176,7 +175,7 @@ def test_a_burst_of_clicks_as_large_as_a_batch_of_decisions_is_released_at_once(
     """The listeners' pool holds a whole batch of decisions at the gate, so a burst's
     decisions start together once the burst is answered and can share one transaction."""
     gate = AckGate(quiet=0.0, longest_wait=PATIENT)
-    after = AfterAck(AFTER_ACK_THREADS, gate, name="signoff-after-burst")
+    after = AfterAck(gate, name="signoff-after-burst")
     together = threading.Barrier(BATCH_MOST, timeout=TIMEOUT_S / 2)
     passed: list[int] = []
 
