@@ -1,7 +1,7 @@
 """An agent Signoff does not run: before it refunds, it asks Signoff's approvals API.
 
 Run ``signoff serve``, create a key with ``signoff api-key create --name refunds``, then
-``python -m examples.api_client --url http://localhost:3000 --key sk_signoff_...``.
+``python -m examples.api_client --url http://localhost:8080 --key sk_signoff_...``.
 """
 
 import argparse

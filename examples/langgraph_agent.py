@@ -8,7 +8,7 @@ a rejection goes back to the model as the tool's result, with the reason.
 The model here is scripted, so that the example runs offline; in real use, give
 ``support_graph`` a tool-calling chat model, e.g. ``ChatOpenAI(...).bind_tools(tools)``.
 Run ``signoff serve``, create a key with ``signoff api-key create --name support``, then
-``python -m examples.langgraph_agent --url http://localhost:3000 --key sk_signoff_...
+``python -m examples.langgraph_agent --url http://localhost:8080 --key sk_signoff_...
 --approver U0DANA --channel C0SUPPORT``.
 """
 

@@ -9,7 +9,7 @@ approval rather than a second one.
 The model here is the SDK's scripted one, so that the example runs offline; in real use,
 give ``support_agent`` a model name such as ``"gpt-4.1"``. Run ``signoff serve``, create a
 key with ``signoff api-key create --name support``, then ``python -m
-examples.openai_agents_agent --url http://localhost:3000 --key sk_signoff_...
+examples.openai_agents_agent --url http://localhost:8080 --key sk_signoff_...
 --approver U0DANA --channel C0SUPPORT``.
 """
 

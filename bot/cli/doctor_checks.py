@@ -11,7 +11,9 @@ from slack_sdk.errors import SlackApiError
 
 import store
 from agent_runtime import InvalidConfiguration, SignoffError, SystemClock
+from agent_runtime.deployment import resolved
 from bot.app.assembly import load_agents
+from bot.app.models import model_from_spec
 from bot.app.settings import Settings, SettingsError
 from bot.app.slack_mode import web_client
 from bot.slack.installations import SignoffInstallationStore
@@ -34,7 +36,7 @@ def run_checks(settings: Settings, channel: str | None, team: str | None = None)
     for each workspace the app is installed in, ``channel`` in the one ``team`` names)."""
     yield _signing_secret(settings)
     yield from _database(settings)
-    yield _approvers(settings)
+    yield from _agents(settings)
     if settings.is_oauth:
         yield from _installations(settings, channel, team)
         return
@@ -155,14 +157,24 @@ def _planner_statistics(stale: list[store.StaleTable]) -> Check:
     )
 
 
-def _approvers(settings: Settings) -> Check:
+def _agents(settings: Settings) -> Iterator[Check]:
+    """Whether every gated tool of the agents can be approved and, if so, whether each
+    agent's model can be built (its API key set, say)."""
     try:
-        agents = list(load_agents(settings))
+        agents = load_agents(settings)
     except SettingsError as exc:
-        return Check("approvers", False, str(exc))
-    if not agents:
-        return Check("approvers", True, "no agent is configured (SIGNOFF_AGENT)")
-    return Check("approvers", True, "every gated tool can be approved")
+        yield Check("approvers", False, str(exc))
+        return
+    if not list(agents):
+        yield Check("approvers", True, "no agent is configured (SIGNOFF_AGENT)")
+        return
+    yield Check("approvers", True, "every gated tool can be approved")
+    try:
+        resolved(agents, lambda spec: model_from_spec(spec, settings))
+    except InvalidConfiguration as exc:
+        yield Check("models", False, str(exc))
+        return
+    yield Check("models", True, "every agent's model can be built")
 
 
 def _scopes(headers: Any) -> Check:

@@ -110,11 +110,19 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
             "serving many Slack workspaces (SIGNOFF_SLACK_MODE=oauth), --channel needs --team: "
             "the id of the workspace the channel is in"
         )
+    policy = load_policy(args.policy)
+    unanswered = policy.nobody_approves(settings.approvers)
+    if unanswered:
+        raise UserError(
+            f"nobody may approve the calls gated under {' and '.join(unanswered)} of the "
+            "gateway's policy: set SIGNOFF_APPROVERS (in the environment the MCP client "
+            "starts the gateway with), or approvers or groups in the --policy file"
+        )
     options = GatewayOptions(
         key=SessionKey(gateway=args.name, client=client, session=args.session, team=args.team),
         upstream=_upstream(args),
         requester=Actor(user_id=client, team_id=args.team),
-        policy=load_policy(args.policy),
+        policy=policy,
         poll_interval=timedelta(seconds=args.poll_interval),
         channel=args.channel,
         max_conversations=args.max_conversations,

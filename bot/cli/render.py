@@ -101,9 +101,11 @@ def _preview_lines(approval: Approval, indent: str = "    ") -> str:
     if preview is None:
         return ""
     lines = [visible(line) for line in preview.text.splitlines()]
-    lines += [f"{visible(label)}: {visible(value)}" for label, value in preview.table]
+    for label, value in preview.table:  # a value's further lines under its first
+        first, *more = visible(value).splitlines() or [""]
+        lines += [f"{visible(label)}: {first}", *(f"  {line}" if line else "" for line in more)]
     digest = f" (preview sha256 {approval.preview_digest[:12]}…)" if approval.preview_digest else ""
-    return "".join(f"\n{indent}{line}" for line in lines) + digest
+    return "".join(f"\n{indent}{line}" if line else "\n" for line in lines) + digest
 
 
 def history_line(entry: Entry) -> str:

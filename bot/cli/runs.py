@@ -8,6 +8,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from agent_runtime.exceptions import UserError, WorkflowNotFound
 from agent_runtime.records import RunStatus
 from bot.app.settings import DEFAULT_CONCURRENCY, Settings
 from bot.cli.common import (
@@ -113,7 +114,12 @@ def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
     from bot.app.wiring import build_services
 
     data = json_argument("--input", args.input)
-    run = build_services(settings).runtime.start(args.workflow, data)
+    try:
+        run = build_services(settings).runtime.start(args.workflow, data)
+    except WorkflowNotFound as exc:
+        if exc.name.startswith("demo.") and not settings.demo:
+            raise UserError(f"{exc}; the demo.* workflows load with SIGNOFF_DEMO=1") from None
+        raise
     emit(args, run_json(run), run.id)
     return 0
 

@@ -66,7 +66,10 @@ class GatePolicy:
 
     def approval(self, tool: str, approvers: tuple[str, ...]) -> ApprovalPolicy:
         """Return the approval policy of ``tool``; ``approvers`` when the policy names none."""
-        rule = self.tools.get(tool, ToolRule()).over(self.default)
+        return self._approval(self.tools.get(tool, ToolRule()), approvers)
+
+    def _approval(self, own: ToolRule, approvers: tuple[str, ...]) -> ApprovalPolicy:
+        rule = own.over(self.default)
         return ApprovalPolicy(
             approvers=approvers
             if rule.approvers is None and not rule.groups
@@ -76,6 +79,22 @@ class GatePolicy:
             deadline=rule.deadline or timedelta(hours=24),
             allow_requester=bool(rule.allow_requester),
         )
+
+    def nobody_approves(self, approvers: tuple[str, ...]) -> list[str]:
+        """The rules under which a gated call would have nobody to approve it (``the
+        default`` first, then tools by name), with ``approvers`` where a rule names none."""
+        unanswered = [] if self._answered(ToolRule(), approvers) else ["the default"]
+        for name, rule in sorted(self.tools.items()):
+            if rule.gated is not False and not self._answered(rule, approvers):
+                unanswered.append(f"tool {name!r}")
+        return unanswered
+
+    def _answered(self, rule: ToolRule, approvers: tuple[str, ...]) -> bool:
+        try:
+            self._approval(rule, approvers)
+        except ValueError:  # no approvers, no groups
+            return False
+        return True
 
 
 def needs_person(annotations: Mapping[str, Any] | None) -> bool:

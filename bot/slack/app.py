@@ -13,6 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from slack_bolt import Ack, App
+from slack_bolt.logger.messages import (
+    warning_client_prioritized_and_token_skipped,
+    warning_token_skipped,
+)
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
@@ -65,6 +69,20 @@ from bot.slack.visibility import RunAccess, may_see, own_decision
 from bot.slack.why_listener import WhyListener
 
 logger = logging.getLogger(__name__)
+
+
+class _TokenFromTheEnvironment(logging.Filter):
+    """Drops Bolt's warning that the client it is given wins over ``SLACK_BOT_TOKEN``, which
+    Bolt reads from the environment itself: the app is always given its client (and its
+    ``authorize``) on purpose, so the warning at every start would only alarm."""
+
+    skipped = frozenset({warning_client_prioritized_and_token_skipped(), warning_token_skipped()})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() not in self.skipped
+
+
+logging.getLogger("slack_bolt.App").addFilter(_TokenFromTheEnvironment())
 
 
 def build_app(

@@ -103,6 +103,41 @@ def test_a_database_url_signoff_cannot_use_is_a_one_line_error_without_its_passw
     assert err == f"signoff: error: {error}\n"
 
 
+@pytest.mark.usefixtures("database")
+def test_an_mcp_gateway_whose_gated_calls_nobody_could_approve_refuses_to_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``mcp proxy`` with no approvers configured nor in its policy exits 2 naming the fix,
+    before it starts the upstream server (which would write the file)."""
+    monkeypatch.delenv("SIGNOFF_APPROVERS", raising=False)
+    started = tmp_path / "upstream-started"
+    upstream = ["--", "python", "-c", f"open({str(started)!r}, 'w')"]
+    code, out, err = _run(["mcp", "proxy", "--name", "notes", "--as", "U_AGENT", *upstream], capsys)
+    assert (code, out) == (2, "")
+    assert err == (
+        "signoff: error: nobody may approve the calls gated under the default of the "
+        "gateway's policy: set SIGNOFF_APPROVERS (in the environment the MCP client starts "
+        "the gateway with), or approvers or groups in the --policy file\n"
+    )
+    assert not started.exists()
+
+
+@pytest.mark.usefixtures("database")
+def test_a_demo_workflow_started_without_the_demo_says_how_to_load_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``start demo.steps`` without ``SIGNOFF_DEMO=1`` names the setting; another unknown
+    workflow is refused as before."""
+    monkeypatch.delenv("SIGNOFF_DEMO", raising=False)
+    code, out, err = _run(["start", "demo.steps"], capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith("signoff: error: unknown workflow 'demo.steps' (registered: ")
+    assert err.endswith("); the demo.* workflows load with SIGNOFF_DEMO=1\n")
+    code, _, err = _run(["start", "refunds.issue"], capsys)
+    assert code == 2
+    assert "SIGNOFF_DEMO" not in err
+
+
 def test_every_user_error_of_the_product_descends_from_one_root() -> None:
     """The errors people can fix share UserError, itself under SignoffError."""
     from agent_runtime import (

@@ -51,6 +51,7 @@ def test_a_good_configuration_passes_every_check(sqlite_url: str, slack: Running
         "ok    signing secret",
         "ok    database",
         "ok    approvers",
+        "ok    models",
         "ok    slack token",
         "ok    scopes",
         "ok    channel",
@@ -75,6 +76,25 @@ def test_each_misconfiguration_is_named_with_its_fix(sqlite_url: str, tmp_path: 
     assert "run `signoff db upgrade`" in failed["database"]
     assert "missing im:history" in failed["scopes"]
     assert "channel_not_found" in failed["channel"]
+
+
+def test_an_agent_whose_model_cannot_be_built_fails_the_models_check(
+    sqlite_url: str, slack: RunningSlackApi
+) -> None:
+    """An agent on ``openai:`` with no API key in the environment fails the models check with
+    the variable to set, as ``signoff worker`` would at start."""
+    env = doctor_env(sqlite_url, slack, SIGNOFF_AGENT="examples.refund_agent:support")
+    for key in ("OPENAI_API_KEY", "SIGNOFF_MODEL_API_KEY"):
+        env.pop(key, None)
+    cli_ok(env, "db", "upgrade")
+    done = run_cli(env, "doctor")
+    assert done.returncode == 1
+    assert (
+        "FAIL  models: agent 'support': openai:gpt-4o-mini needs an API key: set OPENAI_API_KEY"
+        " (or SIGNOFF_MODEL_API_KEY with SIGNOFF_MODEL_PROVIDER)"
+    ) in done.stdout.splitlines()
+    with_key = run_cli({**env, "OPENAI_API_KEY": "sk-test"}, "doctor")
+    assert "ok    models: every agent's model can be built" in with_key.stdout.splitlines()
 
 
 def test_a_revoked_token_is_reported(sqlite_url: str, slack: RunningSlackApi) -> None:

@@ -147,7 +147,8 @@ def test_every_walkthrough_has_a_test() -> None:
 
 
 def test_the_engine_walkthrough_runs_as_written(tmp_path: Path) -> None:
-    """The SIGKILL walkthrough, run by bash, ends with each of the six steps done once."""
+    """The SIGKILL walkthrough, run by bash, kills the worker mid-run and ends with each of
+    the six steps done once."""
     block = _walkthrough("kill -9 %1").text
     done = subprocess.run(
         ["bash", "-c", "set -m\n" + block],
@@ -159,6 +160,7 @@ def test_the_engine_walkthrough_runs_as_written(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    assert re.search(r"^status\s+running$", done.stdout, re.M), "killed while running"
     assert (tmp_path / "steps.txt").read_text().splitlines() == [f"step {i}" for i in range(1, 7)]
     assert done.stdout.endswith("".join(f"step {i}\n" for i in range(1, 7)))
 

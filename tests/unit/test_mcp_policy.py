@@ -76,3 +76,20 @@ def test_a_bad_policy_file_is_refused_with_its_name(tmp_path: Path, text: str) -
     path.write_text(text)
     with pytest.raises(PolicyError, match=r"policy\.json"):
         load_policy(path)
+
+
+def test_the_rules_whose_gated_calls_nobody_could_approve_are_named(tmp_path: Path) -> None:
+    """With no approvers configured, the default and a gated tool naming nobody are named; a
+    tool with approvers or groups of its own, or not gated, is not."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "tools:\n"
+        "  wipe: {approvers: []}\n"
+        "  lookup: {gated: false}\n"
+        "  send: {groups: [ops]}\n"
+        "  pay: {approvers: [U2]}\n"
+    )
+    policy = load_policy(path)
+    assert policy.nobody_approves(()) == ["the default", "tool 'wipe'"]
+    assert policy.nobody_approves(("U1",)) == ["tool 'wipe'"]
+    assert GatePolicy().nobody_approves(("U1",)) == []

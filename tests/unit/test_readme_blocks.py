@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import re
 import shlex
 import subprocess
 import tomllib
@@ -17,7 +18,7 @@ import yaml
 from bot.app.settings import Settings, read_rules_file
 from bot.cli.main import build_parser
 from bot.mcp.policy import load_policy
-from tests.readme import CONFIG_LANGS, KINDS, Block, blocks, marked
+from tests.readme import CONFIG_LANGS, KINDS, README, Block, blocks, marked
 
 FRAGMENT_NAMES: dict[str, Any] = {
     "api_key": "sk-readme",
@@ -135,3 +136,27 @@ def test_an_unmarked_block_is_reported() -> None:
     assert _unmarked(block)
     (marked_block,) = blocks("<!-- not-run: needs Slack -->\n```sh\nx\n```\n")
     assert (marked_block.kind, marked_block.arg) == ("not-run", "needs Slack")
+
+
+def test_every_file_the_readme_names_exists() -> None:
+    """Each path of the repository the README names in backquotes (a test, an example, a
+    module) is there."""
+    text = README.read_text(encoding="utf-8")
+    named = set(re.findall(rf"`((?:{'|'.join(TOP_LEVEL)})/[\w./-]+)`", text))
+    root = README.parent
+    assert len(named) > 20, "the pattern finds the README's paths"
+    assert sorted(p for p in named if not (root / p.rstrip("/")).exists()) == []
+
+
+TOP_LEVEL = (
+    "agent_runtime",
+    "bench",
+    "bot",
+    "devkit",
+    "docs",
+    "examples",
+    "scripts",
+    "store",
+    "tests",
+)
+"""The folders of the repository whose files the README names."""
