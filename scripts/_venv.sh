@@ -12,6 +12,7 @@ fi
 stamp="$venv/.signoff-installed${extras:+-$extras}"
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
   log="$venv/install.log"
+  echo "installing Signoff${extras:+ with [$extras]} into $venv (a minute or two the first time)" >&2
   if ! { "$venv/bin/python" -m pip install --quiet --upgrade pip &&
          "$venv/bin/python" -m pip install --quiet -e "$root${extras:+[$extras]}"; } >"$log" 2>&1; then
     cat "$log" >&2
