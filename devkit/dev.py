@@ -196,7 +196,7 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
         client = web_client(settings)
         acks = AckGate()
         after_acks = AfterAck(acks)
-        cleanup.callback(after_acks.close)  # once the app below has stopped
+        cleanup.callback(after_acks.close)  # (again: both close and stop may run twice)
         app = RunningApp(
             wsgi(slack_app(services, client, after_acks), acks=acks), host=options.host
         )
@@ -214,6 +214,10 @@ def start_dev(options: DevOptions, base_env: Mapping[str, str]) -> DevStack:
         ui = SandboxUi(workspace, link, PERSONAS, panel=panel, title="Signoff dev")
         web.start(SlackWebApi(workspace, tokens=(found.bot_token,)), ui)
         cleanup.callback(web.stop)
+        # on the way out, before the local Slack stops: the app takes no more requests,
+        # then what it acknowledged is carried out (it may post to that Slack)
+        cleanup.callback(after_acks.close)
+        cleanup.callback(app.stop)
         scheduler = build_scheduler(jobs(services, DEV, acks=acks))
         scheduler.start()
         cleanup.callback(scheduler.shutdown, wait=True)

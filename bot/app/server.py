@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from slack_bolt import App
@@ -39,6 +39,9 @@ from bot.slack.app import SlackDeps, build_app
 from bot.slack.form_request import SlackWsgiHandler
 from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
 from store import WakeListener
+
+if TYPE_CHECKING:
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
 
 logger = logging.getLogger(__name__)
 
@@ -257,7 +260,26 @@ def _socket_mode(app: App, settings: Settings) -> None:
         settings.slack_app_token,
         ping_interval=settings.socket_ping_interval.total_seconds(),
     )
-    handler.start()  # type: ignore[no-untyped-call]
+    try:
+        handler.start()  # type: ignore[no-untyped-call]
+    finally:
+        _stop_socket(handler)
+
+
+def _stop_socket(handler: SocketModeHandler) -> None:
+    """Take no more envelopes (one not acknowledged goes to another connection), let those
+    being handled finish and send their acks on the open socket, then disconnect; the drain
+    then carries out what they handed over. (``closed`` ends the loop of the thread that
+    hands envelopes from the queue to the workers once it reads the ``None`` put behind
+    them, and ``close`` would disconnect before waiting for the workers: ``slack_sdk``'s
+    builtin client's own parts.)"""
+    client = handler.client
+    client.closed = True
+    client.message_queue.put(None)  # behind the envelopes taken: what the loop reads last
+    logger.info("taking no more Socket Mode envelopes", extra={"action": "drain"})
+    client.message_processor.shutdown()  # type: ignore[no-untyped-call]
+    client.message_workers.shutdown(wait=True)
+    handler.close()  # type: ignore[no-untyped-call]
 
 
 def _wait_forever() -> None:

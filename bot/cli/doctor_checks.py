@@ -114,11 +114,10 @@ def _database(settings: Settings) -> Iterator[Check]:
         if stores.engine.dialect.name == "postgresql":
             try:
                 stale = stores.stale_statistics()
-                pooling = _pooling(stores)
             except SignoffError:
                 return  # gone since the schema was read: the next run's database check says so
             yield _planner_statistics(stale)
-            yield pooling
+            yield _pooling(stores)
     finally:
         stores.close()
 
@@ -137,6 +136,8 @@ def _pooling(stores: store.Stores) -> Check:
         stores.check_pooling()
     except InvalidConfiguration as exc:
         return Check("connection pooling", False, str(exc))
+    except SignoffError as exc:  # a second connection refused, or waited for in vain
+        return Check("connection pooling", False, f"could not tell: {exc}")
     return Check("connection pooling", True, "no pooler seen lending by transaction")
 
 
@@ -173,6 +174,9 @@ def _agents(settings: Settings) -> Iterator[Check]:
         resolved(agents, lambda spec: model_from_spec(spec, settings))
     except InvalidConfiguration as exc:
         yield Check("models", False, str(exc))
+        return
+    except Exception as exc:  # a model factory of the operator's own failing its own way
+        yield Check("models", False, f"building a model failed: {type(exc).__name__}: {exc}")
         return
     yield Check("models", True, "every agent's model can be built")
 

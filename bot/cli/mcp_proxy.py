@@ -111,12 +111,13 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
             "the id of the workspace the channel is in"
         )
     policy = load_policy(args.policy)
-    unanswered = policy.nobody_approves(settings.approvers)
-    if unanswered:
+    short = policy.too_few_approve(settings.approvers, settings.approver_groups, client)
+    if short:
         raise UserError(
-            f"nobody may approve the calls gated under {' and '.join(unanswered)} of the "
-            "gateway's policy: set SIGNOFF_APPROVERS (in the environment the MCP client "
-            "starts the gateway with), or approvers or groups in the --policy file"
+            f"too few people may approve the calls gated under {' and '.join(short)} of the "
+            "gateway's policy: set SIGNOFF_APPROVERS or SIGNOFF_APPROVER_GROUPS (in the "
+            "environment the MCP client starts the gateway with), or approvers or groups in "
+            "the --policy file"
         )
     options = GatewayOptions(
         key=SessionKey(gateway=args.name, client=client, session=args.session, team=args.team),

@@ -80,21 +80,41 @@ class GatePolicy:
             allow_requester=bool(rule.allow_requester),
         )
 
-    def nobody_approves(self, approvers: tuple[str, ...]) -> list[str]:
-        """The rules under which a gated call would have nobody to approve it (``the
-        default`` first, then tools by name), with ``approvers`` where a rule names none."""
-        unanswered = [] if self._answered(ToolRule(), approvers) else ["the default"]
-        for name, rule in sorted(self.tools.items()):
-            if rule.gated is not False and not self._answered(rule, approvers):
-                unanswered.append(f"tool {name!r}")
-        return unanswered
+    def too_few_approve(
+        self,
+        approvers: tuple[str, ...],
+        groups: Mapping[str, tuple[str, ...]],
+        requester: str,
+    ) -> list[str]:
+        """The rules under which fewer people may approve a gated call than it requires
+        (``the default`` first, then tools by name, each with what it needs and has):
+        ``approvers`` where a rule names none, ``groups`` their members, and ``requester``
+        counted only where it may approve its own calls."""
+        rules = [("the default", ToolRule())]
+        rules += [(f"tool {n!r}", r) for n, r in sorted(self.tools.items()) if r.gated is not False]
+        short = []
+        for name, rule in rules:
+            needs, has = self._quorum(rule, approvers, groups, requester)
+            if has < needs:
+                short.append(f"{name} (needs {needs}, has {has})")
+        return short
 
-    def _answered(self, rule: ToolRule, approvers: tuple[str, ...]) -> bool:
+    def _quorum(
+        self,
+        own: ToolRule,
+        approvers: tuple[str, ...],
+        groups: Mapping[str, tuple[str, ...]],
+        requester: str,
+    ) -> tuple[int, int]:
+        """How many approvals a call under ``own`` needs, and how many people may give one."""
         try:
-            self._approval(rule, approvers)
+            policy = self._approval(own, approvers)
         except ValueError:  # no approvers, no groups
-            return False
-        return True
+            return int(own.over(self.default).required or 1), 0
+        people = set(policy.snapshot(groups).approvers)
+        if not policy.allow_requester:
+            people.discard(requester)
+        return policy.required, len(people)
 
 
 def needs_person(annotations: Mapping[str, Any] | None) -> bool:

@@ -38,10 +38,18 @@ class PgBouncer:
     """A running PgBouncer passing every database through to ``server_url``'s server; its
     ``url(database_url)`` is the URL of the same database reached through it."""
 
-    def __init__(self, binary: str, server_url: str, pool_mode: str = "session") -> None:
+    def __init__(
+        self,
+        binary: str,
+        server_url: str,
+        pool_mode: str = "session",
+        *,
+        round_robin: bool = False,
+    ) -> None:
         self._binary = binary
         self._server = make_url(server_url)
         self._pool_mode = pool_mode
+        self._round_robin = round_robin
         self.folder = Path(tempfile.mkdtemp(prefix="signoff-pgbouncer-"))
         if os.geteuid() == 0:
             shutil.chown(self.folder, "postgres", "postgres")
@@ -72,6 +80,7 @@ class PgBouncer:
             f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {self.folder / 'users.txt'}\n"
             f"pool_mode = {self._pool_mode}\nmax_client_conn = 500\ndefault_pool_size = 100\n"
+            f"server_round_robin = {int(self._round_robin)}\n"
             f"logfile = {self.folder / 'pgbouncer.log'}\n"
         )
         command = [self._binary, str(self.folder / "pgbouncer.ini")]

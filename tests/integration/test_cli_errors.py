@@ -115,9 +115,10 @@ def test_an_mcp_gateway_whose_gated_calls_nobody_could_approve_refuses_to_start(
     code, out, err = _run(["mcp", "proxy", "--name", "notes", "--as", "U_AGENT", *upstream], capsys)
     assert (code, out) == (2, "")
     assert err == (
-        "signoff: error: nobody may approve the calls gated under the default of the "
-        "gateway's policy: set SIGNOFF_APPROVERS (in the environment the MCP client starts "
-        "the gateway with), or approvers or groups in the --policy file\n"
+        "signoff: error: too few people may approve the calls gated under the default (needs "
+        "1, has 0) of the gateway's policy: set SIGNOFF_APPROVERS or SIGNOFF_APPROVER_GROUPS "
+        "(in the environment the MCP client starts the gateway with), or approvers or groups "
+        "in the --policy file\n"
     )
     assert not started.exists()
 

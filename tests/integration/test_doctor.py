@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,29 @@ def test_an_agent_whose_model_cannot_be_built_fails_the_models_check(
     ) in done.stdout.splitlines()
     with_key = run_cli({**env, "OPENAI_API_KEY": "sk-test"}, "doctor")
     assert "ok    models: every agent's model can be built" in with_key.stdout.splitlines()
+
+
+def test_a_model_factory_failing_its_own_way_fails_the_models_check_in_one_line(
+    sqlite_url: str, slack: RunningSlackApi, tmp_path: Path
+) -> None:
+    """A ``module:attribute`` model whose factory raises (a variable of its own unset) fails
+    the models check with the error, and the Slack checks after it still run."""
+    (tmp_path / "failing_models.py").write_text(
+        "import os\n\n\ndef make():\n    return os.environ['MY_MODEL_KEY']\n"
+    )
+    (tmp_path / "failing_agent.py").write_text(
+        "from dataclasses import replace\n\nfrom agent_runtime.agent import Budget\n"
+        "from examples.refund_agent import support\n\n"
+        "agent = replace(support, model='failing_models:make', budget=Budget())\n"
+    )
+    env = doctor_env(sqlite_url, slack, SIGNOFF_AGENT="failing_agent:agent")
+    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"
+    cli_ok(env, "db", "upgrade")
+    done = run_cli(env, "doctor", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert "FAIL  models: building a model failed: KeyError: 'MY_MODEL_KEY'" in lines
+    assert lines[-1].startswith("ok    scopes")
 
 
 def test_a_revoked_token_is_reported(sqlite_url: str, slack: RunningSlackApi) -> None:

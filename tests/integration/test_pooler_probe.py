@@ -5,15 +5,17 @@ say so: ``signoff worker`` and ``signoff serve`` refuse to start, ``signoff doct
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
+import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
 from store.engine import POOLING, build_engine
 from store.pooler import UNDECLARED, lends_per_transaction
 from tests.integration import run_cli, signoff_env
-from tests.integration.pgbouncer import reached
+from tests.integration.pgbouncer import PgBouncer, pgbouncer_binary, reached
 
 pytestmark = pytest.mark.postgres
 
@@ -39,6 +41,43 @@ def test_only_a_pooler_lending_by_transaction_is_seen_lending_by_transaction(
             assert lends_per_transaction(engine) is (how == "transaction-pooled")
         finally:
             engine.dispose()
+
+
+def test_a_transaction_pooler_lending_its_connections_in_turn_is_seen_too(pg_url: str) -> None:
+    """PgBouncer in transaction mode with ``server_round_robin``, several server connections
+    idle, is seen (a connection reads another pid at its next transaction), probe after
+    probe on one engine (nothing prepared that the pooler could lose)."""
+    binary = pgbouncer_binary()
+    assert binary is not None, "pgbouncer missing: apt-get install -y pgbouncer"
+    bouncer = PgBouncer(binary, pg_url, pool_mode="transaction", round_robin=True)
+    try:
+        url = bouncer.url(pg_url)
+        warm_up(url, connections=4)
+        engine = build_engine(url)
+        try:
+            assert [lends_per_transaction(engine) for _ in range(3)] == [True] * 3
+        finally:
+            engine.dispose()
+    finally:
+        bouncer.close()
+
+
+def warm_up(url: str, connections: int) -> None:
+    """Have the pooler at ``url`` open ``connections`` server connections (each client holds
+    one while the others start)."""
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    together = threading.Barrier(connections, timeout=30)
+
+    def hold() -> None:
+        with psycopg.connect(dsn) as conn:
+            conn.execute("SELECT 1")
+            together.wait()  # every client holds a server connection in its transaction
+
+    threads = [threading.Thread(target=hold) for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
 
 
 def test_processes_behind_an_undeclared_transaction_pooler_refuse_to_start(

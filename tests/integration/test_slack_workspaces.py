@@ -271,6 +271,7 @@ def test_doctor_checks_every_installed_workspace(two: TwoWorkspaces) -> None:
         "ok    signing secret",
         "ok    database",
         "ok    approvers",
+        "ok    models",
         "ok    installations",
         f"ok    workspace {two.workspace.team_id}",
         "ok    scopes",

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl
 
@@ -19,7 +21,8 @@ import pytest
 from agent_runtime import ApprovalStatus, RunId
 from bot.slack.blocks import APPROVE
 from bot.slack.commands import HELP
-from devkit.sandbox.socket_mode import SocketModeEndpoint
+from devkit.sandbox.socket_mode import SocketModeEndpoint, SocketModeTimeout
+from tests.flows import HOLD_RUN_CREATION_ENV, held_run_creation
 from tests.integration.serve_cluster import TOOLS, Cluster, ServeProcess
 from tests.integration.slack_harness import (
     APPROVER,
@@ -41,9 +44,17 @@ def endpoint(cluster: Cluster) -> Iterator[SocketModeEndpoint]:
         yield opened
 
 
-def start_socket_serve(cluster: Cluster, endpoint: SocketModeEndpoint) -> ServeProcess:
-    """Start ``signoff serve --socket-mode`` and wait until it has said hello."""
-    env = {**cluster.env, "SLACK_APP_TOKEN": APP_TOKEN, "SIGNOFF_SOCKET_PING_SECONDS": "0.5"}
+def start_socket_serve(
+    cluster: Cluster, endpoint: SocketModeEndpoint, **extra: str
+) -> ServeProcess:
+    """Start ``signoff serve --socket-mode`` (``extra`` in its environment) and wait until it
+    has said hello."""
+    env = {
+        **cluster.env,
+        "SLACK_APP_TOKEN": APP_TOKEN,
+        "SIGNOFF_SOCKET_PING_SECONDS": "0.5",
+        **extra,
+    }
     process = ServeProcess(cluster.world, "S", cluster.reader, env, "--socket-mode")
     cluster.processes.append(process)
 
@@ -60,8 +71,12 @@ def command(
 ) -> dict[str, Any]:
     """Send ``/agent text`` (some fields replaced) as a ``slash_commands`` envelope; return
     the acknowledgement's payload."""
-    sent = {**dict(parse_qsl(process.command_body(text).decode())), **fields}
-    return endpoint.acked(endpoint.send("slash_commands", sent))
+    return endpoint.acked(endpoint.send("slash_commands", command_form(process, text, **fields)))
+
+
+def command_form(process: ServeProcess, text: str, **fields: str) -> dict[str, str]:
+    """``/agent text`` as a ``slash_commands`` envelope's payload (some fields replaced)."""
+    return {**dict(parse_qsl(process.command_body(text).decode())), **fields}
 
 
 def started(ack: dict[str, Any]) -> RunId:
@@ -116,3 +131,32 @@ def test_a_dropped_socket_reconnects_and_serves_the_next_command(
     assert command(endpoint, process, "help")["text"] == HELP
     assert len(cluster.world.workspace.calls("apps.connections.open")) == 2
     process.assert_alive()
+
+
+def test_a_stopped_socket_mode_serve_finishes_the_envelope_in_hand_and_takes_no_other(
+    cluster: Cluster, endpoint: SocketModeEndpoint, tmp_path: Path
+) -> None:
+    """SIGTERM while a command is being handled: that command is still acknowledged with its
+    run, a click sent after the SIGTERM is left unacknowledged for Slack to send again (never
+    acknowledged and then dropped), and the process exits 0 with the socket closed."""
+    hold = tmp_path / "hold-run-creation"
+    extra = {HOLD_RUN_CREATION_ENV: str(hold), "SIGNOFF_DRAIN_SECONDS": "60"}
+    process = start_socket_serve(cluster, endpoint, **extra)
+    first = started(command(endpoint, process, TASK))
+    refund = cluster.waiting_with_cards(first, TOOLS[:1])["issue_refund"]
+    hold.touch()
+    held = endpoint.send("slash_commands", command_form(process, TASK))
+    cluster.wait(held_run_creation(hold).exists, what="the second run's creation held")
+    process.process.send_signal(signal.SIGTERM)
+    cluster.wait(lambda: "taking no more Socket Mode envelopes" in process.output(), what="stop")
+    body, _ = process.click_body(APPROVER, APPROVE, cluster.world.card(refund.id))
+    payload = json.loads(parse_qs(body.decode())["payload"][0])
+    click = endpoint.send("interactive", payload, accepts_response_payload=False)
+    hold.unlink()
+    assert process.process.wait(timeout=90) == 0, process.output()
+    second = started(endpoint.acked(held))
+    assert cluster.reader.runtime.get(second).input["task"] == TASK
+    assert endpoint.open_connections == 0
+    with pytest.raises(SocketModeTimeout):
+        endpoint.acked(click, timeout=0)
+    assert cluster.reader.approvals.get(refund.id).status == ApprovalStatus.PENDING

@@ -78,9 +78,10 @@ def test_a_bad_policy_file_is_refused_with_its_name(tmp_path: Path, text: str) -
         load_policy(path)
 
 
-def test_the_rules_whose_gated_calls_nobody_could_approve_are_named(tmp_path: Path) -> None:
-    """With no approvers configured, the default and a gated tool naming nobody are named; a
-    tool with approvers or groups of its own, or not gated, is not."""
+def test_the_rules_under_which_too_few_may_approve_are_named(tmp_path: Path) -> None:
+    """With no approvers configured, the default and a gated tool naming nobody are named; so
+    are a group with no members, a quorum larger than its approvers, and approvers who are
+    only the requester; a tool with enough people of its own, or not gated, is not."""
     path = tmp_path / "policy.yaml"
     path.write_text(
         "tools:\n"
@@ -88,8 +89,21 @@ def test_the_rules_whose_gated_calls_nobody_could_approve_are_named(tmp_path: Pa
         "  lookup: {gated: false}\n"
         "  send: {groups: [ops]}\n"
         "  pay: {approvers: [U2]}\n"
+        "  move: {approvers: [U2], required: 2}\n"
+        "  own: {approvers: ['mcp:gw']}\n"
+        "  mine: {approvers: ['mcp:gw'], allow_requester: true}\n"
     )
     policy = load_policy(path)
-    assert policy.nobody_approves(()) == ["the default", "tool 'wipe'"]
-    assert policy.nobody_approves(("U1",)) == ["tool 'wipe'"]
-    assert GatePolicy().nobody_approves(("U1",)) == []
+    assert policy.too_few_approve((), {}, "mcp:gw") == [
+        "the default (needs 1, has 0)",
+        "tool 'move' (needs 2, has 1)",
+        "tool 'own' (needs 1, has 0)",
+        "tool 'send' (needs 1, has 0)",
+        "tool 'wipe' (needs 1, has 0)",
+    ]
+    assert policy.too_few_approve(("U1",), {"ops": ("U3",)}, "mcp:gw") == [
+        "tool 'move' (needs 2, has 1)",
+        "tool 'own' (needs 1, has 0)",
+        "tool 'wipe' (needs 1, has 0)",
+    ]
+    assert GatePolicy().too_few_approve(("U1",), {}, "mcp:gw") == []
