@@ -23,6 +23,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, stdio_server
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 
 from agent_runtime import LeaseLost, RunId
 from agent_runtime.approvals import args_hash
@@ -32,7 +33,12 @@ from bot.app.approver_scope import UnscopedApprovers, require_scoped
 from bot.app.wiring import Services
 from bot.mcp.calls import Call
 from bot.mcp.conversations import Conversations, conversation_id
-from bot.mcp.exceptions import InvalidConversation, RunUnavailable, TooManyConversations
+from bot.mcp.exceptions import (
+    GatewayError,
+    InvalidConversation,
+    RunUnavailable,
+    TooManyConversations,
+)
 from bot.mcp.options import GatewayOptions, Upstream
 from bot.mcp.session_run import attach
 from bot.mcp.signoffs import CallRequest, Go, SignOffs
@@ -282,7 +288,11 @@ async def _upstream(upstream: Upstream) -> AsyncIterator[ClientSession]:
     async with AsyncExitStack() as stack:
         read, write = await stack.enter_async_context(_transport(upstream))
         session = await stack.enter_async_context(ClientSession(read, write))
-        await session.initialize()
+        try:
+            await session.initialize()
+        except MCPError as exc:  # it exited, or answered nothing an MCP server would
+            where = upstream.url or " ".join((upstream.command, *upstream.args))
+            raise GatewayError(f"the upstream MCP server ({where}) did not start: {exc}") from None
         yield session
 
 

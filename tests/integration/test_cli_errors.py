@@ -139,6 +139,25 @@ def test_a_demo_workflow_started_without_the_demo_says_how_to_load_it(
     assert "SIGNOFF_DEMO" not in err
 
 
+def test_an_mcp_gateway_whose_upstream_exits_at_once_says_so_in_one_line(tmp_path: Path) -> None:
+    """``mcp proxy -- /bin/true``: the upstream server ends before answering; the gateway
+    exits 1 with one line naming it, no traceback."""
+    env = signoff_env(f"sqlite:///{tmp_path / 'signoff.db'}", extra={"SIGNOFF_APPROVERS": "U1"})
+    done = subprocess.run(
+        [*signoff_command(), "mcp", "proxy", "--name", "notes", "--as", "U_AGENT", "--", "true"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (
+        "signoff: error: the upstream MCP server (true) did not start: Connection closed\n"
+    )
+
+
 def test_every_user_error_of_the_product_descends_from_one_root() -> None:
     """The errors people can fix share UserError, itself under SignoffError."""
     from agent_runtime import (
