@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from sqlalchemy import exc as sa_exc
 
-from agent_runtime.exceptions import StoreUnavailable
+from agent_runtime.exceptions import InvalidConfiguration, StoreUnavailable
 
 
 class _Translated:
@@ -22,6 +22,8 @@ class _Translated:
         if exc is None:
             return False
         if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError):
+            if STATEMENT_POOLING in str(exc):
+                raise InvalidConfiguration(STATEMENT_POOLING_HINT) from exc
             raise StoreUnavailable(_first_line(exc)) from exc
         if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
             raise StoreUnavailable(_first_line(exc)) from exc
@@ -53,6 +55,14 @@ unavailable as it stands (not a fault of the run whose statement it was)."""
 POOLED_HINT = (
     " (is a pooler in transaction mode between Signoff and PostgreSQL? then add"
     " pooling=transaction to the database URL)"
+)
+
+STATEMENT_POOLING = "not allowed in statement pooling mode"
+"""What PgBouncer answers a transaction in statement mode: no retry can change that."""
+STATEMENT_POOLING_HINT = (
+    "a connection pooler in statement mode is between Signoff and PostgreSQL (it allows no"
+    " transaction): pool by session, or by transaction with pooling=transaction in the"
+    " database URL"
 )
 
 CONFLICTS = ("40P01", "40001")

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from store.engine import POOLING, build_engine
+from store.errors import STATEMENT_POOLING_HINT
 from store.pooler import UNDECLARED, lends_per_transaction
 from tests.integration import run_cli, signoff_env
 from tests.integration.pgbouncer import PgBouncer, pgbouncer_binary, reached
@@ -98,6 +99,22 @@ def test_processes_behind_an_undeclared_transaction_pooler_refuse_to_start(
             "detail": UNDECLARED,
         }
         assert _pooling_check(signoff_env(declared))["ok"]
+
+
+def test_a_worker_behind_a_statement_pooler_stops_at_once_saying_why(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """PgBouncer in statement mode allows no transaction: ``signoff worker`` exits 2 at once
+    with what to pool by instead (it kept trying, as if the database were down)."""
+    binary = pgbouncer_binary()
+    assert binary is not None, "pgbouncer missing: apt-get install -y pgbouncer"
+    bouncer = PgBouncer(binary, pg_url, pool_mode="statement")
+    try:
+        done = run_cli(signoff_env(bouncer.url(pg_url)), "worker", cwd=tmp_path)
+    finally:
+        bouncer.close()
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"signoff: error: {STATEMENT_POOLING_HINT}"
 
 
 def test_doctor_passes_the_pooling_check_of_a_direct_connection(pg_url: str) -> None:
