@@ -103,7 +103,8 @@ def _preview_lines(approval: Approval, indent: str = "    ") -> str:
     lines = [visible(line) for line in preview.text.splitlines()]
     for label, value in preview.table:  # a value's further lines under its first
         first, *more = visible(value).splitlines() or [""]
-        lines += [f"{visible(label)}: {first}", *(f"  {line}" if line else "" for line in more)]
+        name = " ".join(visible(label).splitlines())
+        lines += [f"{name}: {first}", *(f"  {line}" if line else "" for line in more)]
     digest = f" (preview sha256 {approval.preview_digest[:12]}…)" if approval.preview_digest else ""
     return "".join(f"\n{indent}{line}" if line else "\n" for line in lines) + digest
 

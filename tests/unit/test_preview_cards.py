@@ -107,13 +107,13 @@ def test_the_batch_and_the_command_line_show_the_preview() -> None:
 
 def test_a_table_value_of_several_lines_stays_indented_on_the_command_line() -> None:
     """An email body's further lines are printed under the first, indented with the listing,
-    never at the start of a line."""
+    never at the start of a line; a label of several lines is put on one."""
     body = "Hello Dana,\nyour refund is on its way.\n\nThe support team"
-    preview = Preview(table=(("To", "dana@example.com"), ("Body", body))).to_json()
+    preview = Preview(table=(("To", "dana@example.com"), ("Body\nof it", body))).to_json()
     line = approval_line(replace(previewed(), preview=preview, preview_digest=None))
     assert line.splitlines()[1:] == [
         "    To: dana@example.com",
-        "    Body: Hello Dana,",
+        "    Body of it: Hello Dana,",
         "      your refund is on its way.",
         "",
         "      The support team",
