@@ -267,8 +267,9 @@ def _socket_mode(app: App, settings: Settings) -> None:
 
 
 def _stop_socket(handler: SocketModeHandler) -> None:
-    """Take no more envelopes (one not acknowledged goes to another connection), let those
-    being handled finish and send their acks on the open socket, then disconnect; the drain
+    """Take no more envelopes (Slack resends no command or click: one not acknowledged shows
+    its sender that the app did not answer, never a silent loss), let those being handled
+    finish and send their acks on the open socket, then disconnect; the drain
     then carries out what they handed over. (``closed`` ends the loop of the thread that
     hands envelopes from the queue to the workers once it reads the ``None`` put behind
     them, and ``close`` would disconnect before waiting for the workers: ``slack_sdk``'s

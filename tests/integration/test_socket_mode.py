@@ -137,8 +137,8 @@ def test_a_stopped_socket_mode_serve_finishes_the_envelope_in_hand_and_takes_no_
     cluster: Cluster, endpoint: SocketModeEndpoint, tmp_path: Path
 ) -> None:
     """SIGTERM while a command is being handled: that command is still acknowledged with its
-    run, a click sent after the SIGTERM is left unacknowledged for Slack to send again (never
-    acknowledged and then dropped), and the process exits 0 with the socket closed."""
+    run, a click sent after the SIGTERM is left unacknowledged, so its sender sees it fail
+    (never acknowledged and then dropped), and the process exits 0 with the socket closed."""
     hold = tmp_path / "hold-run-creation"
     extra = {HOLD_RUN_CREATION_ENV: str(hold), "SIGNOFF_DRAIN_SECONDS": "60"}
     process = start_socket_serve(cluster, endpoint, **extra)
