@@ -60,13 +60,15 @@ def signoff_env(
 
 
 def run_cli(
-    env: dict[str, str], *args: str, cwd: Path | None = None
+    env: dict[str, str], *args: str, cwd: Path | None = None, stdin: int | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``signoff <args>`` to completion and return its exit status and output."""
+    """Run ``signoff <args>`` to completion (``stdin``: as ``subprocess.run`` takes it) and
+    return its exit status and output."""
     return subprocess.run(
         [*signoff_command(), *args],
         env=env,
         cwd=cwd,
+        stdin=stdin,
         capture_output=True,
         text=True,
         timeout=CLI_TIMEOUT_S,

@@ -11,7 +11,14 @@ import pytest
 
 from agent_runtime import SignoffError, UserError
 from bot.cli.main import main
-from tests.integration import CLI_TIMEOUT_S, cli_ok, demo_input, signoff_command, signoff_env
+from tests.integration import (
+    CLI_TIMEOUT_S,
+    cli_ok,
+    demo_input,
+    run_cli,
+    signoff_command,
+    signoff_env,
+)
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -143,15 +150,8 @@ def test_an_mcp_gateway_whose_upstream_exits_at_once_says_so_in_one_line(tmp_pat
     """``mcp proxy -- /bin/true``: the upstream server ends before answering; the gateway
     exits 1 with one line naming it, no traceback."""
     env = signoff_env(f"sqlite:///{tmp_path / 'signoff.db'}", extra={"SIGNOFF_APPROVERS": "U1"})
-    done = subprocess.run(
-        [*signoff_command(), "mcp", "proxy", "--name", "notes", "--as", "U_AGENT", "--", "true"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT_S,
-        check=False,
-    )
+    proxy = ["mcp", "proxy", "--name", "notes", "--as", "U_AGENT", "--", "true"]
+    done = run_cli(env, *proxy, stdin=subprocess.DEVNULL)
     assert done.returncode == 1, done.stderr
     assert done.stderr == (
         "signoff: error: the upstream MCP server (true) did not start: Connection closed\n"

@@ -65,15 +65,7 @@ def test_a_run_acknowledged_by_a_process_killed_after_its_ack_is_started_by_anot
     starts that run under the promised id, once, and it reaches its refund's card."""
     hold = tmp_path / "hold-run-creation"
     hold.touch()
-    a = ServeProcess(
-        cluster.world,
-        "A",
-        cluster.reader,
-        {**cluster.env, HOLD_RUN_CREATION_ENV: str(hold)},
-        "--no-worker",
-    )
-    cluster.processes.append(a)
-    a.wait_healthy()
+    a = held_serve(cluster, hold)
 
     ack = acked(a.post(a.command_body(TASK), settle=False))
     run_id = run_id_of(ack)
@@ -132,17 +124,15 @@ def test_a_serve_whose_acknowledged_work_outlasts_its_drain_deadline_still_exits
     assert a.process.wait(timeout=DRAIN_WAIT_S) == EXIT_DRAIN_TIMEOUT, a.output()
 
 
-def held_serve(cluster: Cluster, hold: Path, *, drain_seconds: int) -> ServeProcess:
-    """A healthy ``serve --no-worker`` whose run creations wait while ``hold`` exists."""
+def held_serve(cluster: Cluster, hold: Path, *, drain_seconds: int | None = None) -> ServeProcess:
+    """A healthy ``serve --no-worker`` named A whose run creations wait while ``hold``
+    exists (and that drains within ``drain_seconds``, if given)."""
+    drain = {} if drain_seconds is None else {"SIGNOFF_DRAIN_SECONDS": str(drain_seconds)}
     a = ServeProcess(
         cluster.world,
         "A",
         cluster.reader,
-        {
-            **cluster.env,
-            HOLD_RUN_CREATION_ENV: str(hold),
-            "SIGNOFF_DRAIN_SECONDS": str(drain_seconds),
-        },
+        {**cluster.env, HOLD_RUN_CREATION_ENV: str(hold), **drain},
         "--no-worker",
     )
     cluster.processes.append(a)

@@ -86,12 +86,17 @@ def started(ack: dict[str, Any]) -> RunId:
     return RunId(found.group(1))
 
 
+def click_payload(cluster: Cluster, process: ServeProcess, approval_id: str) -> dict[str, Any]:
+    """The payload of an ``interactive`` envelope: Approve clicked on the approval's card."""
+    body, _ = process.click_body(APPROVER, APPROVE, cluster.world.card(approval_id))
+    return dict(json.loads(parse_qs(body.decode())["payload"][0]))
+
+
 def approve_over_socket(
     cluster: Cluster, endpoint: SocketModeEndpoint, process: ServeProcess, approval_id: str
 ) -> None:
     """Click Approve on the card as an ``interactive`` envelope; wait until it is decided."""
-    body, _ = process.click_body(APPROVER, APPROVE, cluster.world.card(approval_id))
-    payload = json.loads(parse_qs(body.decode())["payload"][0])
+    payload = click_payload(cluster, process, approval_id)
     endpoint.acked(endpoint.send("interactive", payload, accepts_response_payload=False))
     assert process.decision(approval_id).status == ApprovalStatus.APPROVED
 
@@ -149,8 +154,7 @@ def test_a_stopped_socket_mode_serve_finishes_the_envelope_in_hand_and_takes_no_
     cluster.wait(held_run_creation(hold).exists, what="the second run's creation held")
     process.process.send_signal(signal.SIGTERM)
     cluster.wait(lambda: "taking no more Socket Mode envelopes" in process.output(), what="stop")
-    body, _ = process.click_body(APPROVER, APPROVE, cluster.world.card(refund.id))
-    payload = json.loads(parse_qs(body.decode())["payload"][0])
+    payload = click_payload(cluster, process, refund.id)
     click = endpoint.send("interactive", payload, accepts_response_payload=False)
     hold.unlink()
     assert process.process.wait(timeout=90) == 0, process.output()
