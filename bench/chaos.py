@@ -129,6 +129,15 @@ SHORT = Options(
 )
 
 
+@dataclass(frozen=True)
+class Recovery:
+    """How long one fault took to recover from, and, for a kill, its point and the process
+    it killed (empty for any other fault: its class says it)."""
+
+    seconds: float
+    fault: str
+
+
 @dataclass
 class Report:
     """Everything one chaos session counted."""
@@ -138,7 +147,7 @@ class Report:
     kills: int
     unplanned: int
     refused_to_start: int
-    recoveries: dict[str, list[float]]
+    recoveries: dict[str, list[Recovery]]
     seconds: float
     starts: Starts
 
@@ -161,9 +170,9 @@ class Chaos:
         self.starts = Starts(self.probe, world.tmp_path)
         self.runs: list[str] = []
         self.kills = 0
-        self.recoveries: dict[str, list[float]] = defaultdict(list)
-        self._open: list[tuple[str, float, int]] = []
-        """Faults not recovered yet: class, since when, progress at that moment."""
+        self.recoveries: dict[str, list[Recovery]] = defaultdict(list)
+        self._open: list[tuple[str, str, float, int]] = []
+        """Faults not recovered yet: class, what, since when, progress at that moment."""
         self._armed: Aim | None = None
         self._armed_at = 0.0
         self._clicked: dict[str, float] = {}
@@ -172,7 +181,7 @@ class Chaos:
         self.refused_to_start = 0
         self._database_down: tuple[float, float] | None = None
         """When the database was last stopped, and started again."""
-        self._stopped: list[tuple[str, float]] | None = None
+        self._stopped: list[tuple[str, str, float]] | None = None
         """While the database is stopped, the kills seen meanwhile (class, when): their
         recovery is measured once it is back (the progress it starts from is read there)."""
         self._aims = 0
@@ -272,16 +281,17 @@ class Chaos:
             return
         self.kills += 1
         self._run_kills -= 1
+        what = f"{death.point} in {death.name}"
         if self._stopped is not None:
-            self._stopped.append((class_of(death.point), death.seen_at))
+            self._stopped.append((class_of(death.point), what, death.seen_at))
             return
-        self._fault(class_of(death.point), death.seen_at)
+        self._fault(class_of(death.point), death.seen_at, what)
 
     # -- faults other than kills -----------------------------------------------------------
 
     def _terminate(self) -> None:
         self.probe.terminate_all()
-        self._fault(TERMINATE, time.monotonic())
+        self._fault(TERMINATE, time.monotonic(), "")
 
     def _restart_database(self) -> None:
         stopped = time.monotonic()
@@ -292,9 +302,9 @@ class Chaos:
         self.pg.start()
         self._database_down = (stopped, time.monotonic())
         killed, self._stopped = self._stopped, None
-        for fault_class, since in killed:
-            self._fault(fault_class, since)
-        self._fault(PG_RESTART, time.monotonic())
+        for fault_class, what, since in killed:
+            self._fault(fault_class, since, f"{what}, the database down")
+        self._fault(PG_RESTART, time.monotonic(), "")
 
     def _database_was_down(self, death: Death) -> bool:
         """A process that exited with an error (no signal) because of the database: it said
@@ -320,8 +330,9 @@ class Chaos:
         back = time.monotonic()
         self._wait(lambda: self.probe.undelivered() == 0, what="Slack's backlog delivered")
         done = time.monotonic()
-        self.recoveries[SLACK_DOWN].append(done - back)
-        self.recoveries[SLACK_429].append(max(0.0, done - back - options.slack_429_s))
+        self.recoveries[SLACK_DOWN].append(Recovery(done - back, ""))
+        rate_limited = max(0.0, done - back - options.slack_429_s)
+        self.recoveries[SLACK_429].append(Recovery(rate_limited, ""))
 
     def _pause(self, seconds: float) -> None:
         """Keep the session going (clicks, restarts) for ``seconds`` of a fault."""
@@ -333,28 +344,28 @@ class Chaos:
 
     # -- recovery --------------------------------------------------------------------------
 
-    def _fault(self, fault_class: str, since: float) -> None:
+    def _fault(self, fault_class: str, since: float, what: str) -> None:
         progress = self._wait(self.probe.progress, what="the database", allow_zero=True)
-        self._open.append((fault_class, since, progress))
+        self._open.append((fault_class, what, since, progress))
 
     def _note_progress(self) -> None:
         now_progress = self.probe.progress()
         if now_progress is None:
             return
         now, still = time.monotonic(), []
-        for fault_class, since, progress in self._open:
+        for fault_class, what, since, progress in self._open:
             if now_progress > progress:
-                self.recoveries[fault_class].append(now - since)
+                self.recoveries[fault_class].append(Recovery(now - since, what))
             else:
-                still.append((fault_class, since, progress))
+                still.append((fault_class, what, since, progress))
         self._open = still
 
     def _settle_recoveries(self) -> None:
         """A fault with no progress after it before the run completed: the run had none to
         make; it counts as recovered when the run completed."""
         now = time.monotonic()
-        for fault_class, since, _ in self._open:
-            self.recoveries[fault_class].append(now - since)
+        for fault_class, what, since, _ in self._open:
+            self.recoveries[fault_class].append(Recovery(now - since, f"{what} (at the run's end)"))
         self._open = []
 
     # -- Slack, as a person uses it ----------------------------------------------------------
@@ -439,18 +450,19 @@ def table(report: Report) -> str:
         f"| Slack messages lost | {t.messages_lost} |",
         f"| Slack messages doubled | {t.messages_doubled} |",
         "",
-        "| fault class | faults | recovery median (s) | p90 (s) | max (s) |",
-        "|---|---|---|---|---|",
+        "| fault class | faults | recovery median (s) | p90 (s) | max (s) | slowest |",
+        "|---|---|---|---|---|---|",
     ]
     for fault_class in FAULT_CLASSES:
-        times = sorted(report.recoveries.get(fault_class, []))
-        if not times:
-            lines.append(f"| {fault_class} | 0 | - | - | - |")
+        recoveries = sorted(report.recoveries.get(fault_class, []), key=lambda r: r.seconds)
+        if not recoveries:
+            lines.append(f"| {fault_class} | 0 | - | - | - | |")
             continue
+        times = [r.seconds for r in recoveries]
         p90 = times[min(len(times) - 1, int(0.9 * len(times)))]
         lines.append(
             f"| {fault_class} | {len(times)} | {statistics.median(times):.2f} "
-            f"| {p90:.2f} | {times[-1]:.2f} |"
+            f"| {p90:.2f} | {times[-1]:.2f} | {recoveries[-1].fault} |"
         )
     lines += ["", report.starts.summary(), ""]
     o = report.options
