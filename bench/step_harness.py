@@ -13,10 +13,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, text
+from psycopg import pq
+from sqlalchemy import Engine, bindparam, insert, text
 from sqlalchemy.engine import make_url
 
 from agent_runtime import (
@@ -30,7 +31,9 @@ from agent_runtime import (
     StepRecord,
     WorkerOptions,
 )
+from agent_runtime.ids import new_run_id
 from agent_runtime.notices import Notice
+from agent_runtime.serialization import input_hash
 from bench import raw
 from bench._common import (
     create_schema,
@@ -38,11 +41,18 @@ from bench._common import (
     fresh_name,
     sqlalchemy_pg_url,
 )
-from bench.workloads import TRIVIAL, WORKFLOW, workloads
+from bench.workloads import TRIVIAL, WORKFLOW, step_output, workloads
 from store import build_engine, upgrade
 from store.driver import DriverConnections, Prepared
 from store.engine import POOLING
-from store.run_sql import fenced_append_params, fenced_append_statement
+from store.models import runs
+from store.plain_statements import plain_statement
+from store.run_sql import (
+    end_statement,
+    fenced_append_params,
+    fenced_append_statement,
+    held_params,
+)
 from store.sql_store import SqlStore
 
 RESUME_STEPS = 200
@@ -308,6 +318,125 @@ def cursor_appender(store: TimedStore) -> Callable[[Lease, StepRecord], object]:
         return connections.execute(prepared, fenced_append_params(lease, step)).rowcount
 
     return append
+
+
+class StatementFloor:
+    """The engine's own statements for a payload run, their parameters encoded before the
+    clock starts, sent one after another on one connection of the store's engine (libpq's
+    own call with prepared statements on PostgreSQL): the run's row, inserted already
+    claimed (the engine creates it, then claims it), each step's fenced append with the
+    entry the engine writes, and the run's end. No client work is timed: what any client
+    of this schema would pay at the least, the database's share of the engine's
+    statements."""
+
+    def __init__(self, store: TimedStore) -> None:
+        dialect = store.engine.dialect
+        self._postgres = dialect.name == "postgresql"
+        self._create = plain_statement(_claimed_run(), dialect, "floor_create")
+        self._append = plain_statement(
+            fenced_append_statement(self._postgres), dialect, "floor_append"
+        )
+        self._end = plain_statement(end_statement(), dialect, "floor_end")
+        pooled = store.engine.raw_connection()  # the engine's session settings
+        pooled.detach()
+        connection: Any = pooled.dbapi_connection
+        if self._postgres:
+            connection.autocommit = True
+            for statement in (self._create, self._append, self._end):
+                _prepared(connection.pgconn, statement)
+        self._connection = connection
+        self.last_run: RunId | None = None
+        """The run the last ``run_step_seconds`` wrote."""
+
+    def close(self) -> None:
+        """Close its connection."""
+        self._connection.close()
+
+    def run_step_seconds(self, steps: int) -> float:
+        """Seconds per step of one run of ``steps`` payload steps, its row to its end."""
+        lease = Lease(new_run_id(), "floor", 1)
+        self.last_run = lease.run_id
+        now = datetime.now(UTC)
+        statements = [
+            (self._create, {"id": lease.run_id, "input": {"n": steps}, "now": now}),
+            *(
+                (self._append, fenced_append_params(lease, payload_entry(index, now)))
+                for index in range(steps)
+            ),
+            (
+                self._end,
+                {
+                    **held_params(lease),
+                    "end_status": "completed",
+                    "end_output": {"steps": steps},
+                    "end_error": None,
+                    "end_at": now,
+                },
+            ),
+        ]
+        if self._postgres:
+            pgconn = self._connection.pgconn
+            sent = [
+                (_name(s), [None if p is None else p.encode() for p in s.params(v)])
+                for s, v in statements
+            ]
+            start = time.perf_counter()
+            for name, params in sent:
+                _wrote_one(pgconn.exec_prepared(name, params))
+        else:
+            cursor = self._connection.cursor()
+            given = [(s.sql, s.params(v)) for s, v in statements]
+            start = time.perf_counter()
+            for sql, params in given:
+                cursor.execute(sql, params)
+                if cursor.rowcount != 1:
+                    raise RuntimeError(f"wrote {cursor.rowcount} rows: {sql}")
+        return (time.perf_counter() - start) / steps
+
+
+def payload_entry(index: int, now: datetime) -> StepRecord:
+    """The journal entry the engine writes for step ``index`` of ``bench.payload``."""
+    return StepRecord(
+        position=index,
+        kind=StepKind.STEP,
+        name=f"step {index}",
+        input_hash=input_hash([index, "bench"]),
+        output=step_output(index, "bench"),
+        started_at=now,
+        finished_at=now,
+    )
+
+
+def _claimed_run() -> Any:
+    """A payload run's row, running under fence 1 (as the engine's claim leaves it)."""
+    now = bindparam("now", type_=runs.c.created_at.type)
+    return insert(runs).values(
+        id=bindparam("id", type_=runs.c.id.type),
+        workflow=WORKFLOW,
+        status=RunStatus.RUNNING.value,
+        input=bindparam("input", type_=runs.c.input.type),
+        created_at=now,
+        updated_at=now,
+        due_at=now,
+        lease_owner="floor",
+        fence=1,
+    )
+
+
+def _name(statement: Any) -> bytes:
+    return f"floor_{id(statement)}".encode()
+
+
+def _prepared(pgconn: Any, statement: Any) -> None:
+    _wrote_one(pgconn.prepare(_name(statement), statement.sql.encode(), None), rows=False)
+
+
+def _wrote_one(result: Any, *, rows: bool = True) -> None:
+    """Check a libpq result: it succeeded (and, if ``rows``, changed one row)."""
+    if result.status != pq.ExecStatus.COMMAND_OK:
+        raise RuntimeError((result.error_message or b"").decode(errors="replace"))
+    if rows and result.command_tuples != 1:
+        raise RuntimeError(f"changed {result.command_tuples} rows")
 
 
 @dataclass(frozen=True, slots=True)

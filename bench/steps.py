@@ -24,7 +24,11 @@ schema, dropped afterwards):
   busy, at every step, for the CPU time the engine's process spends beyond the raw
   client's (measured just before, over whole runs): what the engine would take if its
   statements cost the database what the raw ones do, so the column beside the engine
-  tells the client's share of the gap from the database's.  The
+  tells the client's share of the gap from the database's.  And the engine's statements
+  alone (``bench.step_harness.StatementFloor``): the run's row, each fenced append with
+  the entry the engine writes and the run's end, their parameters encoded before the
+  clock starts, on one connection of the engine's: what any client of this schema would
+  pay at the least.  The
   contestants take turns repeat by repeat, in rotating order; the ratio is the median
   of the per-repeat ratios, with its interquartile range.
 * journal (the statement the hot path uses): µs per append of the fenced
@@ -75,6 +79,7 @@ from bench.step_harness import (
     RESUME_STEPS,
     ResumeCost,
     ServingWorker,
+    StatementFloor,
     TimedStore,
     append_seconds,
     core_appender,
@@ -120,13 +125,16 @@ class Sequential:
     """Engine beside the same-round-trip raw run (paired), the BEGIN/COMMIT raw median, on
     PostgreSQL the median of the raw run sent through psycopg's ``Connection.execute``, and
     the median of the raw run that first spends, at every step, the CPU the engine's
-    process spends beyond the raw client's (``extra_cpu``, seconds a step)."""
+    process spends beyond the raw client's (``extra_cpu``, seconds a step), and the
+    engine's statements sent alone beside the raw run."""
 
     pair: Paired
     transactions: float
     psycopg: float | None
     extra_cpu: float
     with_extra_cpu: float
+    alone: Paired
+    """The engine's statements alone (``StatementFloor``) beside the raw run, paired."""
 
 
 def sequential(settings: Settings, dsn: str) -> dict[tuple[str, int], Sequential]:
@@ -137,9 +145,10 @@ def sequential(settings: Settings, dsn: str) -> dict[tuple[str, int], Sequential
             open_store(dsn) as store,
             ServingWorker(store) as worker,
             raw_beside(store, dsn) as (base, cursor),
+            contextlib.closing(StatementFloor(store)) as alone,
         ):
             for n in STEP_COUNTS:
-                results[backend, n] = _sequential(settings, worker, store, base, cursor, n)
+                results[backend, n] = _sequential(settings, worker, store, base, cursor, alone, n)
     return results
 
 
@@ -149,6 +158,7 @@ def _sequential(
     store: TimedStore,
     base: raw.RawRuns,
     cursor: raw.RawRuns | None,
+    alone: StatementFloor,
     n: int,
 ) -> Sequential:
     outputs = [step_output_json(index) for index in range(n)]
@@ -165,6 +175,7 @@ def _sequential(
         "raw": raw_run,
         "transactions": lambda: base.run_step_seconds(outputs, transactions=True),
         "busy": lambda: base.run_step_seconds(outputs, busy=extra),
+        "alone": lambda: alone.run_step_seconds(n),
     }
     if cursor is not None:
         turns["psycopg"] = lambda: cursor.run_step_seconds(outputs)
@@ -177,6 +188,7 @@ def _sequential(
         through_psycopg,
         extra,
         statistics.median(samples["busy"]),
+        Paired(tuple(zip(samples["alone"], samples["raw"], strict=True))),
     )
 
 
@@ -347,6 +359,9 @@ def sequential_table(results: dict[tuple[str, int], Sequential], repeats: int) -
                 "" if result.psycopg is None else us(result.psycopg),
                 us(result.extra_cpu),
                 us(result.with_extra_cpu),
+                us(result.alone.engine),
+                f"{result.alone.ratio:.2f}x",
+                spread(result.alone),
                 bar,
             ]
         )
@@ -365,6 +380,9 @@ def sequential_table(results: dict[tuple[str, int], Sequential], repeats: int) -
             "raw via psycopg µs/step",
             "engine's extra CPU µs/step",
             "raw + that CPU µs/step",
+            "engine's statements alone µs/step",
+            "alone/raw",
+            "IQR",
             "bar",
         ],
         rows,
