@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from agent_runtime import definitions
 from agent_runtime.approvals import Actor, listed
 from agent_runtime.budget import DEFAULT_PRICES, Budget, PriceTable
 from agent_runtime.exceptions import UserError
@@ -14,7 +15,7 @@ from agent_runtime.models.base import Model
 from agent_runtime.models.spec import ModelSpec
 from agent_runtime.policy import ApprovalPolicy
 from agent_runtime.retry import RetryPolicy
-from agent_runtime.tools import Tools
+from agent_runtime.tools import Tool, Tools
 
 MAX_TASK_CHARS = 20_000
 
@@ -55,6 +56,26 @@ class Agent:
     )
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise TypeError(f"an agent's name must be a non-empty string, not {self.name!r}")
+        where = f"agent {self.name}"
+        if not isinstance(self.system_prompt, str):
+            raise TypeError(f"{where}: system_prompt must be a string")
+        if not isinstance(self.budget, Budget):
+            raise TypeError(f"{where}: budget must be a Budget, not {type(self.budget).__name__}")
+        kept = {
+            "tools": _tools(self.tools, where),
+            "approver_groups": definitions.groups(
+                self.approver_groups, f"{where}: approver_groups"
+            ),
+            "budget_approvers": definitions.names(
+                self.budget_approvers, f"{where}: budget_approvers"
+            ),
+        }
+        for name, value in kept.items():
+            object.__setattr__(self, name, value)
+        definitions.count(self.max_output_tokens, f"{where}: max_output_tokens", least=1)
+        definitions.count(self.max_turns, f"{where}: max_turns", least=1)
         if isinstance(self.model, str):
             object.__setattr__(self, "model", ModelSpec(self.model))
         if self.budget.cost_usd is not None and self.llm.name not in self.prices:
@@ -95,6 +116,17 @@ class Agent:
         return ApprovalPolicy(
             approvers=tuple(sorted(people)), groups=tuple(sorted(groups)), allow_requester=True
         )
+
+
+def _tools(value: object, where: str) -> Tools:
+    """The agent's tools: ``Tools``, or any iterable of tools (a list, a tuple)."""
+    if isinstance(value, Tools):
+        return value
+    if isinstance(value, Tool):
+        return Tools(value)
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise TypeError(f"{where}: tools must be Tools(...) or a list of tools, not {value!r}")
+    return Tools(*value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

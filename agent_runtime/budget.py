@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from agent_runtime import definitions
 from agent_runtime.models.base import Usage
 
 
@@ -66,6 +67,13 @@ class Budget:
     model_calls: int | None = None
     tool_calls: int | None = None
     wall_time: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tokens", "model_calls", "tool_calls"):
+            value = definitions.optional_count(getattr(self, name), f"the budget's {name}", least=0)
+            object.__setattr__(self, name, value)
+        definitions.optional_amount(self.cost_usd, "the budget's cost_usd")
+        definitions.optional_duration(self.wall_time, "the budget's wall_time")
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form."""

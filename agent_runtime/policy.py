@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from agent_runtime import definitions
+
 DEFAULT_DEADLINE = timedelta(hours=24)
 """How long an approval waits for a decision when its policy does not say."""
 
@@ -39,12 +41,20 @@ class ApprovalPolicy:
     remind_every: timedelta | None = None
 
     def __post_init__(self) -> None:
-        if self.required < 1:
-            raise ValueError("an approval policy needs at least one approver (required >= 1)")
+        kept = {
+            "approvers": definitions.names(self.approvers, "approvers"),
+            "groups": definitions.names(self.groups, "groups"),
+            "escalate_to": definitions.names(self.escalate_to, "escalate_to"),
+            "on_expiry": OnExpiry(self.on_expiry),
+        }
+        for name, value in kept.items():
+            object.__setattr__(self, name, value)
+        definitions.count(self.required, "required", least=1)
+        definitions.flag(self.allow_requester, "allow_requester")
+        definitions.duration(self.deadline, "the approval deadline")
+        definitions.optional_duration(self.remind_every, "remind_every")
         if not self.approvers and not self.groups:
             raise ValueError("an approval policy must name approvers or groups")
-        if self.deadline <= timedelta(0):
-            raise ValueError("the approval deadline must be positive")
         if self.on_expiry == OnExpiry.ESCALATE and not self.escalate_to:
             raise ValueError("escalation needs escalate_to approvers")
 

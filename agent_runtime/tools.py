@@ -143,6 +143,11 @@ def tool(
     """
 
     def make(function: Callable[..., Any]) -> Tool:
+        if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
+            raise TypeError(
+                f"tool {name or function.__name__}: a tool is a plain function (async def "
+                "tools are not run: call your coroutine with asyncio.run inside the tool)"
+            )
         description, parameters = describe(function)
         outcome = on_unknown_outcome or (UnknownOutcome.VERIFY if verify else UnknownOutcome.ASK)
         return Tool(
@@ -173,6 +178,10 @@ class Tools:
 
     def add(self, item: Tool) -> None:
         """Add a tool; names are unique."""
+        if not isinstance(item, Tool):
+            name = getattr(item, "__name__", None)
+            hint = f": make {name} one with @tool" if callable(item) and name else ""
+            raise TypeError(f"{item!r} is not a tool{hint}")
         if item.name in self._by_name:
             raise ValueError(f"tool {item.name!r} is already registered")
         self._by_name[item.name] = item
