@@ -2,9 +2,10 @@
 refused, with the reason, before it is stored.
 
 A value Python's ``json`` accepts may still be unusable: NaN and Infinity are not JSON (the
-journal refuses them), a lone surrogate is not UTF-8 (no database stores it), duplicate keys
-say two things at once (a person would approve one, a tool would get the other), 10,000
-levels of nesting exhaust every recursive encoder, and ten megabytes fill the journal.
+journal refuses them), a lone surrogate is not UTF-8 (no database stores it), nor does
+PostgreSQL's ``jsonb`` store a NUL character, duplicate keys say two things at once (a
+person would approve one, a tool would get the other), 10,000 levels of nesting exhaust
+every recursive encoder, and ten megabytes fill the journal.
 ``json_problem`` names what is wrong with a parsed value, without recursion and without
 copying it; ``strict_loads`` parses a text and raises ``UnsafeJson`` instead of returning
 such a value.
@@ -17,6 +18,7 @@ import math
 from typing import Any
 
 from agent_runtime.exceptions import UnsafeJson
+from agent_runtime.serialization import NUL_PROBLEM
 
 MAX_DEPTH = 64
 """Nesting levels of arrays and objects: far above any tool's arguments or Slack payload."""
@@ -39,7 +41,7 @@ def json_problem(
         item, depth = pop()
         if type(item) is str:  # most of a document, so first and inline (same as below)
             chars += len(item)
-            if chars > max_chars or not item.isascii():
+            if chars > max_chars or not item.isascii() or "\x00" in item:
                 problem = _text_problem(item, chars, max_chars)
                 if problem is not None:
                     return problem
@@ -69,6 +71,8 @@ def json_problem(
 def _text_problem(text: str, chars: int, max_chars: int) -> str | None:
     if chars > max_chars:
         return f"over {max_chars} characters of text"
+    if "\x00" in text:
+        return NUL_PROBLEM
     if not text.isascii():
         try:
             text.encode("utf-8")

@@ -63,13 +63,39 @@ _DECODE = json.JSONDecoder().raw_decode
 
 
 def canonical_json(value: JSONValue, *, what: str = "value") -> str:
-    """Return the canonical JSON text of ``value`` or raise NotSerializable naming ``what``."""
+    """Return the canonical JSON text of ``value`` or raise NotSerializable naming ``what``.
+
+    Text holding a NUL character is refused on every store: PostgreSQL's ``jsonb`` cannot
+    hold one, so a journal that took it on SQLite would fail in production."""
     try:
-        return _ENCODE(value)
+        text = _ENCODE(value)
     except (TypeError, ValueError) as exc:
         raise NotSerializable(what, str(exc)) from exc
     except RecursionError:
         raise NotSerializable(what, "nested too deeply, or holding itself") from None
+    if _ESCAPED_NUL in text and holds_nul(value):  # the text alone could be "\\u0000"
+        raise NotSerializable(what, f"it holds {NUL_PROBLEM}")
+    return text
+
+
+NUL_PROBLEM = "a NUL character (\\u0000), which PostgreSQL cannot store"
+_ESCAPED_NUL = "\\u0000"
+
+
+def holds_nul(value: JSONValue) -> bool:
+    """Whether a string in ``value`` (a key or a value, at any depth) holds a NUL character."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
 
 
 def round_trip(value: JSONValue, *, what: str = "value") -> JSONValue:

@@ -56,8 +56,23 @@ def huge_text(chars: int = HUGE_CHARS) -> str:
 DUPLICATE_KEYS = '{"order_id": "1042", "order_id": "9999"}'
 NAN_TEXT = '{"amount_cents": NaN}'
 SURROGATE_TEXT = '{"order_id": "\\ud800"}'
-HOSTILE_TEXTS = (DUPLICATE_KEYS, NAN_TEXT, SURROGATE_TEXT, deep_text(), '{"a": Infinity}')
-HOSTILE_IDS = ("duplicate keys", "NaN", "a lone surrogate", "10,000 levels deep", "Infinity")
+NUL_TEXT = '{"order_id": "10\\u000042"}'
+HOSTILE_TEXTS = (
+    DUPLICATE_KEYS,
+    NAN_TEXT,
+    SURROGATE_TEXT,
+    deep_text(),
+    '{"a": Infinity}',
+    NUL_TEXT,
+)
+HOSTILE_IDS = (
+    "duplicate keys",
+    "NaN",
+    "a lone surrogate",
+    "10,000 levels deep",
+    "Infinity",
+    "a NUL character",
+)
 
 
 def _dumped(value: Any) -> str:

@@ -28,6 +28,7 @@ from tests.hostile import (
     DUPLICATE_KEYS,
     HUGE_CHARS,
     NAN_TEXT,
+    NUL_TEXT,
     SURROGATE_TEXT,
     deep_list,
     deep_text,
@@ -37,7 +38,14 @@ from tests.hostile import (
 )
 from tests.unit.agent_harness import DONE, AgentHarness
 
-TEXT_IDS = ["10,000 levels deep", "10 MB", "duplicate keys", "NaN", "a lone surrogate"]
+TEXT_IDS = [
+    "10,000 levels deep",
+    "10 MB",
+    "duplicate keys",
+    "NaN",
+    "a lone surrogate",
+    "a NUL character",
+]
 
 
 def asking(arguments: dict[str, Any]) -> AgentHarness:
@@ -74,6 +82,8 @@ EXTREMES: dict[str, Callable[[], Any]] = {
     "minus infinity": lambda: -math.inf,
     "a lone surrogate": lambda: "\ud800",
     "a key with a lone surrogate": lambda: {"\udcff": 1},
+    "a NUL character": lambda: "10\x0042",
+    "a key with a NUL character": lambda: {"k\x00": 1},
 }
 """Argument values at the extremes, built when a test asks (too deep for hypothesis to print)."""
 
@@ -130,9 +140,11 @@ def test_parsed_arguments_are_always_an_object_the_journal_can_hold(text: str) -
 
 
 @pytest.mark.parametrize(
-    "text", [deep_text(), huge_text(), DUPLICATE_KEYS, NAN_TEXT, SURROGATE_TEXT], ids=TEXT_IDS
+    "text",
+    [deep_text(), huge_text(), DUPLICATE_KEYS, NAN_TEXT, SURROGATE_TEXT, NUL_TEXT],
+    ids=TEXT_IDS,
 )
 def test_hostile_argument_texts_are_refused_by_name(text: str) -> None:
-    """Deep, huge, duplicate-key, NaN and surrogate texts are refused with the reason."""
+    """Deep, huge, duplicate-key, NaN, surrogate and NUL texts are refused with the reason."""
     arguments = assert_parsed_safely(text)
     assert set(arguments) == {REFUSED_ARGUMENTS_KEY}, str(arguments)[:200]

@@ -9,11 +9,11 @@ import threading
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from agent_runtime.exceptions import NotSerializable
-from agent_runtime.serialization import canonical_json, input_hash, round_trip
+from agent_runtime.serialization import canonical_json, holds_nul, input_hash, round_trip
 
 JSON_VALUES = st.recursive(
     st.none()
@@ -34,8 +34,9 @@ def _dumps(value: Any) -> str:
 
 @given(JSON_VALUES)
 def test_the_text_is_what_json_dumps_writes_and_reads_back_as_json_loads_does(value: Any) -> None:
-    """Any JSON value is written exactly as ``json.dumps`` with the journal's options writes
-    it, and read back as ``json.loads`` reads that text."""
+    """Any JSON value without a NUL character is written exactly as ``json.dumps`` with the
+    journal's options writes it, and read back as ``json.loads`` reads that text."""
+    assume(not holds_nul(value))
     assert canonical_json(value) == _dumps(value)
     assert round_trip(value) == json.loads(_dumps(value))
 
@@ -96,3 +97,19 @@ def test_threads_encoding_at_once_each_get_their_own_text() -> None:
 def test_input_hashes_of_journals_already_written_are_unchanged() -> None:
     """The digest of a step's input is the one journals written before hold."""
     assert input_hash([3, "bench"]) == "78a1f8296d9e3bad"
+
+
+@pytest.mark.parametrize(
+    "value", ["a\x00b", {"k\x00": 1}, [[{"deep": ["\x00"]}]]], ids=["text", "key", "nested"]
+)
+def test_a_nul_character_is_refused_on_every_store(value: Any) -> None:
+    """PostgreSQL's ``jsonb`` cannot hold a NUL character: refused here, on SQLite too, so a
+    journal that works in tests works in production."""
+    with pytest.raises(NotSerializable, match="NUL"):
+        canonical_json(value, what="the output")
+
+
+def test_the_text_of_a_backslash_u_is_not_taken_for_a_nul() -> None:
+    """The six characters ``\\u0000`` are text like any other (their JSON escapes the
+    backslash)."""
+    assert json.loads(canonical_json(["\\u0000"])) == ["\\u0000"]
