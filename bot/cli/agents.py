@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agent_runtime.approvals import Decision
+from agent_runtime.approvals import Approval, ApprovalKind, Decision
 from bot.app.settings import Settings
 from bot.cli.common import (
     UsageError,
@@ -41,8 +41,8 @@ def add_commands(commands: Any) -> None:
     json_flag(listing).set_defaults(handler=cmd_approvals)
 
     for name, help_text in (
-        ("approve", "approve a tool call"),
-        ("reject", "reject a tool call, with a reason for the agent"),
+        ("approve", "approve a tool call (or answer yes: a call a crash cut off happened)"),
+        ("reject", "reject a tool call, with a reason (or answer no: the cut-off call runs again)"),
         ("edit", "approve a tool call with edited arguments"),
     ):
         sub = commands.add_parser(name, help=help_text)
@@ -141,9 +141,19 @@ def cmd_decide(args: argparse.Namespace, settings: Settings) -> int:
             "message": result.message,
             "approval": approval_json(result.approval),
         },
-        result.message,
+        result.message + _meaning(result.approval, args.decision, result.accepted),
     )
     return 0 if result.accepted else 1
+
+
+def _meaning(approval: Approval, decision: Decision, accepted: bool) -> str:
+    """What a decision taken on a question about a call a crash cut off does ('' for any
+    other approval): rejecting it runs the call again."""
+    if not accepted or approval.kind != ApprovalKind.OUTCOME:
+        return ""
+    if decision == Decision.REJECT:
+        return f"\nrecorded that {approval.tool} did not happen: it runs again"
+    return f"\nrecorded that {approval.tool} happened: it is not run again"
 
 
 def cmd_raise_budget(args: argparse.Namespace, settings: Settings) -> int:

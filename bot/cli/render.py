@@ -80,12 +80,36 @@ def approval_json(approval: Approval) -> dict[str, Any]:
 
 
 def approval_line(approval: Approval) -> str:
-    """Return one line describing an approval, for listings."""
+    """Return one line describing an approval, for listings (with what it asks below, when
+    it is not whether a tool may run)."""
     who = f" by {approval.decided_by.label}" if approval.decided_by else ""
     return (
-        f"{approval.id}  {approval.status.value:<8}{who:<14}  {approval.tool:<14} "
-        f"{_compact(approval.decided_args or approval.args, 60)}  run {approval.run_id}"
-    ) + _preview_lines(approval)
+        (
+            f"{approval.id}  {approval.status.value:<8}{who:<14}  {_asked(approval):<14} "
+            f"{_compact(approval.decided_args or approval.args, 60)}  run {approval.run_id}"
+        )
+        + _question_lines(approval)
+        + _preview_lines(approval)
+    )
+
+
+OUTCOME_MEANING = "approve = it happened (it is not run again); reject = it did not (it runs again)"
+"""What deciding a question about a call a crash cut off does (``ApprovalKind.OUTCOME``)."""
+
+
+def _asked(approval: Approval) -> str:
+    """The tool, tagged with what is asked about it when that is not whether it may run."""
+    tag = {"outcome": " [did it happen?]", "budget": " [budget]"}.get(approval.kind.value, "")
+    return approval.tool + tag  # by value: the CLI that lists runs loads no approvals
+
+
+def _question_lines(approval: Approval, indent: str = "    ") -> str:
+    """The question asked, on the lines below ('' for a tool call's approval, whose
+    question is its name); what each answer does, if the question does not say."""
+    lines = [visible(line) for line in approval.reason_asked.splitlines() if line.strip()]
+    if approval.kind.value == "outcome" and not lines:  # its question says it otherwise
+        lines.append(OUTCOME_MEANING)
+    return "".join(f"\n{indent}{line}" for line in lines)
 
 
 def _preview_lines(approval: Approval, indent: str = "    ") -> str:
@@ -193,13 +217,13 @@ def run_detail(
 
 
 def _approval_detail(approval: Approval) -> str:
-    text = f"{approval.id} {approval.tool} {approval.status.value}"
+    text = f"{approval.id} {_asked(approval)} {approval.status.value}"
     if approval.decided_by is not None and approval.decided_at is not None:
         text += f" by {approval.decided_by.label} at {_short(approval.decided_at)}"
     digest = approval.decided_args_hash or approval.args_hash
     text += f" (args sha256 {digest[:12]}…)"
     text += f": {approval.reason}" if approval.reason else ""
-    return text + _preview_lines(approval, "      ")
+    return text + _question_lines(approval, "      ") + _preview_lines(approval, "      ")
 
 
 def _step_line(step: StepRecord, attempts: list[AttemptRecord]) -> str:
