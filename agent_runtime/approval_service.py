@@ -396,10 +396,12 @@ class Approvals:
         edited_args: dict[str, Any] | None,
         seen_hash: str | None = None,
     ) -> Approval | Refusal:
-        if current.status == ApprovalStatus.PENDING and self.is_stale(current):
+        stale = current.status == ApprovalStatus.PENDING and decision != Decision.REJECT
+        if stale and self.is_stale(current):  # a rejection is never stale: it runs nothing
             return Refusal(
                 message="this approval is stale: the tool or its policy changed "
-                "since it was asked; it cannot be approved",
+                "since it was asked; it cannot be approved (reject it, and the agent "
+                "is told, or cancel the run)",
                 audit="stale",
             )
         return judge(

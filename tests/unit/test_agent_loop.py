@@ -242,6 +242,23 @@ def test_changed_policy_makes_the_approval_stale() -> None:
     result = Approvals(h.approval_store, h.clock, lookup).decide(approval, DANA, Decision.APPROVE)
     assert not result.accepted
     assert "stale" in result.message
+    assert "reject it" in result.message
+
+
+def test_a_stale_approval_can_still_be_rejected_and_the_run_goes_on() -> None:
+    """A rejection is never stale: after a deploy changed the tool's policy, the waiting
+    call can be rejected (it was refused both ways, leaving the run waiting to its deadline),
+    and the run goes on without it."""
+    h = AgentHarness([REFUND, DONE])
+    run_id = _until_waiting(h)
+    (approval,) = h.pending(run_id)
+    changed = AgentHarness([REFUND, DONE], policy=ApprovalPolicy(approvers=("U_DANA",)))
+    deployed = Approvals(h.approval_store, h.clock, tool_lookup(Agents(changed.agent)))
+    result = deployed.decide(approval, DANA, Decision.REJECT, reason="policy changed")
+    assert result.accepted, result.message
+    h.work()
+    assert h.run(run_id).status == RunStatus.COMPLETED
+    assert h.calls["issue_refund"] == 0
 
 
 def test_invalid_arguments_go_back_to_the_model() -> None:
