@@ -86,13 +86,14 @@ def load_agents(settings: Settings) -> Agents:
     ``SIGNOFF_DEMO=1``; raise SettingsError for an agent whose gated tools nobody may approve.
     """
     chosen = [_agent(settings.agent)] if settings.agent is not None else []
+    demo: Agent | None = None
     if settings.demo:
-        demo = _call(DEMO_AGENT, settings)
-        assert isinstance(demo, Agent)
-        if all(agent.name != demo.name for agent in chosen):
-            chosen.append(demo)
+        made = _call(DEMO_AGENT, settings)
+        assert isinstance(made, Agent)
+        if all(agent.name != made.name for agent in chosen):
+            chosen.append(demo := made)
     for agent in chosen:
-        _require_approvers(agent)
+        _require_approvers(agent, from_settings=agent is demo)
     return Agents(*chosen)
 
 
@@ -135,20 +136,30 @@ def _agent(spec: str) -> Agent:
     return found
 
 
-def _require_approvers(agent: Agent) -> None:
-    """Refuse an agent with a gated tool that fewer people may approve than it requires."""
+def _require_approvers(agent: Agent, *, from_settings: bool) -> None:
+    """Refuse an agent with a gated tool that fewer people may approve than it requires,
+    naming the groups its policies name that the agent's ``approver_groups`` lack. The
+    environment's approvers are the demo agent's (``from_settings``), not another's."""
     gaps = []
     for tool in agent.tools:
         if tool.approval is None:
             continue
         found = tool.approval.snapshot(agent.approver_groups).approvers
         if len(found) < tool.approval.required:
-            gaps.append(f"{tool.name} needs {tool.approval.required}, has {len(found)}")
-    if gaps:
-        raise SettingsError(
-            f"agent {agent.name!r} has too few approvers ({'; '.join(gaps)}): name them in "
-            "the tools' approval policies, or set SIGNOFF_APPROVERS / SIGNOFF_APPROVER_GROUPS"
+            unknown = [g for g in tool.approval.groups if g not in agent.approver_groups]
+            missing = f" (no group {', '.join(map(repr, unknown))})" if unknown else ""
+            gaps.append(f"{tool.name} needs {tool.approval.required}, has {len(found)}{missing}")
+    if not gaps:
+        return
+    if from_settings:
+        fix = "set SIGNOFF_APPROVERS / SIGNOFF_APPROVER_GROUPS"
+    else:
+        known = ", ".join(map(repr, agent.approver_groups)) or "none"
+        fix = (
+            "name them in the tools' approval policies, or the groups' members in the "
+            f"agent's approver_groups (its groups: {known})"
         )
+    raise SettingsError(f"agent {agent.name!r} has too few approvers ({'; '.join(gaps)}): {fix}")
 
 
 def _call(spec: str, *args: object) -> object:

@@ -146,7 +146,9 @@ def test_the_demo_exists_only_with_signoff_demo(tmp_path: Path) -> None:
 
 
 def test_an_agent_nobody_may_approve_is_a_startup_error(tmp_path: Path) -> None:
-    """A gated tool whose approvers resolve to nobody stops the worker with a clear error."""
+    """A gated tool whose approvers resolve to nobody stops the worker with a clear error
+    naming the group the agent lacks, and no advice about the environment (which names the
+    demo agent's approvers, not this one's)."""
     env = signoff_env(
         f"sqlite:///{tmp_path / 'signoff.db'}",
         extra={"SIGNOFF_DEMO": "0", "SIGNOFF_AGENT": GATED_WITHOUT_APPROVERS},
@@ -154,7 +156,9 @@ def test_an_agent_nobody_may_approve_is_a_startup_error(tmp_path: Path) -> None:
     done = run_cli(env, "worker", "--until-idle")
     assert done.returncode == 2
     assert done.stderr.startswith("signoff: error: agent 'payer' has too few approvers")
-    assert "pay needs 1, has 0" in done.stderr
+    assert "pay needs 1, has 0 (no group 'finance')" in done.stderr
+    assert "approver_groups (its groups: none)" in done.stderr
+    assert "SIGNOFF_APPROVERS" not in done.stderr
 
 
 def test_the_dev_commands_come_from_the_dev_tools_plugin() -> None:
