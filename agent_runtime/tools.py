@@ -74,8 +74,7 @@ class Tool:
 
     def validation_errors(self, arguments: Any) -> list[str]:
         """Return what is wrong with model-proposed ``arguments`` (empty when they are valid)."""
-        errors = self._schema_validator().iter_errors(arguments)
-        return [_explain(e) for e in sorted(errors, key=str)]
+        return schema_errors(self._schema_validator(), arguments)
 
     def check_schema(self) -> None:
         """Raise ``jsonschema.SchemaError`` if ``parameters`` is not a valid JSON Schema (a
@@ -88,10 +87,7 @@ class Tool:
         validates nothing."""
         validator = self._validator
         if validator is None:
-            import jsonschema
-
-            jsonschema.Draft202012Validator.check_schema(self.parameters)
-            validator = jsonschema.Draft202012Validator(self.parameters)
+            validator = schema_validator(self.parameters)
             object.__setattr__(self, "_validator", validator)
         return validator
 
@@ -199,6 +195,20 @@ class Tools:
 
     def __len__(self) -> int:
         return len(self._by_name)
+
+
+def schema_validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    """A validator of ``schema`` (``jsonschema.SchemaError`` if it is no valid JSON Schema);
+    JSON Schema is imported here, when first needed."""
+    import jsonschema
+
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def schema_errors(validator: jsonschema.Draft202012Validator, arguments: Any) -> list[str]:
+    """What is wrong with ``arguments`` by ``validator``, one line each, in a stable order."""
+    return [_explain(e) for e in sorted(validator.iter_errors(arguments), key=str)]
 
 
 def _takes_key(function: Callable[..., Any]) -> bool:

@@ -5,6 +5,8 @@ on stdio, or ``... LEDGER --http-fd FD`` over Streamable HTTP on an inherited li
 variable ``NAME``); ``delete_note`` is destructive and
 ``archive_note`` reaches the open world (``openWorldHint``): each real call of those two
 appends one line to the LEDGER file, so a test can count the calls that happened.
+``delete_note`` takes only a ``title`` (and ``seconds``: it then says it began, in
+``LEDGER.begun``, and waits that long before it deletes).
 """
 
 from __future__ import annotations
@@ -30,8 +32,13 @@ TOOLS = [
     ),
     types.Tool(
         name="delete_note",
-        description="Delete a note.",
-        input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
+        description="Delete a note (after ``seconds``, if given).",
+        input_schema={
+            "type": "object",
+            "properties": {"title": {"type": "string"}, "seconds": {"type": "number"}},
+            "required": ["title"],
+            "additionalProperties": False,
+        },
         annotations=types.ToolAnnotations(destructive_hint=True, read_only_hint=False),
     ),
     types.Tool(
@@ -57,11 +64,20 @@ def build(ledger: Path) -> Server[Any]:
         args = params.arguments or {}
         if params.name == "read_note":
             return _text(f"the note {args.get('title')} says {_content(str(args.get('title')))}")
+        if args.get("seconds"):  # a slow call: say it began, then take its time
+            with begun(ledger).open("a", encoding="utf-8") as out:
+                out.write(json.dumps({"tool": params.name, **args}, sort_keys=True) + "\n")
+            await anyio.sleep(float(args["seconds"]))
         with ledger.open("a", encoding="utf-8") as out:
             out.write(json.dumps({"tool": params.name, **args}, sort_keys=True) + "\n")
         return _text(f"{params.name}: done with {args.get('title')}")
 
     return Server("notes", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def begun(ledger: Path) -> Path:
+    """The file a slow call (``seconds``) appends its line to when it begins."""
+    return ledger.with_name(ledger.name + ".begun")
 
 
 def _content(title: str) -> str:

@@ -95,7 +95,7 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
 
     from agent_runtime.approvals import Actor
     from bot.app.wiring import build_services
-    from bot.mcp.gateway import serve  # the MCP SDK is slow to import
+    from bot.mcp.gateway import serve, unreachable  # the MCP SDK is slow to import
     from bot.mcp.policy import load_policy
     from bot.mcp.session_run import SessionKey
 
@@ -132,7 +132,7 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     try:
         anyio.run(lambda: serve(options, services, patience=2 * settings.lease_ttl))
     except BaseExceptionGroup as group:
-        raise _sole_error(group) from None
+        raise unreachable(_sole_error(group), options.upstream) from None
     finally:
         services.shutdown()
     return 0

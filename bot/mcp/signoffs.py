@@ -129,6 +129,12 @@ class SignOffs:
             self._append(call, RESULT, {"call": call.position, "result": result})
             self._unanswered.remove(call)
 
+    def answer_lost(self, call: Call) -> None:
+        """Nobody received ``call``'s answer (its client stopped waiting while it ran): the
+        next call with a side effect that repeats it gets that answer, as after a crash."""
+        with self._run.lock:
+            self._lost = call
+
     def _retried(self, request: CallRequest, digest: str) -> Call | None:
         joined = next((c for c in self._unanswered if c.matches(request.tool, digest)), None)
         if joined is not None or request.read_only:

@@ -60,14 +60,10 @@ def call_forging(client: Client, tool: str, title: str) -> Any:
     return client.portal.start_task_soon(call)
 
 
-@pytest.mark.parametrize(
-    "tool", ["delete_note", "purge_notes"], ids=["a listed tool", "a tool not listed"]
-)
-def test_a_call_claiming_its_own_approval_still_waits_for_a_person(
-    hostile: Client, tool: str
-) -> None:
+def test_a_call_claiming_its_own_approval_still_waits_for_a_person(hostile: Client) -> None:
     """A ``_meta`` saying "approved" changes nothing: the call waits, then a rejection ends it
-    and the upstream never sees it, whether or not ``tools/list`` named the tool."""
+    and the upstream never sees it."""
+    tool = "delete_note"
     title = f"forged-{tool}"
     answer = call_forging(hostile, tool, title)
     approval = wait_until(
@@ -80,6 +76,18 @@ def test_a_call_claiming_its_own_approval_still_waits_for_a_person(
     assert result.is_error
     assert "not asked for" in text(result)
     assert hostile.world.calls(title) == []
+
+
+def test_a_call_of_a_tool_not_listed_claiming_its_own_approval_is_refused(
+    hostile: Client,
+) -> None:
+    """A tool ``tools/list`` does not name is refused at once, forged ``_meta`` or not: no
+    approval asked, and the upstream never sees it."""
+    result = call_forging(hostile, "purge_notes", "forged-purge").result(timeout=DEADLINE_S)
+    assert result.is_error
+    assert text(result) == "refused: the upstream server lists no tool 'purge_notes'"
+    assert hostile.world.approvals("hostile", "forged-purge") == []
+    assert hostile.world.calls("forged-purge") == []
 
 
 def test_serving_many_workspaces_a_gated_call_needs_approvers_named_with_their_workspace(

@@ -158,6 +158,27 @@ def test_an_mcp_gateway_whose_upstream_exits_at_once_says_so_in_one_line(tmp_pat
     )
 
 
+@pytest.mark.parametrize(
+    ("upstream", "says"),
+    [
+        (["--", "/nonexistent/mcp-server"], "(/nonexistent/mcp-server) could not be started: "),
+        (["--upstream-url", "http://127.0.0.1:9/mcp"], "(http://127.0.0.1:9/mcp) is unreachable: "),
+    ],
+    ids=["no such command", "nothing listening"],
+)
+def test_an_mcp_gateway_whose_upstream_cannot_be_reached_says_so_in_one_line(
+    tmp_path: Path, upstream: list[str], says: str
+) -> None:
+    """An upstream command that does not exist, or a URL nothing answers at: one line
+    naming the upstream and why, exit 1 (each printed a traceback of the MCP SDK's)."""
+    env = signoff_env(f"sqlite:///{tmp_path / 'signoff.db'}", extra={"SIGNOFF_APPROVERS": "U1"})
+    proxy = ["mcp", "proxy", "--name", "notes", "--as", "U_AGENT", *upstream]
+    done = run_cli(env, *proxy, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("signoff: error: the upstream MCP server " + says)
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
 def test_every_user_error_of_the_product_descends_from_one_root() -> None:
     """The errors people can fix share UserError, itself under SignoffError."""
     from agent_runtime import (

@@ -36,6 +36,7 @@ from tests.integration import (
     signoff_env,
     wait_until,
 )
+from tests.mcp_upstream import begun
 
 APPROVER = "U_APPROVER"
 CLIENT = "U_AGENT"
@@ -401,3 +402,122 @@ def test_a_streamable_http_upstream_is_gated_too(world: World, http_upstream: st
         result = client.call_deciding("delete_note", "g", decide(world, Decision.APPROVE))
     assert text(result) == "delete_note: done with g"
     assert world.calls("g") == [{"tool": "delete_note", "title": "g"}]
+
+
+def test_a_call_of_a_tool_the_upstream_does_not_list_is_refused_asking_nobody(
+    client: Client,
+) -> None:
+    """No approval is asked, nothing journaled, for a tool the upstream does not have (it
+    was asked for, as gated, and could only fail once approved)."""
+    journal = _journal_length(client.world, "main")
+    result = client.portal.call(
+        partial(client.session.call_tool, "nonexistent_tool", {"title": "n"})
+    )
+    assert result.is_error
+    assert text(result) == "refused: the upstream server lists no tool 'nonexistent_tool'"
+    assert client.world.approvals("main", "n") == []
+    assert _journal_length(client.world, "main") == journal
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ({"title": "s", "nope": 1}, "refused: invalid arguments for delete_note: "),
+        ({"headline": "s"}, "refused: invalid arguments for delete_note: "),
+        ({"title": "s\x00"}, "refused: the arguments hold a NUL character"),
+    ],
+    ids=["an unknown argument", "a required one missing", "a NUL character"],
+)
+def test_a_gated_call_its_tool_would_refuse_is_refused_asking_nobody(
+    client: Client, args: dict[str, Any], says: str
+) -> None:
+    """Arguments the tool's input schema refuses, or the journal could not hold, are refused
+    before anyone is asked to approve them (as a native tool's are)."""
+    journal = _journal_length(client.world, "main")
+    result = client.portal.call(partial(client.session.call_tool, "delete_note", args))
+    assert result.is_error
+    assert text(result).startswith(says), text(result)
+    assert _journal_length(client.world, "main") == journal
+    assert client.world.calls("s") == []
+
+
+def test_a_policy_with_a_rule_for_a_tool_the_upstream_does_not_list_stops_the_gateway(
+    world: World, tmp_path: Path
+) -> None:
+    """A misspelt tool name in the policy would leave the tool meant under the default rule:
+    the gateway stops at start naming it and the tools the upstream lists."""
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("tools:\n  raed_note: {gated: true}\n")
+    args = world.proxy("typo")
+    args[args.index("--policy") + 1] = str(typo)
+    done = run_cli(world.env, *args, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (
+        "signoff: error: the policy has rules for tools the upstream server does not list: "
+        "raed_note (it lists: archive_note, delete_note, read_note)\n"
+    )
+
+
+@pytest.mark.parametrize("retried", ["while it runs", "once it ran"])
+def test_a_call_whose_client_stopped_waiting_runs_on_and_its_retry_gets_the_answer(
+    world: World, retried: str
+) -> None:
+    """A client that cancels an approved call while the upstream runs it (a timeout) does
+    not cut it off: the retry gets its real answer, the tool ran once, one approval was
+    asked. (The answer was lost and the retry told the call's outcome was unknown.)"""
+    session_name = "slow-" + retried.split()[0]
+    slow = {"title": session_name, "seconds": 1.0}
+    run = SessionKey(gateway="notes", client=CLIENT, session=session_name).run_id
+
+    def answered() -> bool:
+        return "tool:delete_note" in [s.name for s in world.services.runtime.journal(run)]
+
+    async def scenario() -> types.CallToolResult:
+        async with connected(world, session_name) as session:
+            async with anyio.create_task_group() as tasks:
+                first = anyio.CancelScope()
+
+                async def call_then_give_up() -> None:
+                    with first:
+                        await session.call_tool("delete_note", slow)
+
+                tasks.start_soon(call_then_give_up)
+                approval = await anyio.to_thread.run_sync(
+                    lambda: wait_until(
+                        lambda: world.pending(session_name, session_name),
+                        timeout=DEADLINE_S,
+                        what="an approval",
+                    )
+                )
+                await anyio.to_thread.run_sync(decide(world, Decision.APPROVE), approval)
+                await anyio.to_thread.run_sync(
+                    lambda: wait_until(
+                        lambda: session_name in _begun(world),
+                        timeout=DEADLINE_S,
+                        what="the upstream call under way",
+                    )
+                )
+                first.cancel()
+            assert not answered()
+            if retried == "once it ran":
+                await anyio.to_thread.run_sync(
+                    lambda: wait_until(answered, timeout=DEADLINE_S, what="the answer recorded")
+                )
+            with anyio.fail_after(DEADLINE_S):
+                return await session.call_tool("delete_note", slow)
+
+    result = anyio.run(scenario)
+    assert text(result) == f"delete_note: done with {session_name}"
+    assert world.calls(session_name) == [{"tool": "delete_note", **slow}]
+    assert len(world.approvals(session_name, session_name)) == 1
+
+
+def _journal_length(world: World, session: str) -> int:
+    run = SessionKey(gateway="notes", client=CLIENT, session=session).run_id
+    return len(world.services.runtime.journal(run))
+
+
+def _begun(world: World) -> str:
+    """The slow calls the upstream began, as text."""
+    started = begun(world.ledger)
+    return started.read_text() if started.exists() else ""
