@@ -137,6 +137,7 @@ class NonDeterminismError(SignoffError):
         super().__init__(
             f"non-deterministic workflow at step {position}: the journal has "
             f"{_describe(expected)} but the code now asks for {_describe(found)}"
+            + _changed_input(position, expected, found)
         )
         self.position = position
         self.expected = expected
@@ -207,6 +208,19 @@ class ModelError(SignoffError):
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
+
+
+def _changed_input(position: int, expected: dict[str, Any], found: dict[str, Any]) -> str:
+    """What to do when the same step was asked with another input: what it was built from
+    changed since the run began (its code, or an agent's prompt, tools or settings)."""
+    same = expected and all(expected.get(k) == found.get(k) for k in ("kind", "name"))
+    if not same:
+        return ""
+    return (
+        ": its input changed since the run began (the workflow's code, or the agent's system "
+        "prompt, tools or settings); restore them and resume the run, or fork it at step "
+        f"{position} (signoff fork RUN --at {position}) to go on under the new ones"
+    )
 
 
 def _describe(step: dict[str, Any]) -> str:

@@ -321,7 +321,22 @@ def test_changed_code_parks_the_run_as_failed_naming_both_steps(h: Harness) -> N
     assert (run.error.details["expected"]["name"], run.error.details["found"]["name"]) == ("b", "c")
     assert "'b'" in run.error.message
     assert "'c'" in run.error.message
+    assert "input changed" not in run.error.message  # another step: no advice about inputs
     assert h.calls["c"] == 0
+
+
+def test_a_step_asked_with_another_input_says_what_changed_and_how_to_go_on(h: Harness) -> None:
+    """The same step asked with another input (an agent's prompt edited while its run
+    waited) fails the run saying its input changed, and how to resume or fork it."""
+    run_id = _park_then(h, "wf", ["a"])
+    h.workflows.add("wf", lambda ctx, _: ctx.step(h.effect, "edited", name="a"))
+    h.runtime.signal(run_id, "go")
+    h.work()
+    run = h.runtime.get(run_id)
+    assert run.error is not None
+    assert run.error.type == "NonDeterminismError"
+    assert "its input changed since the run began" in run.error.message
+    assert "signoff fork RUN --at 0" in run.error.message
 
 
 def test_fixed_code_resumes_a_parked_run(h: Harness) -> None:
