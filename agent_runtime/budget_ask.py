@@ -185,10 +185,16 @@ def round_up(value: float) -> float:
 
 def raised_arguments(asked: Mapping[str, Any], limits: Mapping[str, Any]) -> dict[str, Any]:
     """Return the arguments of a raise to ``limits`` (``Budget.to_json`` names) of the
-    approval that asked ``asked``; ``InvalidInput`` unless each is above its current value
-    and at most ``MAX_RAISE_FACTOR`` times it."""
+    approval that asked ``asked``; ``InvalidInput`` unless they raise the limit the run
+    stopped at, and each is above its current value and at most ``MAX_RAISE_FACTOR`` times
+    it."""
     if not limits:
         raise InvalidInput("budget", "name at least one limit to raise")
+    exhausted = asked.get("limit")
+    if exhausted in LIMIT_KEYS and LIMIT_KEYS[exhausted] not in limits:
+        raise InvalidInput(  # raising only others would stop the run again at once
+            "budget", f"the run stopped at its {exhausted} limit: raise that one"
+        )
     current = asked.get("budget") or {}
     for key, value in limits.items():
         if key not in LIMIT_KEYS.values() or isinstance(value, bool):

@@ -33,6 +33,9 @@ class Preview:
     table: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"a preview's text is a string, not {type(self.text).__name__}")
+        object.__setattr__(self, "table", _rows(self.table))
         if not self.text and not self.table:
             raise ValueError("a preview needs a text or a table")
         if len(self.table) > TABLE_ROWS:
@@ -55,6 +58,24 @@ class Preview:
     def digest(self) -> str:
         """The SHA-256 of the canonical JSON form: what binds a decision to this preview."""
         return hashlib.sha256(canonical_json(self.to_json(), what="preview").encode()).hexdigest()
+
+
+def _rows(table: Any) -> tuple[tuple[str, str], ...]:
+    """A preview's table as pairs of text: a number is written as text (49.99 as "49.99");
+    anything else but text is refused."""
+    rows = []
+    for row in table:
+        if isinstance(row, str | bytes) or len(row) != 2:
+            raise TypeError(f"a preview's table holds (label, value) pairs, not {row!r}")
+        cells = []
+        for cell in row:
+            if isinstance(cell, int | float) and not isinstance(cell, bool):
+                cell = str(cell)
+            if not isinstance(cell, str):
+                raise TypeError(f"a preview's table holds text (or numbers), not {cell!r}")
+            cells.append(cell)
+        rows.append((cells[0], cells[1]))
+    return tuple(rows)
 
 
 PreviewFn = Callable[[dict[str, Any]], Preview]

@@ -82,7 +82,7 @@ def approval_json(approval: Approval) -> dict[str, Any]:
 def approval_line(approval: Approval) -> str:
     """Return one line describing an approval, for listings (with what it asks below, when
     it is not whether a tool may run)."""
-    who = f" by {approval.decided_by.label}" if approval.decided_by else ""
+    who = _decided_by(approval)
     return (
         (
             f"{approval.id}  {approval.status.value:<8}{who:<14}  {_asked(approval):<14} "
@@ -91,6 +91,16 @@ def approval_line(approval: Approval) -> str:
         + _question_lines(approval)
         + _preview_lines(approval)
     )
+
+
+def _decided_by(approval: Approval) -> str:
+    """Who decided it: of a superseded approval, who had approved what the call would have
+    done before it changed (they did not supersede it)."""
+    if approval.decided_by is None:
+        return ""
+    if approval.status.value == "superseded":
+        return f" (approved by {approval.decided_by.label})"
+    return f" by {approval.decided_by.label}"
 
 
 OUTCOME_MEANING = "approve = it happened (it is not run again); reject = it did not (it runs again)"
@@ -141,7 +151,7 @@ def history_line(entry: Entry) -> str:
         extras.append(
             f"{data['input_tokens']}+{data['output_tokens']} tokens ${data['cost_usd']:.4f}"
         )
-    if "budget_left" in data:
+    if data.get("budget_left"):  # {} for a run without limits: nothing is left to say
         extras.append("left " + ", ".join(f"{k} {v}" for k, v in data["budget_left"].items()))
     if "approval" in data:
         a = data["approval"]
@@ -218,8 +228,8 @@ def run_detail(
 
 def _approval_detail(approval: Approval) -> str:
     text = f"{approval.id} {_asked(approval)} {approval.status.value}"
-    if approval.decided_by is not None and approval.decided_at is not None:
-        text += f" by {approval.decided_by.label} at {_short(approval.decided_at)}"
+    if approval.decided_at is not None:
+        text += f"{_decided_by(approval)} at {_short(approval.decided_at)}"
     digest = approval.decided_args_hash or approval.args_hash
     text += f" (args sha256 {digest[:12]}…)"
     text += f": {approval.reason}" if approval.reason else ""

@@ -171,7 +171,7 @@ def read_rule(source: str, what: str, data: Any) -> ToolRule:
             gated=_optional(data, "gated", bool),
             approvers=_names(data.get("approvers")),
             groups=_names(data.get("groups")),
-            required=_positive(data.get("required")),
+            required=_positive(data.get("required"), "required"),
             deadline=_deadline(data.get("deadline_seconds")),
             allow_requester=_optional(data, "allow_requester", bool),
         )
@@ -197,16 +197,16 @@ def _names(value: Any) -> tuple[str, ...] | None:
 def _deadline(value: Any) -> timedelta | None:
     if value is None:
         return None
-    if _positive(value) > MAX_DEADLINE.total_seconds():
+    if _positive(value, "deadline_seconds") > MAX_DEADLINE.total_seconds():
         raise ValueError(
             f"deadline_seconds must be at most {MAX_DEADLINE.total_seconds():,.0f} (a year)"
         )
     return timedelta(seconds=value)
 
 
-def _positive(value: Any) -> Any:
+def _positive(value: Any, key: str) -> Any:
     if value is not None and (
         isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
-    ):
-        raise ValueError("required and deadline_seconds must be positive numbers")
+    ):  # YAML reads 1e12 as text: it names a number so only with a dot, 1.0e12
+        raise ValueError(f"{key} must be a positive number, not {value!r}")
     return value

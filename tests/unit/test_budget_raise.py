@@ -199,6 +199,18 @@ def test_a_raise_must_be_above_the_limit_and_for_the_approval_shown() -> None:
     assert h.env.pending(run_id) == [asked]
 
 
+def test_a_raise_that_leaves_the_exhausted_limit_as_it_was_is_refused() -> None:
+    """Raising the cost of a run stopped at its model calls was approved, and the run
+    stopped again at once: it is refused naming the limit, and nothing is decided."""
+    h, run_id = exhausted()
+    with pytest.raises(InvalidInput, match="stopped at its model_calls limit: raise that one"):
+        decide_budget(h.runtime, h.agent, run_id, DANA, limits=Budget(tokens=10_000))
+    [asked] = h.env.pending(run_id)
+    assert asked.status == ApprovalStatus.PENDING
+    both = Budget(model_calls=4, tokens=10_000)
+    assert decide_budget(h.runtime, h.agent, run_id, DANA, limits=both).accepted
+
+
 def test_a_quorum_raises_only_once_enough_approvers_agree_on_the_same_limits() -> None:
     """With two required, votes on different limits start over; two on the same raise."""
     policy = ApprovalPolicy(approvers=("U_DANA", "U_OMAR"), required=2)

@@ -45,3 +45,19 @@ def test_timeline_shows_usage_budget_left_and_the_decision() -> None:
         "not this one",
     )
     assert [e["position"] for e in entries] == list(range(len(entries)))
+
+
+def test_a_model_call_of_a_run_without_limits_has_no_budget_left_on_its_line() -> None:
+    """``signoff history`` of a run without a budget shows its model calls' tokens and cost,
+    and no empty "left" after them (it ended its lines with "· left ")."""
+    from bot.cli.render import history_line
+
+    h = AgentHarness([text_reply("done")])
+    run_id = h.start()
+    h.work()
+    run = h.run(run_id)
+    entries = timeline(run, h.runtime.journal(run_id), h.runtime.attempts(run_id), [], h.agent)
+    lines = [history_line(e) for e in entries if e.name == "model"]
+    assert lines
+    assert all("tokens $" in line for line in lines)
+    assert not any("left" in line for line in lines), lines

@@ -107,3 +107,12 @@ def test_the_rules_under_which_too_few_may_approve_are_named(tmp_path: Path) -> 
         "tool 'wipe' (needs 1, has 0)",
     ]
     assert GatePolicy().too_few_approve(("U1",), {}, "mcp:gw") == []
+
+
+def test_a_deadline_yaml_reads_as_text_is_refused_showing_the_text(tmp_path: Path) -> None:
+    """YAML reads ``1e12`` as text: the refusal shows the value as read (it said the
+    deadline must be positive, which it looked to be)."""
+    path = tmp_path / "policy.yaml"
+    path.write_text("tools:\n  wipe: {deadline_seconds: 1e12}\n")
+    with pytest.raises(PolicyError, match="deadline_seconds must be a positive number, not '1e12'"):
+        load_policy(path)

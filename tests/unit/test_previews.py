@@ -133,6 +133,11 @@ def test_a_changed_preview_refuses_the_call_and_asks_again() -> None:
         PREVIEW_CHANGED,
         None,
     )
+    from bot.cli.render import approval_line
+
+    listed = approval_line(old)  # who approved it did not supersede it
+    assert f"superseded (approved by {DANA})" in listed
+    assert f"by {DANA}  " not in listed
     (again,) = env.pending(run_id)
     assert again.preview is not None
     assert "EUR" in again.preview["text"]
@@ -230,3 +235,18 @@ def test_the_preview_checked_is_that_of_the_arguments_that_run() -> None:
     env.approval_store._approvals[approval] = dataclasses.replace(stored, decided_args=other)
     assert env.run_until_waiting(run_id).status == RunStatus.COMPLETED
     assert orders.charged == [("1042", 4999, "USD")]
+
+
+def test_a_preview_table_takes_numbers_as_text_and_refuses_other_values() -> None:
+    """A number in a preview's table is shown as its text (it failed the preview with
+    "object of type 'float' has no len()"); a value of another type is refused by name, and
+    ``Preview`` is exported where the README's tools are."""
+    import agent_runtime
+
+    assert agent_runtime.Preview is Preview
+    shown = Preview(text="refund", table=[("Amount", 49.99), ("Items", 3)])  # type: ignore[arg-type]
+    assert shown.table == (("Amount", "49.99"), ("Items", "3"))
+    with pytest.raises(TypeError, match="text \\(or numbers\\), not None"):
+        Preview(table=(("Amount", None),))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="pairs"):
+        Preview(table=("Amount",))  # type: ignore[arg-type]
