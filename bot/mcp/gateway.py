@@ -183,6 +183,9 @@ class Gateway:
                     await anyio.to_thread.run_sync(signoffs.answer_lost, call)
             except Exception as exc:  # a lost lease, the store: for the requests waiting
                 flight.error = exc
+            except anyio.get_cancelled_exc_class():  # the gateway stops under the call
+                flight.error = GatewayError(f"the gateway stopped while calling {call.tool}")
+                raise
             finally:
                 del self._flights[key]
                 flight.done.set()
