@@ -48,8 +48,10 @@ def is_current(engine: Engine) -> bool:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema up to ``revision``; safe to run from several processes at once."""
-    if revision == "head" and current_revision(engine) == latest_revision():
+    """Bring the schema up to ``revision``; safe to run from several processes at once. A
+    schema newer than this code's is left as it is: during a rolling upgrade the old code
+    runs on it (Alembic, which knows no such revision, would refuse it)."""
+    if revision == "head" and is_current(engine):
         return  # the common case, without loading Alembic
     from alembic import command
 

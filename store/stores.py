@@ -41,8 +41,14 @@ class SchemaStatus:
 
     @property
     def up_to_date(self) -> bool:
-        """Whether the database has every migration this code knows."""
-        return self.current == self.latest
+        """Whether the database has every migration this code knows (a newer schema has:
+        the code runs on it during a rolling upgrade)."""
+        return self.current is not None and self.current >= self.latest
+
+    @property
+    def newer(self) -> bool:
+        """Whether the database's schema is newer than this code's (a later release's)."""
+        return self.current is not None and self.current > self.latest
 
 
 class Stores:

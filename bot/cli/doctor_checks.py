@@ -110,7 +110,8 @@ def _database(settings: Settings) -> Iterator[Check]:
                 "run `signoff db upgrade`",
             )
             return
-        yield Check("database", True, f"reachable, schema at {schema.latest}")
+        newer = f" (a later release's: this code's is {schema.latest})" if schema.newer else ""
+        yield Check("database", True, f"reachable, schema at {schema.current}{newer}")
         if stores.engine.dialect.name == "postgresql":
             try:
                 stale = stores.stale_statistics()

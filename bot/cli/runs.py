@@ -264,13 +264,19 @@ def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
     from bot.app.wiring import build_services
 
     stores = build_services(settings, migrate=False).stores
-    before = stores.schema().current
+    before = stores.schema()
+    if before.newer:
+        print(
+            f"the database's schema ({before.current}) is newer than this code's "
+            f"({before.latest}): nothing to do here (a later release migrated it)"
+        )
+        return 0
     stores.upgrade()
     after = stores.schema().current
-    if before == after:
+    if before.current == after:
         print(f"database is up to date (schema at {after})")
     else:
-        print(f"database upgraded from {before or 'an empty database'} to {after}")
+        print(f"database upgraded from {before.current or 'an empty database'} to {after}")
     return 0
 
 
