@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from store.sql_store import SqlStore
     from store.stats import Stats
     from store.stores import SchemaStatus, Stores
+    from store.url_passwords import masked_url, url_secrets
 
 DEFAULT_URL = "sqlite:///signoff.db"
 """The database ``SIGNOFF_DATABASE_URL`` names when it is not set."""
@@ -57,6 +58,8 @@ _MODULE_OF = {
     "Stats": "stats",
     "SchemaStatus": "stores",
     "Stores": "stores",
+    "masked_url": "url_passwords",
+    "url_secrets": "url_passwords",
 }
 """The module (under ``store``) of each public name."""
 
@@ -108,8 +111,10 @@ __all__ = [
     "WakeListener",
     "build_engine",
     "latest_revision",
+    "masked_url",
     "open",
     "open_store",
     "translated",
     "upgrade",
+    "url_secrets",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +12,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from agent_runtime.exceptions import InvalidConfiguration
 from store.hangups import discard_hung_up
+from store.url_passwords import masked_url
 
 SQLITE_BUSY_TIMEOUT_S = 30
 READ_ONLY = "signoff_read_only"
@@ -47,7 +47,7 @@ def build_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number
-        raise InvalidConfiguration(f"not a database URL: {_masked(url)}") from None
+        raise InvalidConfiguration(f"not a database URL: {masked_url(url)}") from None
     if POOLING in parsed.query and parsed.get_backend_name() != "postgresql":
         raise InvalidConfiguration(f"{POOLING}= in the database URL is for PostgreSQL only")
     if parsed.get_backend_name() == "sqlite":
@@ -120,11 +120,6 @@ def _check_options(query: Mapping[str, object]) -> None:
             f"unknown parameter {unknown[0]!r} in the database URL"
             + (hint if "pool" in unknown[0].lower() else "")
         )
-
-
-def _masked(url: str) -> str:
-    """``url`` for a message: its password, if it has one, hidden."""
-    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
 
 
 def transaction_pooled(engine: Engine) -> bool:

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.exceptions import InvalidConfiguration
 from agent_runtime.rules import Rules
-from store import DEFAULT_URL
+from store import DEFAULT_URL, url_secrets
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 DEMO_APPROVERS = ("U_APPROVER",)
@@ -205,7 +205,7 @@ class Settings:
             self.slack_client_secret,
             self.model_api_key,
             *self.provider_keys.values(),
-            urlsplit(self.database_url).password or "",
+            *url_secrets(self.database_url),
             *(key.secret.decode(errors="replace") for key in keys),
             *self.token_keys,
         )

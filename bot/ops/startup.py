@@ -16,11 +16,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
-
 from agent_runtime import StoreUnavailable
 from bot.ops.health import OK, STARTING, Report
+from store import masked_url
 
 T = TypeVar("T")
 
@@ -31,11 +29,8 @@ MAX_BACKOFF_S = 5.0
 
 
 def masked(url: str) -> str:
-    """Return the database URL with its password masked."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "(the configured database URL)"
+    """Return the database URL with its passwords masked (``store.url_passwords``)."""
+    return masked_url(url)
 
 
 class Startup:

@@ -148,3 +148,17 @@ def test_a_worker_gives_up_after_the_bound_with_a_clear_error(
     ), done.stderr
     assert done.stderr.count(RETRY) >= 2
     assert PASSWORD not in done.stderr
+
+
+def test_a_password_given_as_a_query_parameter_is_masked_too(
+    tmp_path: Path, stopped_pg: PrivatePostgres
+) -> None:
+    """libpq takes the password as ``?password=``: it is masked in the retries and the
+    final error as the user-part form is (it was printed on every line)."""
+    url = f"{stopped_pg.url}?password={PASSWORD}"
+    env = signoff_env(url, extra={"SIGNOFF_STARTUP_DB_WAIT_SECONDS": "1.5"})
+    done = run_cli(env, "worker", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count(RETRY) >= 2
+    assert PASSWORD not in done.stderr
+    assert f":{stopped_pg.port}/postgres?password=*** could not be reached" in done.stderr
