@@ -7,6 +7,7 @@ COPY pyproject.toml README.md ./
 COPY agent_runtime ./agent_runtime
 COPY store ./store
 COPY bot ./bot
+COPY devkit ./devkit
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,19 @@ def compose_services() -> dict[str, dict[str, Any]]:
     services = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]
     assert isinstance(services, dict)
     return services
+
+
+def test_the_image_builds_its_wheel_from_every_package_the_project_ships() -> None:
+    """Each package ``pyproject.toml`` includes is copied into the build stage: the image
+    lacked ``devkit``, so ``signoff --help`` and ``SIGNOFF_DEMO=1`` failed in it with
+    ``No module named 'devkit'`` (its entry points were registered all the same)."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    included = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    shipped = {pattern.rstrip("*") for pattern in included}
+    every = instructions(DOCKERFILE)
+    second = [keyword for keyword, _ in every].index("FROM", 1)
+    copied = {rest.split()[0] for keyword, rest in every[:second] if keyword == "COPY"}
+    assert shipped <= copied, f"not copied into the build stage: {sorted(shipped - copied)}"
 
 
 def test_the_dockerfile_passes_hadolint() -> None:
