@@ -32,6 +32,21 @@ MOVE_HEAD = (
 )
 APPEND = MOVE_HEAD.add_cte(ADD_ENTRY.cte("appended"))
 """The statements of an append, built once, so each call only binds its values."""
+SIGNED_HEADS = (
+    select(audit_log.c.shard)
+    .join(
+        audit_head,
+        and_(audit_head.c.shard == audit_log.c.shard, audit_head.c.seq == audit_log.c.seq),
+    )
+    .where(
+        audit_head.c.shard.in_(bindparam("shards", expanding=True)), audit_log.c.kid.is_not(None)
+    )
+)
+"""Of the given shards, those whose newest entry is signed."""
+UNSIGNED = (
+    "the audit log is signed: set SIGNOFF_AUDIT_KEYS here as in the processes that sign it "
+    "(an entry without a signature after signed ones fails `signoff audit verify`)"
+)
 RULINGS_LOCK = text("SELECT pg_advisory_xact_lock(7361616475)")
 """Serialises rulings on PostgreSQL (SQLite serialises every write transaction)."""
 
@@ -47,7 +62,9 @@ class Chains:
 
     def lock(self, *run_ids: str) -> None:
         """Lock the heads of ``run_ids``' shards not locked yet, in shard order (so two
-        transactions that lock several never deadlock)."""
+        transactions that lock several never deadlock). Without keys, refuse a chain whose
+        newest entry is signed (``InvalidConfiguration``): an unsigned entry after it would
+        read as tampering."""
         shards = sorted({shard_of(run_id) for run_id in run_ids} - set(self._heads))
         if not shards:
             return
@@ -57,6 +74,8 @@ class Chains:
             rows = self._conn.execute(self._for_update(LOCK_HEADS), {"shards": shards}).all()
         self._heads |= {row.shard: (row.seq, row.hash) for row in rows}
         require_heads(shards, self._heads)
+        if self._keys is None and self._conn.execute(SIGNED_HEADS, {"shards": shards}).first():
+            raise InvalidConfiguration(UNSIGNED)  # before anything is written
 
     def append(self, draft: AuditDraft) -> AuditEntry:
         """Append ``draft`` to its run's chain, locking that chain's head first if needed."""

@@ -23,6 +23,7 @@ from sqlalchemy import Engine, delete, insert, select, update
 
 from agent_runtime.audit import AuditDraft, chain, genesis
 from agent_runtime.audit_report import REWRITTEN
+from agent_runtime.exceptions import InvalidConfiguration
 from bot.app.settings import Settings
 from bot.app.wiring import Services, build_services
 from store import SqlStore
@@ -382,3 +383,20 @@ def test_serve_anchors_the_head_whenever_it_changed(
     seqs = anchored_seqs(anchors)
     assert (seqs[0], seqs[-1], seqs == sorted(set(seqs))) == (3, 5, True), seqs
     assert verify(cli_here, env_with(pg_url), "--anchors", str(anchors))[0] == 0
+
+
+def test_a_process_without_the_keys_cannot_append_after_signed_entries(
+    services: Services, pg_url: str, cli_here: InProcessCli
+) -> None:
+    """A decision from a shell without ``SIGNOFF_AUDIT_KEYS`` is refused, nothing written,
+    once the chain is signed: its unsigned entry made ``audit verify`` fail for good, as
+    tampering does. A log nobody signs takes entries without keys as before."""
+    draft = AuditDraft(at=T0, approval_id="ap9", run_id="r1", action="approve", actor={}, detail={})
+    with wired(pg_url, "") as keyless:
+        keyless.approvals.store.append_audit(draft)  # nothing signed yet: taken
+        write_log(services, 2)  # signed from here on
+        with pytest.raises(InvalidConfiguration, match="the audit log is signed: set SIGNOFF"):
+            keyless.approvals.store.append_audit(draft)
+    code, report = verify(cli_here, env_with(pg_url, SIGNOFF_AUDIT_KEYS=KEY))
+    assert code == 0, report
+    assert report["entries"] == 3
