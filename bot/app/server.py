@@ -137,9 +137,13 @@ def serve(settings: Settings, parts: Parts) -> int:
             "SIGNOFF_SLACK_MODE=oauth needs the HTTP front (drop --socket-mode)"
         )
     http = parts.http and not parts.socket_mode
-    start = starting(starting_slack(signing_secret(settings)) if http else None)
+    # with --metrics-port, the operator's endpoints are served there, not beside Slack
+    apart = http and parts.metrics_port is not None
+    early = starting_slack(signing_secret(settings)) if http else None
+    start = starting(None if apart else early)
+    public = (Front(early) if apart else start.front) if early is not None else None
     with ExitStack() as listener:
-        listener.enter_context(_listening(start.front, settings, parts, http=http))
+        listener.enter_context(_listening(start.front, public, settings, parts))
         services, supervision = supervised_services(settings, start)
         client = web_client(settings)
         options = worker_options(
@@ -179,7 +183,7 @@ def serve(settings: Settings, parts: Parts) -> int:
             wake.start()
         supervision.watchdog.start()
         try:
-            _front(services, client, parts, supervision.ops, start, acks, after_acks)
+            _front(services, client, parts, supervision.ops, start, public, acks, after_acks)
         finally:
             listener.close()  # no more requests, then drain
             _drain(services, supervision, worker, threads, scheduler, wake, after_acks)
@@ -218,36 +222,45 @@ def _front(
     parts: Parts,
     ops: Ops,
     start: Starting,
+    public: Front | None,
     acks: AckGate,
     after_acks: AfterAck | None,
 ) -> None:
-    """Hand the listener over to the process's own app, then serve until stopped."""
+    """Hand the listeners over to the process's own apps, then serve until stopped: Slack
+    (and the approvals API) on ``public``, with the operator's endpoints unless ``start``
+    has a listener of its own (``--metrics-port``)."""
     if parts.socket_mode:
         app = slack_app(services, client, after_acks)
         start.up(ops_app(ops))
         _socket_mode(app, services.settings)
         return
-    if parts.http:
+    if public is not None:
         # each request thread writes one signature before its ack: open their connections now
         services.stores.replays.warm(HTTP_THREADS)
         app = slack_app(services, client, after_acks)
-        start.up(wsgi(app, ops, api_approvals(services), acks=acks))
-    else:
-        start.up(ops_app(ops))
+        if public is start.front:  # the operator's endpoints beside Slack
+            start.up(wsgi(app, ops, api_approvals(services), acks=acks))
+            return _wait_forever()
+        public.up(wsgi(app, None, api_approvals(services), acks=acks))
+    start.up(ops_app(ops))
     _wait_forever()
 
 
 @contextmanager
-def _listening(front: Front, settings: Settings, parts: Parts, *, http: bool) -> Iterator[None]:
-    """Listen with ``front`` while the block runs: on ``SIGNOFF_PORT`` for the HTTP front,
-    else on ``--metrics-port`` if given."""
-    if http:
-        host = "0.0.0.0"  # noqa: S104
-        with waitress_wsgi(front, settings.port, host, flag="set SIGNOFF_PORT", path=EVENTS):
-            yield
-    else:
-        with ops_port(front, parts.metrics_port):
-            yield
+def _listening(
+    ops: Front, public: Front | None, settings: Settings, parts: Parts
+) -> Iterator[None]:
+    """Listen while the block runs: with ``public`` (the HTTP front, which may be ``ops``)
+    on ``SIGNOFF_PORT``, and with ``ops`` (the operator's endpoints) on ``--metrics-port``
+    if given."""
+    with ExitStack() as listeners:
+        if public is not None:
+            host = "0.0.0.0"  # noqa: S104
+            listeners.enter_context(
+                waitress_wsgi(public, settings.port, host, flag="set SIGNOFF_PORT", path=EVENTS)
+            )
+        listeners.enter_context(ops_port(ops, parts.metrics_port))
+        yield
 
 
 def _socket_mode(app: App, settings: Settings) -> None:

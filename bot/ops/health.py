@@ -70,8 +70,9 @@ class Health:
     def _database(self) -> dict[str, str]:
         try:
             current = self.schema_current()
-        except StoreUnavailable as exc:
-            return {"database": f"unreachable: {exc}", "migrations": "unknown"}
+        except StoreUnavailable as exc:  # its message names the host: the log has it
+            cause = type(exc.__cause__ or exc).__name__
+            return {"database": f"unreachable ({cause})", "migrations": "unknown"}
         return {
             "database": OK,
             "migrations": OK if current else "behind the code (run signoff db upgrade)",

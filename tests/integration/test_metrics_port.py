@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import requests
 from sqlalchemy import text
 
 from bot.app.processes import stop_process
@@ -26,7 +27,7 @@ from tests.integration import (
     signoff_env,
     wait_until,
 )
-from tests.integration.ops_probes import metrics, probe, sample
+from tests.integration.ops_probes import get, metrics, probe, sample
 
 TIMEOUT_S = 30.0
 
@@ -166,6 +167,51 @@ def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
             "loop:intake",
         }
         assert sample(metrics(port), "signoff_database_up") == 1
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT_S) == 0
+    finally:
+        stop_process(process)
+        log.close()
+
+
+def test_serve_over_http_with_a_metrics_port_keeps_the_operator_endpoints_off_slacks_port(
+    tmp_path: Path,
+    sqlite_url: str,
+) -> None:
+    """``serve --metrics-port`` in HTTP mode answers the probes and metrics there, and no
+    longer on ``SIGNOFF_PORT``, the port Slack reaches (the flag was ignored: they were only
+    on the public port)."""
+    env = signoff_env(sqlite_url, extra={"SLACK_SIGNING_SECRET": "s" * 32, "SIGNOFF_PORT": "0"})
+    log = (tmp_path / "serve.log").open("w", encoding="utf-8")
+    process = subprocess.Popen(
+        [*signoff_command(), "serve", "--no-worker", "--metrics-port", "0"],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+
+        def alive() -> None:
+            assert process.poll() is None, (tmp_path / "serve.log").read_text()
+
+        ops = bound_port(tmp_path / "serve.log", "/", timeout=TIMEOUT_S, alive=alive)
+        public = bound_port(tmp_path / "serve.log", "/slack/events", timeout=TIMEOUT_S, alive=alive)
+        assert ops != public
+
+        def ready() -> dict[str, Any] | None:
+            alive()
+            found = probe(ops, "/readyz")
+            return found[1] if found is not None and found[0] == 200 else None
+
+        assert wait_until(ready, timeout=TIMEOUT_S, what="/readyz")["status"] == "ok"
+        assert sample(metrics(ops), "signoff_database_up") == 1
+        for path in ("/readyz", "/healthz", "/metrics"):
+            assert get(public, path).status_code == 404, path
+        with requests.Session() as session:
+            session.trust_env = False  # no proxy
+            unsigned = session.post(f"http://127.0.0.1:{public}/slack/events", data=b"{}")
+        assert unsigned.status_code == 401  # Slack's front is there, verifying signatures
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=TIMEOUT_S) == 0
     finally:
