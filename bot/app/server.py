@@ -68,6 +68,17 @@ def signing_secret(settings: Settings) -> str:
     return settings.slack_signing_secret
 
 
+def bot_token(settings: Settings) -> str:
+    """Return the bot token a front for one workspace answers and posts with, which must be
+    set (started without it, it took commands, then failed every message to Slack)."""
+    if not settings.slack_bot_token:
+        raise SettingsError(
+            "SLACK_BOT_TOKEN is not set: the Slack front could answer nothing back "
+            "(set it, or SIGNOFF_SLACK_MODE=oauth to serve installed workspaces)"
+        )
+    return settings.slack_bot_token
+
+
 def slack_app(services: Services, client: WebClient, after_acks: AfterAck | None = None) -> App:
     """The Bolt app over the services (what follows its acks carried out by ``after_acks``)."""
     secret = signing_secret(services.settings)
@@ -136,6 +147,8 @@ def serve(settings: Settings, parts: Parts) -> int:
             "Socket Mode serves the one workspace of SLACK_BOT_TOKEN; "
             "SIGNOFF_SLACK_MODE=oauth needs the HTTP front (drop --socket-mode)"
         )
+    if (parts.http or parts.socket_mode) and not settings.is_oauth:
+        bot_token(settings)
     http = parts.http and not parts.socket_mode
     # with --metrics-port, the operator's endpoints are served there, not beside Slack
     apart = http and parts.metrics_port is not None

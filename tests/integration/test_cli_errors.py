@@ -243,3 +243,18 @@ def test_help_answers_even_when_the_settings_are_wrong(
     assert (code, out) == (2, "")
     needs = "SIGNOFF_SLACK_MODE=oauth needs SLACK_CLIENT_ID and SLACK_CLIENT_SECRET"
     assert err == f"signoff: error: {needs}\n"
+
+
+@pytest.mark.parametrize("front", [[], ["--socket-mode"]], ids=["HTTP", "Socket Mode"])
+def test_serve_for_one_workspace_without_its_bot_token_stops_at_start(
+    tmp_path: Path, front: list[str]
+) -> None:
+    """Without ``SLACK_BOT_TOKEN`` (one workspace), ``serve`` exits 2 at start saying so: it
+    used to take commands, then fail every message to Slack."""
+    env = signoff_env(
+        f"sqlite:///{tmp_path / 'signoff.db'}",
+        extra={"SLACK_SIGNING_SECRET": "s" * 32, "SLACK_BOT_TOKEN": "", "SIGNOFF_PORT": "0"},
+    )
+    done = run_cli(env, "serve", *front)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("signoff: error: SLACK_BOT_TOKEN is not set: ")

@@ -181,7 +181,8 @@ def test_serve_over_http_with_a_metrics_port_keeps_the_operator_endpoints_off_sl
     """``serve --metrics-port`` in HTTP mode answers the probes and metrics there, and no
     longer on ``SIGNOFF_PORT``, the port Slack reaches (the flag was ignored: they were only
     on the public port)."""
-    env = signoff_env(sqlite_url, extra={"SLACK_SIGNING_SECRET": "s" * 32, "SIGNOFF_PORT": "0"})
+    secrets = {"SLACK_SIGNING_SECRET": "s" * 32, "SLACK_BOT_TOKEN": "xoxb-0", "SIGNOFF_PORT": "0"}
+    env = signoff_env(sqlite_url, extra=secrets)
     log = (tmp_path / "serve.log").open("w", encoding="utf-8")
     process = subprocess.Popen(
         [*signoff_command(), "serve", "--no-worker", "--metrics-port", "0"],
