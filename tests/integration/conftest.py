@@ -1,14 +1,20 @@
 """Fixtures of the Slack scenario tests (``slack_harness`` worlds on SQLite or PostgreSQL), of
-the start-up tests (a PostgreSQL server of the test's own, stopped) and the command line run in
-the test's own process or forked from a warm launcher."""
+the start-up tests (a PostgreSQL server of the test's own, stopped), a brand-new database on
+each backend, and the command line run in the test's own process or forked from a warm
+launcher."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
+from sqlalchemy import Engine, make_url
 
+from store import build_engine
 from tests.integration.in_process import InProcessCli
 from tests.integration.pgbouncer import reached
 from tests.integration.private_postgres import PrivatePostgres, server_binaries
@@ -121,3 +127,35 @@ def two(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TwoWorkspace
         for code in (ALPHA_CODE, BETA_CODE):
             assert install(bot, code).status_code == 200
         yield built
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_engine(
+    request: pytest.FixtureRequest, tmp_path: Path, pg_server_url: str
+) -> Iterator[Engine]:
+    """An engine on a brand-new, empty database: a SQLite file, or a PostgreSQL database
+    created for this test and dropped after it."""
+    if request.param == "sqlite":
+        engine = build_engine(f"sqlite:///{tmp_path / 'migrations.db'}")
+        try:
+            yield engine
+        finally:
+            engine.dispose()
+        return
+    name = f"signoff_migrations_{uuid.uuid4().hex[:10]}"
+    admin = (
+        make_url(pg_server_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    )
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    engine = build_engine(
+        make_url(pg_server_url).set(database=name).render_as_string(hide_password=False)
+    )
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )

@@ -4,26 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from psycopg import sql
 from sqlalchemy import Engine, column, func, insert, inspect, select, table, text
-from sqlalchemy.engine import make_url
 
 from agent_runtime import ApprovalStatus, Lease, LeaseLost, StepKind, StepRecord, new_run_id
 from agent_runtime.audit import GENESIS, AuditDraft, AuditEntry, chain
 from agent_runtime.audit_keys import AuditKey, AuditKeys
 from agent_runtime.audit_report import examine
-from store import SqlStore, build_engine
+from store import SqlStore
 from store.approval_store import SqlApprovalStore
 from store.migrate import alembic_config, downgrade, upgrade
 from store.models import approvals, runs, steps
@@ -32,38 +26,6 @@ from store.types import UTCDateTime
 
 MODEL_TABLES = set(metadata.tables)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def empty_engine(
-    request: pytest.FixtureRequest, tmp_path: Path, pg_server_url: str
-) -> Iterator[Engine]:
-    """An engine on a brand-new, empty database: a SQLite file, or a PostgreSQL database
-    created for this test and dropped after it."""
-    if request.param == "sqlite":
-        engine = build_engine(f"sqlite:///{tmp_path / 'migrations.db'}")
-        try:
-            yield engine
-        finally:
-            engine.dispose()
-        return
-    name = f"signoff_migrations_{uuid.uuid4().hex[:10]}"
-    admin = (
-        make_url(pg_server_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    )
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    engine = build_engine(
-        make_url(pg_server_url).set(database=name).render_as_string(hide_password=False)
-    )
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
 
 
 def _differences(engine: Engine) -> list[Any]:

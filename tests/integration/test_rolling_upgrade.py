@@ -4,27 +4,22 @@ command starts on it, and ``db upgrade`` and ``doctor`` say what they see."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
-from store import build_engine, latest_revision, upgrade
+from store import latest_revision, upgrade
 from tests.integration import cli_ok, run_cli, signoff_env
 
 LATER = "9999"
 """A revision no migration of this code has: a later release's."""
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def later_schema(request: pytest.FixtureRequest, sqlite_url: str, pg_url: str) -> str:
-    """A database migrated by this code, then marked as a later release left it."""
-    url = sqlite_url if request.param == "sqlite" else pg_url
-    engine = build_engine(url)
-    try:
-        upgrade(engine)
-        with engine.begin() as conn:
-            conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": LATER})
-    finally:
-        engine.dispose()
-    return url
+@pytest.fixture
+def later_schema(empty_engine: Engine) -> str:
+    """A database of its own migrated by this code, then marked as a later release left it."""
+    upgrade(empty_engine)
+    with empty_engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": LATER})
+    return empty_engine.url.render_as_string(hide_password=False)
 
 
 def test_the_old_code_runs_on_a_later_releases_schema(later_schema: str) -> None:
