@@ -89,7 +89,7 @@ class Failing:
         kind = (type(exc).__name__, str(exc))
         now = self._clock()
         self._count = self._count + 1 if kind == self._kind else 1
-        extra = {"action": self._job, "failures": self._count}
+        extra = {"action": self._job}
         if kind != self._kind:
             self._kind, self._told_at = kind, now
             if isinstance(exc, StoreUnavailable):
@@ -98,10 +98,14 @@ class Failing:
                 logger.exception("scheduled job failed", extra=extra)
         elif now - self._told_at >= REPEAT_LOGGED_EVERY_S:
             self._told_at = now
-            logger.warning("scheduled job still failing: %s", exc, extra=extra)
+            logger.warning(
+                "scheduled job still failing (%d times): %s", self._count, exc, extra=extra
+            )
 
     def succeeded(self) -> None:
         """A round went through: if failures came before, say the job is back."""
         if self._kind is not None:
-            logger.info("scheduled job back", extra={"action": self._job, "failures": self._count})
+            logger.info(
+                "scheduled job back after %d failures", self._count, extra={"action": self._job}
+            )
             self._kind, self._count = None, 0

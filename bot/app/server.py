@@ -9,10 +9,12 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.error import URLError
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from slack_bolt import App
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 
 from agent_runtime import SystemClock, Worker
 from bot.api.http import api_app
@@ -287,9 +289,43 @@ def _socket_mode(app: App, settings: Settings) -> None:
         ping_interval=settings.socket_ping_interval.total_seconds(),
     )
     try:
-        handler.start()  # type: ignore[no-untyped-call]
+        _connect(handler)
+        logger.info("connected to Slack over Socket Mode", extra={"action": "socket"})
+        _wait_forever()
     finally:
         _stop_socket(handler)
+
+
+REFUSED_APP_TOKEN = frozenset(
+    {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "not_allowed_token_type"}
+)
+"""What Slack answers ``apps.connections.open`` with for an app token it will never take."""
+
+
+def _connect(handler: SocketModeHandler) -> None:
+    """Open the Socket Mode connection; while Slack cannot be reached, try again with backoff
+    (as the HTTP front waits for Slack's requests). An app token Slack refuses is a
+    ``SettingsError``: no retry can fix it."""
+    pause = 0.5
+    while True:
+        try:
+            handler.connect()  # type: ignore[no-untyped-call]
+            return
+        except SlackApiError as exc:
+            error = str(exc.response.get("error", ""))
+            if error in REFUSED_APP_TOKEN:
+                raise SettingsError(f"Slack refused SLACK_APP_TOKEN ({error})") from None
+            cause: Exception = exc
+        except (OSError, URLError) as exc:  # unreachable, reset, timed out
+            cause = exc
+        logger.warning(
+            "Slack unreachable for Socket Mode (%s: %s); trying again",
+            type(cause).__name__,
+            cause,
+            extra={"action": "socket"},
+        )
+        time.sleep(pause)
+        pause = min(pause * 2, 30.0)
 
 
 def _stop_socket(handler: SocketModeHandler) -> None:

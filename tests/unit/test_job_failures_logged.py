@@ -42,12 +42,12 @@ def test_an_outage_is_one_warning_then_a_reminder_then_the_recovery(
         failing.succeeded()
     told = _records(caplog)
     paused = "scheduled job paused: the database is unreachable"
-    still = "scheduled job still failing: the database is unreachable"
+    still = "scheduled job still failing ({} times): the database is unreachable"
     assert told == [
         (logging.WARNING, paused, False),
-        (logging.WARNING, still, False),
-        (logging.WARNING, still, False),
-        (logging.INFO, "scheduled job back", False),
+        (logging.WARNING, still.format(1001), False),
+        (logging.WARNING, still.format(2002), False),  # 300 s after the first reminder
+        (logging.INFO, "scheduled job back after 2100 failures", False),
     ]
     assert 2 * REPEAT_LOGGED_EVERY_S <= 2100 * 0.3 < 3 * REPEAT_LOGGED_EVERY_S
 
