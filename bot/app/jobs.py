@@ -36,6 +36,7 @@ from agent_runtime.worker import default_owner
 from bot.api.webhook_sender import webhook_sender
 from bot.app.anchor_file import anchor_if_changed
 from bot.app.scheduler import Job
+from bot.app.settings import SettingsError
 from bot.app.slack_mode import web_client, workspace_clients
 from bot.app.wiring import Services
 from bot.ops.metrics import Metrics
@@ -153,6 +154,13 @@ def _anchor_job(services: Services) -> list[Job]:
     )
     if not path:
         return []
+    try:  # a tamper-evidence control that cannot write stops the start, not each round
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise SettingsError(
+            f"SIGNOFF_AUDIT_ANCHOR_FILE: cannot append to {path}: {exc.strerror or exc}"
+        ) from None
     return [
         Job(
             "audit-anchor",

@@ -258,3 +258,20 @@ def test_serve_for_one_workspace_without_its_bot_token_stops_at_start(
     done = run_cli(env, "serve", *front)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("signoff: error: SLACK_BOT_TOKEN is not set: ")
+
+
+def test_serve_with_an_anchor_file_it_cannot_write_stops_at_start(tmp_path: Path) -> None:
+    """``SIGNOFF_AUDIT_ANCHOR_FILE`` in a directory that does not exist: exit 2 at start,
+    naming the variable (the process ran, failing every round with a traceback, and its
+    probes and doctor said all was well)."""
+    anchors = tmp_path / "no such directory" / "anchors.jsonl"
+    env = signoff_env(
+        f"sqlite:///{tmp_path / 'signoff.db'}",
+        extra={"SIGNOFF_AUDIT_ANCHOR_FILE": str(anchors), "SIGNOFF_PORT": "0"},
+    )
+    done = run_cli(env, "serve", "--no-http")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.endswith(
+        f"signoff: error: SIGNOFF_AUDIT_ANCHOR_FILE: cannot append to {anchors}: "
+        "No such file or directory\n"
+    )
