@@ -47,15 +47,20 @@ def is_current(engine: Engine) -> bool:
     return revision is not None and revision >= latest_revision()
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema up to ``revision``; safe to run from several processes at once. A
-    schema newer than this code's is left as it is: during a rolling upgrade the old code
-    runs on it (Alembic, which knows no such revision, would refuse it)."""
-    if revision == "head" and is_current(engine):
-        return  # the common case, without loading Alembic
+def upgrade(engine: Engine, revision: str = "head") -> str | None:
+    """Bring the schema up to ``revision``; safe to run from several processes at once (the
+    next waits for the first, then finds nothing to do). Return the revision it found, read
+    under that lock. A schema newer than this code's is left as it is: during a rolling
+    upgrade the old code runs on it (Alembic, which knows no such revision, would refuse
+    it)."""
+    if revision == "head":
+        with translated():
+            found = current_revision(engine)
+        if found is not None and found >= latest_revision():
+            return found  # the common case, without loading Alembic
     from alembic import command
 
-    _run(engine, lambda config: command.upgrade(config, revision))
+    return _run(engine, lambda config: command.upgrade(config, revision))
 
 
 def downgrade(engine: Engine, revision: str) -> None:
@@ -65,10 +70,17 @@ def downgrade(engine: Engine, revision: str) -> None:
     _run(engine, lambda config: command.downgrade(config, revision))
 
 
-def _run(engine: Engine, action: object) -> None:
+def _run(engine: Engine, action: object) -> str | None:
+    """Run ``action`` under the migrations' lock; return the revision found once it held."""
     config = alembic_config(engine)
     with engine.begin() as connection:
         if engine.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": ADVISORY_LOCK_ID})
+        found = (
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            if inspect(connection).has_table("alembic_version")
+            else None
+        )
         config.attributes["connection"] = connection
         action(config)  # type: ignore[operator]
+    return found

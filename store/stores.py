@@ -107,10 +107,12 @@ class Stores:
         """Return a listener (not started) that calls ``on_wake`` when a run may be runnable."""
         return store.WakeListener(self.engine, on_wake)
 
-    def upgrade(self) -> None:
-        """Apply every migration the database lacks."""
+    def upgrade(self) -> str | None:
+        """Apply every migration the database lacks; return the revision it was at (read
+        under the migrations' lock: of two processes upgrading at once, the second finds
+        the first's)."""
         with translated():
-            upgrade(self.engine)
+            return upgrade(self.engine)
 
     def schema(self) -> SchemaStatus:
         """Return the database's revision and the newest (``StoreUnavailable`` if unreachable)."""

@@ -380,6 +380,12 @@ def _model(env: Mapping[str, str]) -> dict[str, Any]:
 
 def _slack(env: Mapping[str, str]) -> dict[str, Any]:
     api_url = env.get("SIGNOFF_SLACK_API_URL") or "https://slack.com/api/"
+    parts = urlsplit(api_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(
+            f"SIGNOFF_SLACK_API_URL must be an http(s) URL such as https://slack.com/api/, "
+            f"not {api_url!r}"
+        )
     return {
         **_slack_mode(env),
         "slack_bot_token": env.get("SLACK_BOT_TOKEN", ""),

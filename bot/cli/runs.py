@@ -271,12 +271,12 @@ def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
             f"({before.latest}): nothing to do here (a later release migrated it)"
         )
         return 0
-    stores.upgrade()
+    found = stores.upgrade()
     after = stores.schema().current
-    if before.current == after:
+    if found == after:
         print(f"database is up to date (schema at {after})")
     else:
-        print(f"database upgraded from {before.current or 'an empty database'} to {after}")
+        print(f"database upgraded from {found or 'an empty database'} to {after}")
     return 0
 
 

@@ -3,11 +3,13 @@ command starts on it, and ``db upgrade`` and ``doctor`` say what they see."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from sqlalchemy import Engine, text
 
 from store import latest_revision, upgrade
-from tests.integration import cli_ok, run_cli, signoff_env
+from tests.integration import cli_ok, run_cli, signoff_command, signoff_env
 
 LATER = "9999"
 """A revision no migration of this code has: a later release's."""
@@ -45,3 +47,28 @@ def test_db_upgrade_and_doctor_say_the_schema_is_a_later_releases(later_schema: 
     (line,) = [x for x in doctor.stdout.splitlines() if "database" in x]
     assert f"schema at {LATER} (a later release's: this code's is {latest_revision()})" in line
     assert "db upgrade" not in doctor.stdout
+
+
+def test_two_upgrades_at_once_say_what_each_did(empty_engine: Engine) -> None:
+    """Two ``db upgrade`` started together on an empty database: one migrates it and says
+    so, the other waits and says it found it up to date (both said they upgraded it: the
+    revision was read before the lock)."""
+    url = empty_engine.url.render_as_string(hide_password=False)
+    env = signoff_env(url)
+    both = [
+        subprocess.Popen(
+            [*signoff_command(), "db", "upgrade"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    said = sorted(process.communicate(timeout=120)[0].strip() for process in both)
+    assert [process.returncode for process in both] == [0, 0], said
+    head = latest_revision()
+    assert said == [
+        f"database is up to date (schema at {head})",
+        f"database upgraded from an empty database to {head}",
+    ]

@@ -88,3 +88,13 @@ def test_a_half_configured_mix_is_a_startup_error_naming_the_variables(
     with pytest.raises(SettingsError) as refused:
         Settings.from_env(env)
     assert all(name in str(refused.value) for name in named), str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:44475/api/", "slack.com/api", "ftp://slack.com/api/"])
+def test_a_slack_api_url_that_is_no_http_url_is_a_startup_error(url: str) -> None:
+    """``SIGNOFF_SLACK_API_URL`` without its scheme was taken: serve then failed every
+    delivery with a traceback, and ``signoff doctor`` crashed."""
+    with pytest.raises(SettingsError, match="SIGNOFF_SLACK_API_URL must be an http"):
+        Settings.from_env({"SLACK_BOT_TOKEN": "xoxb-1", "SIGNOFF_SLACK_API_URL": url})
+    good = Settings.from_env({"SIGNOFF_SLACK_API_URL": "http://127.0.0.1:44475/api"})
+    assert good.slack_api_url == "http://127.0.0.1:44475/api/"
