@@ -60,6 +60,7 @@ RESUME_AT = 150
 APPENDS = 200
 RUN_TIMEOUT_S = 120
 CRASH_LEASE = timedelta(milliseconds=600)
+FLOOR_LEASE = timedelta(hours=1)
 
 
 # ------------------------------------------------------------------ instrumented store
@@ -357,8 +358,9 @@ class StatementFloor:
         lease = Lease(new_run_id(), "floor", 1)
         self.last_run = lease.run_id
         now = datetime.now(UTC)
+        later = now + FLOOR_LEASE  # no serving worker takes the run over meanwhile
         statements = [
-            (self._create, {"id": lease.run_id, "input": {"n": steps}, "now": now}),
+            (self._create, {"id": lease.run_id, "input": {"n": steps}, "now": now, "due": later}),
             *(
                 (self._append, fenced_append_params(lease, payload_entry(index, now)))
                 for index in range(steps)
@@ -408,7 +410,8 @@ def payload_entry(index: int, now: datetime) -> StepRecord:
 
 
 def _claimed_run() -> Any:
-    """A payload run's row, running under fence 1 (as the engine's claim leaves it)."""
+    """A payload run's row, running under fence 1 (as the engine's claim leaves it), its
+    lease lapsing at ``:due``."""
     now = bindparam("now", type_=runs.c.created_at.type)
     return insert(runs).values(
         id=bindparam("id", type_=runs.c.id.type),
@@ -417,7 +420,7 @@ def _claimed_run() -> Any:
         input=bindparam("input", type_=runs.c.input.type),
         created_at=now,
         updated_at=now,
-        due_at=now,
+        due_at=bindparam("due", type_=runs.c.due_at.type),
         lease_owner="floor",
         fence=1,
     )

@@ -41,11 +41,11 @@ def _entries(journal: list[StepRecord]) -> list[tuple[object, ...]]:
 def test_the_floor_writes_what_a_payload_run_of_the_engine_writes(store: TimedStore) -> None:
     """A floor run leaves the journal and the completed run a real ``bench.payload`` run
     leaves (timestamps aside): it sends the engine's statements, not cheaper ones."""
-    with ServingWorker(store) as worker:
+    with ServingWorker(store) as worker:  # serving, as in the benchmark: it takes no floor run
         engine_step_seconds(worker, store, STEPS)
-    (engine_run,) = store.list_runs(limit=1)
-    with contextlib.closing(StatementFloor(store)) as floor:
-        assert floor.run_step_seconds(STEPS) > 0
+        (engine_run,) = store.list_runs(limit=1)
+        with contextlib.closing(StatementFloor(store)) as floor:
+            assert floor.run_step_seconds(STEPS) > 0
     assert floor.last_run is not None
     floor_run = store.get_run(floor.last_run)
     assert floor_run.status is engine_run.status is RunStatus.COMPLETED
