@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,34 +133,64 @@ def test_a_drain_longer_than_its_timeout_ends_the_process_with_status_4(
         assert "draining took too long; exiting" in worker.output()
 
 
+@dataclass
+class Serving:
+    """A ``signoff serve`` subprocess logging to a file, and its ports as it logged them."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> None:
+        """Fail, with its log, if the process has exited."""
+        assert self.process.poll() is None, self.log.read_text()
+
+    def port(self, path: str) -> int:
+        """The port it logged for ``path`` (``/`` for its operator endpoints)."""
+        return bound_port(self.log, path, timeout=TIMEOUT_S, alive=self.alive)
+
+    def readiness(self, port: int) -> dict[str, Any]:
+        """Wait until ``/readyz`` on ``port`` answers 200; return its body."""
+
+        def ready() -> dict[str, Any] | None:
+            self.alive()
+            found = probe(port, "/readyz")
+            return found[1] if found is not None and found[0] == 200 else None
+
+        body: dict[str, Any] = wait_until(ready, timeout=TIMEOUT_S, what="/readyz")
+        return body
+
+    def stops_cleanly(self) -> None:
+        """SIGTERM it: it exits 0."""
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.wait(timeout=TIMEOUT_S) == 0
+
+
+@contextmanager
+def serving(env: dict[str, str], tmp_path: Path, *args: str) -> Iterator[Serving]:
+    """``signoff serve ARGS`` for the block; stopped (SIGKILL past a grace) after it."""
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w", encoding="utf-8") as log:
+        process = subprocess.Popen(
+            [*signoff_command(), "serve", *args],
+            env=env,
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield Serving(process, log_path)
+        finally:
+            stop_process(process)
+
+
 def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
     tmp_path: Path,
     sqlite_url: str,
 ) -> None:
     """``serve --no-http --metrics-port`` reports its worker and scheduler loops."""
-    env = signoff_env(sqlite_url)
-    log = (tmp_path / "serve.log").open("w", encoding="utf-8")
-    process = subprocess.Popen(
-        [*signoff_command(), "serve", "--no-http", "--metrics-port", "0"],
-        env=env,
-        cwd=tmp_path,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-
-        def alive() -> None:
-            assert process.poll() is None, (tmp_path / "serve.log").read_text()
-
-        port = bound_port(tmp_path / "serve.log", "/", timeout=TIMEOUT_S, alive=alive)
-
-        def ready() -> dict[str, Any] | None:
-            alive()
-            found = probe(port, "/readyz")
-            return found[1] if found is not None and found[0] == 200 else None
-
-        checks = wait_until(ready, timeout=TIMEOUT_S, what="/readyz")["checks"]
-        assert set(checks) == {
+    with serving(signoff_env(sqlite_url), tmp_path, "--no-http", "--metrics-port", "0") as serve:
+        port = serve.port("/")
+        assert set(serve.readiness(port)["checks"]) == {
             "database",
             "migrations",
             "loop:worker",
@@ -167,11 +200,7 @@ def test_serve_without_http_answers_probes_and_metrics_on_its_metrics_port(
             "loop:intake",
         }
         assert sample(metrics(port), "signoff_database_up") == 1
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=TIMEOUT_S) == 0
-    finally:
-        stop_process(process)
-        log.close()
+        serve.stops_cleanly()
 
 
 def test_serve_over_http_with_a_metrics_port_keeps_the_operator_endpoints_off_slacks_port(
@@ -183,29 +212,10 @@ def test_serve_over_http_with_a_metrics_port_keeps_the_operator_endpoints_off_sl
     on the public port)."""
     secrets = {"SLACK_SIGNING_SECRET": "s" * 32, "SLACK_BOT_TOKEN": "xoxb-0", "SIGNOFF_PORT": "0"}
     env = signoff_env(sqlite_url, extra=secrets)
-    log = (tmp_path / "serve.log").open("w", encoding="utf-8")
-    process = subprocess.Popen(
-        [*signoff_command(), "serve", "--no-worker", "--metrics-port", "0"],
-        env=env,
-        cwd=tmp_path,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-
-        def alive() -> None:
-            assert process.poll() is None, (tmp_path / "serve.log").read_text()
-
-        ops = bound_port(tmp_path / "serve.log", "/", timeout=TIMEOUT_S, alive=alive)
-        public = bound_port(tmp_path / "serve.log", "/slack/events", timeout=TIMEOUT_S, alive=alive)
+    with serving(env, tmp_path, "--no-worker", "--metrics-port", "0") as serve:
+        ops, public = serve.port("/"), serve.port("/slack/events")
         assert ops != public
-
-        def ready() -> dict[str, Any] | None:
-            alive()
-            found = probe(ops, "/readyz")
-            return found[1] if found is not None and found[0] == 200 else None
-
-        assert wait_until(ready, timeout=TIMEOUT_S, what="/readyz")["status"] == "ok"
+        assert serve.readiness(ops)["status"] == "ok"
         assert sample(metrics(ops), "signoff_database_up") == 1
         for path in ("/readyz", "/healthz", "/metrics"):
             assert get(public, path).status_code == 404, path
@@ -213,8 +223,4 @@ def test_serve_over_http_with_a_metrics_port_keeps_the_operator_endpoints_off_sl
             session.trust_env = False  # no proxy
             unsigned = session.post(f"http://127.0.0.1:{public}/slack/events", data=b"{}")
         assert unsigned.status_code == 401  # Slack's front is there, verifying signatures
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=TIMEOUT_S) == 0
-    finally:
-        stop_process(process)
-        log.close()
+        serve.stops_cleanly()
