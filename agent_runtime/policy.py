@@ -46,10 +46,10 @@ class ApprovalPolicy:
             "groups": definitions.names(self.groups, "groups"),
             "escalate_to": definitions.names(self.escalate_to, "escalate_to"),
             "on_expiry": OnExpiry(self.on_expiry),
+            "required": definitions.count(self.required, "required", least=1),
         }
         for name, value in kept.items():
             object.__setattr__(self, name, value)
-        definitions.count(self.required, "required", least=1)
         definitions.flag(self.allow_requester, "allow_requester")
         definitions.duration(self.deadline, "the approval deadline")
         definitions.optional_duration(self.remind_every, "remind_every")
