@@ -32,12 +32,11 @@ MOVE_HEAD = (
 )
 APPEND = MOVE_HEAD.add_cte(ADD_ENTRY.cte("appended"))
 """The statements of an append, built once, so each call only binds its values."""
+AT_HEAD = and_(audit_head.c.shard == audit_log.c.shard, audit_head.c.seq == audit_log.c.seq)
+"""An entry of the log that is its chain's head."""
 SIGNED_HEADS = (
     select(audit_log.c.shard)
-    .join(
-        audit_head,
-        and_(audit_head.c.shard == audit_log.c.shard, audit_head.c.seq == audit_log.c.seq),
-    )
+    .join(audit_head, AT_HEAD)
     .where(
         audit_head.c.shard.in_(bindparam("shards", expanding=True)), audit_log.c.kid.is_not(None)
     )
@@ -158,14 +157,7 @@ def read_log(conn: Connection) -> tuple[list[AuditEntry], dict[int, tuple[int, s
 
 def newest_entries(conn: Connection) -> list[AuditEntry]:
     """Return the newest entry of every chain that has one, by shard, through the heads."""
-    newest = (
-        select(audit_log)
-        .join(
-            audit_head,
-            and_(audit_head.c.shard == audit_log.c.shard, audit_head.c.seq == audit_log.c.seq),
-        )
-        .order_by(audit_log.c.shard)
-    )
+    newest = select(audit_log).join(audit_head, AT_HEAD).order_by(audit_log.c.shard)
     return [entry_of(row) for row in conn.execute(newest)]
 
 

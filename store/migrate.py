@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Connection, Engine, inspect, text
 
 from store.errors import translated
 
@@ -34,17 +34,27 @@ def latest_revision() -> str:
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at (None for an empty database)."""
     with engine.connect() as conn:
-        if not inspect(conn).has_table("alembic_version"):
-            return None
-        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        return _revision_on(conn)
+
+
+def _revision_on(conn: Connection) -> str | None:
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    revision: str | None = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    return revision
+
+
+def covers(revision: str | None) -> bool:
+    """Whether a schema at ``revision`` has every migration this code knows. A newer one
+    does: during a rolling upgrade the old code runs on it."""
+    return revision is not None and revision >= latest_revision()
 
 
 def is_current(engine: Engine) -> bool:
     """Tell whether the schema has every migration this code knows (``StoreUnavailable`` if
-    unreachable). A newer schema counts: during a rolling upgrade the old code runs on it."""
+    unreachable; ``covers``)."""
     with translated():
-        revision = current_revision(engine)
-    return revision is not None and revision >= latest_revision()
+        return covers(current_revision(engine))
 
 
 def upgrade(engine: Engine, revision: str = "head") -> str | None:
@@ -56,7 +66,7 @@ def upgrade(engine: Engine, revision: str = "head") -> str | None:
     if revision == "head":
         with translated():
             found = current_revision(engine)
-        if found is not None and found >= latest_revision():
+        if covers(found):
             return found  # the common case, without loading Alembic
     from alembic import command
 
@@ -76,11 +86,7 @@ def _run(engine: Engine, action: object) -> str | None:
     with engine.begin() as connection:
         if engine.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": ADVISORY_LOCK_ID})
-        found = (
-            connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
-            if inspect(connection).has_table("alembic_version")
-            else None
-        )
+        found = _revision_on(connection)
         config.attributes["connection"] = connection
         action(config)  # type: ignore[operator]
     return found

@@ -14,7 +14,7 @@ import store
 from agent_runtime.built_once import built_once
 from store.engine import transaction_pooled
 from store.errors import translated
-from store.migrate import current_revision, is_current, latest_revision, upgrade
+from store.migrate import covers, current_revision, is_current, latest_revision, upgrade
 from store.planner_stats import StaleTable, stale_statistics
 from store.pooler import check_pooling
 from store.stats import Stats, read_stats
@@ -43,7 +43,7 @@ class SchemaStatus:
     def up_to_date(self) -> bool:
         """Whether the database has every migration this code knows (a newer schema has:
         the code runs on it during a rolling upgrade)."""
-        return self.current is not None and self.current >= self.latest
+        return covers(self.current)
 
     @property
     def newer(self) -> bool:

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, settings
-from psycopg import sql
 from sqlalchemy import Connection, delete, insert, text
-from sqlalchemy.engine import make_url
 
 from agent_runtime import Store
 from agent_runtime.audit import AUDIT_SHARDS, genesis
 from agent_runtime.testing import InMemoryStore
 from store import SqlStore, build_engine, open_store
 from store.models import audit_head, metadata
+from tests.pg_databases import fresh_database
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 EVERY_TABLE = tuple(t.name for t in metadata.sorted_tables if t.name != "audit_head")
@@ -44,23 +41,15 @@ def pg_server_url() -> str:
 @pytest.fixture(scope="session")
 def pg_url(pg_server_url: str) -> Iterator[str]:
     """A fresh, migrated PostgreSQL database for this test session, dropped at the end."""
-    name = f"signoff_test_{uuid.uuid4().hex[:10]}"
-    admin = _libpq(pg_server_url)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = make_url(pg_server_url).set(database=name).render_as_string(hide_password=False)
-    engine = build_engine(url)
-    try:
-        from store import upgrade
+    with fresh_database(pg_server_url, "signoff_test") as url:
+        engine = build_engine(url)
+        try:
+            from store import upgrade
 
-        upgrade(engine)
-        yield url
-    finally:
-        engine.dispose()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            upgrade(engine)
+            yield url
+        finally:
+            engine.dispose()
 
 
 @pytest.fixture
@@ -123,11 +112,6 @@ def any_store(request: pytest.FixtureRequest) -> Store:
     fixture = "sqlite_store" if request.param == "sqlite" else "pg_store"
     store: Store = request.getfixturevalue(fixture)
     return store
-
-
-def _libpq(url: str) -> str:
-    parsed = make_url(url)
-    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 # Property tests: few examples, the same ones on every run (derandomized, no example

@@ -28,11 +28,6 @@ FIRST_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 5.0
 
 
-def masked(url: str) -> str:
-    """Return the database URL with its passwords masked (``store.url_passwords``)."""
-    return masked_url(url)
-
-
 class Startup:
     """How far a starting process has got in reaching its database: what the probes and the
     metrics report until it is up. Only the error's class is kept (its message may name a
@@ -121,14 +116,14 @@ def when_reachable(
             progress.failed(exc, left)
             if left <= 0:
                 raise StoreUnavailable(
-                    f"the database at {masked(url)} could not be reached within "
+                    f"the database at {masked_url(url)} could not be reached within "
                     f"{wait.total_seconds():g} s (SIGNOFF_STARTUP_DB_WAIT_SECONDS): {exc}"
                 ) from exc
             pause = min(backoff, left)
             logger.warning(
                 "database unreachable at start (attempt %d, %s): %s; trying again in %.1f s",
                 attempt,
-                masked(url),
+                masked_url(url),
                 exc,
                 pause,
                 extra={"action": "startup"},

@@ -5,14 +5,12 @@ launcher."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg import sql
-from sqlalchemy import Engine, make_url
+from sqlalchemy import Engine
 
 from store import build_engine
 from tests.integration.in_process import InProcessCli
@@ -32,6 +30,7 @@ from tests.integration.worker_processes import (
     Launcher,
 )
 from tests.integration.workspaces_world import ALPHA_CODE, BETA_CODE, TwoWorkspaces, install
+from tests.pg_databases import fresh_database
 
 
 @pytest.fixture
@@ -135,27 +134,14 @@ def empty_engine(
 ) -> Iterator[Engine]:
     """An engine on a brand-new, empty database: a SQLite file, or a PostgreSQL database
     created for this test and dropped after it."""
-    if request.param == "sqlite":
-        engine = build_engine(f"sqlite:///{tmp_path / 'migrations.db'}")
+    database = (
+        nullcontext(f"sqlite:///{tmp_path / 'migrations.db'}")
+        if request.param == "sqlite"
+        else fresh_database(pg_server_url, "signoff_migrations")
+    )
+    with database as url:
+        engine = build_engine(url)
         try:
             yield engine
         finally:
             engine.dispose()
-        return
-    name = f"signoff_migrations_{uuid.uuid4().hex[:10]}"
-    admin = (
-        make_url(pg_server_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    )
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    engine = build_engine(
-        make_url(pg_server_url).set(database=name).render_as_string(hide_password=False)
-    )
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )

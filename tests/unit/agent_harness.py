@@ -12,9 +12,11 @@ from agent_runtime import (
     Agent,
     ApprovalPolicy,
     Budget,
+    Decision,
     RetryPolicy,
     Run,
     RunId,
+    RunStatus,
     Tools,
     UnknownOutcome,
     WorkerOptions,
@@ -133,6 +135,26 @@ class AgentHarness:
     def work(self) -> None:
         """Run whatever is due now."""
         self.runtime.worker(WorkerOptions(owner="w", lease_ttl=timedelta(seconds=30))).run_once()
+
+    def refund_cut_off_by_a_crash(self) -> tuple[RunId, str]:
+        """Start a run, approve its refund, crash the worker inside the refund (so the side
+        effect started and was never journaled), and work the run again once the lease is
+        gone; return the run and the refund's approval."""
+        run_id = self.start()
+        self.work()
+        assert self.run(run_id).status == RunStatus.WAITING
+        (approval,) = self.pending(run_id)
+        self.approvals.decide(approval, DANA, Decision.APPROVE)
+        self.crash_after_refund = True
+        try:
+            self.work()
+        except Crash:
+            pass
+        else:
+            raise AssertionError("the worker did not crash inside the refund")
+        self.clock.advance(timedelta(minutes=1))
+        self.work()
+        return run_id, approval
 
     def run(self, run_id: RunId) -> Run:
         """Return the run."""

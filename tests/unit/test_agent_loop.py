@@ -35,7 +35,6 @@ from tests.unit.agent_harness import (
     REFUND,
     REQUESTER,
     AgentHarness,
-    Crash,
 )
 
 
@@ -280,14 +279,7 @@ def test_invalid_arguments_go_back_to_the_model() -> None:
 def test_unknown_outcome_follows_the_tool_policy(outcome: UnknownOutcome) -> None:
     """A side effect started but never journaled is retried with its key, verified, or asked."""
     h = AgentHarness([REFUND, DONE], outcome=outcome)
-    run_id = _until_waiting(h)
-    (approval,) = h.pending(run_id)
-    h.approvals.decide(approval, DANA, Decision.APPROVE)
-    h.crash_after_refund = True
-    with pytest.raises(Crash):
-        h.work()
-    h.clock.advance(timedelta(minutes=1))
-    h.work()
+    run_id, _ = h.refund_cut_off_by_a_crash()
     if outcome == UnknownOutcome.ASK:
         (question,) = h.pending(run_id)
         assert "Did it happen?" in h.approvals.get(question).reason_asked

@@ -4,29 +4,18 @@ deciding it says what follows: rejecting it runs the call again."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
-
-import pytest
 
 from agent_runtime import Decision, RunId, RunStatus, UnknownOutcome
 from bot.cli.agents import _meaning
 from bot.cli.render import OUTCOME_MEANING, approval_line, run_detail
-from tests.unit.agent_harness import DANA, DONE, REFUND, AgentHarness, Crash
+from tests.unit.agent_harness import DANA, DONE, REFUND, AgentHarness
 
 
 def _asked_whether_it_happened() -> tuple[AgentHarness, RunId, str, str]:
     """A run whose approved refund was cut off by a crash: its tool asks a person. Return
     the harness, the run, the refund's approval and the question."""
     h = AgentHarness([REFUND, DONE], outcome=UnknownOutcome.ASK)
-    run_id = h.start()
-    h.work()
-    (approval,) = h.pending(run_id)
-    h.approvals.decide(approval, DANA, Decision.APPROVE)
-    h.crash_after_refund = True
-    with pytest.raises(Crash):
-        h.work()
-    h.clock.advance(timedelta(minutes=1))
-    h.work()
+    run_id, approval = h.refund_cut_off_by_a_crash()
     (question,) = h.pending(run_id)
     return h, run_id, approval, question
 

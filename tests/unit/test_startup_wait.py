@@ -11,7 +11,8 @@ import pytest
 
 from agent_runtime import StoreUnavailable
 from bot.app.settings import Settings, SettingsError
-from bot.ops.startup import Startup, masked, when_reachable
+from bot.ops.startup import Startup, when_reachable
+from store import masked_url
 
 URL = "postgresql+psycopg://signoff:hunter2@db.internal:5432/signoff"
 
@@ -44,8 +45,8 @@ def failing(times: int) -> tuple[list[int], Callable[[], str]]:
 
 def test_the_password_is_masked() -> None:
     """The URL shown keeps host, port and user, and hides the password."""
-    assert masked(URL) == "postgresql+psycopg://signoff:***@db.internal:5432/signoff"
-    assert masked("not a url") == "(the configured database URL)"
+    assert masked_url(URL) == "postgresql+psycopg://signoff:***@db.internal:5432/signoff"
+    assert masked_url("not a url") == "(the configured database URL)"
 
 
 def test_it_retries_with_backoff_and_logs_each_failure_once(
